@@ -1,0 +1,320 @@
+"""The spec: one validated, typed description of a model, its data, training and decoding.
+
+Component sections (attention, positional, ffn, norm) are discriminated unions on ``kind`` built
+from the registries, so a newly registered block (built-in or plugin) is a valid spec at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field, field_validator, model_validator
+
+from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL, Registry, load_plugins
+from tbuild.components.attention import MultiHeadSpec
+from tbuild.components.feedforward import ReLUFFNSpec
+from tbuild.components.norm import LayerNormSpec
+from tbuild.components.positional import SinusoidalSpec
+from tbuild.components.spec_base import StrictModel
+
+load_plugins()
+
+
+def _union(registry: Registry) -> Any:
+    specs = tuple(e.spec for e in registry.entries())
+    return Annotated[Union[specs], Field(discriminator="kind")]  # noqa: UP007 - built at run time
+
+
+AttentionSpec = _union(ATTENTION)
+PositionalSpec = _union(POSITIONAL)
+FFNSpec = _union(FFN)
+NormSpec = _union(NORM)
+
+
+class FieldError(ValueError):
+    """A cross-field error that knows which field (path below the validated model) is at fault."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+# ----------------------------------------------------------------------------- model
+
+
+class DropoutSpec(StrictModel):
+    """Dropout rates (§5.4). The paper uses P_drop on residuals and embedding sums only."""
+
+    residual: float = Field(0.1, ge=0, lt=1, description="On each sub-layer output before the residual add (§5.4).")
+    embedding: float = Field(0.1, ge=0, lt=1, description="On the sums of embeddings and positional encodings (§5.4).")
+    attention: float = Field(0.0, ge=0, lt=1, description="On attention weights (not in the paper).")
+    activation: float = Field(0.0, ge=0, lt=1, description="On the FFN's inner activation (not in the paper).")
+
+
+class LayerGroupSpec(StrictModel):
+    """A run of identical layers inside a stack, optionally overriding the stack's blocks."""
+
+    repeat: int = Field(1, ge=1, description="How many layers this group has.")
+    attention: AttentionSpec | None = Field(None, description="Self-attention for these layers.")
+    ffn: FFNSpec | None = Field(None, description="Feed-forward block for these layers.")
+    norm: NormSpec | None = Field(None, description="Norm for these layers.")
+
+
+class StackSpec(StrictModel):
+    """An encoder or decoder stack (§3.1): N layers of h heads with d_k, d_v, d_ff."""
+
+    layers: int | None = Field(None, ge=1, description="N, the number of layers (§3.1: 6). Derived from groups.")
+    groups: list[LayerGroupSpec] | None = Field(
+        None, min_length=1, description="Heterogeneous stack: layer groups in order, each with `repeat`."
+    )
+    heads: int = Field(8, ge=1, description="h, parallel attention heads (§3.2.2: 8).")
+    d_k: int | None = Field(None, ge=1, description="Query/key size per head (§3.2.2). Default d_model/h.")
+    d_v: int | None = Field(None, ge=1, description="Value size per head (§3.2.2). Default d_model/h.")
+    d_ff: int = Field(2048, ge=1, description="Inner size of the position-wise FFN (§3.3: 2048).")
+    attention: AttentionSpec | None = Field(None, description="Self-attention block. Default: model.attention.")
+    ffn: FFNSpec | None = Field(None, description="Feed-forward block. Default: model.ffn.")
+    norm: NormSpec | None = Field(None, description="Norm. Default: model.norm.")
+
+    @model_validator(mode="after")
+    def _layers_from_groups(self) -> StackSpec:
+        if self.groups is None:
+            self.layers = 6 if self.layers is None else self.layers  # N = 6 (§3.1)
+            return self
+        total = sum(g.repeat for g in self.groups)
+        if self.layers is not None and self.layers != total:
+            raise FieldError(("layers",), f"layers ({self.layers}) differs from the groups' repeats ({total})")
+        self.layers = total
+        return self
+
+    def layer_groups(self) -> list[LayerGroupSpec]:
+        """The stack as groups (a plain stack is one group of `layers` repeats)."""
+        return self.groups if self.groups is not None else [LayerGroupSpec(repeat=self.layers or 0)]
+
+
+class DecoderStackSpec(StackSpec):
+    cross_attention: AttentionSpec | None = Field(
+        None, description="Encoder-decoder attention (§3.2.3). Default: model.cross_attention."
+    )
+
+
+class ModelSpec(StrictModel):
+    """The architecture. Defaults are the paper's base model (Table 3, §3)."""
+
+    vocab_size: int | Literal["from_tokenizer"] = Field(
+        "from_tokenizer", description="Target (or shared) vocabulary size; from_tokenizer: data.tokenizer.vocab_size."
+    )
+    src_vocab_size: int | None = Field(
+        None, ge=1, description="Source vocabulary size when it is not shared with the target (None: shared)."
+    )
+    d_model: int = Field(512, ge=1, description="Model width (§3.1: 512).")
+    encoder: StackSpec = Field(default_factory=StackSpec, description="Encoder stack.")
+    decoder: DecoderStackSpec = Field(default_factory=DecoderStackSpec, description="Decoder stack.")
+    attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default self-attention block.")
+    cross_attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default cross-attention.")
+    positional: PositionalSpec = Field(default_factory=SinusoidalSpec, description="Positional scheme (§3.5).")
+    ffn: FFNSpec = Field(default_factory=ReLUFFNSpec, description="Default feed-forward block (§3.3).")
+    norm: NormSpec = Field(default_factory=LayerNormSpec, description="Default norm (§3.1).")
+    norm_placement: Literal["post", "pre"] = Field(
+        "post", description="post: LayerNorm(x + Sublayer(x)) as §3.1; pre: x + Sublayer(Norm(x))."
+    )
+    final_norm: bool | None = Field(None, description="A norm after each stack. Default: only with pre-norm.")
+    dropout: DropoutSpec = Field(default_factory=DropoutSpec, description="Dropout rates (§5.4).")
+    tie_embeddings: Literal["none", "decoder", "three_way"] = Field(
+        "three_way",
+        description="Weight sharing (§3.4): none; decoder (target embedding = output projection); "
+        "three_way (source and target embeddings and output projection, needs a shared vocabulary).",
+    )
+    scale_embeddings: bool = Field(True, description="Multiply embeddings by √d_model (§3.4).")
+    max_positions: int | None = Field(None, ge=1, description="Longest sequence (required by learned positions).")
+
+    @field_validator("vocab_size")
+    @classmethod
+    def _positive_vocab(cls, v: int | str) -> int | str:
+        if isinstance(v, int) and v < 2:
+            raise ValueError("vocab_size must be at least 2")
+        return v
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> ModelSpec:
+        for name in ("encoder", "decoder"):
+            stack: StackSpec = getattr(self, name)
+            for dim in ("d_k", "d_v"):
+                if getattr(stack, dim) is None:
+                    if self.d_model % stack.heads:
+                        raise FieldError(
+                            (name, "heads"),
+                            f"d_model ({self.d_model}) is not divisible by heads ({stack.heads}): "
+                            f"set {name}.d_k/d_v explicitly or change heads",
+                        )
+                    setattr(stack, dim, self.d_model // stack.heads)  # d_k = d_v = d_model/h (§3.2.2)
+        if self.tie_embeddings == "three_way" and self.src_vocab_size is not None:
+            raise FieldError(
+                ("tie_embeddings",),
+                "three_way tying needs a shared vocabulary: remove src_vocab_size or use tie_embeddings: decoder",
+            )
+        for path, component in self.components():
+            try:
+                component.check(self)
+            except ValueError as e:
+                raise FieldError(path, str(e)) from None
+        return self
+
+    def components(self) -> list[tuple[tuple[str | int, ...], Any]]:
+        """Every component spec in the model with its path."""
+        found: list[tuple[tuple[str | int, ...], Any]] = []
+        for name in ("attention", "cross_attention", "positional", "ffn", "norm"):
+            found.append(((name,), getattr(self, name)))
+        for stack_name in ("encoder", "decoder"):
+            stack = getattr(self, stack_name)
+            for name in ("attention", "ffn", "norm", "cross_attention"):
+                if getattr(stack, name, None) is not None:
+                    found.append(((stack_name, name), getattr(stack, name)))
+            for i, group in enumerate(stack.groups or []):
+                for name in ("attention", "ffn", "norm"):
+                    if getattr(group, name) is not None:
+                        found.append(((stack_name, "groups", i, name), getattr(group, name)))
+        return found
+
+    @property
+    def use_final_norm(self) -> bool:
+        return self.norm_placement == "pre" if self.final_norm is None else self.final_norm
+
+
+# ----------------------------------------------------------------------------- data
+
+
+class ParallelFiles(StrictModel):
+    """A parallel corpus: line i of source translates line i of target (plain text or .gz)."""
+
+    source: str = Field(description="Source-language file (relative to the spec file).")
+    target: str = Field(description="Target-language file (relative to the spec file).")
+
+
+class TokenizerSpec(StrictModel):
+    """Subword tokenizer: sentencepiece trained on the training data (§5.1), or an existing model."""
+
+    model: str | None = Field(None, description="An existing sentencepiece .model file; None: train one.")
+    kind: Literal["bpe", "unigram"] = Field("bpe", description="sentencepiece model type (§5.1: BPE).")
+    vocab_size: int = Field(8000, ge=16, description="Vocabulary size to train (§5.1 used ~37000 shared).")
+    character_coverage: float = Field(1.0, gt=0, le=1, description="sentencepiece character_coverage.")
+    max_sentences: int | None = Field(
+        None, ge=1, description="Train the tokenizer on at most this many sentences per side (None: all)."
+    )
+
+
+class DataSpec(StrictModel):
+    """Parallel data. A split is a file prefix (PREFIX.<lang>[.gz]) or explicit source/target files."""
+
+    source_lang: str = Field("en", description="Source language code (file suffix for prefixes).")
+    target_lang: str = Field("de", description="Target language code.")
+    dataset: Literal["multi30k"] | None = Field(
+        None, description="A built-in data set fetched automatically when its files are missing."
+    )
+    train: str | ParallelFiles | None = Field(None, description="Training data.")
+    valid: str | ParallelFiles | None = Field(None, description="Validation data.")
+    test: str | ParallelFiles | None = Field(None, description="Test data (`tbuild evaluate --split test`).")
+    tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec, description="Subword tokenizer.")
+    max_length: int = Field(256, ge=1, description="Drop training pairs with more subword tokens than this.")
+    max_length_ratio: float | None = Field(
+        None, gt=0, description="Drop training pairs whose length ratio exceeds this (None: keep all)."
+    )
+
+
+# ----------------------------------------------------------------------------- training
+
+
+class ScheduleSpec(StrictModel):
+    """Learning-rate schedule. noam is §5.3 Eq. 3: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
+
+    kind: Literal["noam", "inverse_sqrt", "constant"] = Field("noam", description="Schedule formula.")
+    warmup: int = Field(4000, ge=0, description="warmup_steps (§5.3: 4000).")
+    factor: float = Field(1.0, gt=0, description="noam: multiplies Eq. 3.")
+    lr: float = Field(5e-4, gt=0, description="inverse_sqrt/constant: the peak learning rate.")
+
+
+class OptimizerSpec(StrictModel):
+    """Adam (§5.3): β1 = 0.9, β2 = 0.98, ε = 1e-9."""
+
+    betas: tuple[float, float] = Field((0.9, 0.98), description="Adam β1, β2 (§5.3).")
+    eps: float = Field(1e-9, gt=0, description="Adam ε (§5.3).")
+    weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay (AdamW); 0 as the paper.")
+
+
+class TrainSpec(StrictModel):
+    """Training (§5). Defaults are the paper's base-model settings."""
+
+    seed: int = Field(1, description="Seed for initialisation, shuffling and dropout.")
+    batch_tokens: int = Field(
+        25000, ge=1, description="Tokens per batch on each side (§5.1: ~25000 source + 25000 target)."
+    )
+    update_freq: int = Field(1, ge=1, description="Accumulate gradients over this many batches per step.")
+    optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec, description="Adam settings (§5.3).")
+    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Learning-rate schedule (§5.3).")
+    label_smoothing: float = Field(0.1, ge=0, lt=1, description="ε_ls (§5.4: 0.1).")
+    clip_norm: float | None = Field(None, gt=0, description="Clip the gradient norm (None: no clipping).")
+    max_steps: int | None = Field(100000, ge=1, description="Stop after this many updates (§5.2: 100k base).")
+    max_epochs: int | None = Field(None, ge=1, description="Stop after this many epochs.")
+    max_minutes: float | None = Field(None, gt=0, description="Stop after this much wall time.")
+    validate_every: int = Field(1000, ge=1, description="Validate every N steps (and at the end).")
+    log_every: int = Field(100, ge=1, description="Log metrics every N steps.")
+    checkpoint_every: int | None = Field(None, ge=1, description="Checkpoint every N steps.")
+    checkpoint_minutes: float | None = Field(10.0, gt=0, description="Checkpoint every M minutes (§6.1: 10).")
+    keep_last: int = Field(5, ge=1, description="Keep the last K checkpoints.")
+    average_last: int = Field(5, ge=1, description="Checkpoints averaged by `tbuild average` (§6.1: 5 base, 20 big).")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast on CPU too."
+    )
+    threads: int | None = Field(None, ge=1, description="CPU threads (None: all cores).")
+
+    @model_validator(mode="after")
+    def _keep_enough(self) -> TrainSpec:
+        if self.max_steps is None and self.max_epochs is None and self.max_minutes is None:
+            raise FieldError(("max_steps",), "training needs a stop: set max_steps, max_epochs or max_minutes")
+        return self
+
+
+class DecodeSpec(StrictModel):
+    """Decoding (§6.1): beam 4, length penalty α 0.6, max output length input + 50."""
+
+    beam: int = Field(4, ge=1, description="Beam size k (§6.1: 4); 1 is greedy.")
+    alpha: float = Field(0.6, ge=0, description="Length penalty α of Wu et al. 2016 (§6.1: 0.6).")
+    max_len_a: float = Field(1.0, ge=0, description="Max output length = a · source length + b (§6.1: a=1).")
+    max_len_b: int = Field(50, ge=0, description="Max output length = a · source length + b (§6.1: b=50).")
+    nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
+    batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
+
+    @model_validator(mode="after")
+    def _nbest_within_beam(self) -> DecodeSpec:
+        if self.nbest > self.beam:
+            raise FieldError(("nbest",), f"nbest ({self.nbest}) cannot exceed beam ({self.beam})")
+        return self
+
+
+# ----------------------------------------------------------------------------- spec
+
+
+class Spec(StrictModel):
+    """A whole tbuild spec."""
+
+    name: str | None = Field(None, description="Run name; default: the spec file's stem.")
+    extends: str | None = Field(None, description="A spec this one extends (path relative to this file).")
+    output_dir: str | None = Field(None, description="Run directory; default runs/<name> (relative to the cwd).")
+    model: ModelSpec = Field(default_factory=ModelSpec, description="Architecture.")
+    data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
+    train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
+    decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    def vocab_size(self) -> int:
+        """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""
+        v = self.model.vocab_size
+        return self.data.tokenizer.vocab_size if v == "from_tokenizer" else v
+
+    def src_vocab_size(self) -> int:
+        return self.model.src_vocab_size or self.vocab_size()
+
+    def architecture_hash(self) -> str:
+        """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
+        payload = {"model": self.model.model_dump(mode="json"), "vocab": [self.src_vocab_size(), self.vocab_size()]}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,154 @@
+"""Positional schemes. Two hooks, so additive tables and schemes acting inside attention share one
+contract:
+
+- ``forward(x, offset)``: (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D);
+  additive schemes add their table here, the others return ``x``.
+- ``rotate(t, offset)``: (B, H, T, d_k) queries or keys -> same shape (rotary schemes).
+- ``attn_bias(heads, T, S, offset)``: an additive (H, T, S) bias on attention logits, or ``None``.
+
+Attention blocks call ``rotate`` and ``attn_bias`` for self-attention only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+
+from .registry import POSITIONAL
+from .spec_base import ComponentSpec
+
+
+class Positional(nn.Module):
+    """Identity hooks; schemes override the ones they use."""
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return x
+
+    def rotate(self, t: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return t
+
+    def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor | None:
+        return None
+
+
+def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same) (§3.5). (L, D)."""
+    pos = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (L, D/2)
+    table = torch.zeros(length, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)  # even dimensions: sin (§3.5)
+    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd dimensions: cos (§3.5)
+    return table.float()
+
+
+class SinusoidalSpec(ComponentSpec):
+    """Fixed sine/cosine encodings added to the embeddings (§3.5); extend to any length."""
+
+    kind: Literal["sinusoidal"] = "sinusoidal"
+
+
+@POSITIONAL.register(SinusoidalSpec)
+class Sinusoidal(Positional):
+    def __init__(self, spec: SinusoidalSpec, *, d_model: int, max_positions: int | None) -> None:
+        super().__init__()
+        self.d_model = d_model
+        # A cache, not a parameter: recomputed on load, never saved in checkpoints.
+        self.register_buffer("table", sinusoid_table(max_positions or 1024, d_model), persistent=False)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        end = offset + x.size(1)
+        if end > self.table.size(0):  # the formula extrapolates: grow the cached table
+            self.table = sinusoid_table(max(end, 2 * self.table.size(0)), self.d_model).to(self.table.device)
+        return x + self.table[offset:end].to(x.dtype)
+
+
+class LearnedSpec(ComponentSpec):
+    """Learned absolute position embeddings (Table 3 row E); needs model.max_positions."""
+
+    kind: Literal["learned"] = "learned"
+
+    def check(self, model) -> None:  # noqa: ANN001 - the ModelSpec (builder layer)
+        if model.max_positions is None:
+            raise ValueError("learned positions need model.max_positions (the longest sequence, e.g. 256)")
+
+
+@POSITIONAL.register(LearnedSpec)
+class Learned(Positional):
+    def __init__(self, spec: LearnedSpec, *, d_model: int, max_positions: int | None) -> None:
+        super().__init__()
+        assert max_positions is not None  # LearnedSpec.check guarantees it
+        self.embedding = nn.Embedding(max_positions, d_model)
+        nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
+
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        end = offset + x.size(1)
+        if end > self.embedding.num_embeddings:
+            raise ValueError(f"sequence of {end} positions exceeds max_positions {self.embedding.num_embeddings}")
+        return x + self.embedding.weight[offset:end].to(x.dtype)
+
+
+class NoPositionSpec(ComponentSpec):
+    """No position information at all (a bag-of-words baseline; causal decoders still see order)."""
+
+    kind: Literal["none"] = "none"
+
+
+@POSITIONAL.register(NoPositionSpec)
+class NoPosition(Positional):
+    def __init__(self, spec: NoPositionSpec, *, d_model: int, max_positions: int | None) -> None:
+        super().__init__()
+
+
+class RotarySpec(ComponentSpec):
+    """Rotary position embedding (Su et al. 2021): queries and keys rotated by position-dependent
+    angles θ_i = base^(-2i/d_k), so q·k depends on the relative offset only."""
+
+    kind: Literal["rope"] = "rope"
+    base: float = 10000.0
+    """Base of the geometric angle progression."""
+
+
+@POSITIONAL.register(RotarySpec)
+class Rotary(Positional):
+    def __init__(self, spec: RotarySpec, *, d_model: int, max_positions: int | None) -> None:
+        super().__init__()
+        self.base = spec.base
+
+    def rotate(self, t: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        d = t.size(-1)
+        if d % 2:
+            raise ValueError(f"rope needs an even d_k, got {d}")
+        inv_freq = self.base ** (-torch.arange(0, d, 2, device=t.device, dtype=torch.float32) / d)  # (d/2,)
+        pos = torch.arange(offset, offset + t.size(-2), device=t.device, dtype=torch.float32)
+        angle = pos[:, None] * inv_freq[None, :]  # (T, d/2)
+        cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)
+        x1, x2 = t[..., 0::2], t[..., 1::2]  # pairs (2i, 2i+1) rotate together
+        out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, d/2, 2)
+        return out.flatten(-2)
+
+
+class ALiBiSpec(ComponentSpec):
+    """Attention with linear biases (Press et al. 2021): head h adds -m_h·|i-j| to its logits,
+    slopes m_h = 2^(-8h/H) for h = 1..H. No embeddings are added."""
+
+    kind: Literal["alibi"] = "alibi"
+
+
+@POSITIONAL.register(ALiBiSpec)
+class ALiBi(Positional):
+    def __init__(self, spec: ALiBiSpec, *, d_model: int, max_positions: int | None) -> None:
+        super().__init__()
+
+    @staticmethod
+    def slopes(heads: int) -> torch.Tensor:
+        return torch.tensor([2.0 ** (-8.0 * h / heads) for h in range(1, heads + 1)])
+
+    def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor:
+        i = torch.arange(offset, offset + q_len)[:, None]
+        j = torch.arange(k_len)[None, :]
+        distance = (i - j).abs().float()  # (T, S); symmetric, so encoders can use it too
+        return -self.slopes(heads)[:, None, None] * distance  # (H, T, S)
+

@@ -1,0 +1,133 @@
+"""The encoder-decoder graph (§3.1, Figure 1), assembled from already-built blocks.
+
+Legend: B batch, S source length, T target length, D d_model, V vocabulary.
+Modules take their parts as arguments; ``tbuild.builder.build_model`` decides what to pass in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from .positional import Positional
+
+
+class Residual(nn.Module):
+    """One sub-layer connection. Post-norm (§3.1, §5.4): LayerNorm(x + Dropout(Sublayer(x)));
+    pre-norm (a departure from the paper, Wang et al. 2019): x + Dropout(Sublayer(Norm(x)))."""
+
+    def __init__(self, sublayer: nn.Module, norm: nn.Module, dropout: float, pre_norm: bool) -> None:
+        super().__init__()
+        self.sublayer, self.norm, self.pre_norm = sublayer, norm, pre_norm
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.dropout(self.sublayer(self.norm(x), *args, **kwargs))
+        return self.norm(x + self.dropout(self.sublayer(x, *args, **kwargs)))
+
+
+class EncoderLayer(nn.Module):
+    """Self-attention then FFN, each in a residual connection (§3.1)."""
+
+    def __init__(self, self_attn: Residual, ffn: Residual) -> None:
+        super().__init__()
+        self.self_attn, self.ffn = self_attn, ffn
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor | None, positional: Positional) -> torch.Tensor:
+        x = self.self_attn(x, key_padding_mask=pad, positional=positional)
+        return self.ffn(x)
+
+
+class DecoderLayer(nn.Module):
+    """Masked self-attention, encoder-decoder attention, FFN (§3.1, §3.2.3)."""
+
+    def __init__(self, self_attn: Residual, cross_attn: Residual, ffn: Residual) -> None:
+        super().__init__()
+        self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
+                positional: Positional, cache: dict | None, offset: int) -> torch.Tensor:
+        x = self.self_attn(x, cache=None if cache is None else cache.setdefault("self", {}),
+                           positional=positional, offset=offset)
+        x = self.cross_attn(x, memory, key_padding_mask=memory_pad,
+                            cache=None if cache is None else cache.setdefault("cross", {}))
+        return self.ffn(x)
+
+
+@dataclass
+class DecoderCache:
+    """Incremental-decoding state: per-layer self-attention K/V (grows each step) and the
+    cross-attention K/V of the encoder output (computed once)."""
+
+    layers: list[dict] = field(default_factory=list)
+    offset: int = 0  # number of target positions already decoded
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep/reorder batch rows (beam search: surviving hypotheses, finished sentences dropped)."""
+        for layer in self.layers:
+            for part in layer.values():
+                for name, t in part.items():
+                    part[name] = t.index_select(0, index)
+
+
+class Embedding(nn.Module):
+    """Token embedding times √d_model (§3.4), plus positions, then dropout (§5.4)."""
+
+    def __init__(self, tokens: nn.Embedding, positional: Positional, dropout: float, scale: bool) -> None:
+        super().__init__()
+        self.tokens, self.positional = tokens, positional
+        self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        return self.dropout(self.positional(self.tokens(ids) * self.scale, offset))  # (B, T, D)
+
+
+class EncoderDecoder(nn.Module):
+    """The Transformer: ``encode`` the source once, ``decode`` target prefixes to logits."""
+
+    def __init__(self, *, src_embed: Embedding, tgt_embed: Embedding, encoder: list[EncoderLayer],
+                 decoder: list[DecoderLayer], encoder_norm: nn.Module | None, decoder_norm: nn.Module | None,
+                 output: nn.Linear, pad_id: int) -> None:
+        super().__init__()
+        self.src_embed, self.tgt_embed = src_embed, tgt_embed
+        self.encoder, self.decoder = nn.ModuleList(encoder), nn.ModuleList(decoder)
+        self.encoder_norm, self.decoder_norm = encoder_norm, decoder_norm
+        self.output = output  # pre-softmax linear transformation (§3.4), possibly tied
+        self.pad_id = pad_id
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) ids -> memory (B, S, D) and its padding mask (B, S), True at padding."""
+        pad = src.eq(self.pad_id)
+        x = self.src_embed(src)
+        for layer in self.encoder:
+            x = layer(x, pad, self.src_embed.positional)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x, pad
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
+               cache: DecoderCache | None = None) -> torch.Tensor:
+        """tgt (B, T) ids (shifted right) -> logits (B, T, V). With a cache, tgt holds only the new
+        positions; earlier ones come from the cache, which is updated."""
+        offset = cache.offset if cache is not None else 0
+        if cache is not None and not cache.layers:
+            cache.layers = [{} for _ in self.decoder]
+        x = self.tgt_embed(tgt, offset)
+        for i, layer in enumerate(self.decoder):
+            x = layer(x, memory, memory_pad, self.tgt_embed.positional,
+                      None if cache is None else cache.layers[i], offset)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        if cache is not None:
+            cache.offset += tgt.size(1)
+        return self.output(x)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for src (B, S) and shifted-right tgt (B, T)."""
+        memory, pad = self.encode(src)
+        return self.decode(tgt, memory, pad)
