@@ -210,25 +210,22 @@ def _nearest(where: dict[Path_, Where], loc: Path_) -> Where:
 
 
 def _data_path(loc: tuple, data: Any) -> Path_:
-    """Drop pydantic's union-tag and type entries from ``loc``, keeping the keys present in data."""
+    """pydantic's ``loc`` as a spec path: union tags (``kind`` values) and validator names dropped."""
     out: list[str | int] = []
-    node = data
+    node: Any = data
     for part in loc:
         if isinstance(node, dict) and part in node:
-            out.append(part)
             node = node[part]
         elif isinstance(node, list) and isinstance(part, int) and part < len(node):
-            out.append(part)
             node = node[part]
-        elif isinstance(node, dict) and isinstance(part, str) and part not in node and not out[-1:] == [part]:
-            if _is_field_name(part, node):
-                out.append(part)  # a missing required field
-                break
+        elif isinstance(node, dict) and node.get("kind") == part:
+            continue  # the discriminated union's tag
+        elif isinstance(part, str) and ("[" in part or "-" in part):
+            continue  # e.g. function-after[...], int-parsed
+        else:
+            node = None
+        out.append(part)
     return tuple(out)
-
-
-def _is_field_name(part: str, node: dict) -> bool:
-    return "[" not in part and "-" not in part and not part.startswith(("function-", "literal"))
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

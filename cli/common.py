@@ -1,0 +1,74 @@
+"""What every command shares: consoles, spec loading, one-line errors with exit codes."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.console import Console
+
+console = Console()
+err_console = Console(stderr=True)
+state = {"debug": False}
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+SET_OPTION = typer.Option(
+    None, "--set", "-s", help="Override a spec value: dotted.key=VALUE (VALUE read as YAML). Repeatable."
+)
+
+
+def _known_errors() -> dict[type[BaseException], int]:
+    """User-facing error types and their exit codes (imported lazily: torch loads slowly)."""
+    from tbuild.builder.loader import SpecError
+
+    errors: dict[type[BaseException], int] = {SpecError: 2}
+    try:
+        from tbuild.engine.errors import TbuildError
+        errors[TbuildError] = 1
+    except ImportError:  # pragma: no cover - engine not installed
+        pass
+    return errors
+
+
+def guarded(fn: F) -> F:
+    """Turn known errors into one red line on stderr and an exit code; tracebacks only with --debug."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except Exception as e:
+            if state["debug"]:
+                raise
+            for kind, code in _known_errors().items():
+                if isinstance(e, kind):
+                    for line in str(e).splitlines() or [type(e).__name__]:
+                        err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+                    raise typer.Exit(code) from None
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
+def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy import)
+    """Load a spec file, or the resolved spec of a run directory, with --set overrides."""
+    from tbuild.builder import load_spec
+
+    path = spec / "spec.yaml" if spec.is_dir() else spec
+    return load_spec(path, sets or [])
+
+
+def fail(message: str, code: int = 1) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()

@@ -1,0 +1,44 @@
+"""`tbuild inspect`: parameters per block, totals, FLOPs per token, weight memory."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .common import SET_OPTION, console, guarded, load
+
+
+@guarded
+def inspect(
+    spec: Path = typer.Argument(..., help="A spec file or a run directory."),
+    set_: list[str] = SET_OPTION,
+    context: int = typer.Option(64, help="Sequence length n for the attention FLOPs term."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts."),
+) -> None:
+    """Show what a spec builds: parameter counts per block (the paper's Table 3), FLOPs, memory."""
+    from tbuild.builder import build_model
+    from tbuild.builder.inspect import inspect_model
+
+    loaded = load(spec, set_)
+    report = inspect_model(loaded.spec, build_model(loaded.spec), context)
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+        return
+    table = Table(title=f"{loaded.name}: parameters per block", title_justify="left")
+    table.add_column("block")
+    table.add_column("kind")
+    table.add_column("params", justify="right")
+    table.add_column("note", style="dim")
+    for row in report.rows:
+        table.add_row(row.block, row.kind, f"{row.params:,}", row.note)
+    table.add_section()
+    table.add_row("total", "", f"{report.total:,}", f"{report.total / 1e6:.1f}M")
+    table.add_row("without embeddings", "", f"{report.non_embedding:,}", f"{report.non_embedding / 1e6:.1f}M")
+    console.print(table)
+    console.print(f"forward FLOPs per token (n={context}): {report.flops_per_token:,} "
+                  f"({report.flops_per_token / 1e6:.1f} MFLOP)")
+    console.print(f"[dim]{report.flops_formula}[/]")
+    console.print(f"weights: {4 * report.total / 2**20:,.1f} MiB fp32, {2 * report.total / 2**20:,.1f} MiB bf16")

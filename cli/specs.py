@@ -1,0 +1,57 @@
+"""`tbuild validate`, `tbuild schema`, `tbuild components`: looking at specs and blocks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+import yaml
+from rich.table import Table
+
+from .common import SET_OPTION, console, guarded, load
+
+
+@guarded
+def validate(
+    spec: Path = typer.Argument(..., help="A spec file."),
+    set_: list[str] = SET_OPTION,
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
+) -> None:
+    """Check a spec and print it fully resolved (extends merged, overrides applied, defaults filled)."""
+    resolved = load(spec, set_).spec.model_dump(mode="json", exclude={"extends"})
+    if as_json:
+        print(json.dumps(resolved, indent=2))
+    else:
+        print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
+
+
+def schema() -> None:
+    """Print the JSON Schema of specs (point your editor's YAML support at it)."""
+    from tbuild.builder.schema import Spec
+
+    print(json.dumps(Spec.model_json_schema(), indent=2))
+
+
+def components() -> None:
+    """List every registered block with its spec fields and their help."""
+    from tbuild.components import REGISTRIES, load_plugins
+
+    load_plugins()
+
+    for name, registry in REGISTRIES.items():
+        table = Table(title=f"{name}", title_justify="left", show_lines=False)
+        table.add_column("kind", style="bold")
+        table.add_column("what it is")
+        table.add_column("fields")
+        for entry in registry.entries():
+            doc = " ".join((entry.spec.__doc__ or "").split())
+            fields = []
+            for fname, f in entry.spec.model_fields.items():
+                if fname == "kind":
+                    continue
+                default = "" if f.is_required() else f" = {f.default!r}"
+                fields.append(f"{fname}{default}: {f.description or ''}")
+            origin = "" if entry.origin == "tbuild" else f" [dim](plugin {entry.origin})[/]"
+            table.add_row(entry.key + origin, doc, "\n".join(fields) or "—")
+        console.print(table)

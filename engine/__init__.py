@@ -1,0 +1,1 @@
+"""Training, decoding and evaluation engine."""

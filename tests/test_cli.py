@@ -1,0 +1,56 @@
+"""The CLI end to end: exit codes and output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+
+from .conftest import REPO
+
+runner = CliRunner()
+
+
+def test_inspect_big_prints_218m() -> None:
+    result = runner.invoke(app, ["inspect", str(REPO / "specs/big.yaml")], env={"COLUMNS": "160"})
+    assert result.exit_code == 0, result.output
+    assert "218,300,416" in result.output and "218.3M" in result.output
+
+
+def test_inspect_with_overrides_and_json() -> None:
+    result = runner.invoke(app, ["inspect", str(REPO / "specs/base.yaml"), "--set", "model.encoder.layers=2",
+                                 "--set", "model.decoder.layers=2", "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["total"] == 65110016 - 4 * 3152384 - 4 * 4204032
+    assert report["memory_bytes"]["bf16"] == 2 * report["total"]
+    assert report["non_embedding"] == report["total"] - 40960 * 512
+
+
+def test_validate_prints_resolved_spec() -> None:
+    result = runner.invoke(app, ["validate", str(REPO / "specs/paper/B-dk16.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "d_k: 16" in result.output and "d_v: 64" in result.output and "extends" not in result.output
+
+
+def test_bad_spec_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  encoder:\n    layres: 2\n")
+    result = runner.invoke(app, ["inspect", str(bad)], env={"COLUMNS": "60"})
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert f"{bad}:3:5: model.encoder.layres: unknown key 'layres' (did you mean 'layers'?)" in lines[0]
+
+
+def test_schema_and_components() -> None:
+    schema = runner.invoke(app, ["schema"])
+    assert schema.exit_code == 0
+    assert "multihead" in json.dumps(json.loads(schema.output)["$defs"])
+    listing = runner.invoke(app, ["components"], env={"COLUMNS": "200"})
+    assert listing.exit_code == 0
+    for kind in ("multihead", "sinusoidal", "learned", "relu", "layernorm"):
+        assert kind in listing.output
