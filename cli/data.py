@@ -1,0 +1,37 @@
+"""`tbuild data`: fetch built-in data sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, guarded
+
+data_app = typer.Typer(help="Fetch built-in data sets.", no_args_is_help=True)
+
+
+@data_app.callback()
+def _group() -> None:
+    """Fetch built-in data sets."""  # a callback keeps `multi30k` a subcommand even when it is alone
+
+
+@data_app.command()
+@guarded
+def multi30k(
+    dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Folder to put the .gz files in."),
+    mirror: Path | None = typer.Option(
+        None, "--mirror", envvar="TBUILD_MULTI30K_MIRROR",
+        help="A local folder with the files (copied and checked) instead of downloading.",
+    ),
+) -> None:
+    """Multi30k Task 1 (en/de/fr raw text): train, val, test2016, checked against their sha256."""
+    from tbuild.engine.multi30k import fetch_multi30k
+
+    written = fetch_multi30k(dest, mirror=mirror)
+    for path in written:
+        console.print(f"fetched {path}", highlight=False)
+    if not written:
+        console.print(f"Multi30k already present in {dest} (sha256 checked)", highlight=False)
+    else:
+        console.print(f"{len(written)} files in {dest}", highlight=False)

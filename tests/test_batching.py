@@ -1,0 +1,81 @@
+"""Token-budget batching and collation."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from tbuild.engine.batching import collate, token_batches
+from tbuild.engine.data import Pairs
+from tbuild.engine.tokens import BOS, EOS, PAD
+
+rng = random.Random(0)
+SRC = [rng.randint(2, 40) for _ in range(600)]
+TGT = [rng.randint(2, 40) for _ in range(600)]
+
+
+def padded(batch: list[int], lens: list[int]) -> int:
+    return max(lens[i] for i in batch) * len(batch)
+
+
+@pytest.mark.parametrize("budget", [40, 200, 1000])
+def test_budget_on_both_sides_and_each_pair_once(budget: int) -> None:
+    for epoch in range(3):
+        batches = token_batches(SRC, TGT, budget, seed=1, epoch=epoch)
+        assert sorted(i for b in batches for i in b) == list(range(len(SRC)))
+        assert all(padded(b, SRC) <= budget and padded(b, TGT) <= budget for b in batches)
+        assert all(len(b) > 0 for b in batches)
+
+
+def test_batches_are_full_enough() -> None:
+    batches = token_batches(SRC, TGT, 1000, seed=1, epoch=0)
+    assert len(batches) < 600 * 40 / 1000 * 2  # sorted by length: little padding, few batches
+
+
+def test_over_long_pair_is_alone() -> None:
+    src, tgt = [3, 50, 3, 3], [3, 3, 3, 70]
+    batches = token_batches(src, tgt, 20, seed=0, epoch=0)
+    assert sorted(map(sorted, batches)) == [[0, 2], [1], [3]]
+
+
+def test_deterministic_per_seed_and_epoch() -> None:
+    first = token_batches(SRC, TGT, 300, seed=7, epoch=2)
+    assert first == token_batches(SRC, TGT, 300, seed=7, epoch=2)
+    assert first != token_batches(SRC, TGT, 300, seed=7, epoch=3)
+    assert first != token_batches(SRC, TGT, 300, seed=8, epoch=2)
+    state = random.getstate()
+    token_batches(SRC, TGT, 300, seed=7, epoch=4)
+    assert random.getstate() == state  # no global RNG use
+
+
+def test_epochs_change_membership_not_only_order() -> None:
+    a = {tuple(sorted(b)) for b in token_batches(SRC, TGT, 300, seed=1, epoch=0)}
+    b = {tuple(sorted(b)) for b in token_batches(SRC, TGT, 300, seed=1, epoch=1)}
+    assert a != b
+
+
+def test_without_shuffle_batches_are_sorted_by_length() -> None:
+    batches = token_batches(SRC, TGT, 300, seed=1, epoch=0, shuffle=False)
+    assert batches == token_batches(SRC, TGT, 300, seed=5, epoch=9, shuffle=False)
+    flat = [i for b in batches for i in b]
+    assert flat == sorted(range(len(SRC)), key=lambda i: (TGT[i], SRC[i], i))
+
+
+def test_bad_arguments() -> None:
+    with pytest.raises(ValueError, match="src_lens has 2 entries but tgt_lens has 1"):
+        token_batches([1, 2], [1], 10, seed=0, epoch=0)
+    with pytest.raises(ValueError, match="batch_tokens must be positive"):
+        token_batches([1], [1], 0, seed=0, epoch=0)
+    assert token_batches([], [], 10, seed=0, epoch=0) == []
+
+
+def test_collate_shapes_and_contents() -> None:
+    pairs = Pairs(src=[[5, 6, EOS], [7, EOS], [8, 9, 10, 11, EOS]], tgt=[[12, EOS], [13, 14, 15, EOS], [EOS]])
+    src, tgt_in, tgt_out = collate(pairs, [1, 0])
+    assert src.dtype == tgt_in.dtype == tgt_out.dtype == torch.long
+    assert src.tolist() == [[7, EOS, PAD], [5, 6, EOS]]
+    assert tgt_in.tolist() == [[BOS, 13, 14, 15], [BOS, 12, PAD, PAD]]
+    assert tgt_out.tolist() == [[13, 14, 15, EOS], [12, EOS, PAD, PAD]]
+    src, tgt_in, tgt_out = collate(pairs, [2], pad=-1)
+    assert src.shape == (1, 5) and tgt_in.tolist() == [[BOS]] and tgt_out.tolist() == [[EOS]]

@@ -1,0 +1,136 @@
+"""Split files and reading parallel text: plain/gz, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from tbuild.builder import load_spec
+from tbuild.engine.corpus import DataError, ensure_data, read_parallel, split_files
+
+from .conftest import SHARED_DATA
+
+
+def data_spec(**data):  # noqa: ANN201 - DataSpec
+    return load_spec({"data": data}).spec.data
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    raw = text.encode("utf-8") if isinstance(text, str) else text
+    path.write_bytes(gzip.compress(raw) if path.suffix == ".gz" else raw)
+    return path
+
+
+def test_prefix_uses_langs_and_prefers_existing_gz(tmp_path: Path) -> None:
+    write(tmp_path / "train.en", "a\n")
+    write(tmp_path / "train.de.gz", "b\n")
+    data = data_spec(train=str(tmp_path / "train"), source_lang="en", target_lang="de")
+    assert split_files(data, "train") == (tmp_path / "train.en", tmp_path / "train.de.gz")
+
+
+def test_parallel_files_are_used_as_given(tmp_path: Path) -> None:
+    data = data_spec(valid={"source": str(tmp_path / "s.txt"), "target": str(tmp_path / "t.txt")})
+    assert split_files(data, "valid") == (tmp_path / "s.txt", tmp_path / "t.txt")
+
+
+def test_unset_split_is_an_error() -> None:
+    with pytest.raises(DataError, match=r"^data\.test is not set in the spec$"):
+        split_files(data_spec(), "test")
+    with pytest.raises(DataError, match="unknown split 'dev'"):
+        split_files(data_spec(), "dev")
+
+
+def test_read_plain_and_gz_strip_whitespace_only(tmp_path: Path) -> None:
+    src = write(tmp_path / "a.en", "  Hello world \r\nTab\tinside\n\nlast line without newline")
+    # U+2028 and U+0085 are line breaks for str.splitlines but must not split a corpus line.
+    tgt = write(tmp_path / "a.de.gz", "Hallo\u2028Welt\nb\n\nc\x85d\n")
+    source, target = read_parallel(src, tgt, "data.train")
+    assert source == ["Hello world", "Tab\tinside", "", "last line without newline"]
+    assert target == ["Hallo\u2028Welt", "b", "", "c\x85d"]
+
+
+def test_missing_file_names_field_and_path(tmp_path: Path) -> None:
+    src = write(tmp_path / "a.en", "x\n")
+    missing = tmp_path / "nope.de"
+    with pytest.raises(DataError) as info:
+        read_parallel(src, missing, "data.train")
+    assert str(info.value) == f"data.train.target: file not found: {missing}"
+    with pytest.raises(DataError, match=r"^data\.valid\.source: file not found: .*nope\.de$"):
+        read_parallel(missing, src, "data.valid")
+
+
+def test_line_count_mismatch_gives_both_counts_and_paths(tmp_path: Path) -> None:
+    src = write(tmp_path / "a.en", "1\n2\n3\n")
+    tgt = write(tmp_path / "a.de", "1\n2\n")
+    with pytest.raises(DataError) as info:
+        read_parallel(src, tgt, "data.train")
+    message = str(info.value)
+    assert message == f"data.train: line counts differ: 3 lines in {src} but 2 lines in {tgt}"
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("name", ["bad.en", "bad.en.gz"])
+def test_invalid_utf8_names_file_and_line(tmp_path: Path, name: str) -> None:
+    bad = write(tmp_path / name, b"fine\nstill fine\nbro\xffken\nafter\n")
+    good = write(tmp_path / "good.de", "1\n2\n3\n4\n")
+    with pytest.raises(DataError) as info:
+        read_parallel(bad, good, "data.train")
+    message = str(info.value)
+    assert message.startswith(f"data.train.source: {bad}: line 3 is not valid UTF-8")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize("payload", ["garbage", "truncated"])
+def test_corrupt_gzip_names_file(tmp_path: Path, payload: str) -> None:
+    whole = gzip.compress(("line\n" * 1000).encode())
+    data = b"this is not gzip at all" if payload == "garbage" else whole[: len(whole) // 2]
+    bad = tmp_path / "c.de.gz"
+    bad.write_bytes(data)
+    good = write(tmp_path / "c.en", "x\n")
+    with pytest.raises(DataError) as info:
+        read_parallel(good, bad, "data.test")
+    message = str(info.value)
+    assert message.startswith(f"data.test.target: {bad}: corrupt gzip file")
+    assert "\n" not in message
+
+
+def test_gzip_content_under_a_plain_name_is_decompressed(tmp_path: Path) -> None:
+    src = tmp_path / "s.en"
+    src.write_bytes(gzip.compress(b"zipped\n"))
+    tgt = write(tmp_path / "t.de", "plain\n")
+    assert read_parallel(src, tgt, "data.train") == (["zipped"], ["plain"])
+
+
+def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
+    good = write(tmp_path / "s.en", "x\n")
+    with pytest.raises(DataError, match=r"^data\.train\.target: is not a file: "):
+        read_parallel(good, tmp_path, "data.train")
+
+
+def test_ensure_data_ignores_other_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    ensure_data(data_spec(train=str(tmp_path / "train")))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    dest = tmp_path / "m30k"
+    data = data_spec(dataset="multi30k", source_lang="en", target_lang="fr",
+                     valid=str(dest / "val"), test=str(dest / "test2016"))
+    logged: list[str] = []
+    ensure_data(data, logged.append)
+    assert split_files(data, "valid") == (dest / "val.en.gz", dest / "val.fr.gz")
+    assert (dest / "test2016.fr.gz").is_file() and not (dest / "val.de.gz").exists()
+    assert len(read_parallel(*split_files(data, "test"), "data.test")[1]) == 1000
+    assert logged and "fetching Multi30k" in logged[0]
+
+
+def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    provides = r"data\.valid: .*dev\.en not found; Multi30k provides train\.<lang>\.gz"
+    with pytest.raises(DataError, match=provides):
+        ensure_data(data_spec(dataset="multi30k", valid=str(tmp_path / "dev")))
+    with pytest.raises(DataError, match="multi30k has languages en, de, fr, not cs"):
+        ensure_data(data_spec(dataset="multi30k", target_lang="cs", valid=str(tmp_path / "val")))

@@ -1,0 +1,147 @@
+"""The trainer's data: tokenizer per run, encoded pairs with EOS, filtering with counts."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from tbuild.builder import load_spec
+from tbuild.engine.corpus import DataError
+from tbuild.engine.data import Pairs, load_pairs, prepare_tokenizer
+from tbuild.engine.tokenizer import Tokenizer
+from tbuild.engine.tokens import EOS
+
+from .conftest import SHARED_DATA
+
+
+def val_lines(lang: str, n: int = 600) -> list[str]:
+    with gzip.open(SHARED_DATA / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f][:n]
+
+
+EN, DE = val_lines("en"), val_lines("de")
+
+
+def corpus(folder: Path, name: str, src: list[str], tgt: list[str]) -> str:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.en").write_text("".join(s + "\n" for s in src), encoding="utf-8")
+    (folder / f"{name}.de").write_text("".join(t + "\n" for t in tgt), encoding="utf-8")
+    return str(folder / name)
+
+
+def make_spec(data: dict, **model: object):  # noqa: ANN201 - Spec
+    return load_spec({"data": {"tokenizer": {"vocab_size": 300}, **data}, "model": model}).spec
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    folder = tmp_path_factory.mktemp("corpus")
+    spec = make_spec({"train": corpus(folder, "train", EN, DE)})
+    return prepare_tokenizer(spec, folder / "run", lambda _: None)
+
+
+def test_prepare_trains_stores_and_reuses(tmp_path: Path) -> None:
+    train = corpus(tmp_path / "c", "train", EN, DE)
+    spec = make_spec({"train": train})
+    logs: list[str] = []
+    run = tmp_path / "run"
+    tok = prepare_tokenizer(spec, run, logs.append)
+    assert tok.path == run / "spm.model" and tok.vocab_size == 300
+    assert sorted(p.name for p in run.iterdir()) == ["spm.model", "spm.vocab"]
+    assert "training a shared bpe model, vocab 300, on 600 + 600 sentences" in logs[-1]
+    for suffix in (".en", ".de"):
+        Path(train + suffix).unlink()  # the stored model is reused: no training data needed
+    again = prepare_tokenizer(spec, run, logs.append)
+    assert again.encode(EN[:5]) == tok.encode(EN[:5]) and "from an earlier run" in logs[-1]
+
+
+def test_prepare_samples_max_sentences_pairs(tmp_path: Path) -> None:
+    spec = make_spec({"train": corpus(tmp_path, "train", EN, DE), "tokenizer": {"vocab_size": 200,
+                                                                                   "max_sentences": 250}})
+    logs: list[str] = []
+    prepare_tokenizer(spec, tmp_path / "run", logs.append)
+    assert "on 250 + 250 sentences" in logs[-1]
+
+
+def test_prepare_uses_given_model(tmp_path: Path, tok: Tokenizer) -> None:
+    spec = make_spec({"tokenizer": {"model": str(tok.path), "vocab_size": 300}})  # no train split needed
+    assert prepare_tokenizer(spec, tmp_path / "run", lambda _: None).path == tok.path
+    assert not (tmp_path / "run").exists()
+    missing = make_spec({"tokenizer": {"model": str(tmp_path / "none.model")}})
+    with pytest.raises(DataError, match="tokenizer model not found: .*none.model"):
+        prepare_tokenizer(missing, tmp_path / "run", lambda _: None)
+
+
+def test_prepare_checks_the_model_vocabulary(tmp_path: Path, tok: Tokenizer) -> None:
+    logs: list[str] = []
+    other = make_spec({"tokenizer": {"model": str(tok.path), "vocab_size": 200}})
+    assert prepare_tokenizer(other, tmp_path, logs.append).vocab_size == 300
+    assert logs[-1] == (f"tokenizer: {tok.path} has 300 pieces, not data.tokenizer.vocab_size 200; "
+                        "the model follows the tokenizer")
+    for sizes in ({"vocab_size": 100}, {"vocab_size": 300, "src_vocab_size": 299}):
+        name = "src_vocab_size" if "src_vocab_size" in sizes else "vocab_size"
+        explicit = make_spec({"tokenizer": {"model": str(tok.path)}}, tie_embeddings="none", **sizes)
+        with pytest.raises(DataError, match=rf"^model\.{name} \({sizes[name]}\) is smaller than the "
+                                            r"tokenizer's 300 pieces .*; set it to 300"):
+            prepare_tokenizer(explicit, tmp_path, lambda _: None)
+
+
+def test_prepare_without_train_split(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"^data\.train is not set in the spec$"):
+        prepare_tokenizer(make_spec({}), tmp_path, lambda _: None)
+
+
+def test_pairs_end_with_eos(tmp_path: Path, tok: Tokenizer) -> None:
+    spec = make_spec({"valid": corpus(tmp_path, "valid", EN[:50], DE[:50])})
+    pairs = load_pairs(spec, "valid", tok, lambda _: None, filter=False)
+    assert isinstance(pairs, Pairs) and len(pairs) == 50 and len(pairs.tgt) == 50
+    assert pairs.src[3] == tok.encode([EN[3]])[0] + [EOS]
+    assert pairs.tgt[3] == tok.encode([DE[3]])[0] + [EOS]
+    assert tok.decode(pairs.tgt[7]) == DE[7]
+
+
+def test_filter_drops_and_counts(tmp_path: Path, tok: Tokenizer) -> None:
+    src, tgt = list(EN[:40]), list(EN[:40])  # identical sides: length ratio 1
+    long_sentence = "A man in a blue shirt is riding a red bike down the busy street today."
+    src += ["", "A dog.", "dog " * 300, long_sentence]
+    tgt += ["Ein Hund.", "", "Hund", "Mann"]
+    spec = make_spec({"train": corpus(tmp_path, "train", src, tgt), "max_length": 256, "max_length_ratio": 3})
+    logs: list[str] = []
+    pairs = load_pairs(spec, "train", tok, logs.append, filter=True)
+    assert len(pairs) == 40 and pairs.src == pairs.tgt
+    assert logs == [f"data.train: kept 40 of 44 pairs from {tmp_path / 'train.en'}, {tmp_path / 'train.de'}; "
+                    "dropped 2 empty, 1 longer than 256 tokens, 1 over length ratio 3.0"]
+    unfiltered = load_pairs(spec, "train", tok, logs.append, filter=False)
+    assert len(unfiltered) == 44 and unfiltered.src[40] == [EOS] and unfiltered.tgt[41] == [EOS]
+
+
+def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer) -> None:
+    n = len(tok.encode([EN[0]])[0])
+    folder = corpus(tmp_path, "train", [EN[0], "A dog."], [EN[0], "A dog."])
+    roomy = make_spec({"train": folder, "max_length": n + 1})
+    kept = load_pairs(roomy, "train", tok, lambda _: None, filter=True)
+    assert len(kept) == 2
+    logs: list[str] = []
+    cut = load_pairs(make_spec({"train": folder, "max_length": n}), "train", tok, logs.append, filter=True)
+    assert len(cut) == 1 and f"1 longer than {n} tokens" in logs[0]
+
+
+def test_nothing_left_or_nothing_there(tmp_path: Path, tok: Tokenizer) -> None:
+    spec = make_spec({"train": corpus(tmp_path, "train", ["", "x"], ["y", ""])})
+    with pytest.raises(DataError, match=r"^data\.train: no pairs left after filtering \(dropped 2 empty"):
+        load_pairs(spec, "train", tok, lambda _: None, filter=True)
+    empty = make_spec({"valid": corpus(tmp_path, "empty", [], [])})
+    with pytest.raises(DataError, match=r"^data\.valid: no lines in "):
+        load_pairs(empty, "valid", tok, lambda _: None, filter=False)
+
+
+def test_multi30k_is_fetched_on_demand(
+    tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    spec = make_spec({"dataset": "multi30k", "test": str(tmp_path / "m" / "test2016")})
+    logs: list[str] = []
+    pairs = load_pairs(spec, "test", tok, logs.append, filter=False)
+    assert len(pairs) == 1000 and (tmp_path / "m" / "test2016.de.gz").is_file()
+    assert "fetching Multi30k" in logs[0] and logs[-1].startswith("data.test: 1000 pairs from ")

@@ -1,0 +1,112 @@
+"""The shared sentencepiece tokenizer: special ids, determinism, sampling, clear load errors."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+import sentencepiece as spm
+from tbuild.builder.schema import TokenizerSpec
+from tbuild.engine.corpus import DataError
+from tbuild.engine.tokenizer import Tokenizer
+from tbuild.engine.tokens import BOS, EOS, PAD, UNK
+
+from .conftest import SHARED_DATA
+
+
+def val_lines(lang: str, n: int = 1000) -> list[str]:
+    with gzip.open(SHARED_DATA / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
+        return [line.strip() for line in f][:n]
+
+
+SENTENCES = val_lines("en") + val_lines("de")
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    return Tokenizer.train(SENTENCES, TokenizerSpec(vocab_size=500), tmp_path_factory.mktemp("tok") / "m")
+
+
+def test_special_ids_are_the_engine_constants(tok: Tokenizer) -> None:
+    assert (PAD, UNK, BOS, EOS) == (0, 1, 2, 3)
+    sp = tok.sp
+    assert (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()) == (PAD, UNK, BOS, EOS)
+    assert tok.vocab_size == 500
+    assert tok.path.name == "m.model" and tok.path.is_file() and tok.path.with_suffix(".vocab").is_file()
+
+
+def test_encode_decode_round_trip(tok: Tokenizer) -> None:
+    texts = ["A man in a blue shirt is standing.", "Ein Hund läuft über die Wiese.", ""]
+    ids = tok.encode(texts)
+    assert ids[2] == [] and all(isinstance(i, int) for i in ids[0])
+    assert all(i not in (PAD, BOS, EOS) for row in ids for i in row)
+    assert tok.decode_batch(ids) == texts
+    assert tok.decode([BOS, *ids[0], EOS, PAD, PAD]) == texts[0]
+    assert tok.decode([*ids[0], EOS, *ids[1]]) == f"{texts[0]} {texts[1]}"  # skipped, not a stop
+
+
+def test_shared_vocabulary_covers_both_languages(tok: Tokenizer) -> None:
+    assert UNK not in tok.encode(["Zwei junge Männer", "Two young men"])[0]
+    assert UNK not in tok.encode(["Zwei junge Männer", "Two young men"])[1]
+
+
+def test_training_is_deterministic_and_quiet(
+    tmp_path: Path, tok: Tokenizer, capfd: pytest.CaptureFixture
+) -> None:
+    again = Tokenizer.train(SENTENCES, TokenizerSpec(vocab_size=500), tmp_path / "again")
+    assert capfd.readouterr() == ("", "")
+    pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    assert pieces == [again.sp.id_to_piece(i) for i in range(again.vocab_size)]
+    assert tok.path.with_suffix(".vocab").read_text() == (tmp_path / "again.vocab").read_text()
+
+
+def test_unigram(tmp_path: Path) -> None:
+    spec = TokenizerSpec(kind="unigram", vocab_size=200)
+    uni = Tokenizer.train(SENTENCES[:300] + SENTENCES[1000:1300], spec, tmp_path / "uni")
+    assert uni.sp.get_piece_size() == 200 and uni.decode(uni.encode(["A dog."])[0]) == "A dog."
+
+
+def test_max_sentences_is_a_seeded_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+    real = spm.SentencePieceTrainer.train
+
+    def spy(**kwargs: object) -> None:
+        lines = list(kwargs.pop("sentence_iterator"))  # type: ignore[call-overload]
+        seen.append(lines)
+        real(sentence_iterator=iter(lines), **kwargs)
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", spy)
+    spec = TokenizerSpec(vocab_size=100, max_sentences=300)
+    for seed, name in ((1, "a"), (1, "b"), (2, "c")):
+        Tokenizer.train(SENTENCES, spec, tmp_path / name, seed=seed)
+    assert [len(s) for s in seen] == [300, 300, 300]
+    assert set(seen[0]) <= set(SENTENCES)
+    assert seen[0] == seen[1] and seen[0] != seen[2]
+
+
+def test_vocab_too_large_is_a_data_error(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match=r"^data\.tokenizer: sentencepiece training failed on 20 sentences: "
+                                        r"Vocabulary size too high"):
+        Tokenizer.train(SENTENCES[:20], TokenizerSpec(vocab_size=5000), tmp_path / "big")
+    with pytest.raises(DataError, match="no non-empty training sentences"):
+        Tokenizer.train(["", ""], TokenizerSpec(vocab_size=100), tmp_path / "none")
+
+
+def test_load(tok: Tokenizer, tmp_path: Path) -> None:
+    loaded = Tokenizer.load(tok.path)
+    assert loaded.encode(["Two dogs"]) == tok.encode(["Two dogs"]) and loaded.path == tok.path
+    with pytest.raises(DataError, match=f"^tokenizer model not found: {tmp_path / 'x.model'}$"):
+        Tokenizer.load(tmp_path / "x.model")
+    junk = tmp_path / "junk.model"
+    junk.write_bytes(b"not a model")
+    with pytest.raises(DataError, match=f"^{junk}: not a valid sentencepiece model"):
+        Tokenizer.load(junk)
+
+
+def test_load_refuses_other_special_ids(tmp_path: Path) -> None:
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES[:200]), model_prefix=str(tmp_path / "d"),
+                                   vocab_size=100, minloglevel=2)  # sentencepiece defaults: unk=0 bos=1 eos=2
+    pattern = r"special ids are pad=-1, unk=0, bos=1, eos=2; .* --pad_id=0 --unk_id=1"
+    with pytest.raises(DataError, match=pattern):
+        Tokenizer.load(tmp_path / "d.model")
