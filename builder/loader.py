@@ -115,11 +115,11 @@ def _resolve_paths(data: dict, where: dict[Path_, Where], base: Path) -> None:
             continue
         value = parent[key_path[-1]]
         if isinstance(value, str) and "" in subkeys:
-            parent[key_path[-1]] = str(base / value) if not os.path.isabs(value) else value
+            parent[key_path[-1]] = os.path.normpath(base / value)
         elif isinstance(value, dict):
             for sub in subkeys:
-                if sub and isinstance(value.get(sub), str) and not os.path.isabs(value[sub]):
-                    value[sub] = str(base / value[sub])
+                if sub and isinstance(value.get(sub), str):
+                    value[sub] = os.path.normpath(base / value[sub])
 
 
 def merge(base: dict, over: dict, where_base: dict[Path_, Where], where_over: dict[Path_, Where],
@@ -214,9 +214,8 @@ def _data_path(loc: tuple, data: Any) -> Path_:
     out: list[str | int] = []
     node: Any = data
     for part in loc:
-        if isinstance(node, dict) and part in node:
-            node = node[part]
-        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+        in_dict = isinstance(node, dict) and part in node
+        if in_dict or isinstance(node, list) and isinstance(part, int) and part < len(node):
             node = node[part]
         elif isinstance(node, dict) and node.get("kind") == part:
             continue  # the discriminated union's tag

@@ -5,8 +5,12 @@ from __future__ import annotations
 import typer
 
 from . import common
+from .average import average
+from .data import data_app
 from .inspect import inspect
+from .plot import plot
 from .specs import components, schema, validate
+from .train import train
 
 app = typer.Typer(
     help="Build, train, decode and evaluate Transformer translation models from YAML specs.",
@@ -25,6 +29,10 @@ app.command()(inspect)
 app.command()(validate)
 app.command()(schema)
 app.command()(components)
+app.command()(train)
+app.command()(average)
+app.command()(plot)
+app.add_typer(data_app, name="data")
 
 
 def main() -> None:

@@ -1,0 +1,162 @@
+"""Checkpoints: one safetensors file (model, optimizer, RNG tensors) with JSON metadata.
+
+Nothing is unpickled on load. Files are written atomically (temp file, fsync, rename, fsync dir), so
+a run killed at any moment leaves only whole checkpoints behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from torch import nn
+
+from .errors import TbuildError
+
+CKPT_DIR = "checkpoints"
+_STEP = re.compile(r"^step_(\d+)\.safetensors$")
+
+
+class CheckpointError(TbuildError):
+    """A checkpoint that cannot be read (missing, truncated, corrupt or of another model)."""
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The state dict with each shared (tied) tensor stored once, under its first name."""
+    seen: dict[int, str] = {}
+    out: dict[str, torch.Tensor] = {}
+    for name, t in model.state_dict().items():
+        key = t.data_ptr()
+        if key in seen and t.numel() > 0:
+            continue
+        seen[key] = name
+        out[name] = t.detach().cpu().contiguous()
+    return out
+
+
+def save_checkpoint(path: Path, model: nn.Module, meta: dict[str, Any],
+                    optimizer: torch.optim.Optimizer | None = None) -> None:
+    """Save weights (+ optimizer state and RNG states when given) and JSON metadata atomically."""
+    tensors = {f"model.{k}": v for k, v in model_tensors(model).items()}
+    meta = dict(meta)
+    if optimizer is not None:
+        state = optimizer.state_dict()
+        for idx, slots in state["state"].items():
+            for name, value in slots.items():
+                tensors[f"optim.{idx}.{name}"] = value.detach().cpu().contiguous()
+        meta["optim_groups"] = state["param_groups"]
+        tensors["rng.torch"] = torch.get_rng_state()
+        if torch.cuda.is_available():
+            for i, s in enumerate(torch.cuda.get_rng_state_all()):
+                tensors[f"rng.cuda.{i}"] = s
+    atomic_write(path, st_save(tensors, metadata={"tbuild": json.dumps(meta)}))
+
+
+def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Tensors and metadata of a checkpoint file, or a CheckpointError naming the file."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{path}: checkpoint not found") from None
+    try:
+        tensors = st_load(data)
+        header_len = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + header_len])
+        meta = json.loads(header["__metadata__"]["tbuild"])
+    except (SafetensorError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: not a readable tbuild checkpoint (truncated or corrupt: {e})") from None
+    return tensors, meta
+
+
+def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
+              expect_hash: str | None = None) -> dict[str, Any]:
+    """Load a checkpoint into ``model`` (and ``optimizer``, restoring RNG states); returns its metadata."""
+    tensors, meta = read_checkpoint(path)
+    if expect_hash is not None and meta.get("architecture") != expect_hash:
+        raise CheckpointError(f"{path}: checkpoint is of another model (architecture {meta.get('architecture')}, "
+                              f"spec has {expect_hash})")
+    weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    aliases = set(model.state_dict()) - set(model_tensors(model))
+    if unexpected or set(missing) - aliases:
+        raise CheckpointError(f"{path}: weights do not fit the model (missing {sorted(set(missing) - aliases)[:3]}, "
+                              f"unexpected {sorted(unexpected)[:3]})")
+    if optimizer is not None:
+        state: dict[int, dict[str, torch.Tensor]] = {}
+        for k, v in tensors.items():
+            if k.startswith("optim."):
+                _, idx, name = k.split(".", 2)
+                state.setdefault(int(idx), {})[name] = v
+        optimizer.load_state_dict({"state": state, "param_groups": meta["optim_groups"]})
+        torch.set_rng_state(tensors["rng.torch"])
+        if torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([tensors[k] for k in sorted(t for t in tensors if t.startswith("rng.cuda."))])
+    return meta
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's periodic checkpoints, oldest first."""
+    folder = run_dir / CKPT_DIR
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def checkpoint_path(run_dir: Path, step: int) -> Path:
+    return run_dir / CKPT_DIR / f"step_{step:08d}.safetensors"
+
+
+def average_checkpoints(paths: list[Path]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Element-wise mean of the weights of ``paths`` (§6.1); refuses checkpoints of different models."""
+    if not paths:
+        raise CheckpointError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    first_meta: dict[str, Any] = {}
+    meta: dict[str, Any] = {}
+    for path in paths:
+        tensors, meta = read_checkpoint(path)
+        if not first_meta:
+            first_meta = meta
+        elif meta.get("architecture") != first_meta.get("architecture"):
+            raise CheckpointError(f"{path}: spec hash {meta.get('architecture')} differs from "
+                                  f"{paths[0].name}'s {first_meta.get('architecture')}; refusing to average")
+        for k, v in tensors.items():
+            if k.startswith("model."):
+                total[k] = total[k] + v.double() if k in total else v.double()
+    averaged = {k: (v / len(paths)).to(torch.float32) for k, v in total.items()}
+    out = {k: first_meta[k] for k in ("architecture", "spec_hash") if k in first_meta}
+    out.update(averaged_from=[p.name for p in paths], step=meta.get("step", 0))
+    return averaged, out
+
+
+def save_weights(path: Path, tensors: dict[str, torch.Tensor], meta: dict[str, Any]) -> None:
+    atomic_write(path, st_save({k: v.contiguous() for k, v in tensors.items()}, metadata={"tbuild": json.dumps(meta)}))
