@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import sentencepiece as spm
+
 from tbuild.builder.schema import TokenizerSpec
 
 from .corpus import DataError

@@ -6,6 +6,7 @@ import random
 
 import pytest
 import torch
+
 from tbuild.engine.batching import collate, token_batches
 from tbuild.engine.data import Pairs
 from tbuild.engine.tokens import BOS, EOS, PAD

@@ -6,6 +6,7 @@ import gzip
 from pathlib import Path
 
 import pytest
+
 from tbuild.builder import load_spec
 from tbuild.engine.corpus import DataError
 from tbuild.engine.data import Pairs, load_pairs, prepare_tokenizer

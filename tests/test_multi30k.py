@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from tbuild.engine.corpus import DataError
 from tbuild.engine.multi30k import COMMIT, LOCAL_SPLITS, OFFICIAL_URL, SHA256, fetch_multi30k, sha256_of
 
@@ -144,8 +145,9 @@ def test_unreachable_server_mentions_mirror(tmp_path: Path) -> None:
 
 
 def test_cli_fetches_then_reports_present(tmp_path: Path) -> None:
-    from tbuild.cli.data import data_app
     from typer.testing import CliRunner
+
+    from tbuild.cli.data import data_app
 
     runner = CliRunner()
     dest = tmp_path / "m30k"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+
 from tbuild.builder.schema import TokenizerSpec
 from tbuild.engine.corpus import DataError
 from tbuild.engine.tokenizer import Tokenizer
