@@ -1,16 +1,22 @@
-"""Attention blocks. Legend: B batch, T query length, S key length, H heads, D d_model.
+"""Attention blocks. Legend: B batch, T query length, S key length, H heads, Hkv key/value heads,
+D d_model, d_k/d_v per-head query-key/value sizes, R relative-position buckets.
 
 Every block has the same call: ``block(x, memory=None, *, key_padding_mask=None, cache=None,
 positional=None, offset=0)`` with x (B, T, D) queries, memory (B, S, D) for cross-attention (None
 for self-attention), key_padding_mask (B, S) True at padding, a per-layer ``cache`` dict for
 incremental decoding and the positional scheme whose ``rotate``/``attn_bias`` hooks apply to
-self-attention. Causality is fixed at construction (decoder self-attention).
+self-attention. Causality is fixed at construction (decoder self-attention). Queries sit at absolute
+positions offset..offset+T-1 and keys at 0..S-1 (the cache holds every earlier key).
+
+Variants: ``multihead`` (§3.2.2, with grouped-/multi-query ``kv_heads``), ``local`` (restricted
+self-attention, §4), ``additive`` (Bahdanau et al. 2015, the comparison point of §3.2.1) and
+``relative`` (Shaw et al. 2018). ``local`` and ``relative`` are self-attention only.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -31,20 +37,39 @@ def scaled_dot_product(
     Uses the fused kernel unless the weights are asked for (attention maps).
     """
     if not need_weights:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal), None
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+        return out, None
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, S), scaled by 1/√d_k (§3.2.1)
     if is_causal:
         mask = causal_mask(q.size(-2), k.size(-2), 0, q.device)
+    weights = masked_softmax(scores, mask)
+    return F.dropout(weights, dropout) @ v, weights
+
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """softmax over the last dimension of (B, H, T, S) logits; mask as in ``scaled_dot_product``."""
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
-    weights = scores.softmax(-1)
-    return F.dropout(weights, dropout) @ v, weights
+    return scores.softmax(-1)
 
 
 def causal_mask(q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
     """(T, S) bool: query i (at position offset+i) may see keys 0..offset+i (§3.2.3)."""
     i = torch.arange(offset, offset + q_len, device=device)[:, None]
     return torch.arange(k_len, device=device)[None, :] <= i
+
+
+def relative_positions(q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
+    """(T, S) long: j - i for query i at absolute position offset+i and key j at position j."""
+    i = torch.arange(offset, offset + q_len, device=device)[:, None]  # (T, 1)
+    return torch.arange(k_len, device=device)[None, :] - i  # (T, S)
+
+
+def local_mask(q_len: int, k_len: int, offset: int, window: int, causal: bool,
+               device: torch.device) -> torch.Tensor:
+    """(T, S) bool band of restricted self-attention (§4, Table 1): |i-j| ≤ r, or i-r ≤ j ≤ i if causal."""
+    rel = relative_positions(q_len, k_len, offset, device)  # j - i
+    return (rel >= -window) & (rel <= (0 if causal else window))
 
 
 def merge_masks(
@@ -64,17 +89,48 @@ def merge_masks(
     return bias.masked_fill(~allowed, float("-inf"))
 
 
+def attention_uses(model: Any, spec: ComponentSpec) -> list[tuple[str, str, int]]:
+    """Where the enclosing ModelSpec uses this attention spec (by identity), resolved as the builder
+    does: (stack name, "self" or "cross", that stack's heads)."""
+    uses: list[tuple[str, str, int]] = []
+    for name in ("encoder", "decoder"):
+        stack = getattr(model, name)
+        if any((g.attention or stack.attention or model.attention) is spec for g in stack.layer_groups()):
+            uses.append((name, "self", stack.heads))
+        if name == "decoder" and (stack.cross_attention or model.cross_attention) is spec:
+            uses.append((name, "cross", stack.heads))
+    return uses
+
+
+def _check_kv_heads(spec: ComponentSpec, kv_heads: int | None, model: Any) -> None:
+    for stack, _, heads in attention_uses(model, spec):
+        if kv_heads is not None and heads % kv_heads:
+            raise ValueError(f"kv_heads ({kv_heads}) must divide {stack}.heads ({heads})")
+
+
+def _refuse_cross(spec: ComponentSpec, model: Any) -> None:
+    if any(role == "cross" for _, role, _ in attention_uses(model, spec)):
+        raise ValueError(f"{spec.kind} attention is self-attention only: use it in model.attention or a "
+                         f"stack's attention, and e.g. multihead for cross_attention")
+
+
 class MultiHeadSpec(ComponentSpec):
     """Multi-head scaled dot-product attention (§3.2.1 Eq. 1, §3.2.2); kv_heads < heads shares
     each key/value head among heads/kv_heads query heads (grouped-query; 1 = multi-query)."""
 
     kind: Literal["multihead"] = "multihead"
     bias: bool = Field(True, description="Biases on the Q/K/V/output projections (as the authors' code).")
-    kv_heads: int | None = Field(None, gt=0, description="Key/value heads; must divide heads. Default: heads.")
+    kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
+
+    def check(self, model: Any) -> None:
+        _check_kv_heads(self, self.kv_heads, model)
 
 
 class AttentionBlock(nn.Module):
     """Shared projections and caching; subclasses define ``attend``."""
+
+    self_attention_only = False
+    """True: calling the block with ``memory`` (cross-attention) is refused."""
 
     def __init__(self, *, d_model: int, heads: int, d_k: int, d_v: int, kv_heads: int, bias: bool,
                  dropout: float, causal: bool) -> None:
@@ -96,11 +152,28 @@ class AttentionBlock(nn.Module):
     def _keys_values(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._split(self.w_k(src), self.kv_heads), self._split(self.w_v(src), self.kv_heads)
 
+    def _expand_kv(self, t: torch.Tensor) -> torch.Tensor:
+        """(B, Hkv, S, d) -> (B, H, S, d): each K/V head serves heads/kv_heads query heads (grouped-query)."""
+        if self.kv_heads == self.heads:
+            return t
+        return t.repeat_interleave(self.heads // self.kv_heads, dim=1)
+
+    def _bias(self, positional: Positional | None, t: int, s: int, offset: int,
+              like: torch.Tensor) -> torch.Tensor | None:
+        """The positional scheme's additive (H, T, S) logit bias on ``like``'s device, or None."""
+        bias = positional.attn_bias(self.heads, t, s, offset) if positional is not None else None
+        return bias.to(like.device) if bias is not None else None
+
+    def _dropout_p(self) -> float:
+        return self.dropout if self.training else 0.0
+
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *,
                 key_padding_mask: torch.Tensor | None = None, cache: dict | None = None,
                 positional: Positional | None = None, offset: int = 0) -> torch.Tensor:
         q = self._split(self.w_q(x), self.heads)  # (B, H, T, d_k)
         if memory is not None:  # cross-attention: keys/values from the encoder, computed once per sentence
+            if self.self_attention_only:
+                raise ValueError(f"{type(self).__name__} is self-attention only; it cannot attend to memory")
             if cache is not None and "k" in cache:
                 k, v = cache["k"], cache["v"]
             else:
@@ -119,8 +192,10 @@ class AttentionBlock(nn.Module):
         out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
 
-    def attend(self, q, k, v, key_padding_mask, positional, offset) -> torch.Tensor:  # noqa: ANN001
-        raise NotImplementedError
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+               positional: Positional | None, offset: int) -> torch.Tensor:
+        """q (B, H, T, d_k), k (B, Hkv, S, d_k), v (B, Hkv, S, d_v) -> (B, H, T, d_v)."""
+        raise NotImplementedError(f"{type(self).__name__} must define attend")
 
 
 @ATTENTION.register(MultiHeadSpec)
@@ -130,19 +205,159 @@ class MultiHeadAttention(AttentionBlock):
         super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=spec.kv_heads or heads,
                          bias=spec.bias, dropout=dropout, causal=causal)
 
-    def attend(self, q, k, v, key_padding_mask, positional, offset) -> torch.Tensor:  # noqa: ANN001
-        if self.kv_heads != self.heads:  # grouped-query: each K/V head serves heads/kv_heads query heads
-            k = k.repeat_interleave(self.heads // self.kv_heads, dim=1)
-            v = v.repeat_interleave(self.heads // self.kv_heads, dim=1)
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+               positional: Positional | None, offset: int) -> torch.Tensor:
+        k, v = self._expand_kv(k), self._expand_kv(v)  # (B, H, S, d)
         t, s = q.size(-2), k.size(-2)
-        bias = positional.attn_bias(self.heads, t, s, offset) if positional is not None else None
-        bias = bias.to(q.device) if bias is not None else None
+        bias = self._bias(positional, t, s, offset, q)
         # Fast path: plain causal self-attention over a whole sequence uses the fused causal kernel.
         fused_causal = self.causal and key_padding_mask is None and bias is None and offset == 0 and t == s
         causal = causal_mask(t, s, offset, q.device) if self.causal and not fused_causal and t > 1 else None
         mask = merge_masks(key_padding_mask, causal, bias, q.dtype)
-        dropout = self.dropout if self.training else 0.0
-        out, weights = scaled_dot_product(q, k, v, mask, dropout, is_causal=fused_causal,
+        out, weights = scaled_dot_product(q, k, v, mask, self._dropout_p(), is_causal=fused_causal,
                                           need_weights=self.need_weights)
         self.last_weights = weights
         return out
+
+
+# ----------------------------------------------------------------------------- local (restricted)
+
+
+class LocalSpec(ComponentSpec):
+    """Restricted self-attention (§4, Table 1 last row): multi-head attention in which position i
+    sees only keys j with |i-j| ≤ r (encoder), or i-r ≤ j ≤ i (decoder, causal). Positions are
+    absolute, so cached incremental decoding sees the same window (the cache still keeps every key).
+    Self-attention only: refused as cross-attention, since source and target positions are not
+    aligned and a window over memory positions could leave a target position nothing to attend to."""
+
+    kind: Literal["local"] = "local"
+    window: int = Field(4, ge=1, description="r: keys at most this many positions away are attended to (§4).")
+    bias: bool = Field(True, description="Biases on the Q/K/V/output projections.")
+    kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
+
+    def check(self, model: Any) -> None:
+        _refuse_cross(self, model)
+        _check_kv_heads(self, self.kv_heads, model)
+
+
+@ATTENTION.register(LocalSpec)
+class LocalAttention(AttentionBlock):
+    self_attention_only = True
+
+    def __init__(self, spec: LocalSpec, *, d_model: int, heads: int, d_k: int, d_v: int,
+                 dropout: float, causal: bool) -> None:
+        super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=spec.kv_heads or heads,
+                         bias=spec.bias, dropout=dropout, causal=causal)
+        self.window = spec.window
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+               positional: Positional | None, offset: int) -> torch.Tensor:
+        k, v = self._expand_kv(k), self._expand_kv(v)  # (B, H, S, d)
+        t, s = q.size(-2), k.size(-2)
+        allowed = local_mask(t, s, offset, self.window, self.causal, q.device)  # (T, S), §4 neighbourhood r
+        if key_padding_mask is not None:
+            # A padded query whose whole window is padding keeps its own key, so no row is empty
+            # (its output is never used); real queries are unaffected: their own key is not padding.
+            own = relative_positions(t, s, offset, q.device) == 0  # (T, S)
+            allowed = allowed & (~key_padding_mask[:, None, None, :] | own)  # (B, 1, T, S)
+        mask = merge_masks(None, allowed, self._bias(positional, t, s, offset, q), q.dtype)
+        out, weights = scaled_dot_product(q, k, v, mask, self._dropout_p(), need_weights=self.need_weights)
+        self.last_weights = weights
+        return out
+
+
+# ----------------------------------------------------------------------------- additive (Bahdanau)
+
+
+class AdditiveSpec(ComponentSpec):
+    """Additive attention (Bahdanau et al. 2015), the alternative §3.2.1 compares against: per head
+    h, score_ij = v_hᵀ tanh(W^Q_h x_i + W^K_h x_j) (a one-hidden-layer feed-forward compatibility
+    function of width d_k, no 1/√d_k scaling), softmax over j, weighted sum of the values x_j W^V_h.
+    Adds v_h ∈ R^{d_k} per head (H·d_k parameters). It materialises a (B, H, T, S, d_k) hidden
+    layer, so memory grows with T·S·d_k: the "space-efficient" point of §3.2.1."""
+
+    kind: Literal["additive"] = "additive"
+    bias: bool = Field(True, description="Biases on the Q/K/V/output projections (Q/K: the hidden bias).")
+
+
+@ATTENTION.register(AdditiveSpec)
+class AdditiveAttention(AttentionBlock):
+    def __init__(self, spec: AdditiveSpec, *, d_model: int, heads: int, d_k: int, d_v: int,
+                 dropout: float, causal: bool) -> None:
+        super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=heads, bias=spec.bias,
+                         dropout=dropout, causal=causal)
+        self.v = nn.Parameter(torch.empty(heads, d_k))  # (H, d_k): v_h, Bahdanau's v_a (App. A.1.2)
+        nn.init.uniform_(self.v, -(d_k**-0.5), d_k**-0.5)  # nn.Linear(d_k, 1)'s default range
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+               positional: Positional | None, offset: int) -> torch.Tensor:
+        t, s = q.size(-2), k.size(-2)
+        # tanh(W_q q_i + W_k k_j) (Bahdanau App. A.1.2): (B,H,T,1,d_k) + (B,H,1,S,d_k) -> (B,H,T,S,d_k)
+        hidden = torch.tanh(q[:, :, :, None, :] + k[:, :, None, :, :])
+        scores = hidden @ self.v[None, :, None, :, None]  # (B, H, T, S, 1): v_hᵀ tanh(...)
+        causal = causal_mask(t, s, offset, q.device) if self.causal else None
+        mask = merge_masks(key_padding_mask, causal, self._bias(positional, t, s, offset, q), q.dtype)
+        weights = masked_softmax(scores.squeeze(-1), mask)  # (B, H, T, S), α_ij = softmax_j(score_ij)
+        self.last_weights = weights if self.need_weights else None
+        return F.dropout(weights, self._dropout_p()) @ v  # (B, H, T, d_v): Σ_j α_ij v_j
+
+
+# ----------------------------------------------------------------------------- relative (Shaw et al.)
+
+
+class RelativeSpec(ComponentSpec):
+    """Relative position representations (Shaw et al. 2018): learned a^K_ij = w^K_clip(j-i, k) and
+    a^V_ij = w^V_clip(j-i, k), shared across heads (their §3.3), enter as
+    e_ij = (x_i W^Q)(x_j W^K + a^K_ij)ᵀ/√d_z and z_i = Σ_j α_ij (x_j W^V + a^V_ij).
+    Encoder tables hold 2k+1 rows (distances -k..k), causal decoder tables k+1 (-k..0; later keys
+    are masked), so a layer adds (2k+1)·(d_k+d_v) or (k+1)·(d_k+d_v) parameters. Distances use
+    absolute positions, so cached incremental decoding agrees with the full pass. Self-attention
+    only (as Shaw et al.): refused as cross-attention, where target-source distances mean nothing."""
+
+    kind: Literal["relative"] = "relative"
+    max_distance: int = Field(16, ge=1, description="k: distances j-i clip to [-k, k] (Shaw et al.: 16).")
+    bias: bool = Field(True, description="Biases on the Q/K/V/output projections.")
+
+    def check(self, model: Any) -> None:
+        _refuse_cross(self, model)
+
+
+@ATTENTION.register(RelativeSpec)
+class RelativeAttention(AttentionBlock):
+    self_attention_only = True
+
+    def __init__(self, spec: RelativeSpec, *, d_model: int, heads: int, d_k: int, d_v: int,
+                 dropout: float, causal: bool) -> None:
+        super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=heads, bias=spec.bias,
+                         dropout=dropout, causal=causal)
+        self.max_distance = spec.max_distance
+        buckets = spec.max_distance + 1 if causal else 2 * spec.max_distance + 1  # R
+        self.rel_k = nn.Parameter(torch.empty(buckets, d_k))  # w^K_{-k..k} (R, d_k)
+        self.rel_v = nn.Parameter(torch.empty(buckets, d_v))  # w^V_{-k..k} (R, d_v)
+        nn.init.normal_(self.rel_k, std=d_k**-0.5)
+        nn.init.normal_(self.rel_v, std=d_v**-0.5)
+
+    def buckets(self, q_len: int, k_len: int, offset: int, device: torch.device) -> torch.Tensor:
+        """(T, S) row of the tables for each pair: clip(j-i, -k, k) + k (Shaw et al. §3.2)."""
+        k = self.max_distance
+        rel = relative_positions(q_len, k_len, offset, device)  # j - i
+        return rel.clamp(-k, 0 if self.causal else k) + k
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+               positional: Positional | None, offset: int) -> torch.Tensor:
+        b, h, t, _ = q.shape
+        s = k.size(-2)
+        idx = self.buckets(t, s, offset, q.device).expand(b, h, t, s)  # (B, H, T, S)
+        # e_ij = (x_i W^Q)(x_j W^K)ᵀ + (x_i W^Q) a^Kᵀ_ij, over √d_z (Shaw et al. §3.1)
+        content = q @ k.transpose(-2, -1)  # (B, H, T, S)
+        position = (q @ self.rel_k.T).gather(-1, idx)  # (B, H, T, R) -> (B, H, T, S)
+        scores = (content + position) / math.sqrt(self.d_k)
+        causal = causal_mask(t, s, offset, q.device) if self.causal else None
+        mask = merge_masks(key_padding_mask, causal, self._bias(positional, t, s, offset, q), q.dtype)
+        weights = masked_softmax(scores, mask)  # α_ij (B, H, T, S)
+        self.last_weights = weights if self.need_weights else None
+        weights = F.dropout(weights, self._dropout_p())
+        # z_i = Σ_j α_ij x_j W^V + Σ_j α_ij a^V_ij: sum each row's weights per bucket, then mix w^V
+        buckets = self.rel_v.size(0)
+        per_bucket = weights.new_zeros(b, h, t, buckets).scatter_add_(-1, idx, weights)  # (B, H, T, R)
+        return weights @ v + per_bucket @ self.rel_v  # (B, H, T, d_v)

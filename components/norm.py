@@ -40,5 +40,5 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # y = x / sqrt(mean(x^2) + eps) * g
+        # ā_i = a_i / RMS(a) · g_i, RMS(a) = sqrt(mean_i a_i² + eps) (Zhang & Sennrich 2019, Eq. 4)
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight

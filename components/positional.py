@@ -1,4 +1,4 @@
-"""Positional schemes. Two hooks, so additive tables and schemes acting inside attention share one
+"""Positional schemes. Three hooks, so additive tables and schemes acting inside attention share one
 contract:
 
 - ``forward(x, offset)``: (B, T, D) embeddings of positions offset..offset+T-1 -> (B, T, D);
@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from .registry import POSITIONAL
@@ -86,7 +87,8 @@ class Learned(Positional):
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)
         if end > self.embedding.num_embeddings:
-            raise ValueError(f"sequence of {end} positions exceeds max_positions {self.embedding.num_embeddings}")
+            limit = self.embedding.num_embeddings
+            raise ValueError(f"sequence of {end} positions exceeds max_positions {limit}")
         return x + self.embedding.weight[offset:end].to(x.dtype)
 
 
@@ -103,12 +105,13 @@ class NoPosition(Positional):
 
 
 class RotarySpec(ComponentSpec):
-    """Rotary position embedding (Su et al. 2021): queries and keys rotated by position-dependent
-    angles θ_i = base^(-2i/d_k), so q·k depends on the relative offset only."""
+    """Rotary position embedding (Su et al. 2021, §3.4): in every self-attention layer the pair of
+    query/key dimensions (2i, 2i+1) at position m is rotated by the angle m·θ_i, θ_i = base^(-2i/d_k).
+    Rotations preserve norms and R(m)ᵀR(n) = R(n-m), so q·k depends on the relative offset only.
+    Needs an even d_k; nothing is added to the embeddings and cross-attention is not rotated."""
 
     kind: Literal["rope"] = "rope"
-    base: float = 10000.0
-    """Base of the geometric angle progression."""
+    base: float = Field(10000.0, gt=1, description="Base of the geometric angle progression θ_i.")
 
 
 @POSITIONAL.register(RotarySpec)
@@ -121,18 +124,24 @@ class Rotary(Positional):
         d = t.size(-1)
         if d % 2:
             raise ValueError(f"rope needs an even d_k, got {d}")
-        inv_freq = self.base ** (-torch.arange(0, d, 2, device=t.device, dtype=torch.float32) / d)  # (d/2,)
-        pos = torch.arange(offset, offset + t.size(-2), device=t.device, dtype=torch.float32)
-        angle = pos[:, None] * inv_freq[None, :]  # (T, d/2)
+        dtype = torch.promote_types(t.dtype, torch.float32)  # angles in at least fp32 (fp64 for fp64 inputs)
+        inv_freq = self.base ** (-torch.arange(0, d, 2, device=t.device, dtype=dtype) / d)  # (d/2,): θ_i
+        pos = torch.arange(offset, offset + t.size(-2), device=t.device, dtype=dtype)  # (T,): m
+        angle = pos[:, None] * inv_freq[None, :]  # (T, d/2): m·θ_i
         cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)
         x1, x2 = t[..., 0::2], t[..., 1::2]  # pairs (2i, 2i+1) rotate together
+        # 2-d rotation of each pair by m·θ_i (Su et al. 2021, §3.4.2)
         out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, d/2, 2)
-        return out.flatten(-2)
+        return out.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved back
 
 
 class ALiBiSpec(ComponentSpec):
-    """Attention with linear biases (Press et al. 2021): head h adds -m_h·|i-j| to its logits,
-    slopes m_h = 2^(-8h/H) for h = 1..H. No embeddings are added."""
+    """Attention with linear biases (Press et al. 2021, §3): head h adds -m_h·|i-j| to its
+    self-attention logits, slopes m_h = 2^(-8h/H) for h = 1..H (their geometric sequence; for H not a
+    power of two this formula is used as is, not their interpolation). No embeddings are added.
+    Press et al. define the causal case (j ≤ i, so |i-j| = i-j); encoder self-attention uses the
+    same symmetric distance |i-j| in both directions, so an encoder sees distance but not direction
+    (direction still reaches the decoder through causality). Cross-attention gets no bias."""
 
     kind: Literal["alibi"] = "alibi"
 
@@ -144,11 +153,12 @@ class ALiBi(Positional):
 
     @staticmethod
     def slopes(heads: int) -> torch.Tensor:
+        """(H,) slopes m_h = 2^(-8h/H), h = 1..H (Press et al. 2021, §3)."""
         return torch.tensor([2.0 ** (-8.0 * h / heads) for h in range(1, heads + 1)])
 
     def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor:
         i = torch.arange(offset, offset + q_len)[:, None]
         j = torch.arange(k_len)[None, :]
-        distance = (i - j).abs().float()  # (T, S); symmetric, so encoders can use it too
-        return -self.slopes(heads)[:, None, None] * distance  # (H, T, S)
+        distance = (i - j).abs().float()  # (T, S) |i-j|; symmetric, so encoders can use it too
+        return -self.slopes(heads)[:, None, None] * distance  # (H, 1, 1) · (T, S) -> (H, T, S): -m_h·|i-j|
 
