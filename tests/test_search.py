@@ -1,0 +1,313 @@
+"""Beam search: hand-checked n-best lists on a table-driven toy model, then a small real model
+(batching, beam 1 = greedy, rescoring, length limits)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tbuild.components.transformer import DecoderCache
+from tbuild.engine.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths
+from tbuild.engine.tokens import BOS, EOS, PAD
+
+A, B, C = 4, 5, 6  # the toy models' output tokens
+TOY_VOCAB = 7  # PAD UNK BOS EOS A B C
+
+# Next-token probabilities given the output prefix; prefixes not listed use the None entry
+# (default: DEFAULT).
+Table = dict[tuple[int, ...] | None, dict[int, float]]
+DEFAULT = {EOS: 0.5, A: 0.3, B: 0.2}
+TABLE_WIDE: Table = {
+    (): {A: 0.6, B: 0.3, EOS: 0.1},
+    (A,): {A: 0.2, B: 0.3, EOS: 0.5},
+    (B,): {A: 0.45, B: 0.35, EOS: 0.2},
+    (A, A): {EOS: 0.7, A: 0.3},
+    (A, B): {EOS: 0.6, A: 0.4},
+    (B, A): {EOS: 0.55, A: 0.45},
+    (B, B): {EOS: 0.1, A: 0.9},
+}
+TABLE_ALPHA: Table = {
+    (): {EOS: 0.4, A: 0.5, B: 0.1},
+    (A,): {A: 0.9, EOS: 0.06, B: 0.04},
+    (B,): {EOS: 0.6, A: 0.4},
+    (A, A): {EOS: 0.55, A: 0.25, B: 0.2},
+}
+TABLE_BOUND: Table = {
+    (): {EOS: 0.5, A: 0.3, B: 0.2},
+    (A,): {A: 0.99, EOS: 0.01},
+    (A, A): {A: 0.99, EOS: 0.01},
+    (A, A, A): {A: 0.99, EOS: 0.01},
+    (A, A, A, A): {EOS: 0.99, A: 0.01},
+}
+NEVER_EOS: Table = {None: {A: 0.5, B: 0.3, C: 0.2 - 1e-9, EOS: 1e-9}}
+
+
+class TableModel:
+    """Toy model with the EncoderDecoder interface. Source sentence [10 + t, ...] uses tables[t];
+    the prefix lives in the DecoderCache, so wrong reorders give wrong distributions."""
+
+    def __init__(self, tables: list[Table]) -> None:
+        self.tables = tables
+        self.rows: list[int] = []  # decoder rows of each decode call
+
+    def dist(self, table: int, prefix: tuple[int, ...]) -> dict[int, float]:
+        return self.tables[table].get(prefix) or self.tables[table].get(None, DEFAULT)
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return src.float().unsqueeze(-1), src.eq(PAD)  # memory (B, S, 1) holds the source ids
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
+               cache: DecoderCache | None = None) -> torch.Tensor:
+        assert cache is not None and tgt.size(1) == 1
+        assert memory.size(0) == memory_pad.size(0) == tgt.size(0)
+        table = memory[:, 0, 0].long() - 10
+        if not cache.layers:
+            assert tgt.eq(BOS).all()
+            cache.layers = [{"self": {"prefix": tgt[:, :0], "table": table}}]
+        else:
+            state = cache.layers[0]["self"]
+            assert torch.equal(state["table"], table), "memory rows do not follow the cache rows"
+            state["prefix"] = torch.cat([state["prefix"], tgt], 1)
+        cache.offset += 1
+        self.rows.append(tgt.size(0))
+        logits = torch.full((tgt.size(0), TOY_VOCAB), -math.inf)
+        for row, (t, prefix) in enumerate(zip(table.tolist(), cache.layers[0]["self"]["prefix"].tolist(),
+                                              strict=True)):
+            for token, p in self.dist(t, tuple(prefix)).items():
+                logits[row, token] = math.log(p)
+        return logits.unsqueeze(1)  # (N, 1, V)
+
+
+def brute_force(model: TableModel, table: int, max_len: int, alpha: float) -> list[tuple[list[int], float]]:
+    """Every output with |Y| <= max_len (EOS forced at max_len), best score first."""
+    found = []
+
+    def walk(prefix: tuple[int, ...], log_prob: float) -> None:
+        dist = model.dist(table, prefix)
+        if EOS in dist:
+            score = (log_prob + math.log(dist[EOS])) / length_penalty(len(prefix) + 1, alpha)
+            found.append((list(prefix), score))
+        if len(prefix) + 1 < max_len:
+            for token, p in dist.items():
+                if token != EOS:
+                    walk(prefix + (token,), log_prob + math.log(p))
+
+    walk((), 0.0)
+    return sorted(found, key=lambda x: -x[1])
+
+
+def lp(length: int, alpha: float) -> float:
+    return ((5 + length) / 6) ** alpha
+
+
+def check(hyps: list[Hypothesis], expected: list[tuple[list[int], float]]) -> None:
+    """expected: (tokens, probability of tokens + EOS, alpha) worked out by hand."""
+    assert [h.tokens for h in hyps] == [tokens for tokens, *_ in expected]
+    for h, (tokens, prob, alpha) in zip(hyps, expected, strict=True):
+        assert h.log_prob == pytest.approx(math.log(prob), abs=1e-5)
+        assert h.score == pytest.approx(math.log(prob) / lp(len(tokens) + 1, alpha), abs=1e-5)
+
+
+def toy_src(*tables_and_lengths: tuple[int, int]) -> torch.Tensor:
+    """One source sentence per (table, length), padded."""
+    width = max(n for _, n in tables_and_lengths)
+    src = torch.full((len(tables_and_lengths), width), PAD)
+    for i, (t, n) in enumerate(tables_and_lengths):
+        src[i, :n] = 10 + t
+    return src
+
+
+# ----------------------------------------------------------------------------- toy model
+
+
+def test_length_penalty_is_wu_et_al() -> None:
+    assert length_penalty(1, 0.6) == pytest.approx(1.0)
+    assert length_penalty(7, 0.6) == pytest.approx(2.0**0.6)
+    assert length_penalty(13, 1.0) == pytest.approx(3.0)
+    assert length_penalty(30, 0.0) == 1.0
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0])
+def test_wide_beam_finds_the_exact_nbest(alpha: float) -> None:
+    # |Y| <= 3, so the 7 outputs are: A .6·.5, A B .6·.3·.6, '' .1, A A .6·.2·.7, B A .3·.45·.55,
+    # B .3·.2, B B .3·.35·.1. A beam of 6 never prunes here, so the 6-best list is exact.
+    model = TableModel([TABLE_WIDE])
+    hyps = beam_search(model, toy_src((0, 3)), beam=6, alpha=alpha, max_len_a=0, max_len_b=3, nbest=6)[0]
+    outputs = {
+        "A": ([A], 0.6 * 0.5), "AB": ([A, B], 0.6 * 0.3 * 0.6), "": ([], 0.1),
+        "AA": ([A, A], 0.6 * 0.2 * 0.7), "BA": ([B, A], 0.3 * 0.45 * 0.55), "B": ([B], 0.3 * 0.2),
+    }
+    # alpha = 0 ranks by probability; alpha = 1 divides by 1, 7/6, 8/6 for |Y| = 1, 2, 3, so the
+    # empty output (-2.303 / 1) falls behind A A (-2.477 / 1.333) and B A (-2.600 / 1.333).
+    order = ["A", "AB", "", "AA", "BA", "B"] if alpha == 0 else ["A", "AB", "AA", "BA", "", "B"]
+    check(hyps, [(*outputs[name], alpha) for name in order])
+    assert [(h.tokens, pytest.approx(h.score)) for h in hyps] == brute_force(model, 0, 3, alpha)[:6]
+
+
+def test_alpha_changes_the_winner_and_search_goes_on_after_k_finished() -> None:
+    # '' has P .4 (|Y| 1); A A has .5·.9·.55 = .2475 (|Y| 3). alpha 0: '' wins. alpha 2: lp(3) =
+    # (8/6)² = 1.78 and -1.396/1.78 = -0.785 > -0.916: A A wins. With beam 2, '' and B finish
+    # by step 2 (k finished, where fairseq's rule would stop with ''); the bound -0.799/lp(4)
+    # = -0.36 says A A can still win, so the search goes on and finds it.
+    model = TableModel([TABLE_ALPHA])
+    src = toy_src((0, 2))
+    short = beam_search(model, src, beam=2, alpha=0.0, max_len_a=0, max_len_b=4, nbest=2)[0]
+    check(short, [([], 0.4, 0.0), ([A, A], 0.5 * 0.9 * 0.55, 0.0)])
+    long = beam_search(model, src, beam=2, alpha=2.0, max_len_a=0, max_len_b=4, nbest=2)[0]
+    check(long, [([A, A], 0.5 * 0.9 * 0.55, 2.0), ([], 0.4, 2.0)])
+    for alpha, hyps in ((0.0, short), (2.0, long)):
+        assert [(h.tokens, pytest.approx(h.score)) for h in hyps] == brute_force(model, 0, 4, alpha)[:2]
+    # Beam 1 is greedy: A (.5 > .4), A (.9), EOS (.55), whatever alpha.
+    for alpha in (0.0, 2.0):
+        assert beam_search(model, src, beam=1, alpha=alpha, max_len_a=0, max_len_b=4)[0][0].tokens == [A, A]
+
+
+def test_stop_bound_uses_the_longest_allowed_length() -> None:
+    # After step 0, '' is finished with log .5 = -0.693 and A lives with log .3 = -1.204. Bounding
+    # A's future by its next length, -1.204 / lp(2) = -0.885, would stop here with ''; the true
+    # bound at max_len 5 is -1.204 / lp(5) = -0.433 (alpha 2), and indeed A A A A ends with
+    # log(.3 · .99⁴) / (10/6)² = -0.448 > -0.693.
+    model = TableModel([TABLE_BOUND])
+    src = toy_src((0, 1))
+    hyps = beam_search(model, src, beam=2, alpha=2.0, max_len_a=0, max_len_b=5)[0]
+    check(hyps, [([A, A, A, A], 0.3 * 0.99**4, 2.0)])
+    assert (hyps[0].tokens, pytest.approx(hyps[0].score)) == brute_force(model, 0, 5, 2.0)[0]
+    check(beam_search(model, src, beam=2, alpha=0.0, max_len_a=0, max_len_b=5)[0], [([], 0.5, 0.0)])
+
+
+def test_batch_of_toy_sentences_and_finished_sentences_leave_the_batch() -> None:
+    # max_len = floor(0.5 · src_len + 2): 4 for the 4-token source, 6 for the 8-token one.
+    model = TableModel([TABLE_ALPHA, NEVER_EOS])
+    src = toy_src((0, 4), (1, 8))
+    kwargs = {"beam": 2, "alpha": 2.0, "max_len_a": 0.5, "max_len_b": 2, "nbest": 2}
+    alpha, never = beam_search(model, src, **kwargs)
+    check(alpha, [([A, A], 0.5 * 0.9 * 0.55, 2.0), ([], 0.4, 2.0)])  # as decoded alone above
+    assert never[0].tokens == [A] * 5 and len(never[1].tokens) == 5
+    # Step 0 decodes 1 row per sentence, then 2 per sentence; sentence 0 stops at step 2 (the
+    # bound), so steps 3-5 decode sentence 1's 2 rows only, and it ends at its max_len.
+    assert model.rows == [2, 4, 4, 2, 2, 2]
+    for i, sentence in enumerate((alpha, never)):
+        alone = beam_search(model, src[i : i + 1, : 4 * (i + 1)], **kwargs)[0]
+        assert [(h.tokens, h.score) for h in alone] == [(h.tokens, h.score) for h in sentence]
+
+
+def test_length_limit_is_respected_when_eos_never_wins() -> None:
+    model = TableModel([NEVER_EOS])
+    src = toy_src((0, 1), (0, 3), (0, 6))  # max_len = floor(1.5 · n + 1) = 2, 5, 10
+    limits = [2, 5, 10]
+    for beam in (1, 3):
+        hyps = beam_search(model, src, beam=beam, alpha=0.6, max_len_a=1.5, max_len_b=1, nbest=beam)
+        for sentence, limit in zip(hyps, limits, strict=True):
+            assert len(sentence) == beam
+            assert all(len(h.tokens) == limit - 1 for h in sentence)
+    assert [len(t) for t in greedy_search(model, src, max_len_a=1.5, max_len_b=1)] == [1, 4, 9]
+
+
+def test_max_lengths_floor_and_min_len() -> None:
+    pad = torch.zeros(2, 100, dtype=torch.bool)
+    pad[1, 50:] = True
+    # in floating point 0.29 · 100 = 28.999999999999996 and 1.13 · 100 = 112.99999999999999
+    assert max_lengths(pad, 0.29, 0).tolist() == [29, 14]
+    assert max_lengths(pad, 1.13, 2).tolist() == [115, 58]
+    assert max_lengths(pad, 0.0, 0).tolist() == [1, 1]  # always room for EOS
+    model = TableModel([TABLE_ALPHA])
+    hyps = beam_search(model, toy_src((0, 2)), beam=2, alpha=0.0, max_len_a=0, max_len_b=4, nbest=2,
+                       min_len=3)[0]
+    assert all(len(h.tokens) + 1 >= 3 for h in hyps)
+    assert hyps[0].tokens == [A, A]
+
+
+# ----------------------------------------------------------------------------- real model
+
+
+class EOSRamp:
+    """A real model whose EOS logit grows with the position, so outputs end at varied lengths."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.model.encode(src)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
+               cache: DecoderCache | None = None) -> torch.Tensor:
+        start = 0 if cache is None else cache.offset
+        logits = self.model.decode(tgt, memory, memory_pad, cache)
+        logits[..., EOS] += -1.0 + 0.7 * torch.arange(start, start + tgt.size(1))
+        return logits
+
+
+@pytest.fixture(scope="module")
+def real() -> EOSRamp:
+    from tbuild.builder import build_model, load_spec
+
+    torch.manual_seed(0)
+    stack = {"layers": 2, "heads": 4, "d_ff": 64}
+    model_spec = {"vocab_size": 50, "d_model": 32, "encoder": stack, "decoder": dict(stack)}
+    spec = load_spec({"model": model_spec}).spec
+    model = build_model(spec).eval()
+    with torch.no_grad():  # larger weights: less uniform, more varied outputs
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.mul_(3)
+    return EOSRamp(model)
+
+
+def random_src(lengths: list[int], seed: int = 1) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.full((len(lengths), max(lengths)), PAD)
+    for i, n in enumerate(lengths):
+        src[i, :n] = torch.randint(4, 50, (n,), generator=g)
+    return src
+
+
+def test_batch_equals_one_by_one(real: EOSRamp) -> None:
+    src = random_src([7, 3, 9, 1, 5, 8])
+    kwargs = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 3, "nbest": 3}
+    batched = beam_search(real, src, **kwargs)
+    lengths = {len(h.tokens) for sentence in batched for h in sentence}
+    assert len(lengths) > 3  # outputs of varied lengths: sentences finish at different steps
+    for i, sentence in enumerate(batched):
+        alone = beam_search(real, src[i : i + 1, : int(src[i].ne(PAD).sum())], **kwargs)[0]
+        assert [h.tokens for h in sentence] == [h.tokens for h in alone]
+        assert [h.score for h in sentence] == pytest.approx([h.score for h in alone], abs=1e-4)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_beam_one_is_greedy(real: EOSRamp, alpha: float) -> None:
+    src = random_src(list(range(1, 13)), seed=2)
+    greedy = greedy_search(real, src, max_len_a=1.0, max_len_b=3)
+    beam = beam_search(real, src, beam=1, alpha=alpha, max_len_a=1.0, max_len_b=3)
+    assert [s[0].tokens for s in beam] == greedy
+    assert len({len(g) for g in greedy}) > 3
+
+
+def test_nbest_sorted_distinct_and_rescored(real: EOSRamp) -> None:
+    src = random_src([6, 2, 9], seed=3)
+    alpha = 0.6
+    for sentence, row in zip(beam_search(real, src, beam=5, alpha=alpha, max_len_a=1.0, max_len_b=3, nbest=5),
+                             src, strict=True):
+        assert len(sentence) == 5
+        scores = [h.score for h in sentence]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in sentence}) == 5
+        for h in sentence:
+            # teacher-forced log P(Y + EOS | X) agrees with the incremental search
+            tgt = torch.tensor([[BOS, *h.tokens]])
+            x = row[row.ne(PAD)][None]
+            memory, pad = real.encode(x)
+            lprobs = real.decode(tgt, memory, pad).log_softmax(-1)[0]
+            log_prob = lprobs.gather(1, torch.tensor([*h.tokens, EOS])[:, None]).sum().item()
+            assert h.log_prob == pytest.approx(log_prob, abs=1e-4)
+            assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, alpha))
+            assert PAD not in h.tokens and BOS not in h.tokens and EOS not in h.tokens
+
+
+def test_empty_batch_and_bad_arguments(real: EOSRamp) -> None:
+    empty = torch.zeros(0, 4, dtype=torch.long)
+    assert beam_search(real, empty, beam=2, alpha=0.6, max_len_a=1, max_len_b=2) == []
+    assert greedy_search(real, empty, max_len_a=1, max_len_b=2) == []
+    with pytest.raises(ValueError):
+        beam_search(real, random_src([3]), beam=2, alpha=0.6, max_len_a=1, max_len_b=2, nbest=3)
