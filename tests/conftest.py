@@ -31,3 +31,34 @@ def tiny_model(overrides: list[str] | None = None, spec: dict | None = None):  #
 
     loaded = load_spec(spec or TINY, overrides or [])
     return build_model(loaded.spec).eval()
+
+
+def _mirror_lines(name: str, n: int) -> list[str]:
+    import gzip
+
+    with gzip.open(SHARED_DATA / name, "rt", encoding="utf-8") as f:
+        return [next(f).rstrip("\n") for _ in range(n)]
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 400-pair slice of Multi30k train and a 40-pair validation slice, as plain files."""
+    root = tmp_path_factory.mktemp("corpus")
+    for split, source, n in (("train", "train", 400), ("val", "val", 40), ("test", "test2016", 20)):
+        for lang in ("en", "de"):
+            (root / f"{split}.{lang}").write_text("\n".join(_mirror_lines(f"{source}.{lang}.gz", n)) + "\n")
+    return root
+
+
+def tiny_train_spec(corpus: Path, run_dir: Path, **train: object) -> dict:
+    """A tiny model trained on ``tiny_corpus`` with a 200-piece tokenizer."""
+    return {
+        "output_dir": str(run_dir),
+        "model": {"d_model": 32, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
+                  "decoder": {"layers": 1, "heads": 2, "d_ff": 64}},
+        "data": {"train": str(corpus / "train"), "valid": str(corpus / "val"), "test": str(corpus / "test"),
+                 "tokenizer": {"vocab_size": 200}, "max_length": 64},
+        "train": {"batch_tokens": 800, "max_steps": 6, "log_every": 1, "validate_every": 3,
+                  "checkpoint_every": 3, "checkpoint_minutes": None, "keep_last": 10,
+                  "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 4}, **train},
+    }

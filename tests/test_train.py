@@ -1,0 +1,214 @@
+"""Training: the §5.3 schedule, label smoothing, checkpoints, exact resume, averaging."""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import yaml
+
+from tbuild.builder import build_model, load_spec
+from tbuild.builder.schema import ScheduleSpec
+from tbuild.engine.checkpoint import (
+    CheckpointError,
+    average_checkpoints,
+    load_into,
+    read_checkpoint,
+    step_checkpoints,
+)
+from tbuild.engine.loss import label_smoothed_nll
+from tbuild.engine.metrics import read_jsonl
+from tbuild.engine.schedule import learning_rate
+from tbuild.engine.train import train
+
+from .conftest import tiny_train_spec
+
+
+def quiet(kind: str, data: dict) -> None:
+    pass
+
+
+def test_noam_schedule_is_equation_3() -> None:
+    sched = ScheduleSpec(kind="noam", warmup=4000)
+    for step in (1, 100, 3999, 4000, 4001, 100000):
+        expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
+        assert learning_rate(step, sched, 512) == pytest.approx(expected, rel=1e-12)
+    peak = max(range(1, 10000, 7), key=lambda s: learning_rate(s, sched, 512))
+    assert abs(peak - 4000) <= 7  # rises linearly for warmup steps, then decays as step^-0.5
+    assert learning_rate(16000, sched, 512) == pytest.approx(learning_rate(4000, sched, 512) / 2)
+
+
+def test_other_schedules() -> None:
+    inv = ScheduleSpec(kind="inverse_sqrt", lr=1e-3, warmup=100)
+    assert learning_rate(50, inv, 512) == pytest.approx(5e-4)
+    assert learning_rate(400, inv, 512) == pytest.approx(5e-4)
+    const = ScheduleSpec(kind="constant", lr=2e-4, warmup=0)
+    assert learning_rate(7, const, 512) == 2e-4
+
+
+def test_label_smoothing_by_hand() -> None:
+    logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0]]])
+    target = torch.tensor([[1, 3, 0]])  # last position is padding (pad = 0)
+    eps = 0.1
+    expected_loss = expected_nll = 0.0
+    for t in range(2):
+        logp = [x - math.log(sum(math.exp(v) for v in logits[0, t].tolist())) for x in logits[0, t].tolist()]
+        q = [eps / 4 + (1 - eps) * (k == target[0, t].item()) for k in range(4)]  # (1-ε)·one_hot + ε/V
+        expected_loss += -sum(qk * lk for qk, lk in zip(q, logp, strict=True))
+        expected_nll += -logp[target[0, t].item()]
+    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
+    assert n == 2
+    assert loss.item() == pytest.approx(expected_loss, rel=1e-6)
+    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
+    reference = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=0, label_smoothing=eps,
+                                reduction="sum")
+    assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
+
+
+def _train(spec: dict, **kw: object) -> dict:
+    return train(load_spec(spec), quiet, **kw)
+
+
+def test_resume_matches_straight_run(tiny_corpus: Path, tmp_path: Path) -> None:
+    """2N steps straight == N steps, stop, resume for N more: the loss curves agree to 1e-6."""
+    straight = tmp_path / "straight"
+    _train(tiny_train_spec(tiny_corpus, straight, max_steps=8, checkpoint_every=4))
+    split = tmp_path / "split"
+    _train(tiny_train_spec(tiny_corpus, split, max_steps=4, checkpoint_every=4))
+    result = _train(tiny_train_spec(tiny_corpus, split, max_steps=8, checkpoint_every=4))
+    assert result["step"] == 8
+    a, b = read_jsonl(straight / "metrics.jsonl"), read_jsonl(split / "metrics.jsonl")
+    assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 9))
+    for ra, rb in zip(a, b, strict=True):
+        assert abs(ra["loss"] - rb["loss"]) <= 1e-6 and abs(ra["nll"] - rb["nll"]) <= 1e-6
+    wa, _ = read_checkpoint(step_checkpoints(straight)[-1])
+    wb, _ = read_checkpoint(step_checkpoints(split)[-1])
+    for k in wa:
+        if k.startswith("model."):
+            torch.testing.assert_close(wa[k], wb[k], atol=1e-6, rtol=0)
+
+
+def test_run_directory_contents(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = _train(tiny_train_spec(tiny_corpus, run))
+    assert result["reason"] == "max_steps" and result["step"] == 6
+    assert {p.name for p in step_checkpoints(run)} == {"step_00000003.safetensors", "step_00000006.safetensors"}
+    assert (run / "spm.model").exists() and (run / "best.safetensors").exists()
+    spec = yaml.safe_load((run / "spec.yaml").read_text())
+    assert spec["model"]["vocab_size"] == 200
+    records = read_jsonl(run / "metrics.jsonl")
+    assert set(records[0]) >= {"step", "epoch", "loss", "nll", "ppl", "lr", "tokens_per_s", "grad_norm", "elapsed"}
+    valid = read_jsonl(run / "valid.jsonl")
+    assert [r["step"] for r in valid] == [3, 6] and all(r["ppl"] > 1 for r in valid)
+    # checkpoints hold no pickles: safetensors with JSON metadata
+    _, meta = read_checkpoint(step_checkpoints(run)[-1])
+    assert meta["step"] == 6 and "optim_groups" in meta
+
+
+def test_corrupt_checkpoint_falls_back_to_previous(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _train(tiny_train_spec(tiny_corpus, run))
+    newest = step_checkpoints(run)[-1]
+    newest.write_bytes(newest.read_bytes()[:1000])  # truncated
+    with pytest.raises(CheckpointError, match=str(newest)):
+        read_checkpoint(newest)
+    events: list[tuple[str, dict]] = []
+    train(load_spec(tiny_train_spec(tiny_corpus, run, max_steps=7)), lambda k, d: events.append((k, d)))
+    warnings = [d["message"] for k, d in events if k == "warning"]
+    assert any(str(newest) in w and "previous" in w for w in warnings)
+    assert any("resumed from step_00000003" in d.get("message", "") for _, d in events)
+
+
+def test_average_checkpoints(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    _train(tiny_train_spec(tiny_corpus, run))
+    paths = step_checkpoints(run)
+    averaged, meta = average_checkpoints(paths)
+    (a, _), (b, _) = read_checkpoint(paths[0]), read_checkpoint(paths[1])
+    for k, v in averaged.items():
+        torch.testing.assert_close(v, (a[k] + b[k]) / 2)
+    other = tmp_path / "other"
+    spec = tiny_train_spec(tiny_corpus, other, max_steps=3)
+    spec["model"]["d_model"] = 16
+    _train(spec)
+    with pytest.raises(CheckpointError, match="refusing to average"):
+        average_checkpoints([paths[0], step_checkpoints(other)[0]])
+    model = build_model(load_spec(run / "spec.yaml").spec)
+    with pytest.raises(CheckpointError, match="another model"):
+        load_into(step_checkpoints(other)[0], model, expect_hash=load_spec(run / "spec.yaml").spec.architecture_hash())
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from tbuild.cli.app import main; main()", *args]
+
+
+@pytest.mark.slow
+def test_sigkill_then_rerun_resumes(tiny_corpus: Path, tmp_path: Path) -> None:
+    """A run killed with SIGKILL at any moment resumes from its last whole checkpoint."""
+    run = tmp_path / "run"
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(tiny_train_spec(tiny_corpus, run, max_steps=400, checkpoint_every=2,
+                                                        validate_every=1000)))
+    proc = subprocess.Popen(_cli("train", str(spec_path)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while len(step_checkpoints(run)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = step_checkpoints(run)
+    assert saved, "no checkpoint before the kill"
+    for path in saved:
+        read_checkpoint(path)  # every checkpoint on disk is whole
+    last = int(saved[-1].stem.split("_")[1])
+    out = subprocess.run(_cli("train", str(spec_path), "--set", f"train.max_steps={last + 2}"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert f"resumed from {saved[-1].name}" in out.stdout
+    steps = [r["step"] for r in read_jsonl(run / "metrics.jsonl")]
+    assert steps == list(range(1, last + 3))  # lines written after the last checkpoint were dropped
+
+
+def test_ctrl_c_saves_and_exits_cleanly(tiny_corpus: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(tiny_train_spec(tiny_corpus, run, max_steps=100000, checkpoint_every=None,
+                                                        validate_every=100000)))
+    proc = subprocess.Popen(_cli("train", str(spec_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "COLUMNS": "200"})
+    deadline = time.monotonic() + 120
+    while not (run / "metrics.jsonl").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "checkpoint saved" in err
+    assert step_checkpoints(run), "no checkpoint written on Ctrl-C"
+
+
+def test_cli_train_plot_average(tiny_corpus: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    run = tmp_path / "run"
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(tiny_train_spec(tiny_corpus, run)))
+    runner = CliRunner()
+    result = runner.invoke(app, ["train", str(spec_path)])
+    assert result.exit_code == 0, result.output
+    assert "valid step 6" in result.output and "stopped (max_steps) at step 6" in result.output
+    result = runner.invoke(app, ["plot", str(run)])
+    assert result.exit_code == 0 and (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    result = runner.invoke(app, ["average", str(run), "--last", "2"])
+    assert result.exit_code == 0, result.output
+    assert (run / "averaged_last2.safetensors").exists()
+    result = runner.invoke(app, ["average", str(run), "--last", "5"])
+    assert result.exit_code == 1 and "only 2 exist" in result.output
