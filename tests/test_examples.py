@@ -54,3 +54,31 @@ def test_examples_cover_every_registered_variant() -> None:
     for name, registry in REGISTRIES.items():
         missing = set(registry) - used[name] - {"learned"}  # learned positions: specs/paper/E-learned.yaml
         assert not missing, f"no example uses {name} kinds {sorted(missing)}"
+
+
+def test_example_trains_three_steps_through_the_cli(tmp_path: Path) -> None:
+    """`tbuild train` on an example as a user runs it: copied with the spec it extends, so its
+    relative data paths resolve under tmp_path, where Multi30k is fetched from the local mirror."""
+    import json
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    from .conftest import SHARED_DATA
+
+    folder = tmp_path / "specs" / "examples"
+    folder.mkdir(parents=True)
+    for name in ("small.yaml", "relative.yaml"):
+        shutil.copy(REPO / "specs" / "examples" / name, folder / name)
+    run = tmp_path / "run"
+    result = CliRunner().invoke(
+        app, ["train", str(folder / "relative.yaml"), "--set", "train.max_steps=3", "--set", f"output_dir={run}"],
+        env={"TBUILD_MULTI30K_MIRROR": str(SHARED_DATA), "COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "data" / "multi30k" / "train.en.gz").exists()
+    assert "stopped (max_steps) at step 3" in result.output
+    assert (run / "checkpoints" / "step_00000003.safetensors").exists()
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps and steps[-1] == 3
