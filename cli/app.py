@@ -7,6 +7,8 @@ import typer
 from . import common
 from .average import average
 from .data import data_app
+from .decode import decode
+from .evaluate import evaluate
 from .inspect import inspect
 from .plot import plot
 from .specs import components, schema, validate
@@ -31,6 +33,8 @@ app.command()(schema)
 app.command()(components)
 app.command()(train)
 app.command()(average)
+app.command()(decode)
+app.command()(evaluate)
 app.command()(plot)
 app.add_typer(data_app, name="data")
 

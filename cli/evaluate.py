@@ -1,0 +1,62 @@
+"""`tbuild evaluate`: decode a split and score it with sacreBLEU (BLEU, chrF) and perplexity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .common import SET_OPTION, console, guarded
+from .decode import AVERAGE, CHECKPOINT, TARGET, decode_overrides
+
+
+@guarded
+def evaluate(
+    target: Path = TARGET,
+    split: str = typer.Option("test", "--split", help="test or valid (files from the spec's data section)."),
+    src: Path | None = typer.Option(None, "--src", help="Score this source file instead of a split (with --ref)."),
+    ref: Path | None = typer.Option(None, "--ref", help="References for --src."),
+    lowercase: bool = typer.Option(False, "--lowercase", help="Headline BLEU lowercased (as many papers report)."),
+    beam: int | None = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam)."),
+    alpha: float | None = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha)."),
+    show: int = typer.Option(3, "--show", help="Print this many example translations."),
+    checkpoint: Path | None = CHECKPOINT,
+    average: int | None = AVERAGE,
+    set_: list[str] = SET_OPTION,
+) -> None:
+    """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.evaluate import evaluate as run_evaluation
+    from tbuild.engine.run import resolve_target
+    from tbuild.engine.translate import load_translator
+
+    if split not in ("test", "valid"):
+        raise TbuildError(f"--split must be test or valid, not {split!r}")
+    if (src is None) != (ref is None):
+        raise TbuildError("--src and --ref go together")
+    run = resolve_target(target, decode_overrides(beam, alpha, None, set_))
+    translator = load_translator(run, checkpoint=checkpoint, average=average)
+    result, sources, references, hyps = run_evaluation(run, translator, split=split, src=src, ref=ref)
+    for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:
+        console.print(f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n", highlight=False)
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights})",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("note")
+    rows = [("BLEU", result.bleu, "sacreBLEU, cased"), ("BLEU (lowercased)", result.bleu_lowercase, "sacreBLEU, -lc")]
+    for name, score, note in (reversed(rows) if lowercase else rows):
+        table.add_row(name, f"{score:.2f}", note)
+    table.add_row("chrF", f"{result.chrf:.2f}", "sacreBLEU chrF2")
+    table.add_row("perplexity", f"{result.perplexity:.2f}", "per target subword, teacher-forced on the references")
+    table.add_row("sentences/s", f"{result.sentences_per_second:.1f}",
+                  f"beam {result.beam}, α {result.alpha}, {result.decode_seconds:.1f} s")
+    console.print(table)
+    for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
+                      ("chrF", result.chrf_signature)):
+        console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
+    out = run.run_dir / f"eval_{result.split}.json"
+    out.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    console.print(f"[dim]wrote {out}[/]")

@@ -1,0 +1,67 @@
+"""Score a run on a split: sacreBLEU BLEU (cased and lowercased) and chrF, and perplexity."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from .corpus import read_parallel, split_files
+from .data import Pairs
+from .run import Run
+from .tokens import EOS
+from .train import evaluate_loss
+from .translate import Translator, translate
+
+
+@dataclass
+class Evaluation:
+    split: str
+    sentences: int
+    weights: str
+    bleu: float
+    bleu_signature: str
+    bleu_lowercase: float
+    bleu_lowercase_signature: str
+    chrf: float
+    chrf_signature: str
+    perplexity: float
+    decode_seconds: float
+    sentences_per_second: float
+    beam: int
+    alpha: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path | None = None,
+             ref: Path | None = None) -> tuple[Evaluation, list[str], list[str], list[str]]:
+    """Decode the split (or src) and score it against the references; also returns the texts."""
+    if src is None or ref is None:
+        src, ref = split_files(run.spec.data, split)
+        field = f"data.{split}"
+    else:
+        field, split = "--src/--ref", src.name
+    sources, references = read_parallel(src, ref, field)
+    started = time.perf_counter()
+    results = translate(translator, sources, run.spec.decode)
+    seconds = time.perf_counter() - started
+    tok = translator.tokenizer
+    hyps = [tok.decode(h[0].tokens) if h else "" for h in results]
+    bleu, bleu_lc, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+    pairs = Pairs([ids[: translator.max_source_tokens - 1] + [EOS] for ids in tok.encode(sources)],
+                  [ids + [EOS] for ids in tok.encode(references)])
+    ppl = evaluate_loss(translator.model, pairs, run.spec, next(translator.model.parameters()).device)["ppl"]
+    result = Evaluation(
+        split=split, sentences=len(sources), weights=translator.weights,
+        bleu=bleu.corpus_score(hyps, [references]).score, bleu_signature=str(bleu.get_signature()),
+        bleu_lowercase=bleu_lc.corpus_score(hyps, [references]).score,
+        bleu_lowercase_signature=str(bleu_lc.get_signature()),
+        chrf=chrf.corpus_score(hyps, [references]).score, chrf_signature=str(chrf.get_signature()),
+        perplexity=ppl, decode_seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
+        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha,
+    )
+    return result, sources, references, hyps

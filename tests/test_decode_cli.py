@@ -1,0 +1,86 @@
+"""train → decode → evaluate through the CLI on a tiny run (fairseq's test_binaries idea)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from sacrebleu.metrics import BLEU
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+
+from .conftest import tiny_train_spec
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("decode")
+    spec = tiny_train_spec(tiny_corpus, root / "run", max_steps=30, validate_every=15, checkpoint_every=10)
+    spec["model"]["max_positions"] = 40  # the decoder's source limit in these tests
+    spec["decode"] = {"beam": 3, "max_len_a": 1.0, "max_len_b": 5}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
+def test_decode_keeps_one_line_per_input(tiny_run: Path) -> None:
+    text = "A man is riding a bike.\n\nTwo dogs play in the snow.\n"
+    result = runner.invoke(app, ["decode", str(tiny_run)], input=text)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""  # 3 lines + final newline
+
+
+def test_decode_spec_run_and_checkpoint_agree(tiny_run: Path) -> None:
+    text = "A man is riding a bike.\n"
+    by_run = runner.invoke(app, ["decode", str(tiny_run), "--checkpoint", str(tiny_run / "best.safetensors")],
+                           input=text)
+    by_file = runner.invoke(app, ["decode", str(tiny_run / "best.safetensors")], input=text)
+    assert by_run.exit_code == by_file.exit_code == 0
+    assert by_run.stdout == by_file.stdout
+    averaged = runner.invoke(app, ["decode", str(tiny_run), "--average", "2"], input=text)
+    assert averaged.exit_code == 0, averaged.output
+
+
+def test_nbest_format(tiny_run: Path) -> None:
+    result = runner.invoke(app, ["decode", str(tiny_run), "--nbest", "3"], input="A dog runs.\nA cat.\n")
+    assert result.exit_code == 0, result.output
+    rows = [line.split(" ||| ") for line in result.stdout.splitlines()]
+    assert [r[0] for r in rows] == ["0", "0", "0", "1", "1", "1"]
+    scores = [float(r[2]) for r in rows[:3]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_bad_input(tiny_run: Path, tmp_path: Path) -> None:
+    bad = runner.invoke(app, ["decode", str(tiny_run)], input=b"fine\n\xff broken\n")
+    assert bad.exit_code == 1 and "stdin: line 2 is not valid UTF-8" in bad.output
+    missing = runner.invoke(app, ["decode", str(tiny_run), "--input", str(tmp_path / "nope.txt")])
+    assert missing.exit_code == 1 and "input file not found" in missing.output
+    long_line = " ".join(["word"] * 200) + "\n"
+    result = runner.invoke(app, ["decode", str(tiny_run)], input=long_line)
+    assert result.exit_code == 0
+    assert "exceed the model's limit of 40; truncated" in result.stderr
+    assert len(result.stdout.splitlines()) == 1
+    not_run = runner.invoke(app, ["decode", str(tmp_path)])
+    assert not_run.exit_code == 1 and "not a run directory" in not_run.output
+
+
+def test_evaluate_scores_match_sacrebleu(tiny_run: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["evaluate", str(tiny_run), "--split", "test", "--show", "1"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    report = json.loads((tiny_run / "eval_test.json").read_text())
+    assert report["sentences"] == 20 and report["perplexity"] > 1
+    assert report["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert "case:lc" in report["bleu_lowercase_signature"]
+    decoded = runner.invoke(app, ["decode", str(tiny_run), "--input", str(tiny_corpus / "test.en")])
+    refs = (tiny_corpus / "test.de").read_text().splitlines()
+    expected = BLEU().corpus_score(decoded.stdout.splitlines(), [refs]).score
+    assert report["bleu"] == pytest.approx(expected)
+    assert "BLEU signature: nrefs:1" in result.output
