@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from . import common
+from .attention import attention
 from .average import average
 from .data import data_app
 from .decode import decode
@@ -35,6 +36,7 @@ app.command()(train)
 app.command()(average)
 app.command()(decode)
 app.command()(evaluate)
+app.command()(attention)
 app.command()(plot)
 app.add_typer(data_app, name="data")
 

@@ -84,3 +84,25 @@ def test_evaluate_scores_match_sacrebleu(tiny_run: Path, tiny_corpus: Path, tmp_
     expected = BLEU().corpus_score(decoded.stdout.splitlines(), [refs]).score
     assert report["bleu"] == pytest.approx(expected)
     assert "BLEU signature: nrefs:1" in result.output
+
+
+def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
+    import torch
+
+    from tbuild.engine.attention_maps import attention_weights
+    from tbuild.engine.run import resolve_target
+    from tbuild.engine.translate import load_translator
+
+    result = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog runs.", "--layers", "0",
+                                 "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    for kind in ("encoder", "decoder", "cross"):
+        assert (tmp_path / f"{kind}.png").read_bytes()[:4] == b"\x89PNG"
+    translator = load_translator(resolve_target(tiny_run))
+    src, tgt, weights = attention_weights(translator, "A dog runs.", beam=2, alpha=0.6, max_len_b=5)
+    cross = weights["cross"][0]
+    assert cross.shape == (2, len(tgt), len(src))
+    torch.testing.assert_close(cross.sum(-1), torch.ones(2, len(tgt)))
+    assert torch.all(weights["decoder"][0].triu(1) == 0)  # causal: no weight on later positions
+    bad = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog.", "--layers", "7"])
+    assert bad.exit_code == 1 and "no such layer/head" in bad.output

@@ -1,0 +1,47 @@
+"""`tbuild attention`: PNG heatmaps of a translation's attention weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import SET_OPTION, console, guarded
+from .decode import AVERAGE, CHECKPOINT, TARGET
+
+
+def _indices(text: str | None) -> list[int] | None:
+    if text is None or text == "all":
+        return None
+    from tbuild.engine.errors import TbuildError
+
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise TbuildError(f"expected comma-separated integers or 'all', got {text!r}") from None
+
+
+@guarded
+def attention(
+    target: Path = TARGET,
+    src: str = typer.Option(..., "--src", help="The source sentence to translate and show."),
+    layers: str | None = typer.Option(None, "--layers", help="Comma-separated layer indices (default: all)."),
+    heads: str | None = typer.Option(None, "--heads", help="Comma-separated head indices (default: all)."),
+    out: Path | None = typer.Option(None, "--out", help="Output folder (default: RUN/attention)."),
+    checkpoint: Path | None = CHECKPOINT,
+    average: int | None = AVERAGE,
+    set_: list[str] = SET_OPTION,
+) -> None:
+    """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
+    from tbuild.engine.attention_maps import attention_weights, plot_attention
+    from tbuild.engine.run import resolve_target
+    from tbuild.engine.translate import load_translator
+
+    run = resolve_target(target, set_)
+    translator = load_translator(run, checkpoint=checkpoint, average=average)
+    d = run.spec.decode
+    src_pieces, tgt_pieces, weights = attention_weights(translator, src, d.beam, d.alpha, d.max_len_b)
+    console.print(f"translation: {translator.tokenizer.sp.decode_pieces(tgt_pieces[1:])}", highlight=False)
+    for path in plot_attention(src_pieces, tgt_pieces, weights, out or run.run_dir / "attention",
+                               _indices(layers), _indices(heads)):
+        console.print(f"wrote {path}")
