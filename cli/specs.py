@@ -33,12 +33,34 @@ def schema() -> None:
     print(json.dumps(Spec.model_json_schema(), indent=2))
 
 
-def components() -> None:
-    """List every registered block with its spec fields and their help."""
+def components_markdown() -> str:
+    """The registered blocks as Markdown (the README's component reference is this text)."""
     from tbuild.components import REGISTRIES, load_plugins
 
     load_plugins()
+    out = []
+    for name, registry in REGISTRIES.items():
+        out.append(f"#### {name}\n\n| kind | what it is | fields |\n| --- | --- | --- |")
+        for entry in registry.entries():
+            doc = " ".join((entry.spec.__doc__ or "").split()).replace("|", "\\|")
+            fields = []
+            for fname, f in entry.spec.model_fields.items():
+                if fname != "kind":
+                    default = "" if f.is_required() else f" = {f.default!r}"
+                    fields.append(f"`{fname}{default}`: {f.description or ''}".replace("|", "\\|"))
+            out.append(f"| `{entry.key}` | {doc} | {'<br>'.join(fields) or '—'} |")
+        out.append("")
+    return "\n".join(out)
 
+
+def components(markdown: bool = typer.Option(False, "--markdown", help="Print Markdown (as in the README).")) -> None:
+    """List every registered block with its spec fields and their help."""
+    from tbuild.components import REGISTRIES, load_plugins
+
+    if markdown:
+        print(components_markdown(), end="")
+        return
+    load_plugins()
     for name, registry in REGISTRIES.items():
         table = Table(title=f"{name}", title_justify="left", show_lines=False)
         table.add_column("kind", style="bold")

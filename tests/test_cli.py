@@ -54,3 +54,18 @@ def test_schema_and_components() -> None:
     assert listing.exit_code == 0
     for kind in ("multihead", "sinusoidal", "learned", "relu", "layernorm"):
         assert kind in listing.output
+
+
+def test_readme_component_reference_is_current() -> None:
+    from tbuild.cli.specs import components_markdown
+
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("<!-- components:start")
+    body = readme[readme.index("\n", start) + 1: readme.index("<!-- components:end -->")]
+    assert body == components_markdown(), "regenerate with `tbuild components --markdown`"
+
+
+def test_readme_commands_exist() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "bash scripts/multi30k.sh" in readme and "bash scripts/test.sh" in readme
+    assert "bash scripts/test.sh" in (REPO / ".ci/run").read_text()

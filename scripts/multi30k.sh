@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job: set up, train specs/multi30k.yaml on Multi30k en→de, then decode and score test2016.
+# MINUTES=5 bash scripts/multi30k.sh gives a quick look (re-running continues the same run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+# Offline machines: copy Multi30k from a local mirror instead of downloading it.
+if [ -z "${TBUILD_MULTI30K_MIRROR:-}" ] && [ -d ../shared/data/multi30k ]; then
+  export TBUILD_MULTI30K_MIRROR="$(cd ../shared/data/multi30k && pwd)"
+fi
+tbuild=.venv/bin/tbuild
+$tbuild train specs/multi30k.yaml ${MINUTES:+--minutes "$MINUTES"}
+printf 'A man in a blue shirt is riding a bike.\nTwo dogs are playing in the snow.\nA little girl eats an ice cream.\n' \
+  | $tbuild decode specs/multi30k.yaml --beam 4
+$tbuild evaluate specs/multi30k.yaml --split test --show 3
