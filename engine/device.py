@@ -18,6 +18,9 @@ def set_threads(threads: int | None) -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n = threads or cores
     torch.set_num_threads(n)
+    # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic ~5x slower:
+    # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k.yaml. Flush them to zero.
+    torch.set_flush_denormal(True)
     return n
 
 
