@@ -82,3 +82,25 @@ def test_example_trains_three_steps_through_the_cli(tmp_path: Path) -> None:
     assert (run / "checkpoints" / "step_00000003.safetensors").exists()
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps and steps[-1] == 3
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_trains_and_decodes(path: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    """Each variant trains for two steps and decodes through the CLI (on a slice of Multi30k)."""
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    runner = CliRunner()
+    run = tmp_path / "run"
+    data = [f"data.train={tiny_corpus / 'train'}", f"data.valid={tiny_corpus / 'val'}",
+            f"data.test={tiny_corpus / 'test'}", "data.tokenizer.vocab_size=200", "data.dataset=null"]
+    overrides = [arg for s in [*data, "train.max_steps=2", "train.validate_every=2", f"output_dir={run}"]
+                 for arg in ("--set", s)]
+    result = runner.invoke(app, ["train", str(path), *overrides])
+    assert result.exit_code == 0, result.output
+    assert "stopped (max_steps) at step 2" in result.output
+    result = runner.invoke(app, ["decode", str(run), "--beam", "2", "--set", "decode.max_len_b=4"],
+                           input="A dog runs in the park.\n")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 1
