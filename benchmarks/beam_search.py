@@ -44,15 +44,17 @@ def hf_model(args: argparse.Namespace) -> torch.nn.Module:
     return MarianMTModel(config).eval()
 
 
-def timed(run: Callable[[], int], repeats: int) -> tuple[float, int]:
-    """Median wall time of ``repeats`` runs after one warm-up, and the output tokens of a run."""
-    tokens = run()
-    times = []
+def timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int) -> dict[tuple[str, str], tuple[float, int]]:
+    """Median wall time of ``repeats`` runs of each function after one warm-up, and the output
+    tokens of a run. The runs are interleaved so that other load on the machine hits all alike."""
+    tokens = {key: run() for key, run in runs.items()}
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
     for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), tokens
+        for key, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[key].append(time.perf_counter() - start)
+    return {key: (statistics.median(times[key]), tokens[key]) for key in runs}
 
 
 def main() -> None:
@@ -86,24 +88,24 @@ def main() -> None:
         outputs = greedy_search(ours, src, max_len_a=0, max_len_b=out, min_len=out)
         return sum(len(o) + 1 for o in outputs)
 
-    results = {("tbuild", "beam"): timed(ours_beam, args.repeats),
-               ("tbuild", "greedy"): timed(ours_greedy, args.repeats)}
+    runs = {("tbuild", "beam"): ours_beam, ("tbuild", "greedy"): ours_greedy}
     if not args.skip_hf:
         theirs = hf_model(args)
         mask = torch.ones_like(src)
 
         def hf(beams: int) -> Callable[[], int]:
+            beam_args = {"length_penalty": 0.6, "early_stopping": True} if beams > 1 else {}
+
             def run() -> int:
                 with torch.no_grad():
-                    seqs = theirs.generate(
-                        input_ids=src, attention_mask=mask, num_beams=beams, do_sample=False,
-                        min_new_tokens=out, max_new_tokens=out, length_penalty=0.6, early_stopping=True,
-                    )
+                    seqs = theirs.generate(input_ids=src, attention_mask=mask, num_beams=beams, do_sample=False,
+                                           min_new_tokens=out, max_new_tokens=out, **beam_args)
                 return seqs.numel() - seqs.size(0)  # without the decoder start token
             return run
 
-        results[("HF", "beam")] = timed(hf(args.beam), args.repeats)
-        results[("HF", "greedy")] = timed(hf(1), args.repeats)
+        runs[("HF", "beam")] = hf(args.beam)
+        runs[("HF", "greedy")] = hf(1)
+    results = timed(runs, args.repeats)
 
     print(f"{n} sentences x source {args.src_len} -> {out} output steps, d_model {args.d_model}, "
           f"{args.layers}+{args.layers} layers, vocab {args.vocab}, {args.threads} threads, "

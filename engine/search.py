@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import torch
+
 from tbuild.components.transformer import DecoderCache
 
 from .tokens import BOS, EOS, PAD
@@ -123,7 +124,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         logits = model.decode(last, memory, pad, cache)[:, -1]  # (N, V)
         lprobs = _log_probs(logits, t + 1, min_len, forced)
         vocab = lprobs.size(-1)
-        cand = (logp.unsqueeze(-1) + lprobs.view(n, rows, vocab)).view(n, rows * vocab)  # (n, r·V)
+        cand = lprobs.view(n, rows, vocab).add_(logp.unsqueeze(-1)).view(n, rows * vocab)  # (n, r·V)
         top, flat = cand.topk(min(2 * k, rows * vocab), dim=1)  # (n, c) best first
         if top.size(1) < k:  # tiny vocabularies: pad with impossible candidates
             short = k - top.size(1)
@@ -153,14 +154,29 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
             if sent.numel() == 0:
                 break
         index = index.view(-1)  # (n'·k,)
-        cache.reorder(index)
-        if dropped or rows == 1:
-            # The beams of one sentence share identical memory/pad rows, so these only change
-            # when rows are first expanded to k or sentences leave the batch.
+        # Memory, padding and cross-attention K/V are the same for all beams of a sentence, so
+        # they only change when rows are first expanded to k or sentences leave the batch.
+        regroup = dropped or rows == 1
+        _reorder(cache, index, cross=regroup)
+        if regroup:
             memory, pad = memory.index_select(0, index), pad.index_select(0, index)
         history = torch.cat([history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
         last, logp, rows = new_token.view(-1, 1), new_logp, k
     return finished
+
+
+def _reorder(cache: DecoderCache, index: torch.Tensor, cross: bool) -> None:
+    """``cache.reorder(index)``, leaving out the cross-attention state (``DecoderLayer`` keeps it
+    under "cross") unless ``cross``: computed from the memory, it is identical for all beams of a
+    sentence, and copying it every step would cost as much as the self-attention K/V."""
+    if cross:
+        cache.reorder(index)
+        return
+    for layer in cache.layers:
+        for name, part in layer.items():
+            if name != "cross":
+                for key, value in part.items():
+                    part[key] = value.index_select(0, index)
 
 
 def _collect(ends: torch.Tensor, top: torch.Tensor, parent: torch.Tensor, history: torch.Tensor,
