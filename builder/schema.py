@@ -284,6 +284,9 @@ class DecodeSpec(StrictModel):
     max_len_b: int = Field(50, ge=0, description="Max output length = a · source length + b (§6.1: b=50).")
     nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
     batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
+    precision: Literal["auto", "fp32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast on CPU too."
+    )
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> DecodeSpec:

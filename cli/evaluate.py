@@ -52,7 +52,7 @@ def evaluate(
     table.add_row("chrF", f"{result.chrf:.2f}", "sacreBLEU chrF2")
     table.add_row("perplexity", f"{result.perplexity:.2f}", "per target subword, teacher-forced on the references")
     table.add_row("sentences/s", f"{result.sentences_per_second:.1f}",
-                  f"beam {result.beam}, α {result.alpha}, {result.decode_seconds:.1f} s")
+                  f"beam {result.beam}, α {result.alpha}, {result.precision}, {result.decode_seconds:.1f} s")
     console.print(table)
     for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                       ("chrF", result.chrf_signature)):

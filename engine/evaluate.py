@@ -32,6 +32,7 @@ class Evaluation:
     sentences_per_second: float
     beam: int
     alpha: float
+    precision: str
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -62,6 +63,6 @@ def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path
         bleu_lowercase_signature=str(bleu_lc.get_signature()),
         chrf=chrf.corpus_score(hyps, [references]).score, chrf_signature=str(chrf.get_signature()),
         perplexity=ppl, decode_seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha,
+        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=run.spec.decode.precision,
     )
     return result, sources, references, hyps

@@ -13,6 +13,7 @@ from tbuild.builder.schema import DecodeSpec
 from tbuild.components.transformer import EncoderDecoder
 
 from .checkpoint import CheckpointError, average_checkpoints, load_into, step_checkpoints
+from .device import autocast
 from .errors import TbuildError
 from .run import BEST_FILE, TOKENIZER_FILE, Run
 from .search import Hypothesis, beam_search
@@ -106,8 +107,9 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
         src = torch.full((len(rows), width), PAD, dtype=torch.long)
         for r, i in enumerate(rows):
             src[r, : len(sources[i])] = torch.tensor(sources[i])
-        hyps = beam_search(model, src.to(device), beam=spec.beam, alpha=spec.alpha, max_len_a=spec.max_len_a,
-                           max_len_b=spec.max_len_b, nbest=spec.nbest)
+        with autocast(device, spec.precision):
+            hyps = beam_search(model, src.to(device), beam=spec.beam, alpha=spec.alpha, max_len_a=spec.max_len_a,
+                               max_len_b=spec.max_len_b, nbest=spec.nbest)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         progress(len(rows))
