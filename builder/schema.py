@@ -319,5 +319,6 @@ class Spec(StrictModel):
 
     def architecture_hash(self) -> str:
         """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
-        payload = {"model": self.model.model_dump(mode="json"), "vocab": [self.src_vocab_size(), self.vocab_size()]}
+        model = self.model.model_dump(mode="json") | {"vocab_size": self.vocab_size()}
+        payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

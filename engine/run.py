@@ -40,6 +40,8 @@ def resolve_target(path: Path, overrides: list[str] | None = None) -> Run:
     if not path.exists():
         raise TbuildError(f"{path}: no such spec, run directory or checkpoint")
     loaded = load_spec(path, overrides)
+    if (loaded.run_dir / SPEC_FILE).exists():  # the run's resolved spec is what was trained
+        return Run(load_spec(loaded.run_dir / SPEC_FILE, overrides).spec, loaded.run_dir)
     return Run(loaded.spec, loaded.run_dir)
 
 

@@ -106,3 +106,12 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     assert torch.all(weights["decoder"][0].triu(1) == 0)  # causal: no weight on later positions
     bad = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog.", "--layers", "7"])
     assert bad.exit_code == 1 and "no such layer/head" in bad.output
+
+
+def test_decode_by_spec_file_uses_the_trained_run(tiny_run: Path) -> None:
+    """The spec says vocab_size: from_tokenizer; its run directory holds the resolved spec."""
+    spec_file = tiny_run.parent / "spec.yaml"
+    by_spec = runner.invoke(app, ["decode", str(spec_file)], input="A dog runs.\n")
+    by_run = runner.invoke(app, ["decode", str(tiny_run)], input="A dog runs.\n")
+    assert by_spec.exit_code == 0, by_spec.output
+    assert by_spec.stdout == by_run.stdout
