@@ -168,10 +168,9 @@ def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False) -> dict[str, 
     torch.manual_seed(cfg.seed)
     random.seed(cfg.seed)
     model = build_model(spec).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.0, betas=cfg.optimizer.betas, eps=cfg.optimizer.eps,
-                                 weight_decay=0.0) if not cfg.optimizer.weight_decay else torch.optim.AdamW(
-        model.parameters(), lr=0.0, betas=cfg.optimizer.betas, eps=cfg.optimizer.eps,
-        weight_decay=cfg.optimizer.weight_decay)
+    # Adam (§5.3); AdamW with weight_decay 0 is exactly Adam, and decoupled decay when asked for.
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.0, betas=cfg.optimizer.betas, eps=cfg.optimizer.eps,
+                                  weight_decay=cfg.optimizer.weight_decay)
     arch = spec.architecture_hash()
     state = TrainState() if fresh else _restore(run_dir, model, optimizer, arch, emit)
     metrics = MetricsLog(run_dir)
