@@ -73,6 +73,37 @@ def test_label_smoothing_by_hand() -> None:
     assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
 
 
+def test_label_smoothing_gradient_matches_autograd_of_definition() -> None:
+    """The fused backward equals autograd through log_softmax of the definition; padding gets no gradient."""
+    torch.manual_seed(0)
+    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
+    target = torch.randint(1, 11, (3, 5))
+    target[0, 3:] = 0
+    target[2, 1:] = 0
+    eps = 0.1
+    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
+    (2.5 * loss).backward()
+    fused = logits.grad.clone()
+    logits.grad = None
+    lp = logits.log_softmax(-1)
+    keep = target.ne(0)
+    ref = ((1 - eps) * -lp.gather(-1, target[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
+    (2.5 * ref).backward()
+    assert n == int(keep.sum())
+    assert loss.item() == pytest.approx(ref.item(), rel=1e-12)
+    assert torch.allclose(fused, logits.grad, atol=1e-12)
+    assert fused[~keep].abs().max() == 0
+    assert not nll.requires_grad
+
+
+def test_label_smoothing_bf16_logits_get_bf16_gradient() -> None:
+    logits = torch.randn(2, 3, 7).bfloat16().requires_grad_()
+    loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, 0], [3, 4, 5]]), 0.1, pad=0)
+    assert loss.dtype == torch.float32
+    loss.backward()
+    assert logits.grad.dtype == torch.bfloat16
+
+
 def _train(spec: dict, **kw: object) -> dict:
     return train(load_spec(spec), quiet, **kw)
 
