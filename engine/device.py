@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import os
 from typing import Literal
 
@@ -21,7 +23,29 @@ def set_threads(threads: int | None) -> int:
     # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic ~5x slower:
     # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k.yaml. Flush them to zero.
     torch.set_flush_denormal(True)
+    reuse_freed_memory()
     return n
+
+
+def reuse_freed_memory() -> bool:
+    """Make glibc keep freed memory for reuse instead of returning every large tensor to the OS.
+
+    glibc serves blocks above 32 MB (logits, their gradients) with a fresh mmap each time, so every
+    step pays a page fault per 4 KB touched: a bf16 -> fp32 copy of (3600, 8000) logits took 44 ms
+    into a fresh tensor and 6 ms into a reused one, and a Multi30k training step went from 1.18 s to
+    0.82 s (bf16) and from 1.73 s to 1.49 s (fp32) with this setting. The cost is that the process
+    keeps its peak heap. Returns False where there is no glibc ``mallopt`` (macOS, musl).
+    """
+    path = ctypes.util.find_library("c")
+    try:
+        mallopt = ctypes.CDLL(path).mallopt if path else None
+    except (OSError, AttributeError):
+        mallopt = None
+    if mallopt is None:
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
+    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
 
 
 def autocast(device: torch.device, precision: Literal["auto", "fp32", "bf16"]) -> contextlib.AbstractContextManager:
