@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .dropout import Dropout
 from .registry import FFN
 from .spec_base import ComponentSpec
 
@@ -38,7 +39,7 @@ class _TwoLayerFFN(nn.Module):
         super().__init__()
         self.w1 = nn.Linear(d_model, d_ff)
         self.w2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def activation(self, x: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -72,7 +73,7 @@ class SwiGLUFFN(nn.Module):
         self.w1 = nn.Linear(d_model, d_ff, bias=False)
         self.v = nn.Linear(d_model, d_ff, bias=False)
         self.w2 = nn.Linear(d_ff, d_model, bias=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.w2(self.dropout(F.silu(self.w1(x)) * self.v(x)))

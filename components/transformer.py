@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .dropout import Dropout
 from .positional import Positional
 
 
@@ -22,7 +23,7 @@ class Residual(nn.Module):
     def __init__(self, sublayer: nn.Module, norm: nn.Module, dropout: float, pre_norm: bool) -> None:
         super().__init__()
         self.sublayer, self.norm, self.pre_norm = sublayer, norm, pre_norm
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         if self.pre_norm:
@@ -81,7 +82,7 @@ class Embedding(nn.Module):
         super().__init__()
         self.tokens, self.positional = tokens, positional
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
         return self.dropout(self.positional(self.tokens(ids) * self.scale, offset))  # (B, T, D)

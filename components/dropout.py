@@ -1,0 +1,27 @@
+"""Dropout (§5.4) drawn from a uniform sample instead of ``bernoulli_``."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class Dropout(nn.Module):
+    """Same result distribution as ``nn.Dropout``: zero each element with probability p, scale the rest
+    by 1/(1-p). PyTorch's CPU ``bernoulli_`` is slow: forward + backward on a (4096, 256) activation
+    took 10.1 ms with ``nn.Dropout`` and 4.4 ms this way (17 dropouts per Multi30k training step)."""
+
+    def __init__(self, p: float) -> None:
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"dropout probability must be in [0, 1), got {p}")
+        self.p = p
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        keep = torch.rand(x.shape, device=x.device) >= self.p
+        return x * keep.to(x.dtype).mul_(1.0 / (1.0 - self.p))
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
