@@ -27,25 +27,44 @@ def set_threads(threads: int | None) -> int:
     return n
 
 
+def _glibc() -> ctypes.CDLL | None:
+    """The C library if it is glibc (has ``mallopt`` and ``malloc_trim``), else None (macOS, musl)."""
+    path = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(path) if path else None
+        if libc is None or not (hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim")):
+            return None
+    except OSError:
+        return None
+    libc.mallopt.argtypes, libc.mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    libc.malloc_trim.argtypes, libc.malloc_trim.restype = [ctypes.c_size_t], ctypes.c_int
+    return libc
+
+
+_LIBC = _glibc()
+
+
 def reuse_freed_memory() -> bool:
     """Make glibc keep freed memory for reuse instead of returning every large tensor to the OS.
 
     glibc serves blocks above 32 MB (logits, their gradients) with a fresh mmap each time, so every
     step pays a page fault per 4 KB touched: a bf16 -> fp32 copy of (3600, 8000) logits took 44 ms
     into a fresh tensor and 6 ms into a reused one, and a Multi30k training step went from 1.18 s to
-    0.82 s (bf16) and from 1.73 s to 1.49 s (fp32) with this setting. The cost is that the process
-    keeps its peak heap. Returns False where there is no glibc ``mallopt`` (macOS, musl).
+    0.82 s (bf16) and from 1.73 s to 1.49 s (fp32) with this setting. The heap fragments as tensor
+    sizes vary (resident memory grew 0.4 -> 4.1 GB over 100 steps), so callers of long loops also call
+    ``release_free_memory`` now and then. Returns False without glibc.
     """
-    path = ctypes.util.find_library("c")
-    try:
-        mallopt = ctypes.CDLL(path).mallopt if path else None
-    except (OSError, AttributeError):
-        mallopt = None
-    if mallopt is None:
+    if _LIBC is None:
         return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     m_trim_threshold, m_mmap_max = -1, -4  # from glibc's malloc.h
-    return bool(mallopt(m_mmap_max, 0)) and bool(mallopt(m_trim_threshold, 2**31 - 1))
+    return bool(_LIBC.mallopt(m_mmap_max, 0)) and bool(_LIBC.mallopt(m_trim_threshold, 2**31 - 1))
+
+
+def release_free_memory() -> None:
+    """Return the heap's free pages to the OS (glibc ``malloc_trim``); with it every 25 training steps
+    resident memory stayed at 1.1 GB and the step time within noise of not trimming."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
 
 
 def autocast(device: torch.device, precision: Literal["auto", "fp32", "bf16"]) -> contextlib.AbstractContextManager:

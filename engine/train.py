@@ -31,7 +31,7 @@ from .checkpoint import (
     step_checkpoints,
 )
 from .data import Pairs, load_pairs, prepare_tokenizer
-from .device import autocast, pick_device, set_threads
+from .device import autocast, pick_device, release_free_memory, set_threads
 from .loss import label_smoothed_nll
 from .metrics import MetricsLog
 from .run import BEST_FILE, write_resolved_spec
@@ -252,6 +252,8 @@ def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False) -> dict[str, 
             acc["grad_norm"] += grad_norm
             log_tokens += ntok
             reason = done()
+            if state.step % 25 == 0:
+                release_free_memory()  # see reuse_freed_memory
             if state.step % cfg.log_every == 0 or reason is not None:
                 now = time.monotonic()
                 n = max(acc["tokens"], 1)

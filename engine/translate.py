@@ -13,7 +13,7 @@ from tbuild.builder.schema import DecodeSpec
 from tbuild.components.transformer import EncoderDecoder
 
 from .checkpoint import CheckpointError, average_checkpoints, load_into, step_checkpoints
-from .device import autocast
+from .device import autocast, release_free_memory
 from .errors import TbuildError
 from .run import BEST_FILE, TOKENIZER_FILE, Run
 from .search import Hypothesis, beam_search
@@ -112,6 +112,7 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
                                max_len_b=spec.max_len_b, nbest=spec.nbest)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
+        release_free_memory()
         progress(len(rows))
     return results
 
