@@ -67,12 +67,18 @@ class DecoderCache:
     layers: list[dict] = field(default_factory=list)
     offset: int = 0  # number of target positions already decoded
 
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep/reorder batch rows (beam search: surviving hypotheses, finished sentences dropped)."""
+    def reorder(self, index: torch.Tensor, *, cross: bool = True) -> None:
+        """Keep/reorder batch rows (beam search: surviving hypotheses, finished sentences dropped).
+
+        ``cross=False`` leaves the cross-attention K/V alone: computed from the encoder output, they
+        are the same for every beam of a sentence, so they need reordering only when the set of
+        sentences (or the beams per sentence) changes, not every step.
+        """
         for layer in self.layers:
-            for part in layer.values():
-                for name, t in part.items():
-                    part[name] = t.index_select(0, index)
+            for role, part in layer.items():
+                if cross or role != "cross":
+                    for name, t in part.items():
+                        part[name] = t.index_select(0, index)
 
 
 class Embedding(nn.Module):

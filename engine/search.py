@@ -157,26 +157,12 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         # Memory, padding and cross-attention K/V are the same for all beams of a sentence, so
         # they only change when rows are first expanded to k or sentences leave the batch.
         regroup = dropped or rows == 1
-        _reorder(cache, index, cross=regroup)
+        cache.reorder(index, cross=regroup)
         if regroup:
             memory, pad = memory.index_select(0, index), pad.index_select(0, index)
         history = torch.cat([history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
         last, logp, rows = new_token.view(-1, 1), new_logp, k
     return finished
-
-
-def _reorder(cache: DecoderCache, index: torch.Tensor, cross: bool) -> None:
-    """``cache.reorder(index)``, leaving out the cross-attention state (``DecoderLayer`` keeps it
-    under "cross") unless ``cross``: computed from the memory, it is identical for all beams of a
-    sentence, and copying it every step would cost as much as the self-attention K/V."""
-    if cross:
-        cache.reorder(index)
-        return
-    for layer in cache.layers:
-        for name, part in layer.items():
-            if name != "cross":
-                for key, value in part.items():
-                    part[key] = value.index_select(0, index)
 
 
 def _collect(ends: torch.Tensor, top: torch.Tensor, parent: torch.Tensor, history: torch.Tensor,

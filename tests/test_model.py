@@ -66,3 +66,22 @@ def test_cache_reorder_follows_rows() -> None:
     step = model.decode(tgt[index, 2:], memory[index], pad[index], cache)
     full = model.decode(tgt[index], memory[index], pad[index])
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
+
+
+def test_cache_reorder_without_cross_keeps_cross_state() -> None:
+    """Beams of one sentence share its cross-attention K/V: cross=False reorders only self-attention."""
+    model = tiny_model()
+    src = torch.randint(4, 40, (1, 5)).expand(3, 5)  # three beams of one sentence
+    tgt = torch.randint(4, 40, (3, 3))
+    memory, pad = model.encode(src)
+    cache = DecoderCache()
+    model.decode(tgt[:, :2], memory, pad, cache)
+    cross_before = [layer["cross"]["k"] for layer in cache.layers]
+    self_before = [layer["self"]["k"] for layer in cache.layers]
+    index = torch.tensor([2, 0, 0])
+    cache.reorder(index, cross=False)
+    assert all(layer["cross"]["k"] is k for layer, k in zip(cache.layers, cross_before, strict=True))
+    assert all(torch.equal(layer["self"]["k"], k[index]) for layer, k in zip(cache.layers, self_before, strict=True))
+    step = model.decode(tgt[index, 2:], memory, pad, cache)
+    full = model.decode(tgt[index], memory, pad)
+    torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
