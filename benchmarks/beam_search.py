@@ -3,9 +3,11 @@
 
 Every output is forced to exactly --out-len decoder steps on both sides (tbuild: min_len = max_len,
 so out-len - 1 tokens and EOS; HF: min_new_tokens = max_new_tokens), so both do the same work.
+Both run in one process with the same torch settings (tbuild's ``set_threads``: thread count, flushed
+denormals, glibc heap reuse), and with ``--precision bf16`` both under the same CPU bf16 autocast.
 Needs the optional "bench" extra (transformers). Not a test:
 
-    python benchmarks/beam_search.py [--repeats 3] [--threads 2]
+    python benchmarks/beam_search.py [--repeats 3] [--threads 2] [--precision fp32|bf16]
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Callable
 import torch
 
 from tbuild.builder import build_model, load_spec
+from tbuild.engine.device import autocast, set_threads
 from tbuild.engine.search import beam_search, greedy_search
 from tbuild.engine.tokens import BOS, EOS, PAD
 
@@ -44,9 +47,15 @@ def hf_model(args: argparse.Namespace) -> torch.nn.Module:
     return MarianMTModel(config).eval()
 
 
-def timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int) -> dict[tuple[str, str], tuple[float, int]]:
+def timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int,
+          precision: str) -> dict[tuple[str, str], tuple[float, int]]:
     """Median wall time of ``repeats`` runs of each function after one warm-up, and the output
     tokens of a run. The runs are interleaved so that other load on the machine hits all alike."""
+    with autocast(torch.device("cpu"), precision):  # type: ignore[arg-type]
+        return _timed(runs, repeats)
+
+
+def _timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int) -> dict[tuple[str, str], tuple[float, int]]:
     tokens = {key: run() for key, run in runs.items()}
     times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
     for _ in range(repeats):
@@ -71,9 +80,10 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast, both sides")
     parser.add_argument("--skip-hf", action="store_true", help="time tbuild only")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    set_threads(args.threads)
     torch.manual_seed(0)
     src = torch.randint(4, args.vocab, (args.sentences, args.src_len))
     n, out = args.sentences, args.out_len
@@ -105,10 +115,10 @@ def main() -> None:
 
         runs[("HF", "beam")] = hf(args.beam)
         runs[("HF", "greedy")] = hf(1)
-    results = timed(runs, args.repeats)
+    results = timed(runs, args.repeats, args.precision)
 
     print(f"{n} sentences x source {args.src_len} -> {out} output steps, d_model {args.d_model}, "
-          f"{args.layers}+{args.layers} layers, vocab {args.vocab}, {args.threads} threads, "
+          f"{args.layers}+{args.layers} layers, vocab {args.vocab}, {args.threads} threads, {args.precision}, "
           f"median of {args.repeats}")
     print(f"{'':8}{'search':>10}{'seconds':>10}{'sent/s':>10}{'tokens/s':>10}")
     for (who, search), (seconds, tokens) in results.items():

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
+from .kv_cache import KVBuffer
 from .positional import Positional
 from .registry import ATTENTION
 from .spec_base import ComponentSpec
@@ -188,10 +189,8 @@ class AttentionBlock(nn.Module):
             k, v = self._keys_values(x)  # (B, Hkv, T, d)
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
-            if cache is not None:  # self-attention: append this step's keys/values
-                if "k" in cache:
-                    k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-                cache["k"], cache["v"] = k, v
+            if cache is not None:  # self-attention: append this step's keys/values to the earlier ones
+                k, v = cache.setdefault("k", KVBuffer()).append(k), cache.setdefault("v", KVBuffer()).append(v)
         out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
 

@@ -76,7 +76,7 @@ def _log_probs(logits: torch.Tensor, length: int, min_len: int, forced: torch.Te
     return lprobs
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
                 max_len_b: int, nbest: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
     """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
@@ -188,7 +188,7 @@ def _collect(ends: torch.Tensor, top: torch.Tensor, parent: torch.Tensor, histor
             threshold[s] = math.inf if k == 1 else hyps[-1].score
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
                   max_len_b: int, min_len: int = 0) -> list[list[int]]:
     """The most probable next token at each step until EOS or max_len (same conventions as
