@@ -51,11 +51,12 @@ def length_penalty(length: int, alpha: float) -> float:
     return ((5 + length) / 6) ** alpha
 
 
-def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int) -> torch.Tensor:
-    """(B,) longest |Y| per sentence: floor(a · src_len + b), at least 1, from the padding mask (B, S)."""
+def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int, cap: int | None = None) -> torch.Tensor:
+    """(B,) longest |Y| per sentence: floor(a · src_len + b), at most ``cap`` (the decoder's position
+    limit, if it has one), at least 1, from the padding mask (B, S)."""
     src_len = (~pad).sum(1).double()
     # 1e-9: a decimal `a` such as 1.15 is not exact in binary; floor(1.15 · 20) must be 23, not 22.
-    return torch.floor(max_len_a * src_len + max_len_b + 1e-9).long().clamp(min=1)
+    return torch.floor(max_len_a * src_len + max_len_b + 1e-9).long().clamp(min=1, max=cap)
 
 
 def _log_probs(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) -> torch.Tensor:
@@ -78,13 +79,15 @@ def _log_probs(logits: torch.Tensor, length: int, min_len: int, forced: torch.Te
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
-                max_len_b: int, nbest: int = 1, min_len: int = 0) -> list[list[Hypothesis]]:
+                max_len_b: int, nbest: int = 1, min_len: int = 0,
+                max_len_cap: int | None = None) -> list[list[Hypothesis]]:
     """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
     distinct hypotheses, best score first (fewer only if fewer outputs have non-zero probability).
 
     Each step ranks the 2k best (prefix, token) candidates of a sentence by log-prob; EOS candidates
     among the first k become finished hypotheses and the k best others stay alive (fairseq and
-    Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len.
+    Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len; ``max_len_cap``
+    bounds every max_len (a decoder with learned positions has no position past max_positions).
 
     Stopping. A sentence stops when its live beams cannot change its n-best list, which is then the
     list that running every beam to max_len would give. A live prefix with log-prob L (≤ 0) ends
@@ -108,7 +111,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         return finished
     memory, pad = model.encode(src)
     device = memory.device
-    limit = max_lengths(pad, max_len_a, max_len_b).to(device)  # (n,) max |Y| of each live sentence
+    limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(device)  # (n,) max |Y| per live sentence
     lp_limit = ((5 + limit.double()) / 6) ** alpha
     # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended.
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=device)
@@ -190,7 +193,7 @@ def _collect(ends: torch.Tensor, top: torch.Tensor, parent: torch.Tensor, histor
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
-                  max_len_b: int, min_len: int = 0) -> list[list[int]]:
+                  max_len_b: int, min_len: int = 0, max_len_cap: int | None = None) -> list[list[int]]:
     """The most probable next token at each step until EOS or max_len (same conventions as
     ``beam_search``); the reference that beam 1 must match. ``alpha`` is unused (accepted so the
     two functions take the same arguments)."""
@@ -199,7 +202,7 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_
     if batch == 0:
         return []
     memory, pad = model.encode(src)
-    limit = max_lengths(pad, max_len_a, max_len_b).to(memory.device)
+    limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(memory.device)
     cache = DecoderCache()
     last = torch.full((batch, 1), BOS, dtype=torch.long, device=memory.device)
     ended = torch.zeros(batch, dtype=torch.bool, device=memory.device)

@@ -29,6 +29,7 @@ class Translator:
     tokenizer: Tokenizer
     weights: str  # which weights were loaded, for reports
     max_source_tokens: int
+    max_output_len: int | None  # |Y| limit (EOS included): the decoder's max_positions, if set
 
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
@@ -66,7 +67,8 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
     model.eval()
     if device is not None:
         model.to(device)
-    return Translator(model, tokenizer, weights, run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
+    max_positions = run.spec.model.max_positions
+    return Translator(model, tokenizer, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions)
 
 
 def length_batches(lengths: list[int], budget: int, beam: int) -> list[list[int]]:
@@ -109,7 +111,7 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
             src[r, : len(sources[i])] = torch.tensor(sources[i])
         with autocast(device, spec.precision):
             hyps = beam_search(model, src.to(device), beam=spec.beam, alpha=spec.alpha, max_len_a=spec.max_len_a,
-                               max_len_b=spec.max_len_b, nbest=spec.nbest)
+                               max_len_b=spec.max_len_b, nbest=spec.nbest, max_len_cap=translator.max_output_len)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         release_free_memory()

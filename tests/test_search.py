@@ -12,6 +12,8 @@ from tbuild.components.transformer import DecoderCache
 from tbuild.engine.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths
 from tbuild.engine.tokens import BOS, EOS, PAD
 
+from .conftest import tiny_model
+
 A, B, C = 4, 5, 6  # the toy models' output tokens
 TOY_VOCAB = 7  # PAD UNK BOS EOS A B C
 
@@ -311,3 +313,16 @@ def test_empty_batch_and_bad_arguments(real: EOSRamp) -> None:
     assert greedy_search(real, empty, max_len_a=1, max_len_b=2) == []
     with pytest.raises(ValueError):
         beam_search(real, random_src([3]), beam=2, alpha=0.6, max_len_a=1, max_len_b=2, nbest=3)
+
+
+def test_output_length_capped_by_learned_positions() -> None:
+    """max_len = a·src + b may exceed a learned-position decoder's table; the cap keeps it inside."""
+    assert max_lengths(torch.zeros(1, 9, dtype=torch.bool), 1.0, 50, cap=6).tolist() == [6]
+    model = tiny_model(["model.positional.kind=learned", "model.max_positions=6"])
+    src = torch.randint(4, 40, (2, 5))
+    with pytest.raises(ValueError, match="exceeds max_positions"):
+        greedy_search(model, src, max_len_a=1.0, max_len_b=50, min_len=7)
+    for beam in (1, 3):
+        hyps = beam_search(model, src, beam=beam, alpha=0.6, max_len_a=1.0, max_len_b=50, min_len=50,
+                           max_len_cap=6)
+        assert all(len(h.tokens) == 5 for sentence in hyps for h in sentence)  # 5 tokens + EOS = 6 positions
