@@ -23,7 +23,6 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from .kv_cache import KVBuffer
 from .positional import Positional
 from .registry import ATTENTION
 from .spec_base import ComponentSpec
@@ -35,11 +34,14 @@ def scaled_dot_product(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(QKᵀ/√d_k)V (§3.2.1, Eq. 1); mask: bool (True = attend) or additive, broadcast to (B,H,T,S).
 
-    Uses the fused kernel unless the weights are asked for (attention maps), or for bfloat16 on CPU,
-    where PyTorch's fused kernel is 3-4x slower than plain bf16 matmuls (forward + backward, measured
-    at training shapes: 26 ms vs 7 ms; in float32 both take 15 ms).
+    Uses the fused kernel unless the weights are asked for (attention maps), for a single query (an
+    incremental decoding step: plain matmuls took 340 vs 550 µs for self- and 400 vs 630 µs for
+    cross-attention of 256 beams on CPU; beam search 1.0 s vs 1.3 s in benchmarks/beam_search.py),
+    or for bfloat16 on CPU, where PyTorch's fused kernel is 3-4x slower than plain bf16 matmuls
+    (forward + backward at training shapes: 26 ms vs 7 ms; in float32 both take 15 ms).
     """
-    fused = not need_weights and not (q.dtype == torch.bfloat16 and q.device.type == "cpu")
+    cpu_bf16 = q.dtype == torch.bfloat16 and q.device.type == "cpu"
+    fused = not need_weights and not cpu_bf16 and q.size(-2) > 1
     if fused:
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
         return out, None
@@ -190,7 +192,9 @@ class AttentionBlock(nn.Module):
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
             if cache is not None:  # self-attention: append this step's keys/values to the earlier ones
-                k, v = cache.setdefault("k", KVBuffer()).append(k), cache.setdefault("v", KVBuffer()).append(v)
+                if "k" in cache:
+                    k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
+                cache["k"], cache["v"] = k, v
         out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, T, d_v)
         return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
 

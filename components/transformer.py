@@ -61,9 +61,8 @@ class DecoderLayer(nn.Module):
 
 @dataclass
 class DecoderCache:
-    """Incremental-decoding state: per-layer self-attention K/V (``KVBuffer``s, growing each step)
-    and the cross-attention K/V of the encoder output (tensors, computed once). Each entry is
-    reordered with ``index_select(0, index)``."""
+    """Incremental-decoding state: per-layer self-attention K/V (grows each step) and the
+    cross-attention K/V of the encoder output (computed once)."""
 
     layers: list[dict] = field(default_factory=list)
     offset: int = 0  # number of target positions already decoded
