@@ -67,18 +67,20 @@ class DecoderCache:
     layers: list[dict] = field(default_factory=list)
     offset: int = 0  # number of target positions already decoded
 
-    def reorder(self, index: torch.Tensor, *, cross: bool = True) -> None:
+    def reorder(self, index: torch.Tensor, *, sources: torch.Tensor | None = None) -> None:
         """Keep/reorder batch rows (beam search: surviving hypotheses, finished sentences dropped).
 
-        ``cross=False`` leaves the cross-attention K/V alone: computed from the encoder output, they
-        are the same for every beam of a sentence, so they need reordering only when the set of
-        sentences (or the beams per sentence) changes, not every step.
+        Self-attention K/V follow ``index``. Cross-attention K/V are computed from the encoder output,
+        one row per memory row, and follow ``sources`` (the memory rows kept) when given, else stay as
+        they are: beams of a sentence share its row (``decode`` accepts memory with fewer rows than
+        the target, each serving an equal run of consecutive target rows).
         """
         for layer in self.layers:
             for role, part in layer.items():
-                if cross or role != "cross":
+                rows = index if role != "cross" else sources
+                if rows is not None:
                     for name, t in part.items():
-                        part[name] = t.index_select(0, index)
+                        part[name] = t.index_select(0, rows)
 
 
 class Embedding(nn.Module):
@@ -120,7 +122,8 @@ class EncoderDecoder(nn.Module):
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
                cache: DecoderCache | None = None) -> torch.Tensor:
         """tgt (B, T) ids (shifted right) -> logits (B, T, V). With a cache, tgt holds only the new
-        positions; earlier ones come from the cache, which is updated."""
+        positions; earlier ones come from the cache, which is updated. memory (M, S, D) may have
+        fewer rows than tgt (M dividing B): row i then serves tgt rows i·B/M .. (i+1)·B/M - 1."""
         offset = cache.offset if cache is not None else 0
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.decoder]

@@ -59,22 +59,38 @@ def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int, cap: int | 
     return torch.floor(max_len_a * src_len + max_len_b + 1e-9).long().clamp(min=1, max=cap)
 
 
-def _log_probs(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) -> torch.Tensor:
-    """(N, V) float32 log-probs of the next token, given that choosing EOS now makes |Y| = length.
-
-    PAD/BOS are banned, EOS is banned while length < min_len, and rows with ``forced`` (N,) set
-    (at their max_len) may only take EOS, which has priority over min_len.
-    """
-    lprobs = logits.float().log_softmax(-1)
-    eos = lprobs[:, EOS].clone()
-    lprobs[:, PAD] = NEG_INF
-    lprobs[:, BOS] = NEG_INF
+def _ban(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) -> torch.Tensor:
+    """Apply, in place on (N, V) logits or log-probs, the tokens a row may not take when choosing EOS
+    now makes |Y| = length: PAD/BOS always, EOS while length < min_len, and anything but EOS in rows with
+    ``forced`` (N,) set (at their max_len; this has priority over min_len)."""
+    eos = logits[:, EOS].clone()
+    logits[:, PAD] = NEG_INF
+    logits[:, BOS] = NEG_INF
     if length < min_len:
-        lprobs[:, EOS] = NEG_INF
+        logits[:, EOS] = NEG_INF
     if forced.any():
-        lprobs.masked_fill_(forced[:, None], NEG_INF)
-        lprobs[:, EOS] = torch.where(forced, eos, lprobs[:, EOS])
-    return lprobs
+        logits.masked_fill_(forced[:, None], NEG_INF)
+        logits[:, EOS] = torch.where(forced, eos, logits[:, EOS])
+    return logits
+
+
+def _top_candidates(logits: torch.Tensor, logp: torch.Tensor, width: int, length: int, min_len: int,
+                    forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``width`` best (prefix, token) extensions of each sentence, best first.
+
+    logits (N, V) of the n·r live rows, logp (n, r) their prefixes' log-probs. Returns the candidates'
+    cumulative log-probs (n, c), parent row within the sentence and token (n, c), c ≤ width.
+    A sentence's best ``width`` candidates are among its rows' own best ``width``, so each row's top
+    ``width`` is taken first (N parallel searches) and only those n·r·width get the prefix log-prob
+    and a second ranking: the same candidates as ranking all r·V of a sentence at once.
+    """
+    n, rows = logp.shape
+    lprobs = _ban(logits.float().log_softmax(-1), length, min_len, forced)  # the model's, not renormalised
+    per_row = min(width, lprobs.size(-1))
+    top, token = lprobs.topk(per_row, dim=1)  # (N, w)
+    top = top.add_(logp.view(-1, 1)).view(n, rows * per_row)
+    top, pick = top.topk(min(width, rows * per_row), dim=1)  # (n, c)
+    return top, pick.div(per_row, rounding_mode="floor"), token.view(n, rows * per_row).gather(1, pick)
 
 
 @torch.inference_mode()
@@ -100,8 +116,10 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     the first EOS, since the bound would otherwise keep a single beam looking for a longer output
     when alpha > 0, and returns exactly ``greedy_search``'s tokens.
 
-    Batching: the source is encoded once and every step is one ``decode`` of all live rows; the
-    cache, memory and padding follow the surviving beams and finished sentences leave the batch.
+    Batching: the source is encoded once and every step is one ``decode`` of all live rows. Memory,
+    padding and cross-attention K/V keep one row per sentence, shared by its beams (``decode``
+    folds the beams into the queries); self-attention K/V follow the surviving beams, and finished
+    sentences leave the batch.
     """
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam (got beam={beam}, nbest={nbest})")
@@ -109,7 +127,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return finished
-    memory, pad = model.encode(src)
+    memory, pad = model.encode(src)  # one row per live sentence, shared by its beams
     device = memory.device
     limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(device)  # (n,) max |Y| per live sentence
     lp_limit = ((5 + limit.double()) / 6) ** alpha
@@ -125,15 +143,11 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         n = sent.numel()
         forced = (t + 1 >= limit).repeat_interleave(rows)  # (N,)
         logits = model.decode(last, memory, pad, cache)[:, -1]  # (N, V)
-        lprobs = _log_probs(logits, t + 1, min_len, forced)
-        vocab = lprobs.size(-1)
-        cand = lprobs.view(n, rows, vocab).add_(logp.unsqueeze(-1)).view(n, rows * vocab)  # (n, r·V)
-        top, flat = cand.topk(min(2 * k, rows * vocab), dim=1)  # (n, c) best first
+        top, parent, token = _top_candidates(logits, logp, 2 * k, t + 1, min_len, forced)  # (n, c) each
         if top.size(1) < k:  # tiny vocabularies: pad with impossible candidates
             short = k - top.size(1)
             top = torch.cat([top, top.new_full((n, short), NEG_INF)], 1)
-            flat = torch.cat([flat, flat.new_zeros(n, short)], 1)
-        parent, token = flat.div(vocab, rounding_mode="floor"), flat.remainder(vocab)  # (n, c) each
+            parent, token = (torch.cat([x, x.new_zeros(n, short)], 1) for x in (parent, token))
         is_eos = token.eq(EOS)
 
         ends = is_eos[:, :k] & top[:, :k].isfinite()  # (n, k) finished hypotheses this step
@@ -149,20 +163,16 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         bound = new_logp[:, 0].double() / lp_future
         done = (t + 1 >= limit) | (bound <= threshold[sent])  # (n,)
         index = torch.arange(n, device=device).unsqueeze(1) * rows + new_parent  # (n, k) rows to follow
-        dropped = bool(done.any())
-        if dropped:
-            alive = ~done
-            index, new_token, new_logp = index[alive], new_token[alive], new_logp[alive]
-            sent, limit, lp_limit = sent[alive], limit[alive], lp_limit[alive]
-            if sent.numel() == 0:
+        kept = None
+        if done.any():
+            kept = (~done).nonzero().squeeze(1)  # live sentences that stay
+            if kept.numel() == 0:
                 break
+            index, new_token, new_logp = index[kept], new_token[kept], new_logp[kept]
+            sent, limit, lp_limit = sent[kept], limit[kept], lp_limit[kept]
+            memory, pad = memory.index_select(0, kept), pad.index_select(0, kept)
         index = index.view(-1)  # (n'·k,)
-        # Memory, padding and cross-attention K/V are the same for all beams of a sentence, so
-        # they only change when rows are first expanded to k or sentences leave the batch.
-        regroup = dropped or rows == 1
-        cache.reorder(index, cross=regroup)
-        if regroup:
-            memory, pad = memory.index_select(0, index), pad.index_select(0, index)
+        cache.reorder(index, sources=kept)
         history = torch.cat([history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
         last, logp, rows = new_token.view(-1, 1), new_logp, k
     return finished
@@ -208,8 +218,8 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_
     ended = torch.zeros(batch, dtype=torch.bool, device=memory.device)
     steps: list[torch.Tensor] = []
     for t in range(int(limit.max())):
-        logits = model.decode(last, memory, pad, cache)[:, -1]
-        last = _log_probs(logits, t + 1, min_len, t + 1 >= limit).argmax(-1, keepdim=True)  # (B, 1)
+        logits = model.decode(last, memory, pad, cache)[:, -1].float()
+        last = _ban(logits, t + 1, min_len, t + 1 >= limit).argmax(-1, keepdim=True)  # (B, 1)
         steps.append(last.squeeze(1).masked_fill(ended, EOS))
         ended |= last.squeeze(1).eq(EOS)
         if ended.all():

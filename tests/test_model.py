@@ -62,27 +62,38 @@ def test_cache_reorder_follows_rows() -> None:
     cache = DecoderCache()
     model.decode(tgt[:, :2], memory, pad, cache)
     index = torch.tensor([1, 1, 0])
-    cache.reorder(index)
+    cache.reorder(index, sources=index)
     step = model.decode(tgt[index, 2:], memory[index], pad[index], cache)
     full = model.decode(tgt[index], memory[index], pad[index])
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
 
 
-def test_cache_reorder_without_cross_keeps_cross_state() -> None:
-    """Beams of one sentence share its cross-attention K/V: cross=False reorders only self-attention."""
+def test_beams_share_their_sentence_memory() -> None:
+    """Memory with one row per sentence serves that sentence's beams (consecutive target rows):
+    the same logits as memory copied per beam; reorder without ``sources`` leaves cross K/V alone."""
     model = tiny_model()
-    src = torch.randint(4, 40, (1, 5)).expand(3, 5)  # three beams of one sentence
-    tgt = torch.randint(4, 40, (3, 3))
+    src = torch.randint(4, 40, (2, 5))
+    src[1, 3:] = 0  # padding
+    beams = 3
+    tgt = torch.randint(4, 40, (2 * beams, 3))
     memory, pad = model.encode(src)
+    copied = memory.repeat_interleave(beams, 0), pad.repeat_interleave(beams, 0)
+    torch.testing.assert_close(model.decode(tgt, memory, pad), model.decode(tgt, *copied), atol=1e-5, rtol=1e-5)
     cache = DecoderCache()
     model.decode(tgt[:, :2], memory, pad, cache)
     cross_before = [layer["cross"]["k"] for layer in cache.layers]
+    assert all(k.size(0) == 2 for k in cross_before)
     self_before = [layer["self"]["k"] for layer in cache.layers]
-    index = torch.tensor([2, 0, 0])
-    cache.reorder(index, cross=False)
+    index = torch.tensor([2, 0, 0, 4, 4, 3])  # beams move within their sentence
+    cache.reorder(index)
     assert all(layer["cross"]["k"] is k for layer, k in zip(cache.layers, cross_before, strict=True))
     assert all(torch.equal(layer["self"]["k"], k[index]) for layer, k in zip(cache.layers, self_before, strict=True))
     step = model.decode(tgt[index, 2:], memory, pad, cache)
-    full = model.decode(tgt[index], memory, pad)
+    full = model.decode(tgt[index], *copied)
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
-
+    # the same moves while the second sentence leaves: its beams' rows and its memory row go
+    cache = DecoderCache()
+    model.decode(tgt[:, :2], memory, pad, cache)
+    cache.reorder(index[:3], sources=torch.tensor([0]))
+    step = model.decode(tgt[index[:3], 2:], memory[:1], pad[:1], cache)
+    torch.testing.assert_close(step[:, 0], full[:3, 2], atol=1e-5, rtol=1e-5)

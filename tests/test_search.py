@@ -63,8 +63,9 @@ class TableModel:
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
                cache: DecoderCache | None = None) -> torch.Tensor:
         assert cache is not None and tgt.size(1) == 1
-        assert memory.size(0) == memory_pad.size(0) == tgt.size(0)
-        table = memory[:, 0, 0].long() - 10
+        # memory keeps one row per sentence, shared by that sentence's beams (consecutive rows)
+        assert memory.size(0) == memory_pad.size(0) and tgt.size(0) % memory.size(0) == 0
+        table = (memory[:, 0, 0].long() - 10).repeat_interleave(tgt.size(0) // memory.size(0))
         if not cache.layers:
             assert tgt.eq(BOS).all()
             cache.layers = [{"self": {"prefix": tgt[:, :0], "table": table}}]
