@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbuild.components.transformer import DecoderCache
-from tbuild.engine.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths
+from tbuild.engine.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
 from tbuild.engine.tokens import BOS, EOS, PAD
 
 from .conftest import tiny_model
@@ -327,3 +327,18 @@ def test_output_length_capped_by_learned_positions() -> None:
         hyps = beam_search(model, src, beam=beam, alpha=0.6, max_len_a=1.0, max_len_b=50, min_len=50,
                            max_len_cap=6)
         assert all(len(h.tokens) == 5 for sentence in hyps for h in sentence)  # 5 tokens + EOS = 6 positions
+
+
+@pytest.mark.parametrize("vocab", [7, 64 * 8, 8000, 8003])
+def test_row_topk_equals_topk(vocab: int) -> None:
+    """Chunked selection gives torch.topk's values and, where values are distinct, its indices."""
+    k = min(8, vocab)
+    x = torch.randn(33, vocab, generator=torch.Generator().manual_seed(vocab))
+    x[0, :] = -math.inf  # all tokens but one banned: the k-1 others tie at -inf
+    x[0, vocab // 2] = 0.0
+    x[1, -3:] = 50.0 + torch.arange(3.0)  # the best tokens sit in the ragged tail
+    x[2, :3] = 50.0 + torch.arange(3.0)  # ... or all in the first chunk
+    values, index = row_topk(x, k)
+    expected = x.topk(k, dim=1)
+    assert torch.equal(values, expected.values)
+    assert torch.equal(index[1:], expected.indices[1:]) and index[0, 0] == vocab // 2
