@@ -66,7 +66,9 @@ def decode(
                 out_lines.append(f"{i} |||  ||| 0.0000")
     text = "".join(line + "\n" for line in out_lines)
     if output is not None:
-        output.write_text(text, encoding="utf-8")
+        from tbuild.engine.checkpoint import atomic_write
+
+        atomic_write(output, text.encode())
     else:
         sys.stdout.write(text)
 

@@ -27,6 +27,7 @@ def evaluate(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
+    from tbuild.engine.checkpoint import atomic_write
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.evaluate import evaluate as run_evaluation
     from tbuild.engine.run import resolve_target
@@ -58,5 +59,5 @@ def evaluate(
                       ("chrF", result.chrf_signature)):
         console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
     out = run.run_dir / f"eval_{result.split}.json"
-    out.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    atomic_write(out, (json.dumps(result.to_json(), indent=2) + "\n").encode())
     console.print(f"[dim]wrote {out}[/]")
