@@ -68,10 +68,12 @@ def test_cache_reorder_follows_rows() -> None:
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
 
 
-def test_beams_share_their_sentence_memory() -> None:
+@pytest.mark.parametrize("cross", [[], ["model.cross_attention.kind=additive"],
+                                   ["model.cross_attention.kind=multihead", "model.cross_attention.kv_heads=1"]])
+def test_beams_share_their_sentence_memory(cross: list[str]) -> None:
     """Memory with one row per sentence serves that sentence's beams (consecutive target rows):
     the same logits as memory copied per beam; reorder without ``sources`` leaves cross K/V alone."""
-    model = tiny_model()
+    model = tiny_model(cross)
     src = torch.randint(4, 40, (2, 5))
     src[1, 3:] = 0  # padding
     beams = 3
