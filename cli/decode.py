@@ -36,6 +36,7 @@ def decode(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
+    from tbuild.engine.checkpoint import atomic_write
     from tbuild.engine.run import resolve_target
     from tbuild.engine.translate import decode_lines, load_translator, translate
 
@@ -66,8 +67,6 @@ def decode(
                 out_lines.append(f"{i} |||  ||| 0.0000")
     text = "".join(line + "\n" for line in out_lines)
     if output is not None:
-        from tbuild.engine.checkpoint import atomic_write
-
         atomic_write(output, text.encode())
     else:
         sys.stdout.write(text)

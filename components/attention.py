@@ -187,8 +187,6 @@ class AttentionBlock(nn.Module):
                 if cache is not None:
                     cache["k"], cache["v"] = k, v
             positional = None
-            if k.size(0) != q.size(0):  # beams share their sentence's memory: fold them into queries
-                return self._grouped(q, k, v, key_padding_mask)
         else:
             k, v = self._keys_values(x)  # (B, Hkv, T, d)
             if positional is not None:
@@ -197,22 +195,19 @@ class AttentionBlock(nn.Module):
                 if "k" in cache:
                     k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
                 cache["k"], cache["v"] = k, v
-        out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, T, d_v)
-        return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
-
-    def _grouped(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                 key_padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """Cross-attention where memory row i serves query rows i·g .. i·g+g-1 (the g beams of sentence
-        i): q (B·g, H, T, d_k) attends as (B, H, g·T, d_k), so K/V are neither copied per beam nor
-        reordered as beams move, and each matmul is g times larger."""
-        b, g = k.size(0), q.size(0) // k.size(0)
+        # Beams share their sentence's memory row (cross-attention): memory row i serves the g query
+        # rows i·g .. i·g+g-1, which attend as g·T queries of that row, so K/V are neither copied per
+        # beam nor reordered as beams move, and each matmul is g times larger.
+        b, t = k.size(0), q.size(2)
+        g = q.size(0) // b
         if b * g != q.size(0):
             raise ValueError(f"{q.size(0)} query rows cannot share {b} memory rows")
-        t = q.size(2)
-        q = q.unflatten(0, (b, g)).transpose(1, 2).flatten(2, 3)  # (B, H, g·T, d_k)
-        out = self.attend(q, k, v, key_padding_mask, None, 0)  # (B, H, g·T, d_v)
-        out = out.unflatten(2, (g, t)).permute(0, 2, 3, 1, 4).flatten(0, 1)  # (B·g, T, H, d_v)
-        return self.w_o(out.flatten(2))
+        if g > 1:
+            q = q.unflatten(0, (b, g)).transpose(1, 2).flatten(2, 3)  # (B, H, g·T, d_k)
+        out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, g·T, d_v)
+        if g > 1:
+            out = out.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)  # (B·g, H, T, d_v)
+        return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
                positional: Positional | None, offset: int) -> torch.Tensor:
