@@ -20,8 +20,8 @@ from collections.abc import Callable
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.engine.device import autocast, set_threads
-from tbuild.engine.search import beam_search, greedy_search
+from tbuild.engine.decoding.search import beam_search, greedy_search
+from tbuild.engine.process import autocast, set_threads
 from tbuild.engine.tokens import BOS, EOS, PAD
 
 

@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 from tbuild.builder import load_spec
-from tbuild.engine.metrics import read_jsonl
-from tbuild.engine.train import train
+from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.training.trainer import train
 
 
 def run(spec: Path, precision: str, steps: int, root: Path, threads: int, tokenizer: Path | None) -> dict:

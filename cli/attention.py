@@ -33,9 +33,9 @@ def attention(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
-    from tbuild.engine.attention_maps import attention_weights, plot_attention
-    from tbuild.engine.run import resolve_target
-    from tbuild.engine.translate import load_translator
+    from tbuild.engine.decoding.attention_maps import attention_weights, plot_attention
+    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.run_dir import resolve_target
 
     run = resolve_target(target, set_)
     translator = load_translator(run, checkpoint=checkpoint, average=average)

@@ -26,7 +26,7 @@ def multi30k(
     ),
 ) -> None:
     """Multi30k Task 1 (en/de/fr raw text): train, val, test2016, checked against their sha256."""
-    from tbuild.engine.multi30k import fetch_multi30k
+    from tbuild.engine.data.multi30k import fetch_multi30k
 
     written = fetch_multi30k(dest, mirror=mirror)
     for path in written:

@@ -37,8 +37,8 @@ def decode(
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
     from tbuild.engine.checkpoint import atomic_write
-    from tbuild.engine.run import resolve_target
-    from tbuild.engine.translate import decode_lines, load_translator, translate
+    from tbuild.engine.decoding.translator import decode_lines, load_translator, translate
+    from tbuild.engine.run_dir import resolve_target
 
     run = resolve_target(target, decode_overrides(beam, alpha, nbest, set_))
     name = str(input_) if input_ else "stdin"

@@ -28,10 +28,10 @@ def evaluate(
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
     from tbuild.engine.checkpoint import atomic_write
+    from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
+    from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.evaluate import evaluate as run_evaluation
-    from tbuild.engine.run import resolve_target
-    from tbuild.engine.translate import load_translator
+    from tbuild.engine.run_dir import resolve_target
 
     if split not in ("test", "valid"):
         raise TbuildError(f"--split must be test or valid, not {split!r}")

@@ -88,7 +88,7 @@ def train(
     fresh: bool = typer.Option(False, "--fresh", help="Delete the run directory and start over."),
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped."""
-    from tbuild.engine.train import train as run_training
+    from tbuild.engine.training.trainer import train as run_training
 
     overrides = list(set_ or []) + ([f"train.max_minutes={minutes}"] if minutes else [])
     loaded = load(spec, overrides)

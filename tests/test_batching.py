@@ -7,8 +7,8 @@ import random
 import pytest
 import torch
 
-from tbuild.engine.batching import collate, token_batches
-from tbuild.engine.data import Pairs
+from tbuild.engine.data.batches import collate, token_batches
+from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.tokens import BOS, EOS, PAD
 
 rng = random.Random(0)

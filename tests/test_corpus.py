@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.engine.corpus import DataError, ensure_data, read_parallel, split_files
+from tbuild.engine.data.corpus import DataError, ensure_data, read_parallel, split_files
 
 from .conftest import SHARED_DATA
 

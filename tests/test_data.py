@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.engine.corpus import DataError
-from tbuild.engine.data import Pairs, load_pairs, prepare_tokenizer
-from tbuild.engine.tokenizer import Tokenizer
+from tbuild.engine.data.corpus import DataError
+from tbuild.engine.data.pairs import Pairs, load_pairs, prepare_tokenizer
+from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.tokens import EOS
 
 from .conftest import SHARED_DATA

@@ -89,9 +89,9 @@ def test_evaluate_scores_match_sacrebleu(tiny_run: Path, tiny_corpus: Path, tmp_
 def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     import torch
 
-    from tbuild.engine.attention_maps import attention_weights
-    from tbuild.engine.run import resolve_target
-    from tbuild.engine.translate import load_translator
+    from tbuild.engine.decoding.attention_maps import attention_weights
+    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.run_dir import resolve_target
 
     result = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog runs.", "--layers", "0",
                                  "--out", str(tmp_path)])

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tbuild.engine.corpus import DataError
-from tbuild.engine.multi30k import COMMIT, LOCAL_SPLITS, OFFICIAL_URL, SHA256, fetch_multi30k, sha256_of
+from tbuild.engine.data.corpus import DataError
+from tbuild.engine.data.multi30k import COMMIT, LOCAL_SPLITS, OFFICIAL_URL, SHA256, fetch_multi30k, sha256_of
 
 from .conftest import SHARED_DATA
 

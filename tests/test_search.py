@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbuild.components.transformer import DecoderCache
-from tbuild.engine.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
+from tbuild.engine.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
 from tbuild.engine.tokens import BOS, EOS, PAD
 
 from .conftest import tiny_model

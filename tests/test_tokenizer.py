@@ -9,8 +9,8 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder.schema import TokenizerSpec
-from tbuild.engine.corpus import DataError
-from tbuild.engine.tokenizer import Tokenizer
+from tbuild.engine.data.corpus import DataError
+from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.tokens import BOS, EOS, PAD, UNK
 
 from .conftest import SHARED_DATA

@@ -25,9 +25,9 @@ from tbuild.engine.checkpoint import (
     step_checkpoints,
 )
 from tbuild.engine.loss import label_smoothed_nll
-from tbuild.engine.metrics import read_jsonl
-from tbuild.engine.schedule import learning_rate
-from tbuild.engine.train import train
+from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.training.schedule import learning_rate
+from tbuild.engine.training.trainer import train
 
 from .conftest import tiny_train_spec
 

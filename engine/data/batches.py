@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .data import Pairs
-from .tokens import BOS, PAD
+from .pairs import Pairs
+from ..tokens import BOS, PAD
 
 
 def token_batches(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import torch
 
-from .errors import TbuildError
-from .plots import _pyplot
+from ..errors import TbuildError
+from ..plots import _pyplot
+from ..tokens import BOS, EOS
 from .search import beam_search
-from .tokens import BOS, EOS
-from .translate import Translator
+from .translator import Translator
 
 KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
          "cross": "encoder-decoder attention"}

@@ -23,7 +23,7 @@ import torch
 
 from tbuild.components.transformer import DecoderCache
 
-from .tokens import BOS, EOS, PAD
+from ..tokens import BOS, EOS, PAD
 
 NEG_INF = float("-inf")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tbuild.builder.schema import DataSpec, ParallelFiles
 
-from .errors import TbuildError
+from ..errors import TbuildError
 
 SPLITS = ("train", "valid", "test")
 GZIP_MAGIC = b"\x1f\x8b"

@@ -12,7 +12,7 @@ import sentencepiece as spm
 from tbuild.builder.schema import TokenizerSpec
 
 from .corpus import DataError
-from .tokens import BOS, EOS, PAD, UNK
+from ..tokens import BOS, EOS, PAD, UNK
 
 _SPECIAL = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 _SKIP_ON_DECODE = frozenset({PAD, BOS, EOS})

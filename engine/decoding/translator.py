@@ -12,13 +12,13 @@ from tbuild.builder import build_model
 from tbuild.builder.schema import DecodeSpec
 from tbuild.components.transformer import EncoderDecoder
 
-from .checkpoint import CheckpointError, average_checkpoints, load_into, step_checkpoints
-from .device import autocast, release_free_memory
-from .errors import TbuildError
-from .run import BEST_FILE, TOKENIZER_FILE, Run
+from ..checkpoint import CheckpointError, average_checkpoints, load_into, step_checkpoints
+from ..data.tokenizer import Tokenizer
+from ..errors import TbuildError
+from ..process import autocast, release_free_memory
+from ..run_dir import BEST_FILE, TOKENIZER_FILE, Run
+from ..tokens import EOS, PAD
 from .search import Hypothesis, beam_search
-from .tokenizer import Tokenizer
-from .tokens import EOS, PAD
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from .corpus import read_parallel, split_files
-from .data import Pairs
-from .run import Run
-from .tokens import EOS
-from .train import evaluate_loss
-from .translate import Translator, translate
+from ..data.corpus import read_parallel, split_files
+from ..data.pairs import Pairs
+from ..run_dir import Run
+from ..tokens import EOS
+from ..training.trainer import evaluate_loss
+from .translator import Translator, translate
 
 
 @dataclass

@@ -12,7 +12,7 @@ from tbuild.builder.schema import Spec
 
 from .corpus import DataError, ensure_data, read_parallel, split_files
 from .tokenizer import Tokenizer
-from .tokens import EOS
+from ..tokens import EOS
 
 Log = Callable[[str], None]
 

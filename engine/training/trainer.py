@@ -20,8 +20,7 @@ from tbuild.builder import LoadedSpec, build_model
 from tbuild.builder.schema import Spec
 from tbuild.components.transformer import EncoderDecoder
 
-from .batching import collate, token_batches
-from .checkpoint import (
+from ..checkpoint import (
     CheckpointError,
     checkpoint_path,
     load_into,
@@ -30,13 +29,14 @@ from .checkpoint import (
     save_weights,
     step_checkpoints,
 )
-from .data import Pairs, load_pairs, prepare_tokenizer
-from .device import autocast, pick_device, release_free_memory, set_threads
-from .loss import label_smoothed_nll
+from ..data.batches import collate, token_batches
+from ..data.pairs import Pairs, load_pairs, prepare_tokenizer
+from ..loss import label_smoothed_nll
+from ..process import autocast, pick_device, release_free_memory, set_threads
+from ..run_dir import BEST_FILE, write_resolved_spec
+from ..tokens import PAD
 from .metrics import MetricsLog
-from .run import BEST_FILE, write_resolved_spec
 from .schedule import learning_rate
-from .tokens import PAD
 
 Event = Callable[[str, dict[str, Any]], None]
 

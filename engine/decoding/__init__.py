@@ -1,0 +1,1 @@
+"""Decoding: beam search, the translator, evaluation and attention maps."""

@@ -1,0 +1,1 @@
+"""Training: the trainer, its metrics log and the learning-rate schedule."""
