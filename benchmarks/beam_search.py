@@ -3,7 +3,7 @@
 
 Every output is forced to exactly --out-len decoder steps on both sides (tbuild: min_len = max_len,
 so out-len - 1 tokens and EOS; HF: min_new_tokens = max_new_tokens), so both do the same work.
-Both run in one process with the same torch settings (tbuild's ``set_threads``: thread count, flushed
+Both run in one process with the same torch settings (tbuild's ``configure_process``: thread count, flushed
 denormals, glibc heap reuse), and with ``--precision bf16`` both under the same CPU bf16 autocast.
 Needs the optional "bench" extra (transformers). Not a test:
 
@@ -21,7 +21,8 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.process import autocast, set_threads
+from tbuild.engine.policy import choose_policy
+from tbuild.engine.process import configure_process
 from tbuild.engine.tokens import BOS, EOS, PAD
 
 
@@ -51,7 +52,7 @@ def timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int,
           precision: str) -> dict[tuple[str, str], tuple[float, int]]:
     """Median wall time of ``repeats`` runs of each function after one warm-up, and the output
     tokens of a run. The runs are interleaved so that other load on the machine hits all alike."""
-    with autocast(torch.device("cpu"), precision):  # type: ignore[arg-type]
+    with choose_policy(precision, "cpu").autocast():  # type: ignore[arg-type]
         return _timed(runs, repeats)
 
 
@@ -83,7 +84,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast, both sides")
     parser.add_argument("--skip-hf", action="store_true", help="time tbuild only")
     args = parser.parse_args()
-    set_threads(args.threads)
+    configure_process(args.threads)
     torch.manual_seed(0)
     src = torch.randint(4, args.vocab, (args.sentences, args.src_len))
     n, out = args.sentences, args.out_len

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from .common import SET_OPTION, console, guarded
-from .decode import AVERAGE, CHECKPOINT, TARGET
+from .common import console, guarded
+from .options import AVERAGE, CHECKPOINT, DEVICE, SET_OPTION, TARGET
 
 
 def _indices(text: str | None) -> list[int] | None:
@@ -30,18 +30,21 @@ def attention(
     out: Path | None = typer.Option(None, "--out", help="Output folder (default: RUN/attention)."),
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
+    device: str = DEVICE,
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
     from tbuild.engine.decoding.attention_maps import attention_weights, plot_attention
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.run_dir import resolve_target
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.run_dir import resolve_run
 
-    run = resolve_target(target, set_)
-    translator = load_translator(run, checkpoint=checkpoint, average=average)
+    run = resolve_run(target, set_)
+    configure_process()
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
     d = run.spec.decode
     src_pieces, tgt_pieces, weights = attention_weights(translator, src, d.beam, d.alpha, d.max_len_b)
     console.print(f"translation: {translator.tokenizer.sp.decode_pieces(tgt_pieces[1:])}", highlight=False)
-    for path in plot_attention(src_pieces, tgt_pieces, weights, out or run.run_dir / "attention",
+    for path in plot_attention(src_pieces, tgt_pieces, weights, out or run.dir.path / "attention",
                                _indices(layers), _indices(heads)):
         console.print(f"wrote {path}")

@@ -16,12 +16,10 @@ def average(
     output: Path | None = typer.Option(None, "--output", "-o", help="Default: RUN/averaged_lastK.safetensors."),
 ) -> None:
     """Average the weights of the newest K checkpoints into a new checkpoint."""
-    from tbuild.engine.checkpoint import average_checkpoints, save_weights, step_checkpoints
-    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.checkpoint import average_checkpoints, save_weights
+    from tbuild.engine.run_dir import RunDir
 
-    paths = step_checkpoints(run)[-last:]
-    if len(paths) < last:
-        raise TbuildError(f"{run}: asked to average {last} checkpoints but only {len(paths)} exist")
+    paths = RunDir(run).newest(last)
     tensors, meta = average_checkpoints(paths)
     out = output or run / f"averaged_last{last}.safetensors"
     save_weights(out, tensors, meta)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -16,11 +15,6 @@ err_console = Console(stderr=True)
 state = {"debug": False}
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-SET_OPTION = typer.Option(
-    None, "--set", "-s", help="Override a spec value: dotted.key=VALUE (VALUE read as YAML). Repeatable."
-)
-
 
 def _known_errors() -> dict[type[BaseException], int]:
     """User-facing error types and their exit codes (imported lazily: torch loads slowly)."""
@@ -58,17 +52,7 @@ def guarded(fn: F) -> F:
 
 
 def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy import)
-    """Load a spec file, or the resolved spec of a run directory, with --set overrides."""
-    from tbuild.builder import load_spec
+    """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
+    from tbuild.engine.run_dir import load_target
 
-    path = spec / "spec.yaml" if spec.is_dir() else spec
-    return load_spec(path, sets or [])
-
-
-def fail(message: str, code: int = 1) -> None:
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def stdout_is_terminal() -> bool:
-    return sys.stdout.isatty()
+    return load_target(spec, sets or [])

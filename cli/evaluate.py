@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .common import SET_OPTION, console, guarded
-from .decode import AVERAGE, CHECKPOINT, TARGET, decode_overrides
+from .common import console, guarded
+from .options import ALPHA, AVERAGE, BEAM, CHECKPOINT, DEVICE, SET_OPTION, TARGET, decode_overrides
 
 
 @guarded
@@ -19,27 +19,31 @@ def evaluate(
     src: Path | None = typer.Option(None, "--src", help="Score this source file instead of a split (with --ref)."),
     ref: Path | None = typer.Option(None, "--ref", help="References for --src."),
     lowercase: bool = typer.Option(False, "--lowercase", help="Headline BLEU lowercased (as many papers report)."),
-    beam: int | None = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam)."),
-    alpha: float | None = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha)."),
+    beam: int | None = BEAM,
+    alpha: float | None = ALPHA,
     show: int = typer.Option(3, "--show", help="Print this many example translations."),
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
+    device: str = DEVICE,
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
-    from tbuild.engine.checkpoint import atomic_write
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.run_dir import resolve_target
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.run_dir import resolve_run
 
     if split not in ("test", "valid"):
         raise TbuildError(f"--split must be test or valid, not {split!r}")
     if (src is None) != (ref is None):
         raise TbuildError("--src and --ref go together")
-    run = resolve_target(target, decode_overrides(beam, alpha, None, set_))
-    translator = load_translator(run, checkpoint=checkpoint, average=average)
-    result, sources, references, hyps = run_evaluation(run, translator, split=split, src=src, ref=ref)
+    run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
+    process = configure_process()
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    result, sources, references, hyps = run_evaluation(run, translator, split=split, src=src, ref=ref,
+                                                       after_batch=process.after_batch)
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:
         console.print(f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n", highlight=False)
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights})",
@@ -58,6 +62,6 @@ def evaluate(
     for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                       ("chrF", result.chrf_signature)):
         console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
-    out = run.run_dir / f"eval_{result.split}.json"
+    out = run.dir.path / f"eval_{result.split}.json"
     atomic_write(out, (json.dumps(result.to_json(), indent=2) + "\n").encode())
     console.print(f"[dim]wrote {out}[/]")

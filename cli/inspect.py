@@ -8,7 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .common import SET_OPTION, console, guarded, load
+from .common import console, guarded, load
+from .options import SET_OPTION
 
 
 @guarded

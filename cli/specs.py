@@ -9,7 +9,8 @@ import typer
 import yaml
 from rich.table import Table
 
-from .common import SET_OPTION, console, guarded, load
+from .common import console, guarded, load
+from .options import SET_OPTION
 
 
 @guarded

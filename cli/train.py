@@ -16,7 +16,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from .common import SET_OPTION, console, err_console, guarded, load
+from .common import console, err_console, guarded, load
+from .options import DEVICE, SET_OPTION
 
 
 class Reporter:
@@ -86,13 +87,19 @@ def train(
     set_: list[str] = SET_OPTION,
     minutes: float | None = typer.Option(None, help="Stop after this many minutes (sets train.max_minutes)."),
     fresh: bool = typer.Option(False, "--fresh", help="Delete the run directory and start over."),
+    device: str = DEVICE,
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped."""
-    from tbuild.engine.training.trainer import train as run_training
+    from tbuild.engine.policy import choose_policy
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.training.trainer import Trainer
 
     overrides = list(set_ or []) + ([f"train.max_minutes={minutes}"] if minutes else [])
     loaded = load(spec, overrides)
-    result = run_training(loaded, Reporter(), fresh=fresh)
+    process = configure_process(loaded.spec.train.threads)
+    policy = choose_policy(loaded.spec.train.precision, device)
+    trainer = Trainer(loaded, Reporter(), policy=policy, after_step=process.after_step, fresh=fresh)
+    result = trainer.setup().train()
     if result["reason"] == "interrupted":
         err_console.print(f"interrupted at step {result['step']}: checkpoint saved; run the same command to resume")
         raise typer.Exit(130)

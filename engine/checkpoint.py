@@ -7,9 +7,6 @@ a run killed at any moment leaves only whole checkpoints behind.
 from __future__ import annotations
 
 import json
-import os
-import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,35 +16,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import nn
 
-from .errors import TbuildError
-
-CKPT_DIR = "checkpoints"
-_STEP = re.compile(r"^step_(\d+)\.safetensors$")
-
-
-class CheckpointError(TbuildError):
-    """A checkpoint that cannot be read (missing, truncated, corrupt or of another model)."""
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that readers see the old file or the whole new one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # mkstemp creates 0600; results are meant to be shared
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+from .errors import CheckpointError
+from .files import atomic_write
 
 
 def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -104,12 +74,7 @@ def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     if expect_hash is not None and meta.get("architecture") != expect_hash:
         raise CheckpointError(f"{path}: checkpoint is of another model (architecture {meta.get('architecture')}, "
                               f"spec has {expect_hash})")
-    weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
-    missing, unexpected = model.load_state_dict(weights, strict=False)
-    aliases = set(model.state_dict()) - set(model_tensors(model))
-    if unexpected or set(missing) - aliases:
-        raise CheckpointError(f"{path}: weights do not fit the model (missing {sorted(set(missing) - aliases)[:3]}, "
-                              f"unexpected {sorted(unexpected)[:3]})")
+    load_model_weights(model, tensors, path)
     if optimizer is not None:
         state: dict[int, dict[str, torch.Tensor]] = {}
         for k, v in tensors.items():
@@ -123,17 +88,15 @@ def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     return meta
 
 
-def step_checkpoints(run_dir: Path) -> list[Path]:
-    """The run's periodic checkpoints, oldest first."""
-    folder = run_dir / CKPT_DIR
-    if not folder.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _STEP.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-def checkpoint_path(run_dir: Path, step: int) -> Path:
-    return run_dir / CKPT_DIR / f"step_{step:08d}.safetensors"
+def load_model_weights(model: nn.Module, tensors: dict[str, torch.Tensor], source: Path | str) -> None:
+    """Copy the ``model.*`` tensors into ``model``; every weight must be there and nothing else (tied
+    weights are stored once, under their first name)."""
+    weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
+    missing, unexpected = model.load_state_dict(weights, strict=False)
+    aliases = set(model.state_dict()) - set(model_tensors(model))
+    if unexpected or set(missing) - aliases:
+        raise CheckpointError(f"{source}: weights do not fit the model (missing {sorted(set(missing) - aliases)[:3]}, "
+                              f"unexpected {sorted(unexpected)[:3]})")
 
 
 def average_checkpoints(paths: list[Path]) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
@@ -154,7 +117,7 @@ def average_checkpoints(paths: list[Path]) -> tuple[dict[str, torch.Tensor], dic
             if k.startswith("model."):
                 total[k] = total[k] + v.double() if k in total else v.double()
     averaged = {k: (v / len(paths)).to(torch.float32) for k, v in total.items()}
-    out = {k: first_meta[k] for k in ("architecture", "spec_hash") if k in first_meta}
+    out = {"architecture": first_meta.get("architecture")}
     out.update(averaged_from=[p.name for p in paths], step=meta.get("step", 0))
     return averaged, out
 

@@ -1,10 +1,18 @@
-"""Label-smoothed cross entropy (§5.4) with the true NLL reported beside it."""
+"""Label-smoothed cross entropy (§5.4) with the true NLL beside it, and the teacher-forced loss and
+perplexity of a set of pairs (validation during training, perplexity in evaluation)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+from torch import nn
+
+from .data.batches import collate, token_batches
+from .data.pairs import Pairs
+from .policy import Policy
+from .tokens import PAD
 
 
 def _wide(t: torch.Tensor) -> torch.dtype:
@@ -54,3 +62,22 @@ def label_smoothed_nll(
     keep = target.ne(pad).flatten()
     loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep, epsilon)
     return loss, nll_sum, int(keep.sum())
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, pairs: Pairs, *, batch_tokens: int, label_smoothing: float,
+                  policy: Policy) -> dict[str, float]:
+    """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode."""
+    model.eval()
+    loss_sum = nll_sum = 0.0
+    ntokens = 0
+    batches = token_batches([len(s) for s in pairs.src], [len(t) for t in pairs.tgt], batch_tokens,
+                            seed=0, epoch=0, shuffle=False)
+    for batch in batches:
+        src, tgt_in, tgt_out = (t.to(policy.device) for t in collate(pairs, batch))
+        with policy.autocast():
+            logits = model(src, tgt_in)
+        loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD)
+        loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + n
+    n = max(ntokens, 1)
+    return {"loss": loss_sum / n, "nll": nll_sum / n, "ppl": math.exp(min(nll_sum / n, 50.0)), "tokens": ntokens}

@@ -1,30 +1,48 @@
-"""Device and precision: CUDA with bf16 autocast when present, else CPU (fp32, or bf16 on request)."""
+"""Process-wide settings, applied once by an entry point (the CLI) through ``configure_process``:
+CPU threads, flushing denormals, and how glibc's heap keeps freed memory. Library code (trainer,
+translator) changes none of them; it calls back ``ProcessSettings.after_step``/``after_batch``
+only where the entry point passes them in."""
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 import os
-from typing import Literal
+from dataclasses import dataclass
 
 import torch
 
-
-def pick_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+TRIM_EVERY = 25  # training steps between heap trims (see reuse_freed_memory)
 
 
-def set_threads(threads: int | None) -> int:
-    """Use all cores unless told otherwise; returns the thread count."""
+@dataclass(frozen=True)
+class ProcessSettings:
+    """What ``configure_process`` set, and the housekeeping that goes with it."""
+
+    threads: int
+    heap_kept: bool  # glibc keeps freed memory for reuse; give it back now and then
+
+    def after_step(self, step: int) -> None:
+        """Between training steps: trim the heap every ``TRIM_EVERY`` steps."""
+        if self.heap_kept and step % TRIM_EVERY == 0:
+            release_free_memory()
+
+    def after_batch(self) -> None:
+        """Between decoding batches: trim the heap."""
+        if self.heap_kept:
+            release_free_memory()
+
+
+def configure_process(threads: int | None = None, *, keep_heap: bool = True) -> ProcessSettings:
+    """Set this process's CPU threads (all cores unless told), flush denormals and, with ``keep_heap``,
+    make glibc reuse freed memory. Call once, from the entry point."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n = threads or cores
     torch.set_num_threads(n)
     # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic ~5x slower:
     # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k.yaml. Flush them to zero.
     torch.set_flush_denormal(True)
-    reuse_freed_memory()
-    return n
+    return ProcessSettings(threads=n, heap_kept=keep_heap and reuse_freed_memory())
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -51,8 +69,8 @@ def reuse_freed_memory() -> bool:
     step pays a page fault per 4 KB touched: a bf16 -> fp32 copy of (3600, 8000) logits took 44 ms
     into a fresh tensor and 6 ms into a reused one, and a Multi30k training step went from 1.18 s to
     0.82 s (bf16) and from 1.73 s to 1.49 s (fp32) with this setting. The heap fragments as tensor
-    sizes vary (resident memory grew 0.4 -> 4.1 GB over 100 steps), so callers of long loops also call
-    ``release_free_memory`` now and then. Returns False without glibc.
+    sizes vary (resident memory grew 0.4 -> 4.1 GB over 100 steps), so long loops trim it now and
+    then (``ProcessSettings.after_step``). Returns False without glibc.
     """
     if _LIBC is None:
         return False
@@ -65,11 +83,3 @@ def release_free_memory() -> None:
     resident memory stayed at 1.1 GB and the step time within noise of not trimming."""
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
-
-
-def autocast(device: torch.device, precision: Literal["auto", "fp32", "bf16"]) -> contextlib.AbstractContextManager:
-    """bf16 autocast on CUDA by default; on CPU only when asked (it changes numerics slightly)."""
-    use_bf16 = precision == "bf16" or (precision == "auto" and device.type == "cuda")
-    if not use_bf16:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

@@ -1,7 +1,9 @@
-"""Run directories: the resolved spec, tokenizer and checkpoints of one training run."""
+"""Run directories, and the one place that turns what a user names (a spec file, a run directory or
+a checkpoint file) into a spec and its run. Imports no torch (``validate`` and ``inspect`` use it)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,57 +12,107 @@ import yaml
 from tbuild.builder import LoadedSpec, load_spec
 from tbuild.builder.schema import Spec
 
-from .checkpoint import CKPT_DIR, atomic_write
 from .errors import TbuildError
+from .files import atomic_write
 
-SPEC_FILE = "spec.yaml"
-TOKENIZER_FILE = "spm.model"
-BEST_FILE = "best.safetensors"
+_STEP = re.compile(r"^step_(\d+)\.safetensors$")
+
+
+@dataclass(frozen=True)
+class RunDir:
+    """The files of one training run."""
+
+    path: Path
+
+    @property
+    def spec_file(self) -> Path:
+        return self.path / "spec.yaml"  # the resolved spec (vocabulary fixed from the tokenizer)
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.path / "spm.model"
+
+    @property
+    def best(self) -> Path:
+        return self.path / "best.safetensors"  # best validation perplexity
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.path / "checkpoints"
+
+    def checkpoint(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step:08d}.safetensors"
+
+    def step_checkpoints(self) -> list[Path]:
+        """The run's periodic checkpoints, oldest first."""
+        if not self.checkpoints.is_dir():
+            return []
+        found = [(int(m.group(1)), p) for p in self.checkpoints.iterdir() if (m := _STEP.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def newest(self, k: int) -> list[Path]:
+        """The newest ``k`` checkpoints, oldest first; an error if there are fewer."""
+        paths = self.step_checkpoints()[-k:]
+        if len(paths) < k:
+            raise TbuildError(f"{self.path}: asked for the newest {k} checkpoints but only {len(paths)} exist")
+        return paths
+
+    def write_spec(self, spec: Spec) -> None:
+        """Store the resolved spec; refuse a directory that holds a run of another model."""
+        if self.spec_file.exists():
+            old = load_spec(self.spec_file).spec
+            if old.architecture_hash() != spec.architecture_hash():
+                raise TbuildError(f"{self.path} holds a run of a different model; use another output_dir "
+                                  "(--set output_dir=...) or remove the directory")
+        data = spec.model_dump(mode="json", exclude={"extends"})
+        atomic_write(self.spec_file, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode())
 
 
 @dataclass
 class Run:
-    """A spec resolved against its run directory."""
+    """A spec with the run directory it trains into or was trained in."""
 
     spec: Spec
-    run_dir: Path
+    dir: RunDir
     checkpoint: Path | None = None  # set when the user named a checkpoint file
 
 
-def resolve_target(path: Path, overrides: list[str] | None = None) -> Run:
-    """Accept a spec file, a run directory or a checkpoint file and find the run it belongs to."""
-    if path.is_dir():
-        if not (path / SPEC_FILE).exists():
-            raise TbuildError(f"{path}: not a run directory (no {SPEC_FILE}); train it first with `tbuild train SPEC`")
-        loaded = load_spec(path / SPEC_FILE, overrides)
-        return Run(loaded.spec, path)
+def load_target(path: Path, overrides: list[str] | None = None) -> LoadedSpec:
+    """A spec file as written, or the resolved spec of a run directory or of a checkpoint's run."""
     if path.suffix == ".safetensors":
-        run_dir = path.parent.parent if path.parent.name == CKPT_DIR else path.parent
-        return Run(resolve_target(run_dir, overrides).spec, run_dir, path)
-    if not path.exists():
+        path = _run_of_checkpoint(path)
+    if path.is_dir():
+        spec_file = RunDir(path).spec_file
+        if not spec_file.exists():
+            raise TbuildError(f"{path}: not a run directory (no {spec_file.name}); train it first with "
+                              "`tbuild train SPEC`")
+        path = spec_file
+    elif not path.exists():
         raise TbuildError(f"{path}: no such spec, run directory or checkpoint")
-    loaded = load_spec(path, overrides)
-    if (loaded.run_dir / SPEC_FILE).exists():  # the run's resolved spec is what was trained
-        return Run(load_spec(loaded.run_dir / SPEC_FILE, overrides).spec, loaded.run_dir)
-    return Run(loaded.spec, loaded.run_dir)
+    return load_spec(path, overrides)
 
 
-def write_resolved_spec(loaded: LoadedSpec, vocab_size: int) -> Spec:
-    """Fix the vocabulary size from the tokenizer and store the resolved spec in the run directory."""
+def run_dir_of(loaded: LoadedSpec) -> RunDir:
+    """Where a spec trains: its ``output_dir``, else runs/<name> (relative to the working directory)."""
     spec = loaded.spec
-    v = spec.model.vocab_size
-    if v != "from_tokenizer" and v != vocab_size:
-        raise TbuildError(f"model.vocab_size ({v}) differs from the tokenizer's vocabulary ({vocab_size}); "
-                          "set model.vocab_size: from_tokenizer")
-    data = spec.model_dump(mode="json", exclude={"extends"})
-    data["model"]["vocab_size"] = vocab_size
-    data["name"] = loaded.name
-    resolved = Spec.model_validate(data)
-    path = loaded.run_dir / SPEC_FILE
-    if path.exists():
-        old = load_spec(path).spec
-        if old.architecture_hash() != resolved.architecture_hash():
-            raise TbuildError(f"{loaded.run_dir} holds a run of a different model; use another output_dir "
-                              "(--set output_dir=...) or remove the directory")
-    atomic_write(path, yaml.safe_dump(data, sort_keys=False, allow_unicode=True).encode())
-    return resolved
+    return RunDir(Path(spec.output_dir) if spec.output_dir else Path("runs") / loaded.name)
+
+
+def resolve_run(path: Path, overrides: list[str] | None = None) -> Run:
+    """The trained run that a spec file, run directory or checkpoint file names. A spec file stands
+    for its run directory, whose resolved spec is what was trained."""
+    checkpoint = path if path.suffix == ".safetensors" else None
+    if checkpoint is not None and not checkpoint.exists():
+        raise TbuildError(f"{checkpoint}: checkpoint not found")
+    if checkpoint is not None or path.is_dir():
+        folder = _run_of_checkpoint(path) if checkpoint is not None else path
+        return Run(load_target(folder, overrides).spec, RunDir(folder), checkpoint)
+    loaded = load_target(path, overrides)
+    run = run_dir_of(loaded)
+    if run.spec_file.exists():
+        return Run(load_spec(run.spec_file, overrides).spec, run)
+    return Run(loaded.spec, run)
+
+
+def _run_of_checkpoint(path: Path) -> Path:
+    return path.parent.parent if path.parent.name == "checkpoints" else path.parent

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from .pairs import Pairs
 from ..tokens import BOS, PAD
+from .pairs import Pairs
 
 
 def token_batches(
@@ -52,6 +52,40 @@ def token_batches(
     if shuffle:
         rng.shuffle(batches)
     return batches
+
+
+class BatchCursor:
+    """The training batches, epoch after epoch, from a data position (epoch, index into the epoch's
+    batches). ``shard = (rank, world)``: this process takes the batches rank, rank + world, ... of each
+    epoch, and every shard gets the same number per epoch (a remainder is left out), so all processes
+    step together; (0, 1) takes every batch."""
+
+    def __init__(self, src_lens: Sequence[int], tgt_lens: Sequence[int], batch_tokens: int, *, seed: int,
+                 epoch: int = 0, index: int = 0, shard: tuple[int, int] = (0, 1)) -> None:
+        rank, world = shard
+        if not 0 <= rank < world:
+            raise ValueError(f"shard rank {rank} is not in 0..{world - 1}")
+        self.src_lens, self.tgt_lens = src_lens, tgt_lens
+        self.batch_tokens, self.seed, self.shard = batch_tokens, seed, shard
+        self.epoch, self.index = epoch, index
+        self.batches = self._epoch_batches()
+
+    def _epoch_batches(self) -> list[list[int]]:
+        rank, world = self.shard
+        batches = token_batches(self.src_lens, self.tgt_lens, self.batch_tokens, seed=self.seed, epoch=self.epoch)
+        per_shard = len(batches) // world
+        if per_shard == 0:
+            raise ValueError(f"{len(batches)} batches per epoch cannot feed {world} processes")
+        return batches[rank::world][:per_shard]
+
+    def next(self) -> list[int]:
+        """The next batch's pair indices; moves to the next epoch after the last."""
+        batch = self.batches[self.index]
+        self.index += 1
+        if self.index == len(self.batches):
+            self.epoch, self.index = self.epoch + 1, 0
+            self.batches = self._epoch_batches()
+        return batch
 
 
 def _padded(rows: list[list[int]], pad: int) -> Tensor:

@@ -9,14 +9,10 @@ from pathlib import Path
 
 from tbuild.builder.schema import DataSpec, ParallelFiles
 
-from ..errors import TbuildError
+from ..errors import DataError
 
 SPLITS = ("train", "valid", "test")
 GZIP_MAGIC = b"\x1f\x8b"
-
-
-class DataError(TbuildError):
-    """Bad or missing data; ``str()`` is one line naming the spec field or file at fault."""
 
 
 def _plain_or_gz(path: str) -> Path:
@@ -99,3 +95,13 @@ def ensure_data(data: DataSpec, log: Callable[[str], None] | None = None) -> Non
         if still:
             names = ", ".join(f"{s}.<lang>.gz" for s in LOCAL_SPLITS)
             raise DataError(f"data.{split}: {still[0]} not found; Multi30k provides {names} in {dest}")
+
+
+def read_split(data: DataSpec, split: str, log: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """The source and target lines of a split, fetching a built-in data set first if its files are missing."""
+    ensure_data(data, log)
+    src_path, tgt_path = split_files(data, split)
+    source, target = read_parallel(src_path, tgt_path, f"data.{split}")
+    if not source:
+        raise DataError(f"data.{split}: no lines in {src_path} and {tgt_path}")
+    return source, target

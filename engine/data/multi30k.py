@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from .corpus import DataError
+from ..errors import DataError
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"

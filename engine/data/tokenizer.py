@@ -1,18 +1,24 @@
-"""A shared source+target sentencepiece model (§5.1) with the ids of engine/tokens.py."""
+"""The run's tokenizer: a shared source+target sentencepiece model (§5.1) with the ids of
+engine/tokens.py, trained on a seeded sample of the training pairs or loaded, and the spec's
+vocabulary sizes fitted to it."""
 
 from __future__ import annotations
 
 import os
 import random
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import sentencepiece as spm
 
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.schema import Spec, TokenizerSpec
 
-from .corpus import DataError
+from ..errors import DataError
+from ..run_dir import RunDir
 from ..tokens import BOS, EOS, PAD, UNK
+from .corpus import read_split
+
+Log = Callable[[str], None]
 
 _SPECIAL = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
 _SKIP_ON_DECODE = frozenset({PAD, BOS, EOS})
@@ -33,12 +39,9 @@ class Tokenizer:
     def train(
         cls, sentences: Iterable[str], spec: TokenizerSpec, model_prefix: Path, seed: int = 1
     ) -> Tokenizer:
-        """Train on ``sentences`` (at most ``spec.max_sentences``, a seeded sample); write
-        ``<model_prefix>.model`` and ``.vocab``. Deterministic for the same input and seed."""
+        """Train on the non-empty ``sentences``; write ``<model_prefix>.model`` and ``.vocab``.
+        Deterministic for the same input and seed."""
         lines = [s for s in sentences if s]
-        if spec.max_sentences is not None and len(lines) > spec.max_sentences:
-            keep = sorted(random.Random(seed).sample(range(len(lines)), spec.max_sentences))
-            lines = [lines[i] for i in keep]
         if not lines:
             raise DataError("cannot train a tokenizer: no non-empty training sentences")
         model_prefix.parent.mkdir(parents=True, exist_ok=True)
@@ -91,3 +94,45 @@ class Tokenizer:
 
     def __repr__(self) -> str:
         return f"Tokenizer({self.path}, vocab_size={self.vocab_size})"
+
+
+def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
+    """data.tokenizer.model if set, else the run's spm.model, else train one on the training split."""
+    tspec = spec.data.tokenizer
+    if tspec.model is not None:
+        tok = Tokenizer.load(Path(tspec.model))
+        log(f"tokenizer: {tok.path} ({tok.vocab_size} pieces)")
+        return tok
+    if run.tokenizer.is_file():
+        tok = Tokenizer.load(run.tokenizer)
+        log(f"tokenizer: {run.tokenizer} ({tok.vocab_size} pieces, from an earlier run)")
+        return tok
+    source, target = read_split(spec.data, "train", log)
+    if tspec.max_sentences is not None and len(source) > tspec.max_sentences:
+        # max_sentences is per side: sample pairs so both languages stay balanced.
+        keep = sorted(random.Random(spec.train.seed).sample(range(len(source)), tspec.max_sentences))
+        source, target = [source[i] for i in keep], [target[i] for i in keep]
+    log(f"tokenizer: training a shared {tspec.kind} model, vocab {tspec.vocab_size}, "
+        f"on {len(source)} + {len(target)} sentences -> {run.tokenizer}")
+    run.path.mkdir(parents=True, exist_ok=True)
+    tmp_prefix = run.path / f".spm.{os.getpid()}"
+    Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed)
+    for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
+        os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))
+    return Tokenizer.load(run.tokenizer)
+
+
+def fit_vocab(spec: Spec, tok: Tokenizer, log: Log) -> Spec:
+    """The spec with its vocabulary resolved against the tokenizer: ``from_tokenizer`` becomes the
+    tokenizer's piece count; an explicit size needs a row for every piece (more rows are allowed)."""
+    for name in ("vocab_size", "src_vocab_size"):
+        size = getattr(spec.model, name)
+        if isinstance(size, int) and size < tok.vocab_size:
+            raise DataError(f"model.{name} ({size}) is smaller than the tokenizer's {tok.vocab_size} pieces "
+                            f"({tok.path}); set it to {tok.vocab_size} or use vocab_size: from_tokenizer")
+    if spec.model.vocab_size != "from_tokenizer":
+        return spec
+    if tok.vocab_size != spec.data.tokenizer.vocab_size:
+        log(f"tokenizer: {tok.path} has {tok.vocab_size} pieces, not data.tokenizer.vocab_size "
+            f"{spec.data.tokenizer.vocab_size}; the model follows the tokenizer")
+    return spec.model_copy(update={"model": spec.model.model_copy(update={"vocab_size": tok.vocab_size})})

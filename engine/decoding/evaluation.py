@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -10,10 +11,10 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from ..data.corpus import read_parallel, split_files
 from ..data.pairs import Pairs
+from ..loss import evaluate_loss
 from ..run_dir import Run
 from ..tokens import EOS
-from ..training.trainer import evaluate_loss
-from .translator import Translator, translate
+from .translator import Translator, encode_sources, translate
 
 
 @dataclass
@@ -39,8 +40,10 @@ class Evaluation:
 
 
 def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path | None = None,
-             ref: Path | None = None) -> tuple[Evaluation, list[str], list[str], list[str]]:
-    """Decode the split (or src) and score it against the references; also returns the texts."""
+             ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
+             ) -> tuple[Evaluation, list[str], list[str], list[str]]:
+    """Decode the split (or src) and score it against the references; also returns the texts. The
+    perplexity is computed with the decoding's device and precision."""
     if src is None or ref is None:
         src, ref = split_files(run.spec.data, split)
         field = f"data.{split}"
@@ -48,14 +51,15 @@ def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path
         field, split = "--src/--ref", src.name
     sources, references = read_parallel(src, ref, field)
     started = time.perf_counter()
-    results = translate(translator, sources, run.spec.decode)
+    results = translate(translator, sources, run.spec.decode, after_batch=after_batch)
     seconds = time.perf_counter() - started
     tok = translator.tokenizer
     hyps = [tok.decode(h[0].tokens) if h else "" for h in results]
     bleu, bleu_lc, chrf = BLEU(), BLEU(lowercase=True), CHRF()
-    pairs = Pairs([ids[: translator.max_source_tokens - 1] + [EOS] for ids in tok.encode(sources)],
+    pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
                   [ids + [EOS] for ids in tok.encode(references)])
-    ppl = evaluate_loss(translator.model, pairs, run.spec, next(translator.model.parameters()).device)["ppl"]
+    ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
+                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
     result = Evaluation(
         split=split, sentences=len(sources), weights=translator.weights,
         bleu=bleu.corpus_score(hyps, [references]).score, bleu_signature=str(bleu.get_signature()),
@@ -63,6 +67,6 @@ def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path
         bleu_lowercase_signature=str(bleu_lc.get_signature()),
         chrf=chrf.corpus_score(hyps, [references]).score, chrf_signature=str(chrf.get_signature()),
         perplexity=ppl, decode_seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=run.spec.decode.precision,
+        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=translator.policy.precision,
     )
     return result, sources, references, hyps

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +45,32 @@ class MetricsLog:
 
     def write_valid(self, record: dict[str, Any]) -> None:
         self._append(self.valid_path, record)
+
+
+class LogWindow:
+    """Training statistics summed since the last log line."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.loss = self.nll = self.grad_norm = 0.0
+        self.tokens = self.steps = 0
+        self.started = time.monotonic()
+
+    def add(self, step: dict[str, float]) -> None:
+        self.loss += step["loss"]
+        self.nll += step["nll"]
+        self.tokens += int(step["tokens"])
+        self.grad_norm += step["grad_norm"]
+        self.steps += 1
+
+    def record(self, step: int, epoch: int, elapsed: float, lr: float) -> dict[str, Any]:
+        """Per-token loss and NLL, perplexity, tokens/s and mean gradient norm of the window; then reset."""
+        n = max(self.tokens, 1)
+        record = {"step": step, "epoch": epoch, "loss": self.loss / n, "nll": self.nll / n,
+                  "ppl": math.exp(min(self.nll / n, 50.0)), "lr": lr,
+                  "tokens_per_s": self.tokens / max(time.monotonic() - self.started, 1e-9),
+                  "grad_norm": self.grad_norm / max(self.steps, 1), "elapsed": elapsed}
+        self.reset()
+        return record

@@ -17,19 +17,14 @@ import yaml
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.schema import ScheduleSpec
-from tbuild.engine.checkpoint import (
-    CheckpointError,
-    average_checkpoints,
-    load_into,
-    read_checkpoint,
-    step_checkpoints,
-)
+from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
+from tbuild.engine.errors import CheckpointError
 from tbuild.engine.loss import label_smoothed_nll
+from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.schedule import learning_rate
 from tbuild.engine.training.trainer import train
-
-from .conftest import tiny_train_spec
+from tests.conftest import tiny_train_spec
 
 
 def quiet(kind: str, data: dict) -> None:
@@ -120,8 +115,8 @@ def test_resume_matches_straight_run(tiny_corpus: Path, tmp_path: Path) -> None:
     assert [r["step"] for r in a] == [r["step"] for r in b] == list(range(1, 9))
     for ra, rb in zip(a, b, strict=True):
         assert abs(ra["loss"] - rb["loss"]) <= 1e-6 and abs(ra["nll"] - rb["nll"]) <= 1e-6
-    wa, _ = read_checkpoint(step_checkpoints(straight)[-1])
-    wb, _ = read_checkpoint(step_checkpoints(split)[-1])
+    wa, _ = read_checkpoint(RunDir(straight).step_checkpoints()[-1])
+    wb, _ = read_checkpoint(RunDir(split).step_checkpoints()[-1])
     for k in wa:
         if k.startswith("model."):
             torch.testing.assert_close(wa[k], wb[k], atol=1e-6, rtol=0)
@@ -131,7 +126,8 @@ def test_run_directory_contents(tiny_corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = _train(tiny_train_spec(tiny_corpus, run))
     assert result["reason"] == "max_steps" and result["step"] == 6
-    assert {p.name for p in step_checkpoints(run)} == {"step_00000003.safetensors", "step_00000006.safetensors"}
+    names = {p.name for p in RunDir(run).step_checkpoints()}
+    assert names == {"step_00000003.safetensors", "step_00000006.safetensors"}
     assert (run / "spm.model").exists() and (run / "best.safetensors").exists()
     spec = yaml.safe_load((run / "spec.yaml").read_text())
     assert spec["model"]["vocab_size"] == 200
@@ -140,14 +136,14 @@ def test_run_directory_contents(tiny_corpus: Path, tmp_path: Path) -> None:
     valid = read_jsonl(run / "valid.jsonl")
     assert [r["step"] for r in valid] == [3, 6] and all(r["ppl"] > 1 for r in valid)
     # checkpoints hold no pickles: safetensors with JSON metadata
-    _, meta = read_checkpoint(step_checkpoints(run)[-1])
+    _, meta = read_checkpoint(RunDir(run).step_checkpoints()[-1])
     assert meta["step"] == 6 and "optim_groups" in meta
 
 
 def test_corrupt_checkpoint_falls_back_to_previous(tiny_corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     _train(tiny_train_spec(tiny_corpus, run))
-    newest = step_checkpoints(run)[-1]
+    newest = RunDir(run).step_checkpoints()[-1]
     newest.write_bytes(newest.read_bytes()[:1000])  # truncated
     with pytest.raises(CheckpointError, match=str(newest)):
         read_checkpoint(newest)
@@ -161,7 +157,7 @@ def test_corrupt_checkpoint_falls_back_to_previous(tiny_corpus: Path, tmp_path: 
 def test_average_checkpoints(tiny_corpus: Path, tmp_path: Path) -> None:
     run = tmp_path / "run"
     _train(tiny_train_spec(tiny_corpus, run))
-    paths = step_checkpoints(run)
+    paths = RunDir(run).step_checkpoints()
     averaged, meta = average_checkpoints(paths)
     (a, _), (b, _) = read_checkpoint(paths[0]), read_checkpoint(paths[1])
     for k, v in averaged.items():
@@ -171,10 +167,11 @@ def test_average_checkpoints(tiny_corpus: Path, tmp_path: Path) -> None:
     spec["model"]["d_model"] = 16
     _train(spec)
     with pytest.raises(CheckpointError, match="refusing to average"):
-        average_checkpoints([paths[0], step_checkpoints(other)[0]])
+        average_checkpoints([paths[0], RunDir(other).step_checkpoints()[0]])
     model = build_model(load_spec(run / "spec.yaml").spec)
     with pytest.raises(CheckpointError, match="another model"):
-        load_into(step_checkpoints(other)[0], model, expect_hash=load_spec(run / "spec.yaml").spec.architecture_hash())
+        expect = load_spec(run / "spec.yaml").spec.architecture_hash()
+        load_into(RunDir(other).step_checkpoints()[0], model, expect_hash=expect)
 
 
 def _cli(*args: str) -> list[str]:
@@ -190,11 +187,11 @@ def test_sigkill_then_rerun_resumes(tiny_corpus: Path, tmp_path: Path) -> None:
                                                         validate_every=1000)))
     proc = subprocess.Popen(_cli("train", str(spec_path)), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while len(step_checkpoints(run)) < 2 and time.monotonic() < deadline:
+    while len(RunDir(run).step_checkpoints()) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    saved = step_checkpoints(run)
+    saved = RunDir(run).step_checkpoints()
     assert saved, "no checkpoint before the kill"
     for path in saved:
         read_checkpoint(path)  # every checkpoint on disk is whole
@@ -221,7 +218,7 @@ def test_ctrl_c_saves_and_exits_cleanly(tiny_corpus: Path, tmp_path: Path) -> No
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "checkpoint saved" in err
-    assert step_checkpoints(run), "no checkpoint written on Ctrl-C"
+    assert RunDir(run).step_checkpoints(), "no checkpoint written on Ctrl-C"
 
 
 def test_cli_train_plot_average(tiny_corpus: Path, tmp_path: Path) -> None:

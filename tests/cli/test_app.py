@@ -8,8 +8,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 runner = CliRunner()
 

@@ -13,7 +13,7 @@ from tbuild.engine.data.corpus import DataError
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.tokens import BOS, EOS, PAD, UNK
 
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 
 def val_lines(lang: str, n: int = 1000) -> list[str]:
@@ -66,24 +66,6 @@ def test_unigram(tmp_path: Path) -> None:
     spec = TokenizerSpec(kind="unigram", vocab_size=200)
     uni = Tokenizer.train(SENTENCES[:300] + SENTENCES[1000:1300], spec, tmp_path / "uni")
     assert uni.sp.get_piece_size() == 200 and uni.decode(uni.encode(["A dog."])[0]) == "A dog."
-
-
-def test_max_sentences_is_a_seeded_sample(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[list[str]] = []
-    real = spm.SentencePieceTrainer.train
-
-    def spy(**kwargs: object) -> None:
-        lines = list(kwargs.pop("sentence_iterator"))  # type: ignore[call-overload]
-        seen.append(lines)
-        real(sentence_iterator=iter(lines), **kwargs)
-
-    monkeypatch.setattr(spm.SentencePieceTrainer, "train", spy)
-    spec = TokenizerSpec(vocab_size=100, max_sentences=300)
-    for seed, name in ((1, "a"), (1, "b"), (2, "c")):
-        Tokenizer.train(SENTENCES, spec, tmp_path / name, seed=seed)
-    assert [len(s) for s in seen] == [300, 300, 300]
-    assert set(seen[0]) <= set(SENTENCES)
-    assert seen[0] == seen[1] and seen[0] != seen[2]
 
 
 def test_vocab_too_large_is_a_data_error(tmp_path: Path) -> None:

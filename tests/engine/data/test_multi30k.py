@@ -16,7 +16,7 @@ import pytest
 from tbuild.engine.data.corpus import DataError
 from tbuild.engine.data.multi30k import COMMIT, LOCAL_SPLITS, OFFICIAL_URL, SHA256, fetch_multi30k, sha256_of
 
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 SMALL = ("val", "test2016")
 

@@ -10,8 +10,7 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.components import REGISTRIES
-
-from .conftest import REPO
+from tests.conftest import REPO
 
 EXAMPLES = sorted((REPO / "specs" / "examples").glob("*.yaml"))
 DATA = REPO / "data" / "multi30k"
@@ -65,8 +64,7 @@ def test_example_trains_three_steps_through_the_cli(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from tbuild.cli.app import app
-
-    from .conftest import SHARED_DATA
+    from tests.conftest import SHARED_DATA
 
     folder = tmp_path / "specs" / "examples"
     folder.mkdir(parents=True)

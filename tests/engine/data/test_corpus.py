@@ -10,7 +10,7 @@ import pytest
 from tbuild.builder import load_spec
 from tbuild.engine.data.corpus import DataError, ensure_data, read_parallel, split_files
 
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 
 def data_spec(**data):  # noqa: ANN201 - DataSpec

@@ -11,8 +11,7 @@ import torch
 from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
 from tbuild.engine.tokens import BOS, EOS, PAD
-
-from .conftest import tiny_model
+from tests.conftest import tiny_model
 
 A, B, C = 4, 5, 6  # the toy models' output tokens
 TOY_VOCAB = 7  # PAD UNK BOS EOS A B C

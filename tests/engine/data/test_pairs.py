@@ -1,4 +1,4 @@
-"""The trainer's data: tokenizer per run, encoded pairs with EOS, filtering with counts."""
+"""The trainer's data: tokenizer per run (prepared, vocabulary fitted), encoded pairs with EOS, filtering."""
 
 from __future__ import annotations
 
@@ -6,14 +6,16 @@ import gzip
 from pathlib import Path
 
 import pytest
+import sentencepiece as spm
 
 from tbuild.builder import load_spec
-from tbuild.engine.data.corpus import DataError
-from tbuild.engine.data.pairs import Pairs, load_pairs, prepare_tokenizer
-from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.data.pairs import Pairs, load_pairs
+from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
+from tbuild.engine.errors import DataError
+from tbuild.engine.run_dir import RunDir
 from tbuild.engine.tokens import EOS
 
-from .conftest import SHARED_DATA
+from tests.conftest import SHARED_DATA
 
 
 def val_lines(lang: str, n: int = 600) -> list[str]:
@@ -39,7 +41,7 @@ def make_spec(data: dict, **model: object):  # noqa: ANN201 - Spec
 def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
     folder = tmp_path_factory.mktemp("corpus")
     spec = make_spec({"train": corpus(folder, "train", EN, DE)})
-    return prepare_tokenizer(spec, folder / "run", lambda _: None)
+    return prepare_tokenizer(spec, RunDir(folder / "run"), lambda _: None)
 
 
 def test_prepare_trains_stores_and_reuses(tmp_path: Path) -> None:
@@ -47,50 +49,69 @@ def test_prepare_trains_stores_and_reuses(tmp_path: Path) -> None:
     spec = make_spec({"train": train})
     logs: list[str] = []
     run = tmp_path / "run"
-    tok = prepare_tokenizer(spec, run, logs.append)
+    tok = prepare_tokenizer(spec, RunDir(run), logs.append)
     assert tok.path == run / "spm.model" and tok.vocab_size == 300
     assert sorted(p.name for p in run.iterdir()) == ["spm.model", "spm.vocab"]
     assert "training a shared bpe model, vocab 300, on 600 + 600 sentences" in logs[-1]
     for suffix in (".en", ".de"):
         Path(train + suffix).unlink()  # the stored model is reused: no training data needed
-    again = prepare_tokenizer(spec, run, logs.append)
+    again = prepare_tokenizer(spec, RunDir(run), logs.append)
     assert again.encode(EN[:5]) == tok.encode(EN[:5]) and "from an earlier run" in logs[-1]
 
 
-def test_prepare_samples_max_sentences_pairs(tmp_path: Path) -> None:
-    spec = make_spec({"train": corpus(tmp_path, "train", EN, DE), "tokenizer": {"vocab_size": 200,
-                                                                                   "max_sentences": 250}})
+def test_prepare_samples_max_sentences_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """max_sentences is a seeded sample of pairs (both sides of the same pairs), taken in one place."""
+    seen: list[list[str]] = []
+    real = spm.SentencePieceTrainer.train
+
+    def spy(**kwargs: object) -> None:
+        lines = list(kwargs.pop("sentence_iterator"))  # type: ignore[call-overload]
+        seen.append(lines)
+        real(sentence_iterator=iter(lines), **kwargs)
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", spy)
+    data = {"train": corpus(tmp_path, "train", EN, DE), "tokenizer": {"vocab_size": 200, "max_sentences": 250}}
     logs: list[str] = []
-    prepare_tokenizer(spec, tmp_path / "run", logs.append)
+    for seed, name in ((1, "a"), (1, "b"), (2, "c")):
+        spec = load_spec({"data": data, "train": {"seed": seed}}).spec
+        prepare_tokenizer(spec, RunDir(tmp_path / name), logs.append)
     assert "on 250 + 250 sentences" in logs[-1]
+    assert [len(s) for s in seen] == [500, 500, 500]
+    assert seen[0] == seen[1] and seen[0] != seen[2]
+    pairs = set(zip(EN, DE, strict=True))
+    assert all((en, de) in pairs for en, de in zip(seen[0][:250], seen[0][250:], strict=True))
 
 
 def test_prepare_uses_given_model(tmp_path: Path, tok: Tokenizer) -> None:
     spec = make_spec({"tokenizer": {"model": str(tok.path), "vocab_size": 300}})  # no train split needed
-    assert prepare_tokenizer(spec, tmp_path / "run", lambda _: None).path == tok.path
+    assert prepare_tokenizer(spec, RunDir(tmp_path / "run"), lambda _: None).path == tok.path
     assert not (tmp_path / "run").exists()
     missing = make_spec({"tokenizer": {"model": str(tmp_path / "none.model")}})
     with pytest.raises(DataError, match="tokenizer model not found: .*none.model"):
-        prepare_tokenizer(missing, tmp_path / "run", lambda _: None)
+        prepare_tokenizer(missing, RunDir(tmp_path / "run"), lambda _: None)
 
 
-def test_prepare_checks_the_model_vocabulary(tmp_path: Path, tok: Tokenizer) -> None:
+def test_fit_vocab_resolves_and_checks_sizes(tmp_path: Path, tok: Tokenizer) -> None:
     logs: list[str] = []
     other = make_spec({"tokenizer": {"model": str(tok.path), "vocab_size": 200}})
-    assert prepare_tokenizer(other, tmp_path, logs.append).vocab_size == 300
+    assert prepare_tokenizer(other, RunDir(tmp_path), logs.append).vocab_size == 300
+    fitted = fit_vocab(other, tok, logs.append)
+    assert fitted.model.vocab_size == 300 and other.model.vocab_size == "from_tokenizer"
     assert logs[-1] == (f"tokenizer: {tok.path} has 300 pieces, not data.tokenizer.vocab_size 200; "
                         "the model follows the tokenizer")
+    roomy = make_spec({"tokenizer": {"model": str(tok.path)}}, vocab_size=320)
+    assert fit_vocab(roomy, tok, logs.append).model.vocab_size == 320  # extra rows are allowed
     for sizes in ({"vocab_size": 100}, {"vocab_size": 300, "src_vocab_size": 299}):
         name = "src_vocab_size" if "src_vocab_size" in sizes else "vocab_size"
         explicit = make_spec({"tokenizer": {"model": str(tok.path)}}, tie_embeddings="none", **sizes)
         with pytest.raises(DataError, match=rf"^model\.{name} \({sizes[name]}\) is smaller than the "
                                             r"tokenizer's 300 pieces .*; set it to 300"):
-            prepare_tokenizer(explicit, tmp_path, lambda _: None)
+            fit_vocab(explicit, tok, lambda _: None)
 
 
 def test_prepare_without_train_split(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"^data\.train is not set in the spec$"):
-        prepare_tokenizer(make_spec({}), tmp_path, lambda _: None)
+        prepare_tokenizer(make_spec({}), RunDir(tmp_path), lambda _: None)
 
 
 def test_pairs_end_with_eos(tmp_path: Path, tok: Tokenizer) -> None:

@@ -11,8 +11,7 @@ from sacrebleu.metrics import BLEU
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-
-from .conftest import tiny_train_spec
+from tests.conftest import tiny_train_spec
 
 runner = CliRunner()
 
@@ -91,14 +90,14 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
 
     from tbuild.engine.decoding.attention_maps import attention_weights
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.run_dir import resolve_target
+    from tbuild.engine.run_dir import resolve_run
 
     result = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog runs.", "--layers", "0",
                                  "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for kind in ("encoder", "decoder", "cross"):
         assert (tmp_path / f"{kind}.png").read_bytes()[:4] == b"\x89PNG"
-    translator = load_translator(resolve_target(tiny_run))
+    translator = load_translator(resolve_run(tiny_run))
     src, tgt, weights = attention_weights(translator, "A dog runs.", beam=2, alpha=0.6, max_len_b=5)
     cross = weights["cross"][0]
     assert cross.shape == (2, len(tgt), len(src))

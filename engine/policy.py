@@ -1,0 +1,52 @@
+"""One device and precision policy for every command: CUDA when present, with bf16 autocast where
+the GPU has it; the CPU otherwise, in fp32 unless bf16 autocast is asked for."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from .errors import TbuildError
+
+Precision = Literal["auto", "fp32", "bf16"]
+DEVICES = ("auto", "cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Where tensors live and which dtype autocast computes in (None: plain fp32)."""
+
+    device: torch.device
+    autocast_dtype: torch.dtype | None = None
+
+    @property
+    def precision(self) -> str:
+        return "bf16" if self.autocast_dtype == torch.bfloat16 else "fp32"
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+
+def choose_device(name: str = "auto") -> torch.device:
+    """``auto``: CUDA if available, else CPU; ``cuda`` refuses a machine without one."""
+    if name not in DEVICES:
+        raise TbuildError(f"unknown device {name!r}; choose from {', '.join(DEVICES)}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TbuildError("device cuda: no CUDA device is available to PyTorch on this machine")
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def choose_policy(precision: Precision, device: str = "auto") -> Policy:
+    """bf16 autocast when asked, or by default on a CUDA device that supports it (it changes numerics
+    slightly, so the CPU default stays fp32)."""
+    dev = choose_device(device)
+    cuda_bf16 = dev.type == "cuda" and torch.cuda.is_bf16_supported()
+    bf16 = precision == "bf16" or (precision == "auto" and cuda_bf16)
+    return Policy(dev, torch.bfloat16 if bf16 else None)

@@ -1,0 +1,40 @@
+"""The one weights loader: which weights of a run a command uses, loaded and checked into a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torch import nn
+
+from .checkpoint import average_checkpoints, load_model_weights, read_checkpoint
+from .errors import CheckpointError, TbuildError
+from .run_dir import Run
+
+
+def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> str:
+    """Load into ``model`` a named checkpoint, the average of the newest ``average`` checkpoints (§6.1),
+    else the best by validation perplexity, else the newest checkpoint. Refuses weights of another
+    architecture or that do not fit the model. Returns which weights were loaded, for reports."""
+    expect = run.spec.architecture_hash()
+    if average:
+        paths = run.dir.newest(average)
+        tensors, meta = average_checkpoints(paths)
+        source, description = paths[-1], f"average of {', '.join(p.name for p in paths)}"
+    else:
+        source = checkpoint or run.checkpoint or _default(run)
+        tensors, meta = read_checkpoint(source)
+        description = source.name
+    if meta.get("architecture") != expect:
+        raise CheckpointError(f"{source}: checkpoint is of another model (architecture {meta.get('architecture')}, "
+                              f"spec has {expect})")
+    load_model_weights(model, tensors, source)
+    return description
+
+
+def _default(run: Run) -> Path:
+    if run.dir.best.exists():
+        return run.dir.best
+    newest = run.dir.step_checkpoints()[-1:]
+    if not newest:
+        raise TbuildError(f"{run.dir.path}: no checkpoints; train it first with `tbuild train`")
+    return newest[0]
