@@ -62,3 +62,21 @@ def tiny_train_spec(corpus: Path, run_dir: Path, **train: object) -> dict:
                   "checkpoint_every": 3, "checkpoint_minutes": None, "keep_last": 10,
                   "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 4}, **train},
     }
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory trained for 30 steps through the CLI (checkpoints at 10, 20, 30; best.safetensors)."""
+    import yaml
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    root = tmp_path_factory.mktemp("decode")
+    spec = tiny_train_spec(tiny_corpus, root / "run", max_steps=30, validate_every=15, checkpoint_every=10)
+    spec["model"]["max_positions"] = 40  # the decoder's source limit in these tests
+    spec["decode"] = {"beam": 3, "max_len_a": 1.0, "max_len_b": 5}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["train", str(root / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"

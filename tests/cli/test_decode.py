@@ -6,26 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from sacrebleu.metrics import BLEU
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tests.conftest import tiny_train_spec
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def tiny_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("decode")
-    spec = tiny_train_spec(tiny_corpus, root / "run", max_steps=30, validate_every=15, checkpoint_every=10)
-    spec["model"]["max_positions"] = 40  # the decoder's source limit in these tests
-    spec["decode"] = {"beam": 3, "max_len_a": 1.0, "max_len_b": 5}
-    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / "spec.yaml")])
-    assert result.exit_code == 0, result.output
-    return root / "run"
 
 
 def test_decode_keeps_one_line_per_input(tiny_run: Path) -> None:

@@ -80,3 +80,22 @@ def test_collate_shapes_and_contents() -> None:
     assert tgt_out.tolist() == [[13, 14, 15, EOS], [12, EOS, PAD, PAD]]
     src, tgt_in, tgt_out = collate(pairs, [2], pad=-1)
     assert src.shape == (1, 5) and tgt_in.tolist() == [[BOS]] and tgt_out.tolist() == [[EOS]]
+
+
+def test_cursor_shards_are_disjoint_equal_and_resume_exactly() -> None:
+    from tbuild.engine.data.batches import BatchCursor
+
+    src = [random.Random(i).randint(1, 30) for i in range(500)]
+    tgt = [random.Random(-i).randint(1, 30) for i in range(500)]
+    epoch = token_batches(src, tgt, 200, seed=3, epoch=0)
+    whole = BatchCursor(src, tgt, 200, seed=3)
+    assert [whole.next() for _ in range(len(epoch))] == epoch and whole.epoch == 1 and whole.index == 0
+    shards = [BatchCursor(src, tgt, 200, seed=3, shard=(rank, 2)) for rank in range(2)]
+    taken = [[c.next() for _ in range(len(epoch) // 2)] for c in shards]
+    assert all(c.epoch == 1 for c in shards)  # each shard's epoch has len(epoch) // 2 batches
+    flat = [tuple(b) for part in taken for b in part]
+    assert len(set(flat)) == len(flat) and set(flat) <= {tuple(b) for b in epoch}
+    resumed = BatchCursor(src, tgt, 200, seed=3, epoch=0, index=5, shard=(1, 2))
+    assert resumed.next() == taken[1][5]
+    with pytest.raises(ValueError, match="shard rank 2 is not in 0..1"):
+        BatchCursor(src, tgt, 200, seed=3, shard=(2, 2))
