@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.engine.data.corpus import DataError, ensure_data, read_parallel, split_files
+from tbuild.engine.data.corpus import ensure_data, read_parallel, split_files
+from tbuild.engine.errors import DataError
 
 from tests.conftest import SHARED_DATA
 
@@ -61,25 +62,28 @@ def test_missing_file_names_field_and_path(tmp_path: Path) -> None:
         read_parallel(missing, src, "data.valid")
 
 
+def read_error(src: Path, tgt: Path, field: str) -> str:
+    """The message of the DataError that reading the pair raises; it must be one line."""
+    with pytest.raises(DataError) as info:
+        read_parallel(src, tgt, field)
+    message = str(info.value)
+    assert "\n" not in message
+    return message
+
+
 def test_line_count_mismatch_gives_both_counts_and_paths(tmp_path: Path) -> None:
     src = write(tmp_path / "a.en", "1\n2\n3\n")
     tgt = write(tmp_path / "a.de", "1\n2\n")
-    with pytest.raises(DataError) as info:
-        read_parallel(src, tgt, "data.train")
-    message = str(info.value)
+    message = read_error(src, tgt, "data.train")
     assert message == f"data.train: line counts differ: 3 lines in {src} but 2 lines in {tgt}"
-    assert "\n" not in message
 
 
 @pytest.mark.parametrize("name", ["bad.en", "bad.en.gz"])
 def test_invalid_utf8_names_file_and_line(tmp_path: Path, name: str) -> None:
     bad = write(tmp_path / name, b"fine\nstill fine\nbro\xffken\nafter\n")
     good = write(tmp_path / "good.de", "1\n2\n3\n4\n")
-    with pytest.raises(DataError) as info:
-        read_parallel(bad, good, "data.train")
-    message = str(info.value)
+    message = read_error(bad, good, "data.train")
     assert message.startswith(f"data.train.source: {bad}: line 3 is not valid UTF-8")
-    assert "\n" not in message
 
 
 @pytest.mark.parametrize("payload", ["garbage", "truncated"])
@@ -89,11 +93,8 @@ def test_corrupt_gzip_names_file(tmp_path: Path, payload: str) -> None:
     bad = tmp_path / "c.de.gz"
     bad.write_bytes(data)
     good = write(tmp_path / "c.en", "x\n")
-    with pytest.raises(DataError) as info:
-        read_parallel(good, bad, "data.test")
-    message = str(info.value)
+    message = read_error(good, bad, "data.test")
     assert message.startswith(f"data.test.target: {bad}: corrupt gzip file")
-    assert "\n" not in message
 
 
 def test_gzip_content_under_a_plain_name_is_decompressed(tmp_path: Path) -> None:

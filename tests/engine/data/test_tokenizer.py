@@ -9,7 +9,7 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder.schema import TokenizerSpec
-from tbuild.engine.data.corpus import DataError
+from tbuild.engine.errors import DataError
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.tokens import BOS, EOS, PAD, UNK
 
