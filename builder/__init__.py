@@ -1,7 +1,20 @@
-"""Specs in, models out: the schema, the loader and ``build_model``."""
+"""Specs in, models out: the schema, the loader and ``build_model``.
 
-from .build import PAD_ID, build_model
+The schema and loader are torch-free; ``build_model`` (and ``PAD_ID``) import torch on first use,
+so ``from tbuild.builder import load_spec`` stays fast.
+"""
+
+from typing import Any
+
 from .loader import LoadedSpec, SpecError, load_spec
 from .schema import Spec
 
 __all__ = ["PAD_ID", "LoadedSpec", "Spec", "SpecError", "build_model", "load_spec"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("PAD_ID", "build_model"):
+        from . import build
+
+        return getattr(build, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,41 +6,49 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+import tbuild.components.attention  # noqa: F401  (each block module registers its blocks)
+import tbuild.components.feedforward  # noqa: F401
+import tbuild.components.norm  # noqa: F401
+import tbuild.components.positional  # noqa: F401
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
+from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
 
-from .schema import ModelSpec, Spec, StackSpec
+from .resolved import ResolvedStack, resolve
+from .schema import ModelSpec, Spec
 
 PAD_ID = 0  # special ids are fixed by the tokenizer (tbuild.engine.tokenizer); pad is 0
 
 
-def _layers(model: ModelSpec, stack: StackSpec, decoder: bool) -> list[nn.Module]:
+def _layers(model: ModelSpec, stack: ResolvedStack) -> list[nn.Module]:
     d, drop = model.d_model, model.dropout
-    pre = model.norm_placement == "pre"
-    assert stack.d_k is not None and stack.d_v is not None  # filled in by ModelSpec validation
-    dims = dict(d_model=d, heads=stack.heads, d_k=stack.d_k, d_v=stack.d_v, dropout=drop.attention)
-    layers: list[nn.Module] = []
-    for group in stack.layer_groups():
-        attention = group.attention or stack.attention or model.attention
-        ffn = group.ffn or stack.ffn or model.ffn
-        norm = group.norm or stack.norm or model.norm
-        for _ in range(group.repeat):
-            def residual(block: nn.Module) -> Residual:
-                return Residual(block, NORM.build(norm, d_model=d), drop.residual, pre)  # noqa: B023
 
-            self_attn = residual(ATTENTION.build(attention, causal=decoder, **dims))
-            ff = residual(FFN.build(ffn, d_model=d, d_ff=stack.d_ff, dropout=drop.activation))
-            if decoder:
-                cross = getattr(stack, "cross_attention", None) or model.cross_attention
-                layers.append(DecoderLayer(self_attn, residual(ATTENTION.build(cross, causal=False, **dims)), ff))
-            else:
+    def residual(block: nn.Module, norm: ComponentSpec) -> Residual:
+        return Residual(block, NORM.build(norm, d_model=d), drop.residual, model.norm_placement == "pre")
+
+    def attention(spec: ComponentSpec, role: str) -> nn.Module:
+        use = stack.use(role)
+        return ATTENTION.build(spec, d_model=d, heads=use.heads, d_k=use.d_k, d_v=use.d_v,
+                               dropout=drop.attention, causal=use.causal)
+
+    layers: list[nn.Module] = []
+    for group in stack.groups:
+        for _ in range(group.repeat):
+            self_attn = residual(attention(group.attention, "self"), group.norm)
+            ff = residual(FFN.build(group.ffn, d_model=d, d_ff=stack.d_ff, dropout=drop.activation), group.norm)
+            if group.cross_attention is None:
                 layers.append(EncoderLayer(self_attn, ff))
+            else:
+                cross = residual(attention(group.cross_attention, "cross"), group.norm)
+                layers.append(DecoderLayer(self_attn, cross, ff))
     return layers
 
 
 def build_model(spec: Spec) -> EncoderDecoder:
-    """Build the Transformer described by ``spec.model`` with freshly initialised weights."""
+    """Build the Transformer described by ``spec.model`` with freshly initialised weights (on the
+    default device: under ``with torch.device("meta")`` nothing is allocated)."""
     model = spec.model
+    view = resolve(model)
     d = model.d_model
     tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD_ID)
     src_tokens = tgt_tokens if model.tie_embeddings == "three_way" else nn.Embedding(
@@ -50,17 +58,19 @@ def build_model(spec: Spec) -> EncoderDecoder:
         output.weight = tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
 
     def embedding(tokens: nn.Embedding) -> Embedding:
-        positional = POSITIONAL.build(model.positional, d_model=d, max_positions=model.max_positions)
+        positional = POSITIONAL.build(view.positional, d_model=d, max_positions=model.max_positions)
         return Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings)
 
-    final = model.use_final_norm
+    def final_norm(stack: ResolvedStack) -> nn.Module | None:
+        return NORM.build(stack.final_norm, d_model=d) if stack.final_norm is not None else None
+
     net = EncoderDecoder(
         src_embed=embedding(src_tokens),
         tgt_embed=embedding(tgt_tokens),
-        encoder=_layers(model, model.encoder, decoder=False),
-        decoder=_layers(model, model.decoder, decoder=True),
-        encoder_norm=NORM.build(model.encoder.norm or model.norm, d_model=d) if final else None,
-        decoder_norm=NORM.build(model.decoder.norm or model.norm, d_model=d) if final else None,
+        encoder=_layers(model, view.encoder),
+        decoder=_layers(model, view.decoder),
+        encoder_norm=final_norm(view.encoder),
+        decoder_norm=final_norm(view.decoder),
         output=output,
         pad_id=PAD_ID,
     )

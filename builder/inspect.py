@@ -1,14 +1,24 @@
-"""Parameter counts per block, FLOPs per token and weight memory of a built model (Table 3)."""
+"""Parameter counts per block, FLOPs per token and weight memory of a model (Table 3), built on the
+meta device: shapes only, nothing allocated."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
+import torch
 from torch import nn
 
+from tbuild.components.spec_base import ComponentSpec, Use
+from tbuild.components.specs.attention import AttentionSpecBase, dot_product_flops
 from tbuild.components.transformer import EncoderDecoder
 
-from .schema import Spec, StackSpec
+from .build import build_model
+from .resolved import resolve
+from .schema import Spec
+
+FLOPS_FORMULA = ("FLOPs/token = 2·W + Σ over attention sub-layers of the kind's FLOPs per query token at "
+                 "context n: W = weights in matrix products (linear layers and output projection, encoder work "
+                 "counted once per target token), n = context length (source = target = n)")
 
 
 @dataclass
@@ -27,12 +37,10 @@ class Report:
     total: int
     embedding: int
     matmul_weights: int  # weights used in matrix products per token (linear layers, output projection)
-    attention_width: int  # Σ over attention sub-layers of h·(d_k + d_v)
+    attention_flops: int  # Σ over attention sub-layers of their FLOPs per query token at ``context``
     context: int
-    flops_formula: str = field(default=(
-        "FLOPs/token = 2·W + 2·n·A: W = weights in matrix products (linear layers and output projection, "
-        "encoder work counted once per target token), A = Σ over attention sub-layers of h·(d_k+d_v), "
-        "n = context length (source = target = n)"))
+    attention_formulas: dict[str, str]  # per attention kind used: its FLOPs per query token
+    flops_formula: str  # the whole formula, with each attention kind's term
 
     @property
     def non_embedding(self) -> int:
@@ -40,7 +48,7 @@ class Report:
 
     @property
     def flops_per_token(self) -> int:
-        return 2 * self.matmul_weights + 2 * self.context * self.attention_width
+        return 2 * self.matmul_weights + self.attention_flops
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -69,19 +77,26 @@ def _linear_weights(module: nn.Module) -> int:
     return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
-def _group_label(stack: StackSpec, model_spec, i: int) -> str:  # noqa: ANN001
-    g = stack.layer_groups()[i]
-    parts = [(g.attention or stack.attention or model_spec.attention).kind,
-             (g.ffn or stack.ffn or model_spec.ffn).kind, (g.norm or stack.norm or model_spec.norm).kind]
-    return "/".join(parts)
+def attention_flops(spec: ComponentSpec, n: int, use: Use) -> tuple[int, str]:
+    """FLOPs per query token of one attention sub-layer over n keys, and the formula used."""
+    if isinstance(spec, AttentionSpecBase):
+        return spec.flops_per_query(n, use), spec.flops_formula
+    return dot_product_flops(n, use), AttentionSpecBase.flops_formula  # a plugin kind that does not say
 
 
-def inspect_model(spec: Spec, net: EncoderDecoder, context: int = 64) -> Report:
-    """Build the per-block table for ``net`` (built from ``spec``)."""
+def meta_model(spec: Spec) -> EncoderDecoder:
+    """The model of ``spec`` on the meta device: every shape, no memory, no initialisation cost."""
+    with torch.device("meta"):
+        return build_model(spec)
+
+
+def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 64) -> Report:
+    """Build the per-block table for ``net`` (built from ``spec``; default: on the meta device)."""
+    net = meta_model(spec) if net is None else net
+    view = resolve(spec.model)
     count = _Counter()
     rows: list[Row] = []
-    m = spec.model
-    tied = m.tie_embeddings
+    tied = spec.model.tie_embeddings
     src_tokens = count(net.src_embed.tokens)
     rows.append(Row("source embedding", "embedding", src_tokens,
                     "shared: source, target, output (§3.4)" if tied == "three_way" else ""))
@@ -93,32 +108,35 @@ def inspect_model(spec: Spec, net: EncoderDecoder, context: int = 64) -> Report:
     for name, emb in (("encoder positions", net.src_embed), ("decoder positions", net.tgt_embed)):
         n = count(emb.positional)
         embedding += n
-        rows.append(Row(name, m.positional.kind, n))
-    attention_width = 0
-    for side, layers, stack in (("encoder", net.encoder, m.encoder), ("decoder", net.decoder, m.decoder)):
+        rows.append(Row(name, view.positional.kind, n))
+    flops, formulas = 0, {}
+    for stack, layers in ((view.encoder, net.encoder), (view.decoder, net.decoder)):
         start = 0
-        for gi, group in enumerate(stack.layer_groups()):
+        for group in stack.groups:
             block = list(layers[start:start + group.repeat])
-            label = f"{side} layers {start}–{start + group.repeat - 1} (×{group.repeat})"
-            kind = _group_label(stack, m, gi)
+            label = f"{stack.name} layers {start}–{start + group.repeat - 1} (×{group.repeat})"
+            kind = "/".join((group.attention.kind, group.ffn.kind, group.norm.kind))
             first = block[0]
             sub = {"self-attention": first.self_attn.sublayer, "feed-forward": first.ffn.sublayer}
-            if side == "decoder":
+            if group.cross_attention is not None:
                 sub["cross-attention"] = first.cross_attn.sublayer
             per_layer = {k: sum(p.numel() for p in v.parameters()) for k, v in sub.items()}
             total = sum(count(layer) for layer in block)
             norms = total // group.repeat - sum(per_layer.values())
             detail = ", ".join(f"{k} {v:,}" for k, v in per_layer.items()) + f", norms {norms:,} per layer"
             rows.append(Row(label, kind, total, detail))
-            heads_width = stack.heads * ((stack.d_k or 0) + (stack.d_v or 0))
-            attention_width += group.repeat * heads_width * (2 if side == "decoder" else 1)
+            for role, spec_ in (("self", group.attention), ("cross", group.cross_attention)):
+                if spec_ is not None:
+                    f, formulas[spec_.kind] = attention_flops(spec_, context, stack.use(role))
+                    flops += group.repeat * f
             start += group.repeat
-    for name, norm in (("encoder final norm", net.encoder_norm), ("decoder final norm", net.decoder_norm)):
-        if norm is not None:
-            rows.append(Row(name, m.norm.kind, count(norm)))
+    for stack, norm in ((view.encoder, net.encoder_norm), (view.decoder, net.decoder_norm)):
+        if norm is not None and stack.final_norm is not None:
+            rows.append(Row(f"{stack.name} final norm", stack.final_norm.kind, count(norm)))
     out = count(net.output)
     rows.append(Row("output projection", "linear", out, "tied to the target embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
     matmul = sum(_linear_weights(layer) for layer in list(net.encoder) + list(net.decoder))
     matmul += net.output.weight.numel()
-    return Report(rows, total, embedding, matmul, attention_width, context)
+    formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
+    return Report(rows, total, embedding, matmul, flops, context, formulas, formula)

@@ -8,10 +8,13 @@ import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+
+from tbuild.components.registry import Kinds
 
 from .schema import FieldError, Spec
 
@@ -231,31 +234,42 @@ def _allowed_keys(loc: tuple) -> list[str]:
     """The field names allowed in the model at ``loc`` (for 'did you mean')."""
     from tbuild.builder.schema import Spec as Root
 
-    model: Any = Root
+    node: Any = Root  # a model class, or the Kinds of a registry-backed field
     for part in loc:
-        fields = getattr(model, "model_fields", None)
-        if fields is None:
-            return []
-        if part in fields:
-            model = _model_of(fields[part].annotation, None)
+        if isinstance(node, Kinds):  # the part is the union's tag (a ``kind``)
+            node = node.registry[part].spec if isinstance(part, str) and part in node.registry else None
         else:
-            model = _model_of(model, part) if isinstance(part, str) else model
-        if model is None:
+            fields = getattr(node, "model_fields", None)
+            if fields is None:
+                return []
+            if part in fields:
+                node = _model_of(fields[part])
+            elif not isinstance(part, int):  # list indices keep the item model
+                return []
+        if node is None:
             return []
-    return list(getattr(model, "model_fields", {}))
+    return list(getattr(node, "model_fields", {}))
 
 
-def _model_of(annotation: Any, tag: str | None) -> Any:
-    """The pydantic model inside an annotation (Optional, union by kind tag, list)."""
-    from typing import get_args
+def _model_of(field: FieldInfo) -> Any:
+    """The registry-backed union (``Kinds``) or the pydantic model inside a field's annotation
+    (through Optional and list)."""
+    for meta in field.metadata:
+        if isinstance(meta, Kinds):
+            return meta
+    return _find_model(field.annotation)
 
-    if hasattr(annotation, "model_fields"):
-        if tag is None:
-            return annotation
-        kind = annotation.model_fields.get("kind")
-        return annotation if kind is not None and tag in get_args(kind.annotation) else None
+
+def _find_model(annotation: Any) -> Any:
+    if get_origin(annotation) is Annotated:
+        kinds = [meta for meta in annotation.__metadata__ if isinstance(meta, Kinds)]
+        if kinds:
+            return kinds[0]
+        annotation = get_args(annotation)[0]
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
     for arg in get_args(annotation):
-        found = _model_of(arg, tag)
+        found = _find_model(arg)
         if found is not None:
             return found
     return None

@@ -1,42 +1,39 @@
 """The spec: one validated, typed description of a model, its data, training and decoding.
 
-Component sections (attention, positional, ffn, norm) are discriminated unions on ``kind`` built
-from the registries, so a newly registered block (built-in or plugin) is a valid spec at once.
+Component sections (attention, positional, ffn, norm), schedules and data sets are discriminated
+unions on ``kind`` over registries, resolved when a spec is validated, so a newly registered block
+(built-in or plugin, even one registered after this import) is a valid spec at once. Torch-free:
+importing this module neither imports torch nor loads plugins.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from typing import Annotated, Any, Literal, Union
+from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL, Registry, load_plugins
-from tbuild.components.attention import MultiHeadSpec
-from tbuild.components.feedforward import ReLUFFNSpec
-from tbuild.components.norm import LayerNormSpec
-from tbuild.components.positional import SinusoidalSpec
-from tbuild.components.spec_base import StrictModel
+from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
+from tbuild.components.registry import Registry
+from tbuild.components.spec_base import ComponentSpec, StrictModel
+from tbuild.components.specs.attention import MultiHeadSpec
+from tbuild.components.specs.feedforward import ReLUFFNSpec
+from tbuild.components.specs.norm import LayerNormSpec
+from tbuild.components.specs.positional import SinusoidalSpec
 
-load_plugins()
+from .resolved import SpecPath, resolve
 
-
-def _union(registry: Registry) -> Any:
-    specs = tuple(e.spec for e in registry.entries())
-    return Annotated[Union[specs], Field(discriminator="kind")]  # noqa: UP007 - built at run time
-
-
-AttentionSpec = _union(ATTENTION)
-PositionalSpec = _union(POSITIONAL)
-FFNSpec = _union(FFN)
-NormSpec = _union(NORM)
+AttentionSpec = ATTENTION.field(ComponentSpec)
+PositionalSpec = POSITIONAL.field(ComponentSpec)
+FFNSpec = FFN.field(ComponentSpec)
+NormSpec = NORM.field(ComponentSpec)
 
 
 class FieldError(ValueError):
     """A cross-field error that knows which field (path below the validated model) is at fault."""
 
-    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+    def __init__(self, path: SpecPath, message: str) -> None:
         super().__init__(message)
         self.path = path
 
@@ -154,32 +151,16 @@ class ModelSpec(StrictModel):
                 ("tie_embeddings",),
                 "three_way tying needs a shared vocabulary: remove src_vocab_size or use tie_embeddings: decoder",
             )
-        for path, component in self.components():
+        for component in resolve(self).components:
             try:
-                component.check(self)
+                component.spec.check(component.uses)
             except ValueError as e:
-                raise FieldError(path, str(e)) from None
+                raise FieldError(component.path, str(e)) from None
         return self
 
-    def components(self) -> list[tuple[tuple[str | int, ...], Any]]:
-        """Every component spec in the model with its path."""
-        found: list[tuple[tuple[str | int, ...], Any]] = []
-        for name in ("attention", "cross_attention", "positional", "ffn", "norm"):
-            found.append(((name,), getattr(self, name)))
-        for stack_name in ("encoder", "decoder"):
-            stack = getattr(self, stack_name)
-            for name in ("attention", "ffn", "norm", "cross_attention"):
-                if getattr(stack, name, None) is not None:
-                    found.append(((stack_name, name), getattr(stack, name)))
-            for i, group in enumerate(stack.groups or []):
-                for name in ("attention", "ffn", "norm"):
-                    if getattr(group, name) is not None:
-                        found.append(((stack_name, "groups", i, name), getattr(group, name)))
-        return found
-
-    @property
-    def use_final_norm(self) -> bool:
-        return self.norm_placement == "pre" if self.final_norm is None else self.final_norm
+    def components(self) -> list[tuple[SpecPath, ComponentSpec]]:
+        """Every component spec in the model with its path (see ``tbuild.builder.resolved``)."""
+        return [(c.path, c.spec) for c in resolve(self).components]
 
 
 # ----------------------------------------------------------------------------- data
@@ -204,13 +185,33 @@ class TokenizerSpec(StrictModel):
     )
 
 
+DATASETS = Registry("dataset", plugins=False)
+
+
+class DatasetSpec(StrictModel):
+    """Base of the built-in data sets; ``kind`` names one."""
+
+    kind: str
+
+
+@DATASETS.declare
+class Multi30kDataset(DatasetSpec):
+    """Multi30k (Elliott et al. 2016), fetched automatically when its files are missing."""
+
+    kind: Literal["multi30k"] = "multi30k"
+
+
+DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
+
+
 class DataSpec(StrictModel):
     """Parallel data. A split is a file prefix (PREFIX.<lang>[.gz]) or explicit source/target files."""
 
     source_lang: str = Field("en", description="Source language code (file suffix for prefixes).")
     target_lang: str = Field("de", description="Target language code.")
-    dataset: Literal["multi30k"] | None = Field(
-        None, description="A built-in data set fetched automatically when its files are missing."
+    dataset: DatasetKind | None = Field(
+        None, description="A built-in data set fetched automatically when its files are missing "
+        "(`multi30k` is short for `{kind: multi30k}`)."
     )
     train: str | ParallelFiles | None = Field(None, description="Training data.")
     valid: str | ParallelFiles | None = Field(None, description="Validation data.")
@@ -225,13 +226,58 @@ class DataSpec(StrictModel):
 # ----------------------------------------------------------------------------- training
 
 
-class ScheduleSpec(StrictModel):
-    """Learning-rate schedule. noam is §5.3 Eq. 3: d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
+SCHEDULES = Registry("schedule", plugins=False)
 
-    kind: Literal["noam", "inverse_sqrt", "constant"] = Field("noam", description="Schedule formula.")
+
+class ScheduleSpec(StrictModel):
+    """Base of the learning-rate schedules (§5.3); ``kind`` names one."""
+
+    kind: str
     warmup: int = Field(4000, ge=0, description="warmup_steps (§5.3: 4000).")
-    factor: float = Field(1.0, gt=0, description="noam: multiplies Eq. 3.")
-    lr: float = Field(5e-4, gt=0, description="inverse_sqrt/constant: the peak learning rate.")
+
+    def rate(self, step: int, d_model: int) -> float:
+        """The learning rate for update ``step`` (1-based)."""
+        raise NotImplementedError(f"{type(self).__name__} must define rate")
+
+
+@SCHEDULES.declare
+class NoamSchedule(ScheduleSpec):
+    """§5.3 Eq. 3: factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)."""
+
+    kind: Literal["noam"] = "noam"
+    factor: float = Field(1.0, gt=0, description="Multiplies Eq. 3.")
+
+    def rate(self, step: int, d_model: int) -> float:
+        step = max(step, 1)
+        # lrate = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)  (§5.3, Eq. 3)
+        return self.factor * d_model**-0.5 * min(step**-0.5, step * max(self.warmup, 1) ** -1.5)
+
+
+@SCHEDULES.declare
+class InverseSqrtSchedule(ScheduleSpec):
+    """Linear warmup to lr, then lr · sqrt(warmup / step): Eq. 3's shape (§5.3) with a chosen peak."""
+
+    kind: Literal["inverse_sqrt"] = "inverse_sqrt"
+    lr: float = Field(5e-4, gt=0, description="The peak learning rate (reached at step warmup).")
+
+    def rate(self, step: int, d_model: int) -> float:
+        step = max(step, 1)
+        return self.lr * (step / self.warmup if step < self.warmup else (max(self.warmup, 1) / step) ** 0.5)
+
+
+@SCHEDULES.declare
+class ConstantSchedule(ScheduleSpec):
+    """Linear warmup to lr, then constant."""
+
+    kind: Literal["constant"] = "constant"
+    lr: float = Field(5e-4, gt=0, description="The learning rate after warmup.")
+
+    def rate(self, step: int, d_model: int) -> float:
+        step = max(step, 1)
+        return self.lr * (min(1.0, step / self.warmup) if self.warmup else 1.0)
+
+
+ScheduleKind = SCHEDULES.field(ScheduleSpec)
 
 
 class OptimizerSpec(StrictModel):
@@ -251,7 +297,7 @@ class TrainSpec(StrictModel):
     )
     update_freq: int = Field(1, ge=1, description="Accumulate gradients over this many batches per step.")
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec, description="Adam settings (§5.3).")
-    schedule: ScheduleSpec = Field(default_factory=ScheduleSpec, description="Learning-rate schedule (§5.3).")
+    schedule: ScheduleKind = Field(default_factory=NoamSchedule, description="Learning-rate schedule (§5.3).")
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="ε_ls (§5.4: 0.1).")
     clip_norm: float | None = Field(None, gt=0, description="Clip the gradient norm (None: no clipping).")
     max_steps: int | None = Field(100000, ge=1, description="Stop after this many updates (§5.2: 100k base).")

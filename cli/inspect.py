@@ -20,11 +20,10 @@ def inspect(
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts."),
 ) -> None:
     """Show what a spec builds: parameter counts per block (the paper's Table 3), FLOPs, memory."""
-    from tbuild.builder import build_model
     from tbuild.builder.inspect import inspect_model
 
     loaded = load(spec, set_)
-    report = inspect_model(loaded.spec, build_model(loaded.spec), context)
+    report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
         return

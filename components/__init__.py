@@ -1,6 +1,11 @@
-"""Registered building blocks: attention, positional schemes, feed-forward networks, norms."""
+"""Registered building blocks: attention, positional schemes, feed-forward networks, norms.
 
-from . import attention, feedforward, norm, positional  # noqa: F401  (registers the built-in blocks)
+Importing this package is torch-free: it declares the built-in specs. The blocks (torch modules)
+register with their registries when ``tbuild.components.attention`` etc. are imported, as
+``tbuild.builder.build`` does.
+"""
+
+from . import specs  # noqa: F401  (declares the built-in specs)
 from .plugins import load_plugins
 from .registry import ATTENTION, FFN, NORM, POSITIONAL, REGISTRIES, Registry
 

@@ -2,11 +2,13 @@
 D d_model, d_k/d_v per-head query-key/value sizes, R relative-position buckets.
 
 Every block has the same call: ``block(x, memory=None, *, key_padding_mask=None, cache=None,
-positional=None, offset=0)`` with x (B, T, D) queries, memory (B, S, D) for cross-attention (None
-for self-attention), key_padding_mask (B, S) True at padding, a per-layer ``cache`` dict for
-incremental decoding and the positional scheme whose ``rotate``/``attn_bias`` hooks apply to
-self-attention. Causality is fixed at construction (decoder self-attention). Queries sit at absolute
-positions offset..offset+T-1 and keys at 0..S-1 (the cache holds every earlier key).
+positional=None, offset=0, beams=1)`` with x (B·beams, T, D) queries, memory (B, S, D) for
+cross-attention (None for self-attention), key_padding_mask (B, S) True at padding, a per-layer
+``cache`` dict for incremental decoding, the positional scheme whose ``rotate``/``attn_bias`` hooks
+apply to self-attention, and ``beams`` query rows sharing each memory row. Causality is fixed at
+construction (decoder self-attention). Queries sit at absolute positions offset..offset+T-1 and keys
+at 0..S-1 (the cache holds every earlier key). ``block.attention_weights(...)`` (same arguments, no
+cache) returns the weights (B·beams, H, T, S) without changing any state.
 
 Variants: ``multihead`` (§3.2.2, with grouped-/multi-query ``kv_heads``), ``local`` (restricted
 self-attention, §4), ``additive`` (Bahdanau et al. 2015, the comparison point of §3.2.1) and
@@ -16,16 +18,17 @@ self-attention, §4), ``additive`` (Bahdanau et al. 2015, the comparison point o
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 from torch import nn
 
 from .positional import Positional
 from .registry import ATTENTION
-from .spec_base import ComponentSpec
+from .specs.attention import AdditiveSpec, LocalSpec, MultiHeadSpec, RelativeSpec
+
+__all__ = ["AdditiveAttention", "AdditiveSpec", "AttentionBlock", "LocalAttention", "LocalSpec", "MultiHeadAttention",
+           "MultiHeadSpec", "RelativeAttention", "RelativeSpec"]
 
 
 def scaled_dot_product(
@@ -95,43 +98,6 @@ def merge_masks(
     return bias.masked_fill(~allowed, float("-inf"))
 
 
-def attention_uses(model: Any, spec: ComponentSpec) -> list[tuple[str, str, int]]:
-    """Where the enclosing ModelSpec uses this attention spec (by identity), resolved as the builder
-    does: (stack name, "self" or "cross", that stack's heads)."""
-    uses: list[tuple[str, str, int]] = []
-    for name in ("encoder", "decoder"):
-        stack = getattr(model, name)
-        if any((g.attention or stack.attention or model.attention) is spec for g in stack.layer_groups()):
-            uses.append((name, "self", stack.heads))
-        if name == "decoder" and (stack.cross_attention or model.cross_attention) is spec:
-            uses.append((name, "cross", stack.heads))
-    return uses
-
-
-def _check_kv_heads(spec: ComponentSpec, kv_heads: int | None, model: Any) -> None:
-    for stack, _, heads in attention_uses(model, spec):
-        if kv_heads is not None and heads % kv_heads:
-            raise ValueError(f"kv_heads ({kv_heads}) must divide {stack}.heads ({heads})")
-
-
-def _refuse_cross(spec: ComponentSpec, model: Any) -> None:
-    if any(role == "cross" for _, role, _ in attention_uses(model, spec)):
-        raise ValueError(f"{spec.kind} attention is self-attention only: use it in model.attention or a "
-                         f"stack's attention, and e.g. multihead for cross_attention")
-
-
-class MultiHeadSpec(ComponentSpec):
-    """Multi-head scaled dot-product attention (§3.2.1 Eq. 1, §3.2.2); kv_heads < heads shares
-    each key/value head among heads/kv_heads query heads (grouped-query; 1 = multi-query)."""
-
-    kind: Literal["multihead"] = "multihead"
-    bias: bool = Field(True, description="Biases on the Q/K/V/output projections (as the authors' code).")
-    kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
-
-    def check(self, model: Any) -> None:
-        _check_kv_heads(self, self.kv_heads, model)
-
-
 class AttentionBlock(nn.Module):
     """Shared projections and caching; subclasses define ``attend``."""
 
@@ -149,8 +115,6 @@ class AttentionBlock(nn.Module):
         self.w_k = nn.Linear(d_model, kv_heads * d_k, bias=bias)
         self.w_v = nn.Linear(d_model, kv_heads * d_v, bias=bias)
         self.w_o = nn.Linear(heads * d_v, d_model, bias=bias)  # W^O (§3.2.2)
-        self.need_weights = False  # set by attention-map tools; then last_weights holds (B,H,T,S)
-        self.last_weights: torch.Tensor | None = None
 
     def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         return x.unflatten(-1, (heads, -1)).transpose(1, 2)  # (B, T, H*d) -> (B, H, T, d)
@@ -175,7 +139,25 @@ class AttentionBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None = None, *,
                 key_padding_mask: torch.Tensor | None = None, cache: dict | None = None,
-                positional: Positional | None = None, offset: int = 0) -> torch.Tensor:
+                positional: Positional | None = None, offset: int = 0, beams: int = 1) -> torch.Tensor:
+        """x (B·beams, T, D), memory (B, S, D) or None -> (B·beams, T, D). ``beams``: query rows per
+        memory row (cross-attention only); rows i·beams .. i·beams+beams-1 share memory row i."""
+        out, _ = self._run(x, memory, key_padding_mask, cache, positional, offset, beams, need_weights=False)
+        return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
+
+    def attention_weights(self, x: torch.Tensor, memory: torch.Tensor | None = None, *,
+                          key_padding_mask: torch.Tensor | None = None, positional: Positional | None = None,
+                          offset: int = 0, beams: int = 1) -> torch.Tensor:
+        """The attention weights α (B·beams, H, T, S) ``forward`` would use on the same inputs (without a
+        cache, before attention dropout). Changes no state."""
+        _, weights = self._run(x, memory, key_padding_mask, None, positional, offset, beams, need_weights=True)
+        assert weights is not None  # every attend returns weights when asked
+        return weights
+
+    def _run(self, x: torch.Tensor, memory: torch.Tensor | None, key_padding_mask: torch.Tensor | None,
+             cache: dict | None, positional: Positional | None, offset: int, beams: int,
+             need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Project, attend; returns the heads' outputs (B·beams, H, T, d_v) and, if asked, the weights."""
         q = self._split(self.w_q(x), self.heads)  # (B, H, T, d_k)
         if memory is not None:  # cross-attention: keys/values from the encoder, computed once per sentence
             if self.self_attention_only:
@@ -188,6 +170,8 @@ class AttentionBlock(nn.Module):
                     cache["k"], cache["v"] = k, v
             positional = None
         else:
+            if beams != 1:
+                raise ValueError(f"beams ({beams}) apply to cross-attention only")
             k, v = self._keys_values(x)  # (B, Hkv, T, d)
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
@@ -198,20 +182,23 @@ class AttentionBlock(nn.Module):
         # Beams share their sentence's memory row (cross-attention): memory row i serves the g query
         # rows i·g .. i·g+g-1, which attend as g·T queries of that row, so K/V are neither copied per
         # beam nor reordered as beams move, and each matmul is g times larger.
-        b, t = k.size(0), q.size(2)
-        g = q.size(0) // b
-        if b * g != q.size(0):
-            raise ValueError(f"{q.size(0)} query rows cannot share {b} memory rows")
+        b, t, g = k.size(0), q.size(2), beams
+        if q.size(0) != b * g:
+            raise ValueError(f"{q.size(0)} query rows do not match {b} memory rows × {g} beams")
         if g > 1:
             q = q.unflatten(0, (b, g)).transpose(1, 2).flatten(2, 3)  # (B, H, g·T, d_k)
-        out = self.attend(q, k, v, key_padding_mask, positional, offset)  # (B, H, g·T, d_v)
+        out, weights = self.attend(q, k, v, key_padding_mask, positional, offset, need_weights)  # (B, H, g·T, ·)
         if g > 1:
             out = out.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)  # (B·g, H, T, d_v)
-        return self.w_o(out.transpose(1, 2).flatten(2))  # concat heads, project (§3.2.2)
+            if weights is not None:
+                weights = weights.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)  # (B·g, H, T, S)
+        return out, weights
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
-               positional: Positional | None, offset: int) -> torch.Tensor:
-        """q (B, H, T, d_k), k (B, Hkv, S, d_k), v (B, Hkv, S, d_v) -> (B, H, T, d_v)."""
+               positional: Positional | None, offset: int, need_weights: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """q (B, H, T, d_k), k (B, Hkv, S, d_k), v (B, Hkv, S, d_v) -> the output (B, H, T, d_v) and,
+        when ``need_weights``, the attention weights (B, H, T, S) before dropout (else None)."""
         raise NotImplementedError(f"{type(self).__name__} must define attend")
 
 
@@ -223,7 +210,8 @@ class MultiHeadAttention(AttentionBlock):
                          bias=spec.bias, dropout=dropout, causal=causal)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
-               positional: Positional | None, offset: int) -> torch.Tensor:
+               positional: Positional | None, offset: int, need_weights: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = self._expand_kv(k), self._expand_kv(v)  # (B, H, S, d)
         t, s = q.size(-2), k.size(-2)
         bias = self._bias(positional, t, s, offset, q)
@@ -231,30 +219,11 @@ class MultiHeadAttention(AttentionBlock):
         fused_causal = self.causal and key_padding_mask is None and bias is None and offset == 0 and t == s
         causal = causal_mask(t, s, offset, q.device) if self.causal and not fused_causal and t > 1 else None
         mask = merge_masks(key_padding_mask, causal, bias, q.dtype)
-        out, weights = scaled_dot_product(q, k, v, mask, self._dropout_p(), is_causal=fused_causal,
-                                          need_weights=self.need_weights)
-        self.last_weights = weights
-        return out
+        return scaled_dot_product(q, k, v, mask, self._dropout_p(), is_causal=fused_causal,
+                                  need_weights=need_weights)
 
 
 # ----------------------------------------------------------------------------- local (restricted)
-
-
-class LocalSpec(ComponentSpec):
-    """Restricted self-attention (§4, Table 1 last row): multi-head attention in which position i
-    sees only keys j with |i-j| ≤ r (encoder), or i-r ≤ j ≤ i (decoder, causal). Positions are
-    absolute, so cached incremental decoding sees the same window (the cache still keeps every key).
-    Self-attention only: refused as cross-attention, since source and target positions are not
-    aligned and a window over memory positions could leave a target position nothing to attend to."""
-
-    kind: Literal["local"] = "local"
-    window: int = Field(4, ge=1, description="r: keys at most this many positions away are attended to (§4).")
-    bias: bool = Field(True, description="Biases on the Q/K/V/output projections.")
-    kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
-
-    def check(self, model: Any) -> None:
-        _refuse_cross(self, model)
-        _check_kv_heads(self, self.kv_heads, model)
 
 
 @ATTENTION.register(LocalSpec)
@@ -268,7 +237,8 @@ class LocalAttention(AttentionBlock):
         self.window = spec.window
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
-               positional: Positional | None, offset: int) -> torch.Tensor:
+               positional: Positional | None, offset: int, need_weights: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         k, v = self._expand_kv(k), self._expand_kv(v)  # (B, H, S, d)
         t, s = q.size(-2), k.size(-2)
         allowed = local_mask(t, s, offset, self.window, self.causal, q.device)  # (T, S), §4 neighbourhood r
@@ -278,23 +248,10 @@ class LocalAttention(AttentionBlock):
             own = relative_positions(t, s, offset, q.device) == 0  # (T, S)
             allowed = allowed & (~key_padding_mask[:, None, None, :] | own)  # (B, 1, T, S)
         mask = merge_masks(None, allowed, self._bias(positional, t, s, offset, q), q.dtype)
-        out, weights = scaled_dot_product(q, k, v, mask, self._dropout_p(), need_weights=self.need_weights)
-        self.last_weights = weights
-        return out
+        return scaled_dot_product(q, k, v, mask, self._dropout_p(), need_weights=need_weights)
 
 
 # ----------------------------------------------------------------------------- additive (Bahdanau)
-
-
-class AdditiveSpec(ComponentSpec):
-    """Additive attention (Bahdanau et al. 2015), the alternative §3.2.1 compares against: per head
-    h, score_ij = v_hᵀ tanh(W^Q_h x_i + W^K_h x_j) (a one-hidden-layer feed-forward compatibility
-    function of width d_k, no 1/√d_k scaling), softmax over j, weighted sum of the values x_j W^V_h.
-    Adds v_h ∈ R^{d_k} per head (H·d_k parameters). It materialises a (B, H, T, S, d_k) hidden
-    layer, so memory grows with T·S·d_k: the "space-efficient" point of §3.2.1."""
-
-    kind: Literal["additive"] = "additive"
-    bias: bool = Field(True, description="Biases on the Q/K/V/output projections (Q/K: the hidden bias).")
 
 
 @ATTENTION.register(AdditiveSpec)
@@ -307,7 +264,8 @@ class AdditiveAttention(AttentionBlock):
         nn.init.uniform_(self.v, -(d_k**-0.5), d_k**-0.5)  # nn.Linear(d_k, 1)'s default range
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
-               positional: Positional | None, offset: int) -> torch.Tensor:
+               positional: Positional | None, offset: int, need_weights: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         t, s = q.size(-2), k.size(-2)
         # tanh(W_q q_i + W_k k_j) (Bahdanau App. A.1.2): (B,H,T,1,d_k) + (B,H,1,S,d_k) -> (B,H,T,S,d_k)
         hidden = torch.tanh(q[:, :, :, None, :] + k[:, :, None, :, :])
@@ -315,28 +273,11 @@ class AdditiveAttention(AttentionBlock):
         causal = causal_mask(t, s, offset, q.device) if self.causal else None
         mask = merge_masks(key_padding_mask, causal, self._bias(positional, t, s, offset, q), q.dtype)
         weights = masked_softmax(scores.squeeze(-1), mask)  # (B, H, T, S), α_ij = softmax_j(score_ij)
-        self.last_weights = weights if self.need_weights else None
-        return F.dropout(weights, self._dropout_p()) @ v  # (B, H, T, d_v): Σ_j α_ij v_j
+        out = F.dropout(weights, self._dropout_p()) @ v  # (B, H, T, d_v): Σ_j α_ij v_j
+        return out, weights if need_weights else None
 
 
 # ----------------------------------------------------------------------------- relative (Shaw et al.)
-
-
-class RelativeSpec(ComponentSpec):
-    """Relative position representations (Shaw et al. 2018): learned a^K_ij = w^K_clip(j-i, k) and
-    a^V_ij = w^V_clip(j-i, k), shared across heads (their §3.3), enter as
-    e_ij = (x_i W^Q)(x_j W^K + a^K_ij)ᵀ/√d_z and z_i = Σ_j α_ij (x_j W^V + a^V_ij).
-    Encoder tables hold 2k+1 rows (distances -k..k), causal decoder tables k+1 (-k..0; later keys
-    are masked), so a layer adds (2k+1)·(d_k+d_v) or (k+1)·(d_k+d_v) parameters. Distances use
-    absolute positions, so cached incremental decoding agrees with the full pass. Self-attention
-    only (as Shaw et al.): refused as cross-attention, where target-source distances mean nothing."""
-
-    kind: Literal["relative"] = "relative"
-    max_distance: int = Field(16, ge=1, description="k: distances j-i clip to [-k, k] (Shaw et al.: 16).")
-    bias: bool = Field(True, description="Biases on the Q/K/V/output projections.")
-
-    def check(self, model: Any) -> None:
-        _refuse_cross(self, model)
 
 
 @ATTENTION.register(RelativeSpec)
@@ -348,7 +289,7 @@ class RelativeAttention(AttentionBlock):
         super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=heads, bias=spec.bias,
                          dropout=dropout, causal=causal)
         self.max_distance = spec.max_distance
-        buckets = spec.max_distance + 1 if causal else 2 * spec.max_distance + 1  # R
+        buckets = spec.buckets(causal)  # R
         self.rel_k = nn.Parameter(torch.empty(buckets, d_k))  # w^K_{-k..k} (R, d_k)
         self.rel_v = nn.Parameter(torch.empty(buckets, d_v))  # w^V_{-k..k} (R, d_v)
         nn.init.normal_(self.rel_k, std=d_k**-0.5)
@@ -361,7 +302,8 @@ class RelativeAttention(AttentionBlock):
         return rel.clamp(-k, 0 if self.causal else k) + k
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
-               positional: Positional | None, offset: int) -> torch.Tensor:
+               positional: Positional | None, offset: int, need_weights: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor | None]:
         b, h, t, _ = q.shape
         s = k.size(-2)
         idx = self.buckets(t, s, offset, q.device).expand(b, h, t, s)  # (B, H, T, S)
@@ -372,9 +314,9 @@ class RelativeAttention(AttentionBlock):
         causal = causal_mask(t, s, offset, q.device) if self.causal else None
         mask = merge_masks(key_padding_mask, causal, self._bias(positional, t, s, offset, q), q.dtype)
         weights = masked_softmax(scores, mask)  # α_ij (B, H, T, S)
-        self.last_weights = weights if self.need_weights else None
-        weights = F.dropout(weights, self._dropout_p())
+        dropped = F.dropout(weights, self._dropout_p())
         # z_i = Σ_j α_ij x_j W^V + Σ_j α_ij a^V_ij: sum each row's weights per bucket, then mix w^V
         buckets = self.rel_v.size(0)
-        per_bucket = weights.new_zeros(b, h, t, buckets).scatter_add_(-1, idx, weights)  # (B, H, T, R)
-        return weights @ v + per_bucket @ self.rel_v  # (B, H, T, d_v)
+        per_bucket = dropped.new_zeros(b, h, t, buckets).scatter_add_(-1, idx, dropped)  # (B, H, T, R)
+        out = dropped @ v + per_bucket @ self.rel_v  # (B, H, T, d_v)
+        return out, weights if need_weights else None

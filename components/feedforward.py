@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .dropout import Dropout
 from .registry import FFN
-from .spec_base import ComponentSpec
+from .specs.feedforward import GELUFFNSpec, ReLUFFNSpec, SwiGLUFFNSpec
 
-
-class ReLUFFNSpec(ComponentSpec):
-    """FFN(x) = max(0, xW1 + b1)W2 + b2 (§3.3, Eq. 2); inner size d_ff from the stack."""
-
-    kind: Literal["relu"] = "relu"
-
-
-class GELUFFNSpec(ComponentSpec):
-    """As `relu` with the GELU activation (Hendrycks & Gimpel 2016)."""
-
-    kind: Literal["gelu"] = "gelu"
-
-
-class SwiGLUFFNSpec(ComponentSpec):
-    """Gated FFN (Shazeer 2020): (SiLU(xW1) * xV)W2, no biases. d_ff is the gated inner width, so
-    it has 3·D·d_ff weights; use d_ff ≈ 2/3 of a ReLU FFN's for equal parameters."""
-
-    kind: Literal["swiglu"] = "swiglu"
+__all__ = ["GELUFFN", "GELUFFNSpec", "ReLUFFN", "ReLUFFNSpec", "SwiGLUFFN", "SwiGLUFFNSpec"]
 
 
 class _TwoLayerFFN(nn.Module):

@@ -11,14 +11,14 @@ Attention blocks call ``rotate`` and ``attn_bias`` for self-attention only.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
-from pydantic import Field
 from torch import nn
 
 from .registry import POSITIONAL
-from .spec_base import ComponentSpec
+from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RotarySpec, SinusoidalSpec
+
+__all__ = ["ALiBi", "ALiBiSpec", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional", "Rotary",
+           "RotarySpec", "Sinusoidal", "SinusoidalSpec", "sinusoid_table"]
 
 
 class Positional(nn.Module):
@@ -34,21 +34,16 @@ class Positional(nn.Module):
         return None
 
 
-def sinusoid_table(length: int, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same) (§3.5). (L, D)."""
-    pos = torch.arange(length, dtype=torch.float64)[:, None]  # (L, 1)
+def sinusoid_table(length: int, d_model: int, start: int = 0) -> torch.Tensor:
+    """Rows start..length-1 of PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same)
+    (§3.5). (length - start, D)."""
+    pos = torch.arange(start, length, dtype=torch.float64)[:, None]  # (L, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (D/2,)
     angle = pos / torch.pow(10000.0, two_i / d_model)  # (L, D/2)
-    table = torch.zeros(length, d_model, dtype=torch.float64)
+    table = torch.zeros(length - start, d_model, dtype=torch.float64)
     table[:, 0::2] = torch.sin(angle)  # even dimensions: sin (§3.5)
     table[:, 1::2] = torch.cos(angle[:, : d_model // 2])  # odd dimensions: cos (§3.5)
     return table.float()
-
-
-class SinusoidalSpec(ComponentSpec):
-    """Fixed sine/cosine encodings added to the embeddings (§3.5); extend to any length."""
-
-    kind: Literal["sinusoidal"] = "sinusoidal"
 
 
 @POSITIONAL.register(SinusoidalSpec)
@@ -61,19 +56,11 @@ class Sinusoidal(Positional):
 
     def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
         end = offset + x.size(1)
-        if end > self.table.size(0):  # the formula extrapolates: grow the cached table
-            self.table = sinusoid_table(max(end, 2 * self.table.size(0)), self.d_model).to(self.table.device)
-        return x + self.table[offset:end].to(x.dtype)
-
-
-class LearnedSpec(ComponentSpec):
-    """Learned absolute position embeddings (Table 3 row E); needs model.max_positions."""
-
-    kind: Literal["learned"] = "learned"
-
-    def check(self, model) -> None:  # noqa: ANN001 - the ModelSpec (builder layer)
-        if model.max_positions is None:
-            raise ValueError("learned positions need model.max_positions (the longest sequence, e.g. 256)")
+        if end <= self.table.size(0):
+            rows = self.table[offset:end]
+        else:  # the formula extrapolates: rows past the cached table, computed for this call only
+            rows = sinusoid_table(end, self.d_model, start=offset).to(self.table.device)
+        return x + rows.to(x.dtype)
 
 
 @POSITIONAL.register(LearnedSpec)
@@ -92,26 +79,10 @@ class Learned(Positional):
         return x + self.embedding.weight[offset:end].to(x.dtype)
 
 
-class NoPositionSpec(ComponentSpec):
-    """No position information at all (a bag-of-words baseline; causal decoders still see order)."""
-
-    kind: Literal["none"] = "none"
-
-
 @POSITIONAL.register(NoPositionSpec)
 class NoPosition(Positional):
     def __init__(self, spec: NoPositionSpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
-
-
-class RotarySpec(ComponentSpec):
-    """Rotary position embedding (Su et al. 2021, §3.4): in every self-attention layer the pair of
-    query/key dimensions (2i, 2i+1) at position m is rotated by the angle m·θ_i, θ_i = base^(-2i/d_k).
-    Rotations preserve norms and R(m)ᵀR(n) = R(n-m), so q·k depends on the relative offset only.
-    Needs an even d_k; nothing is added to the embeddings and cross-attention is not rotated."""
-
-    kind: Literal["rope"] = "rope"
-    base: float = Field(10000.0, gt=1, description="Base of the geometric angle progression θ_i.")
 
 
 @POSITIONAL.register(RotarySpec)
@@ -133,17 +104,6 @@ class Rotary(Positional):
         # 2-d rotation of each pair by m·θ_i (Su et al. 2021, §3.4.2)
         out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, d/2, 2)
         return out.flatten(-2)  # (..., T, d/2, 2) -> (..., T, d), pairs interleaved back
-
-
-class ALiBiSpec(ComponentSpec):
-    """Attention with linear biases (Press et al. 2021, §3): head h adds -m_h·|i-j| to its
-    self-attention logits, slopes m_h = 2^(-8h/H) for h = 1..H (their geometric sequence; for H not a
-    power of two this formula is used as is, not their interpolation). No embeddings are added.
-    Press et al. define the causal case (j ≤ i, so |i-j| = i-j); encoder self-attention uses the
-    same symmetric distance |i-j| in both directions, so an encoder sees distance but not direction
-    (direction still reaches the decoder through causality). Cross-attention gets no bias."""
-
-    kind: Literal["alibi"] = "alibi"
 
 
 @POSITIONAL.register(ALiBiSpec)

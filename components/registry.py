@@ -1,68 +1,154 @@
 """One small registry helper; one registry per component kind (attention, positional, ffn, norm).
 
-A block registers itself with the pydantic model of its spec; the registry key is the spec's
-``kind`` literal, so spec tags and registry keys cannot drift apart.
+A registry maps each ``kind`` tag to the pydantic model of its spec and, separately, to the block
+that implements it. Specs are declared in torch-free modules (``tbuild.components.specs``), blocks
+bind to them when their (torch) module is imported, so the spec schema never needs torch. A
+third-party block does both at once: ``@FFN.register(MySpec)`` declares the spec if it is new and
+binds the block. The registry key is the spec's ``kind`` literal, so tags and keys cannot drift.
+
+``registry.field()`` is the annotation of a spec field holding one of the registered kinds: a
+discriminated union on ``kind`` resolved at validation time from the registry's current contents,
+so a kind registered after the schema was imported is valid at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Annotated, Any, TypeVar, Union, get_args
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, TypeAdapter
+from pydantic_core import core_schema
+
+from .plugins import load_plugins
+
+T = TypeVar("T", bound=type)
+S = TypeVar("S", bound=type[BaseModel])
 
 
 @dataclass(frozen=True)
 class Entry:
-    """A registered variant: its key, spec model and the block class that implements it."""
+    """A registered variant: its key, spec model, the block class (None until its module is
+    imported) and where it came from."""
 
     key: str
     spec: type[BaseModel]
-    block: type
+    block: type | None
     origin: str  # "tbuild" or the plugin's distribution/entry point name
 
 
 class Registry:
-    """Maps spec ``kind`` tags to the blocks that implement them. Duplicate keys are refused."""
+    """Maps spec ``kind`` tags to spec models and the blocks that implement them. Duplicate keys are
+    refused. ``plugins``: whether listing the kinds first loads the entry-point plugins."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, plugins: bool = True) -> None:
         self.name = name
-        self._entries: dict[str, Entry] = {}
+        self.plugins = plugins
+        self._specs: dict[str, tuple[type[BaseModel], str]] = {}
+        self._blocks: dict[str, type] = {}
+        self.generation = 0  # bumped by every declaration; invalidates cached unions
 
-    def register(self, spec: type[BaseModel], *, origin: str = "tbuild") -> Callable[[type], type]:
-        """Class decorator: ``@ATTENTION.register(MultiHeadAttentionSpec)``."""
+    def declare(self, spec: S, *, origin: str = "tbuild") -> S:
+        """Declare a spec model (no block yet); usable as a class decorator."""
+        key = spec_kind(spec)
+        if key in self._specs:
+            raise ValueError(f"{self.name} kind {key!r} is already registered by {self._specs[key][1]}")
+        self._specs[key] = (spec, origin)
+        self.generation += 1
+        return spec
+
+    def register(self, spec: type[BaseModel], *, origin: str = "tbuild") -> Callable[[T], T]:
+        """Class decorator binding a block to ``spec`` (declared here if new):
+        ``@ATTENTION.register(MultiHeadSpec)``."""
         key = spec_kind(spec)
 
-        def decorate(block: type) -> type:
-            if key in self._entries:
-                raise ValueError(f"{self.name} kind {key!r} is already registered by {self._entries[key].origin}")
-            self._entries[key] = Entry(key, spec, block, origin)
+        def decorate(block: T) -> T:
+            declared = self._specs.get(key)
+            if key in self._blocks or (declared is not None and declared[0] is not spec):
+                owner = declared[1] if declared is not None else "?"
+                raise ValueError(f"{self.name} kind {key!r} is already registered by {owner}")
+            if declared is None:
+                self.declare(spec, origin=origin)
+            self._blocks[key] = block
             return block
 
         return decorate
 
+    def _all(self) -> dict[str, tuple[type[BaseModel], str]]:
+        if self.plugins:
+            load_plugins()  # once per process, on first need (never at import)
+        return self._specs
+
     def __getitem__(self, key: str) -> Entry:
-        try:
-            return self._entries[key]
-        except KeyError:
-            raise KeyError(f"unknown {self.name} kind {key!r}; registered: {', '.join(self)}") from None
+        specs = self._all()
+        if key not in specs:
+            raise KeyError(f"unknown {self.name} kind {key!r}; registered: {', '.join(self)}")
+        spec, origin = specs[key]
+        return Entry(key, spec, self._blocks.get(key), origin)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        return key in self._all()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(list(self._all()))
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._all())
 
     def entries(self) -> list[Entry]:
-        return list(self._entries.values())
+        return [self[key] for key in self]
 
     def build(self, spec: BaseModel, **shared: Any) -> Any:
         """Instantiate the block registered for ``spec.kind`` with the shared dimensions."""
-        return self[spec.kind].block(spec, **shared)  # type: ignore[attr-defined]
+        entry = self[spec.kind]  # type: ignore[attr-defined]
+        if entry.block is None:
+            raise LookupError(f"{self.name} kind {entry.key!r} has a spec but no block: import the module "
+                              f"that registers its block (tbuild.builder.build imports the built-in ones)")
+        return entry.block(spec, **shared)
+
+    def field(self, base: type[BaseModel], *, shorthand: bool = False) -> Any:
+        """The annotation of a spec field holding any registered kind (see ``Kinds``)."""
+        return Annotated[base, Kinds(self, shorthand=shorthand)]
+
+
+class Kinds:
+    """pydantic annotation: a discriminated union on ``kind`` over a registry's specs, built when a
+    value is validated (cached per registry generation), so late registrations join the schema.
+    pydantic merges the union's errors into the enclosing model's exactly as for a static union.
+    ``shorthand``: a bare string ``x`` means ``{kind: x}``."""
+
+    def __init__(self, registry: Registry, *, shorthand: bool = False) -> None:
+        self.registry = registry
+        self.shorthand = shorthand
+        self._cache: tuple[int, TypeAdapter] | None = None
+
+    def adapter(self) -> TypeAdapter:
+        specs = tuple(e.spec for e in self.registry.entries())  # loads plugins first
+        if self._cache is None or self._cache[0] != self.registry.generation:
+            # Union of one type is that type; pydantic still treats it as a one-member tagged union.
+            union = Union[specs]  # noqa: UP007 - built at run time
+            self._cache = (self.registry.generation, TypeAdapter(Annotated[union, Field(discriminator="kind")]))
+        return self._cache[1]
+
+    def validate(self, value: Any) -> Any:
+        if self.shorthand and isinstance(value, str):
+            value = {"kind": value}
+        return self.adapter().validate_python(value)
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        serialize = core_schema.plain_serializer_function_ser_schema(_dump, info_arg=True)
+        return core_schema.no_info_plain_validator_function(self.validate, serialization=serialize)
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> dict[str, Any]:
+        union = handler(self.adapter().core_schema)
+        if not self.shorthand:
+            return union
+        return {"anyOf": [union, {"type": "string", "enum": list(self.registry)}]}
+
+
+def _dump(value: BaseModel, info: Any) -> Any:
+    return value.model_dump(mode=info.mode, by_alias=info.by_alias, exclude_unset=info.exclude_unset,
+                            exclude_defaults=info.exclude_defaults, exclude_none=info.exclude_none)
 
 
 def spec_kind(spec: type[BaseModel]) -> str:

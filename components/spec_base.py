@@ -1,8 +1,10 @@
-"""The pydantic base shared by every spec model: strict (unknown keys are errors) and documented."""
+"""The pydantic base shared by every spec model (strict: unknown keys are errors, documented) and
+``Use``, where a component sits in a model, which its cross-field checks look at. Torch-free."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
@@ -13,10 +15,28 @@ class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 
 
+@dataclass(frozen=True)
+class Use:
+    """One place a component spec is used, with the dimensions it gets there.
+
+    ``stack``: "encoder" or "decoder"; ``role``: "self" or "cross" (attention), "ffn", "norm"
+    (a sub-layer's norm), "final_norm" (after the stack) or "positional" (its embeddings);
+    ``causal``: decoder self-attention; ``max_positions``: model.max_positions."""
+
+    stack: str
+    role: str
+    heads: int
+    d_k: int
+    d_v: int
+    d_ff: int
+    causal: bool
+    max_positions: int | None
+
+
 class ComponentSpec(StrictModel):
     """Base of every variant's spec. ``kind`` is a ``Literal`` equal to the registry key."""
 
     kind: str
 
-    def check(self, model: Any) -> None:
-        """Cross-field checks against the enclosing model spec; raise ``ValueError`` to refuse."""
+    def check(self, uses: Sequence[Use]) -> None:
+        """Cross-field checks against where the spec is used; raise ``ValueError`` to refuse."""

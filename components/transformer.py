@@ -51,11 +51,12 @@ class DecoderLayer(nn.Module):
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-                positional: Positional, cache: dict | None, offset: int) -> torch.Tensor:
+                positional: Positional, cache: dict | None, offset: int, beams: int = 1) -> torch.Tensor:
+        """x (M·beams, T, D), memory (M, S, D): ``beams`` consecutive rows of x share a memory row."""
         x = self.self_attn(x, cache=None if cache is None else cache.setdefault("self", {}),
                            positional=positional, offset=offset)
         x = self.cross_attn(x, memory, key_padding_mask=memory_pad,
-                            cache=None if cache is None else cache.setdefault("cross", {}))
+                            cache=None if cache is None else cache.setdefault("cross", {}), beams=beams)
         return self.ffn(x)
 
 
@@ -72,8 +73,8 @@ class DecoderCache:
 
         Self-attention K/V follow ``index``. Cross-attention K/V are computed from the encoder output,
         one row per memory row, and follow ``sources`` (the memory rows kept) when given, else stay as
-        they are: beams of a sentence share its row (``decode`` accepts memory with fewer rows than
-        the target, each serving an equal run of consecutive target rows).
+        they are: beams of a sentence share its row (``decode(..., beams=k)``: each memory row serves
+        k consecutive target rows).
         """
         for layer in self.layers:
             for role, part in layer.items():
@@ -120,17 +121,18 @@ class EncoderDecoder(nn.Module):
         return x, pad
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-               cache: DecoderCache | None = None) -> torch.Tensor:
+               cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor:
         """tgt (B, T) ids (shifted right) -> logits (B, T, V). With a cache, tgt holds only the new
-        positions; earlier ones come from the cache, which is updated. memory (M, S, D) may have
-        fewer rows than tgt (M dividing B): row i then serves tgt rows i·B/M .. (i+1)·B/M - 1."""
+        positions; earlier ones come from the cache, which is updated. memory (M, S, D) has
+        B = M·beams rows: memory row i serves the ``beams`` tgt rows i·beams .. (i+1)·beams - 1
+        (any other row count is a ValueError)."""
         offset = cache.offset if cache is not None else 0
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.decoder]
         x = self.tgt_embed(tgt, offset)
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, memory_pad, self.tgt_embed.positional,
-                      None if cache is None else cache.layers[i], offset)
+                      None if cache is None else cache.layers[i], offset, beams)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         if cache is not None:

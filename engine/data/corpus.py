@@ -73,7 +73,7 @@ def read_parallel(src: Path, tgt: Path, field: str) -> tuple[list[str], list[str
 
 def ensure_data(data: DataSpec, log: Callable[[str], None] | None = None) -> None:
     """Fetch a built-in data set (multi30k) into the folder of any of its missing split files."""
-    if data.dataset != "multi30k":
+    if data.dataset is None or data.dataset.kind != "multi30k":
         return
     from .multi30k import LANGS, LOCAL_SPLITS, fetch_multi30k
 

@@ -32,16 +32,20 @@ def attention_weights(translator: Translator, sentence: str, beam: int, alpha: f
     blocks = {"encoder": [layer.self_attn.sublayer for layer in model.encoder],
               "decoder": [layer.self_attn.sublayer for layer in model.decoder],
               "cross": [layer.cross_attn.sublayer for layer in model.decoder]}
-    for layers in blocks.values():
-        for block in layers:
-            block.need_weights = True
+    inputs: dict[torch.nn.Module, tuple[tuple, dict]] = {}
+
+    def capture(block: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+        inputs[block] = (args, {k: v for k, v in kwargs.items() if k != "cache"})
+
+    hooks = [block.register_forward_pre_hook(capture, with_kwargs=True)
+             for layers in blocks.values() for block in layers]
     try:
-        model(src, tgt_in)
-        weights = {kind: [block.last_weights[0].float() for block in layers] for kind, layers in blocks.items()}
+        model(src, tgt_in)  # one teacher-forced pass records each attention block's inputs
     finally:
-        for layers in blocks.values():
-            for block in layers:
-                block.need_weights, block.last_weights = False, None
+        for hook in hooks:
+            hook.remove()
+    weights = {kind: [block.attention_weights(*inputs[block][0], **inputs[block][1])[0].float() for block in layers]
+               for kind, layers in blocks.items()}
     pieces = tok.sp.id_to_piece
     return ([pieces(i) for i in ids] + ["</s>"], ["<s>"] + [pieces(i) for i in best.tokens],
             weights)

@@ -34,7 +34,7 @@ class Seq2Seq(Protocol):
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-               cache: DecoderCache | None = None) -> torch.Tensor: ...
+               cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor: ...
 
 
 @dataclass
@@ -160,7 +160,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     for t in range(int(limit.max())):
         n = sent.numel()
         forced = (t + 1 >= limit).repeat_interleave(rows)  # (N,)
-        logits = model.decode(last, memory, pad, cache)[:, -1]  # (N, V)
+        logits = model.decode(last, memory, pad, cache, beams=rows)[:, -1]  # (N, V)
         top, parent, token = _top_candidates(logits, logp, 2 * k, t + 1, min_len, forced)  # (n, c) each
         if top.size(1) < k:  # tiny vocabularies: pad with impossible candidates
             short = k - top.size(1)

@@ -30,7 +30,7 @@ def test_example_loads_builds_and_runs(path: Path) -> None:
     m = spec.model
     assert m.d_model <= 64 and m.encoder.layers == 2 and m.decoder.layers == 2
     d = spec.data
-    assert d.dataset == "multi30k" and d.tokenizer.vocab_size == 1000
+    assert d.dataset is not None and d.dataset.kind == "multi30k" and d.tokenizer.vocab_size == 1000
     paths = tuple(Path(p).resolve() for p in (d.train, d.valid, d.test))  # type: ignore[arg-type]
     assert paths == tuple(DATA.resolve() / split for split in ("train", "val", "test2016"))
     t = spec.train

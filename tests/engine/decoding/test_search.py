@@ -60,11 +60,11 @@ class TableModel:
         return src.float().unsqueeze(-1), src.eq(PAD)  # memory (B, S, 1) holds the source ids
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-               cache: DecoderCache | None = None) -> torch.Tensor:
+               cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor:
         assert cache is not None and tgt.size(1) == 1
         # memory keeps one row per sentence, shared by that sentence's beams (consecutive rows)
-        assert memory.size(0) == memory_pad.size(0) and tgt.size(0) % memory.size(0) == 0
-        table = (memory[:, 0, 0].long() - 10).repeat_interleave(tgt.size(0) // memory.size(0))
+        assert memory.size(0) == memory_pad.size(0) and tgt.size(0) == memory.size(0) * beams
+        table = (memory[:, 0, 0].long() - 10).repeat_interleave(beams)
         if not cache.layers:
             assert tgt.eq(BOS).all()
             cache.layers = [{"self": {"prefix": tgt[:, :0], "table": table}}]
@@ -234,9 +234,9 @@ class EOSRamp:
         return self.model.encode(src)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-               cache: DecoderCache | None = None) -> torch.Tensor:
+               cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor:
         start = 0 if cache is None else cache.offset
-        logits = self.model.decode(tgt, memory, memory_pad, cache)
+        logits = self.model.decode(tgt, memory, memory_pad, cache, beams=beams)
         logits[..., EOS] += -1.0 + 0.7 * torch.arange(start, start + tgt.size(1))
         return logits
 

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 import yaml
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import ScheduleSpec
+from tbuild.builder.schema import ConstantSchedule, InverseSqrtSchedule, NoamSchedule
 from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
 from tbuild.engine.errors import CheckpointError
 from tbuild.engine.loss import label_smoothed_nll
@@ -32,7 +32,7 @@ def quiet(kind: str, data: dict) -> None:
 
 
 def test_noam_schedule_is_equation_3() -> None:
-    sched = ScheduleSpec(kind="noam", warmup=4000)
+    sched = NoamSchedule(warmup=4000)
     for step in (1, 100, 3999, 4000, 4001, 100000):
         expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
         assert learning_rate(step, sched, 512) == pytest.approx(expected, rel=1e-12)
@@ -42,10 +42,10 @@ def test_noam_schedule_is_equation_3() -> None:
 
 
 def test_other_schedules() -> None:
-    inv = ScheduleSpec(kind="inverse_sqrt", lr=1e-3, warmup=100)
+    inv = InverseSqrtSchedule(lr=1e-3, warmup=100)
     assert learning_rate(50, inv, 512) == pytest.approx(5e-4)
     assert learning_rate(400, inv, 512) == pytest.approx(5e-4)
-    const = ScheduleSpec(kind="constant", lr=2e-4, warmup=0)
+    const = ConstantSchedule(lr=2e-4, warmup=0)
     assert learning_rate(7, const, 512) == 2e-4
 
 

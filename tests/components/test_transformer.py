@@ -1,4 +1,5 @@
-"""The built encoder-decoder: forward/backward, weight sharing, incremental decoding."""
+"""The encoder-decoder graph (§3.1) as built: forward/backward, weight sharing, incremental decoding,
+beams sharing their sentence's memory."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from tbuild.components.transformer import DecoderCache
 
-from .conftest import tiny_model
+from ..conftest import tiny_model
 
 
 def test_tiny_model_forward_backward() -> None:
@@ -71,7 +72,7 @@ def test_cache_reorder_follows_rows() -> None:
 @pytest.mark.parametrize("cross", [[], ["model.cross_attention.kind=additive"],
                                    ["model.cross_attention.kind=multihead", "model.cross_attention.kv_heads=1"]])
 def test_beams_share_their_sentence_memory(cross: list[str]) -> None:
-    """Memory with one row per sentence serves that sentence's beams (consecutive target rows):
+    """Memory with one row per sentence serves that sentence's ``beams`` (consecutive target rows):
     the same logits as memory copied per beam; reorder without ``sources`` leaves cross K/V alone."""
     model = tiny_model(cross)
     src = torch.randint(4, 40, (2, 5))
@@ -80,9 +81,10 @@ def test_beams_share_their_sentence_memory(cross: list[str]) -> None:
     tgt = torch.randint(4, 40, (2 * beams, 3))
     memory, pad = model.encode(src)
     copied = memory.repeat_interleave(beams, 0), pad.repeat_interleave(beams, 0)
-    torch.testing.assert_close(model.decode(tgt, memory, pad), model.decode(tgt, *copied), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model.decode(tgt, memory, pad, beams=beams), model.decode(tgt, *copied),
+                               atol=1e-5, rtol=1e-5)
     cache = DecoderCache()
-    model.decode(tgt[:, :2], memory, pad, cache)
+    model.decode(tgt[:, :2], memory, pad, cache, beams=beams)
     cross_before = [layer["cross"]["k"] for layer in cache.layers]
     assert all(k.size(0) == 2 for k in cross_before)
     self_before = [layer["self"]["k"] for layer in cache.layers]
@@ -90,12 +92,12 @@ def test_beams_share_their_sentence_memory(cross: list[str]) -> None:
     cache.reorder(index)
     assert all(layer["cross"]["k"] is k for layer, k in zip(cache.layers, cross_before, strict=True))
     assert all(torch.equal(layer["self"]["k"], k[index]) for layer, k in zip(cache.layers, self_before, strict=True))
-    step = model.decode(tgt[index, 2:], memory, pad, cache)
+    step = model.decode(tgt[index, 2:], memory, pad, cache, beams=beams)
     full = model.decode(tgt[index], *copied)
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)
     # the same moves while the second sentence leaves: its beams' rows and its memory row go
     cache = DecoderCache()
-    model.decode(tgt[:, :2], memory, pad, cache)
+    model.decode(tgt[:, :2], memory, pad, cache, beams=beams)
     cache.reorder(index[:3], sources=torch.tensor([0]))
-    step = model.decode(tgt[index[:3], 2:], memory[:1], pad[:1], cache)
+    step = model.decode(tgt[index[:3], 2:], memory[:1], pad[:1], cache, beams=beams)
     torch.testing.assert_close(step[:, 0], full[:3, 2], atol=1e-5, rtol=1e-5)

@@ -1,0 +1,124 @@
+"""One resolved view of a model spec: the blocks each layer group really uses (``group.x or
+stack.x or model.x``), the final norms, the stacks' dimensions, and for each component spec where it
+is declared and where it is used. The builder, ``inspect`` and the spec checks all read this view;
+nothing else resolves defaults. Torch-free."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from tbuild.components.spec_base import ComponentSpec, Use
+
+if TYPE_CHECKING:
+    from .schema import ModelSpec, StackSpec
+
+SpecPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedGroup:
+    """A run of ``repeat`` identical layers and the blocks they use."""
+
+    repeat: int
+    attention: ComponentSpec
+    ffn: ComponentSpec
+    norm: ComponentSpec
+    cross_attention: ComponentSpec | None  # decoder layers only
+
+
+@dataclass(frozen=True)
+class ResolvedStack:
+    """An encoder or decoder stack (§3.1) with its dimensions filled in."""
+
+    name: str  # "encoder" or "decoder"
+    heads: int
+    d_k: int
+    d_v: int
+    d_ff: int
+    groups: tuple[ResolvedGroup, ...]
+    final_norm: ComponentSpec | None  # after the last layer (pre-norm stacks by default)
+    max_positions: int | None
+
+    @property
+    def causal(self) -> bool:
+        return self.name == "decoder"  # masked decoder self-attention (§3.2.3)
+
+    def use(self, role: str) -> Use:
+        """The use of a component in this stack in ``role`` (see ``Use``)."""
+        causal = self.causal and role == "self"
+        return Use(self.name, role, self.heads, self.d_k, self.d_v, self.d_ff, causal, self.max_positions)
+
+
+@dataclass(frozen=True)
+class ResolvedComponent:
+    """A component spec, the path where the spec declares it and every place it is used."""
+
+    path: SpecPath
+    spec: ComponentSpec
+    uses: tuple[Use, ...]
+
+
+@dataclass(frozen=True)
+class ResolvedModel:
+    encoder: ResolvedStack
+    decoder: ResolvedStack
+    positional: ComponentSpec
+    components: tuple[ResolvedComponent, ...]  # in declaration order: model, stacks, groups
+
+    @property
+    def stacks(self) -> tuple[ResolvedStack, ResolvedStack]:
+        return self.encoder, self.decoder
+
+
+def resolve(model: ModelSpec) -> ResolvedModel:
+    """The resolved view of a validated ``ModelSpec`` (d_k/d_v already filled in)."""
+    encoder = _stack(model, model.encoder, "encoder")
+    decoder = _stack(model, model.decoder, "decoder")
+    uses: dict[int, list[Use]] = {}
+
+    def used(spec: ComponentSpec | None, use: Use) -> None:
+        if spec is not None and use not in uses.setdefault(id(spec), []):
+            uses[id(spec)].append(use)
+
+    for stack in (encoder, decoder):
+        used(model.positional, stack.use("positional"))  # each stack's embeddings
+        for group in stack.groups:
+            used(group.attention, stack.use("self"))
+            used(group.cross_attention, stack.use("cross"))
+            used(group.ffn, stack.use("ffn"))
+            used(group.norm, stack.use("norm"))
+        used(stack.final_norm, stack.use("final_norm"))
+    components = tuple(ResolvedComponent(path, spec, tuple(uses.get(id(spec), ())))
+                       for path, spec in _declared(model))
+    return ResolvedModel(encoder, decoder, model.positional, components)
+
+
+def _stack(model: ModelSpec, stack: StackSpec, name: str) -> ResolvedStack:
+    cross = (getattr(stack, "cross_attention", None) or model.cross_attention) if name == "decoder" else None
+    groups = tuple(
+        ResolvedGroup(repeat=g.repeat, attention=g.attention or stack.attention or model.attention,
+                      ffn=g.ffn or stack.ffn or model.ffn, norm=g.norm or stack.norm or model.norm,
+                      cross_attention=cross)
+        for g in stack.layer_groups())
+    final = model.norm_placement == "pre" if model.final_norm is None else model.final_norm
+    assert stack.d_k is not None and stack.d_v is not None  # filled in by ModelSpec validation
+    return ResolvedStack(name, stack.heads, stack.d_k, stack.d_v, stack.d_ff, groups,
+                         (stack.norm or model.norm) if final else None, model.max_positions)
+
+
+def _declared(model: ModelSpec) -> list[tuple[SpecPath, ComponentSpec]]:
+    """Every component spec the model spec sets (or defaults), with its path."""
+    found: list[tuple[SpecPath, ComponentSpec]] = []
+    for name in ("attention", "cross_attention", "positional", "ffn", "norm"):
+        found.append(((name,), getattr(model, name)))
+    for stack_name in ("encoder", "decoder"):
+        stack = getattr(model, stack_name)
+        for name in ("attention", "ffn", "norm", "cross_attention"):
+            if getattr(stack, name, None) is not None:
+                found.append(((stack_name, name), getattr(stack, name)))
+        for i, group in enumerate(stack.groups or []):
+            for name in ("attention", "ffn", "norm"):
+                if getattr(group, name) is not None:
+                    found.append(((stack_name, "groups", i, name), getattr(group, name)))
+    return found

@@ -1,0 +1,59 @@
+"""Specs of the positional schemes (``tbuild.components.positional``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from ..registry import POSITIONAL
+from ..spec_base import ComponentSpec, Use
+
+
+@POSITIONAL.declare
+class SinusoidalSpec(ComponentSpec):
+    """Fixed sine/cosine encodings added to the embeddings (§3.5); extend to any length."""
+
+    kind: Literal["sinusoidal"] = "sinusoidal"
+
+
+@POSITIONAL.declare
+class LearnedSpec(ComponentSpec):
+    """Learned absolute position embeddings (Table 3 row E); needs model.max_positions."""
+
+    kind: Literal["learned"] = "learned"
+
+    def check(self, uses: Sequence[Use]) -> None:
+        if any(use.max_positions is None for use in uses):
+            raise ValueError("learned positions need model.max_positions (the longest sequence, e.g. 256)")
+
+
+@POSITIONAL.declare
+class NoPositionSpec(ComponentSpec):
+    """No position information at all (a bag-of-words baseline; causal decoders still see order)."""
+
+    kind: Literal["none"] = "none"
+
+
+@POSITIONAL.declare
+class RotarySpec(ComponentSpec):
+    """Rotary position embedding (Su et al. 2021, §3.4): in every self-attention layer the pair of
+    query/key dimensions (2i, 2i+1) at position m is rotated by the angle m·θ_i, θ_i = base^(-2i/d_k).
+    Rotations preserve norms and R(m)ᵀR(n) = R(n-m), so q·k depends on the relative offset only.
+    Needs an even d_k; nothing is added to the embeddings and cross-attention is not rotated."""
+
+    kind: Literal["rope"] = "rope"
+    base: float = Field(10000.0, gt=1, description="Base of the geometric angle progression θ_i.")
+
+
+@POSITIONAL.declare
+class ALiBiSpec(ComponentSpec):
+    """Attention with linear biases (Press et al. 2021, §3): head h adds -m_h·|i-j| to its
+    self-attention logits, slopes m_h = 2^(-8h/H) for h = 1..H (their geometric sequence; for H not a
+    power of two this formula is used as is, not their interpolation). No embeddings are added.
+    Press et al. define the causal case (j ≤ i, so |i-j| = i-j); encoder self-attention uses the
+    same symmetric distance |i-j| in both directions, so an encoder sees distance but not direction
+    (direction still reaches the decoder through causality). Cross-attention gets no bias."""
+
+    kind: Literal["alibi"] = "alibi"

@@ -1,0 +1,38 @@
+"""Dropout (§5.4): zero with probability p, scale the rest by 1/(1-p), on every device."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tbuild.components.dropout import Dropout
+
+
+def _check_distribution(device: str) -> None:
+    drop = Dropout(0.3).train()
+    x = torch.ones(200_000, device=device)
+    y = drop(x)
+    kept = y != 0
+    assert torch.allclose(y[kept], torch.full_like(y[kept], 1 / 0.7))  # survivors scaled by 1/(1-p)
+    assert abs(1 - kept.float().mean().item() - 0.3) < 0.005  # zeroed with probability p
+    assert abs(y.mean().item() - 1.0) < 0.01  # expectation kept
+    assert drop.eval()(x) is x and Dropout(0.0).train()(x) is x
+
+
+def test_dropout_on_cpu() -> None:
+    _check_distribution("cpu")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_dropout_on_cuda_uses_the_device_kernel() -> None:
+    _check_distribution("cuda")
+    torch.manual_seed(3)
+    x = torch.randn(1000, device="cuda")
+    ours = Dropout(0.5).train()(x)
+    torch.manual_seed(3)
+    torch.testing.assert_close(ours, torch.nn.functional.dropout(x, 0.5, training=True))
+
+
+def test_probability_range() -> None:
+    with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\)"):
+        Dropout(1.0)

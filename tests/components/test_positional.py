@@ -1,0 +1,151 @@
+"""Positional schemes against their definitions: sinusoidal (§3.5), learned, rope, alibi, none."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tbuild.builder import SpecError, load_spec
+from tbuild.components.attention import MultiHeadAttention, MultiHeadSpec
+from tbuild.components.positional import (
+    ALiBi,
+    ALiBiSpec,
+    Learned,
+    LearnedSpec,
+    NoPosition,
+    NoPositionSpec,
+    Rotary,
+    RotarySpec,
+    Sinusoidal,
+    SinusoidalSpec,
+    sinusoid_table,
+)
+
+from ..conftest import tiny_model
+from .reference import D, H, by_hand, close, incremental, init
+
+
+def test_sinusoid_table_matches_section_3_5() -> None:
+    d_model, length = 10, 50
+    table = sinusoid_table(length, d_model)
+    for pos in range(length):
+        for i in range(d_model // 2):
+            angle = pos / 10000 ** (2 * i / d_model)
+            assert math.isclose(table[pos, 2 * i].item(), math.sin(angle), abs_tol=1e-6)
+            assert math.isclose(table[pos, 2 * i + 1].item(), math.cos(angle), abs_tol=1e-6)
+
+
+def test_sinusoidal_adds_table_at_offset_and_extends() -> None:
+    pe = Sinusoidal(SinusoidalSpec(), d_model=6, max_positions=4)
+    x = torch.zeros(1, 3, 6)
+    torch.testing.assert_close(pe(x, offset=5), sinusoid_table(8, 6)[5:8][None])  # past the table of 4
+
+
+def test_sinusoidal_past_its_table_computes_rows_without_storing_them() -> None:
+    pe = Sinusoidal(SinusoidalSpec(), d_model=6, max_positions=None)
+    table = pe.table
+    assert table.shape == (1024, 6)  # default length when max_positions is unset
+    out = pe(torch.zeros(1, 1500, 6))
+    assert pe.table is table and pe.table.shape == (1024, 6)  # forward changed no state
+    pos = torch.arange(1500, dtype=torch.float64)[:, None]
+    angle = pos / 10000 ** (torch.arange(0, 6, 2, dtype=torch.float64) / 6)  # pos / 10000^(2i/d_model) (§3.5)
+    expected = torch.stack([angle.sin(), angle.cos()], -1).flatten(1)  # sin at 2i, cos at 2i+1
+    torch.testing.assert_close(out[0], expected.float())
+
+
+def test_learned_table_shape_and_limit() -> None:
+    pe = Learned(LearnedSpec(), d_model=6, max_positions=9)
+    assert pe.embedding.weight.shape == (9, 6)
+    assert pe(torch.zeros(2, 9, 6)).shape == (2, 9, 6)
+    try:
+        pe(torch.zeros(1, 10, 6))
+    except ValueError as e:
+        assert "max_positions" in str(e)
+    else:
+        raise AssertionError("10 positions should exceed max_positions 9")
+
+
+def test_learned_positions_need_max_positions() -> None:
+    with pytest.raises(SpecError, match="model.positional: learned positions need model.max_positions"):
+        load_spec({"model": {"positional": {"kind": "learned"}}})
+
+
+def test_rope_rotates_2d_pairs_by_position_times_theta() -> None:
+    rope = Rotary(RotarySpec(base=100.0), d_model=4, max_positions=None)
+    # 2-d: θ_0 = 1, so position m rotates (1, 0) to (cos m, sin m)
+    e = torch.tensor([[[[1.0, 0.0]]]])  # (B, H, T=1, 2)
+    for m in range(4):
+        expected = torch.tensor([[[[math.cos(m), math.sin(m)]]]], dtype=torch.float64)
+        close(rope.rotate(e.double(), offset=m), expected)
+    # 4-d: pairs (0, 1) and (2, 3) rotate by m·1 and m·100^(-2/4) = m·0.1
+    t = torch.tensor([1.0, 2.0, 3.0, 4.0], dtype=torch.float64)
+    m = 3
+    expected = []
+    for (a, b), theta in (((1.0, 2.0), 1.0), ((3.0, 4.0), 0.1)):
+        c, s = math.cos(m * theta), math.sin(m * theta)
+        expected += [c * a - s * b, s * a + c * b]
+    close(rope.rotate(t.view(1, 1, 1, 4), offset=m).flatten(), torch.tensor(expected, dtype=torch.float64))
+
+
+def test_rope_preserves_norms_and_dot_products_depend_on_offset_only() -> None:
+    rope = Rotary(RotarySpec(), d_model=8, max_positions=None)
+    x = torch.randn(2, 3, 7, 8, dtype=torch.float64)  # (B, H, T, d_k)
+    torch.testing.assert_close(rope.rotate(x, offset=5).norm(dim=-1), x.norm(dim=-1))
+    q, k = torch.randn(8, dtype=torch.float64), torch.randn(8, dtype=torch.float64)
+
+    def dot(m: int, n: int) -> torch.Tensor:
+        return rope.rotate(q.view(1, 1, 1, 8), m).flatten() @ rope.rotate(k.view(1, 1, 1, 8), n).flatten()
+
+    for m, n in ((0, 3), (2, 0), (4, 4)):
+        for shift in (1, 7, 50):
+            torch.testing.assert_close(dot(m, n), dot(m + shift, n + shift))
+    assert not torch.allclose(dot(0, 3), dot(0, 4))
+
+
+def test_rope_inside_attention_cached_equals_full() -> None:
+    att = init(MultiHeadAttention(MultiHeadSpec(), d_model=D, heads=H, d_k=4, d_v=4, dropout=0.0,
+                                   causal=True))
+    rope = Rotary(RotarySpec(), d_model=D, max_positions=None)
+    x = torch.randn(2, 5, D, dtype=torch.float64)
+    close(incremental(att, x, rope), att(x, positional=rope))
+
+
+def test_alibi_bias_is_minus_slope_times_distance() -> None:
+    alibi = ALiBi(ALiBiSpec(), d_model=D, max_positions=None)
+    torch.testing.assert_close(ALiBi.slopes(8), torch.tensor([2.0**-h for h in range(1, 9)]))  # 1/2..1/256
+    torch.testing.assert_close(ALiBi.slopes(4), torch.tensor([2.0 ** (-8 * h / 4) for h in range(1, 5)]))
+    bias = alibi.attn_bias(4, 2, 5, offset=3)  # queries at positions 3, 4; keys 0..4
+    for h in range(4):
+        m = 2.0 ** (-8 * (h + 1) / 4)
+        for i in range(2):
+            for j in range(5):
+                assert math.isclose(bias[h, i, j].item(), -m * abs(i + 3 - j), abs_tol=1e-6)
+    # the encoder sees the symmetric distance |i-j|
+    full = alibi.attn_bias(2, 4, 4)
+    torch.testing.assert_close(full, full.transpose(-2, -1))
+
+
+def test_alibi_in_attention_equals_biased_eq1() -> None:
+    att = init(MultiHeadAttention(MultiHeadSpec(), d_model=D, heads=H, d_k=3, d_v=5, dropout=0.0,
+                                   causal=True))
+    alibi = ALiBi(ALiBiSpec(), d_model=D, max_positions=None)
+    x = torch.randn(2, 5, D, dtype=torch.float64)
+    m = ALiBi.slopes(H).double()
+    hand, _ = by_hand(att, x, x, torch.ones(5, 5, dtype=torch.bool).tril().expand(2, 5, 5),
+                       lambda h, i, j, q, k: q @ k / math.sqrt(3) - m[h] * abs(i - j))
+    close(att(x, positional=alibi), hand)
+    close(incremental(att, x, alibi), hand)
+
+
+def test_no_positions_make_the_encoder_permutation_equivariant() -> None:
+    none = NoPosition(NoPositionSpec(), d_model=4, max_positions=None)
+    x = torch.randn(1, 3, 4)
+    assert none(x, 5) is x and none.rotate(x, 2) is x and none.attn_bias(2, 3, 3) is None
+    model = tiny_model(["model.positional.kind=none"])
+    src = torch.tensor([[5, 6, 7, 8]])
+    perm = torch.tensor([2, 0, 3, 1])
+    memory, _ = model.encode(src)
+    permuted, _ = model.encode(src[:, perm])
+    torch.testing.assert_close(permuted, memory[:, perm], atol=1e-5, rtol=1e-5)
