@@ -20,10 +20,10 @@ from collections.abc import Callable
 import torch
 
 from tbuild.builder import build_model, load_spec
+from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.policy import choose_policy
 from tbuild.engine.process import configure_process
-from tbuild.engine.tokens import BOS, EOS, PAD
 
 
 def tbuild_model(args: argparse.Namespace) -> torch.nn.Module:

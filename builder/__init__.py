@@ -1,6 +1,6 @@
 """Specs in, models out: the schema, the loader and ``build_model``.
 
-The schema and loader are torch-free; ``build_model`` (and ``PAD_ID``) import torch on first use,
+The schema and loader are torch-free; ``build_model`` imports torch on first use,
 so ``from tbuild.builder import load_spec`` stays fast.
 """
 
@@ -9,11 +9,11 @@ from typing import Any
 from .loader import LoadedSpec, SpecError, load_spec
 from .schema import Spec
 
-__all__ = ["PAD_ID", "LoadedSpec", "Spec", "SpecError", "build_model", "load_spec"]
+__all__ = ["LoadedSpec", "Spec", "SpecError", "build_model", "load_spec"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("PAD_ID", "build_model"):
+    if name == "build_model":
         from . import build
 
         return getattr(build, name)

@@ -16,8 +16,7 @@ from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecode
 
 from .resolved import ResolvedStack, resolve
 from .schema import ModelSpec, Spec
-
-PAD_ID = 0  # special ids are fixed by the tokenizer (tbuild.engine.tokenizer); pad is 0
+from .tokens import PAD
 
 
 def _layers(model: ModelSpec, stack: ResolvedStack) -> list[nn.Module]:
@@ -50,9 +49,9 @@ def build_model(spec: Spec) -> EncoderDecoder:
     model = spec.model
     view = resolve(model)
     d = model.d_model
-    tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD_ID)
+    tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD)
     src_tokens = tgt_tokens if model.tie_embeddings == "three_way" else nn.Embedding(
-        spec.src_vocab_size(), d, padding_idx=PAD_ID)
+        spec.src_vocab_size(), d, padding_idx=PAD)
     output = nn.Linear(d, spec.vocab_size(), bias=False)
     if model.tie_embeddings != "none":
         output.weight = tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
@@ -72,7 +71,7 @@ def build_model(spec: Spec) -> EncoderDecoder:
         encoder_norm=final_norm(view.encoder),
         decoder_norm=final_norm(view.decoder),
         output=output,
-        pad_id=PAD_ID,
+        pad_id=PAD,
     )
     init_weights(net, d)
     return net

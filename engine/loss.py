@@ -9,10 +9,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from tbuild.builder.tokens import PAD
+
 from .data.batches import collate, token_batches
 from .data.pairs import Pairs
 from .policy import Policy
-from .tokens import PAD
 
 
 def _wide(t: torch.Tensor) -> torch.dtype:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from ..tokens import BOS, PAD
+from tbuild.builder.tokens import BOS, PAD
 from .pairs import Pairs
 
 

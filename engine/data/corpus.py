@@ -69,39 +69,3 @@ def read_parallel(src: Path, tgt: Path, field: str) -> tuple[list[str], list[str
             f"{field}: line counts differ: {len(source)} lines in {src} but {len(target)} lines in {tgt}"
         )
     return source, target
-
-
-def ensure_data(data: DataSpec, log: Callable[[str], None] | None = None) -> None:
-    """Fetch a built-in data set (multi30k) into the folder of any of its missing split files."""
-    if data.dataset is None or data.dataset.kind != "multi30k":
-        return
-    from .multi30k import LANGS, LOCAL_SPLITS, fetch_multi30k
-
-    langs = (data.source_lang, data.target_lang)
-    unknown = [lang for lang in langs if lang not in LANGS]
-    if unknown:
-        raise DataError(f"data.dataset multi30k has languages {', '.join(LANGS)}, not {', '.join(unknown)}")
-    for split in SPLITS:
-        if getattr(data, split) is None:
-            continue
-        missing = [p for p in split_files(data, split) if not p.exists()]
-        if not missing:
-            continue
-        dest = missing[0].parent
-        if log:
-            log(f"data.{split}: {missing[0]} is missing; fetching Multi30k into {dest}")
-        fetch_multi30k(dest, langs=langs)
-        still = [p for p in split_files(data, split) if not p.exists()]
-        if still:
-            names = ", ".join(f"{s}.<lang>.gz" for s in LOCAL_SPLITS)
-            raise DataError(f"data.{split}: {still[0]} not found; Multi30k provides {names} in {dest}")
-
-
-def read_split(data: DataSpec, split: str, log: Callable[[str], None]) -> tuple[list[str], list[str]]:
-    """The source and target lines of a split, fetching a built-in data set first if its files are missing."""
-    ensure_data(data, log)
-    src_path, tgt_path = split_files(data, split)
-    source, target = read_parallel(src_path, tgt_path, f"data.{split}")
-    if not source:
-        raise DataError(f"data.{split}: no lines in {src_path} and {tgt_path}")
-    return source, target

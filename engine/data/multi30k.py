@@ -9,11 +9,14 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import BinaryIO
 
+from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
+
 from ..errors import DataError
+from .corpus import SPLITS, split_files
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"
@@ -135,4 +138,30 @@ def fetch_multi30k(
     return written
 
 
-__all__ = ["COMMIT", "LANGS", "LOCAL_SPLITS", "MIRROR_ENV", "OFFICIAL_URL", "SHA256", "fetch_multi30k"]
+
+
+@DATASETS.register(Multi30kDataset)
+class Multi30k:
+    """The ``multi30k`` data set: fetches the files of any split whose files are missing."""
+
+    def __init__(self, spec: Multi30kDataset) -> None:
+        self.spec = spec
+
+    def ensure(self, data: DataSpec, log: Callable[[str], None]) -> None:
+        langs = (data.source_lang, data.target_lang)
+        unknown = [lang for lang in langs if lang not in LANGS]
+        if unknown:
+            raise DataError(f"data.dataset multi30k has languages {', '.join(LANGS)}, not {', '.join(unknown)}")
+        for split in SPLITS:
+            if getattr(data, split) is None:
+                continue
+            missing = [p for p in split_files(data, split) if not p.exists()]
+            if not missing:
+                continue
+            dest = missing[0].parent
+            log(f"data.{split}: {missing[0]} is missing; fetching Multi30k into {dest}")
+            fetch_multi30k(dest, langs=langs)
+            still = [p for p in split_files(data, split) if not p.exists()]
+            if still:
+                names = ", ".join(f"{s}.<lang>.gz" for s in LOCAL_SPLITS)
+                raise DataError(f"data.{split}: {still[0]} not found; Multi30k provides {names} in {dest}")

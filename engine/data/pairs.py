@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from tbuild.builder.schema import Spec
 
-from ..tokens import EOS
+from tbuild.builder.tokens import EOS
 from ..errors import DataError
-from .corpus import read_split, split_files
+from .corpus import split_files
+from .datasets import read_split
 from .tokenizer import Tokenizer
 
 Log = Callable[[str], None]

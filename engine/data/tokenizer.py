@@ -1,5 +1,5 @@
 """The run's tokenizer: a shared source+target sentencepiece model (§5.1) with the ids of
-engine/tokens.py, trained on a seeded sample of the training pairs or loaded, and the spec's
+builder/tokens.py, trained on a seeded sample of the training pairs or loaded, and the spec's
 vocabulary sizes fitted to it."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from tbuild.builder.schema import Spec, TokenizerSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from ..tokens import BOS, EOS, PAD, UNK
-from .corpus import read_split
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from .datasets import read_split
 
 Log = Callable[[str], None]
 

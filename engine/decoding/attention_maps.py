@@ -7,9 +7,10 @@ from pathlib import Path
 
 import torch
 
+from tbuild.builder.tokens import BOS, EOS
+
 from ..errors import TbuildError
 from ..plots import _pyplot
-from ..tokens import BOS, EOS
 from .search import beam_search
 from .translator import Translator
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
+from tbuild.builder.tokens import EOS
+
 from ..data.corpus import read_parallel, split_files
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run_dir import Run
-from ..tokens import EOS
 from .translator import Translator, encode_sources, translate
 
 

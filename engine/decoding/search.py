@@ -21,9 +21,8 @@ from typing import Protocol
 
 import torch
 
+from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache
-
-from ..tokens import BOS, EOS, PAD
 
 NEG_INF = float("-inf")
 

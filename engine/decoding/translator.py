@@ -10,13 +10,13 @@ import torch
 
 from tbuild.builder import build_model
 from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
 from ..policy import Policy, choose_policy
 from ..run_dir import Run
-from ..tokens import EOS, PAD
 from ..weights import load_weights
 from .search import Hypothesis, beam_search
 

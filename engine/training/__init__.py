@@ -1,1 +1,1 @@
-"""Training: the trainer, its metrics log and the learning-rate schedule."""
+"""Training: the trainer, its state and its metrics log."""

@@ -21,6 +21,7 @@ import torch
 
 from tbuild.builder import LoadedSpec, build_model
 from tbuild.builder.schema import Spec
+from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, collate
@@ -30,9 +31,7 @@ from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy
 from ..run_dir import run_dir_of
-from ..tokens import PAD
 from .metrics import LogWindow, MetricsLog
-from .schedule import learning_rate
 from .state import StopSignal, TrainState
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -144,7 +143,7 @@ class Trainer:
             (loss / ntok).backward()
             loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf).item()
-        lr = learning_rate(self.state.step + 1, self.cfg.schedule, self.spec.model.d_model)
+        lr = self.cfg.schedule.rate(self.state.step + 1, self.spec.model.d_model)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()

@@ -59,6 +59,10 @@ def test_schedule_rates_are_the_formulas() -> None:
         expected = 2.0 * 512**-0.5 * min(step**-0.5, step * 4000**-1.5)  # §5.3 Eq. 3
         assert noam.rate(step, 512) == pytest.approx(expected, rel=1e-12)
     assert noam.rate(0, 512) == noam.rate(1, 512)  # steps count from 1
+    paper = NoamSchedule(warmup=4000)
+    peak = max(range(1, 10000, 7), key=lambda s: paper.rate(s, 512))
+    assert abs(peak - 4000) <= 7  # rises linearly for warmup steps, then decays as step^-0.5
+    assert paper.rate(16000, 512) == pytest.approx(paper.rate(4000, 512) / 2)
     inv = InverseSqrtSchedule(lr=1e-3, warmup=100)
     assert inv.rate(50, 512) == pytest.approx(1e-3 * 50 / 100)  # linear warmup
     assert inv.rate(400, 512) == pytest.approx(1e-3 * (100 / 400) ** 0.5)  # lr · sqrt(warmup / step)

@@ -9,7 +9,7 @@ import torch
 
 from tbuild.engine.data.batches import collate, token_batches
 from tbuild.engine.data.pairs import Pairs
-from tbuild.engine.tokens import BOS, EOS, PAD
+from tbuild.builder.tokens import BOS, EOS, PAD
 
 rng = random.Random(0)
 SRC = [rng.randint(2, 40) for _ in range(600)]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.engine.data.corpus import ensure_data, read_parallel, split_files
+from tbuild.engine.data.corpus import read_parallel, split_files
 from tbuild.engine.errors import DataError
 
 from tests.conftest import SHARED_DATA
@@ -108,31 +108,3 @@ def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
     good = write(tmp_path / "s.en", "x\n")
     with pytest.raises(DataError, match=r"^data\.train\.target: is not a file: "):
         read_parallel(good, tmp_path, "data.train")
-
-
-def test_ensure_data_ignores_other_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
-    ensure_data(data_spec(train=str(tmp_path / "train")))
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
-    dest = tmp_path / "m30k"
-    data = data_spec(dataset="multi30k", source_lang="en", target_lang="fr",
-                     valid=str(dest / "val"), test=str(dest / "test2016"))
-    logged: list[str] = []
-    ensure_data(data, logged.append)
-    assert split_files(data, "valid") == (dest / "val.en.gz", dest / "val.fr.gz")
-    assert (dest / "test2016.fr.gz").is_file() and not (dest / "val.de.gz").exists()
-    assert len(read_parallel(*split_files(data, "test"), "data.test")[1]) == 1000
-    assert logged and "fetching Multi30k" in logged[0]
-
-
-def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
-    provides = r"data\.valid: .*dev\.en not found; Multi30k provides train\.<lang>\.gz"
-    with pytest.raises(DataError, match=provides):
-        ensure_data(data_spec(dataset="multi30k", valid=str(tmp_path / "dev")))
-    with pytest.raises(DataError, match="multi30k has languages en, de, fr, not cs"):
-        ensure_data(data_spec(dataset="multi30k", target_lang="cs", valid=str(tmp_path / "val")))

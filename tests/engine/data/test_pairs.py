@@ -13,7 +13,7 @@ from tbuild.engine.data.pairs import Pairs, load_pairs
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
 from tbuild.engine.errors import DataError
 from tbuild.engine.run_dir import RunDir
-from tbuild.engine.tokens import EOS
+from tbuild.builder.tokens import EOS
 
 from tests.conftest import SHARED_DATA
 

@@ -11,7 +11,7 @@ import sentencepiece as spm
 from tbuild.builder.schema import TokenizerSpec
 from tbuild.engine.errors import DataError
 from tbuild.engine.data.tokenizer import Tokenizer
-from tbuild.engine.tokens import BOS, EOS, PAD, UNK
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from tests.conftest import SHARED_DATA
 

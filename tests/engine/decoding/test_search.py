@@ -8,9 +8,9 @@ import math
 import pytest
 import torch
 
+from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
-from tbuild.engine.tokens import BOS, EOS, PAD
 from tests.conftest import tiny_model
 
 A, B, C = 4, 5, 6  # the toy models' output tokens

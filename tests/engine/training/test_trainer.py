@@ -16,37 +16,17 @@ import torch.nn.functional as F
 import yaml
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import ConstantSchedule, InverseSqrtSchedule, NoamSchedule
 from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
 from tbuild.engine.errors import CheckpointError
 from tbuild.engine.loss import label_smoothed_nll
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
-from tbuild.engine.training.schedule import learning_rate
 from tbuild.engine.training.trainer import train
 from tests.conftest import tiny_train_spec
 
 
 def quiet(kind: str, data: dict) -> None:
     pass
-
-
-def test_noam_schedule_is_equation_3() -> None:
-    sched = NoamSchedule(warmup=4000)
-    for step in (1, 100, 3999, 4000, 4001, 100000):
-        expected = 512**-0.5 * min(step**-0.5, step * 4000**-1.5)
-        assert learning_rate(step, sched, 512) == pytest.approx(expected, rel=1e-12)
-    peak = max(range(1, 10000, 7), key=lambda s: learning_rate(s, sched, 512))
-    assert abs(peak - 4000) <= 7  # rises linearly for warmup steps, then decays as step^-0.5
-    assert learning_rate(16000, sched, 512) == pytest.approx(learning_rate(4000, sched, 512) / 2)
-
-
-def test_other_schedules() -> None:
-    inv = InverseSqrtSchedule(lr=1e-3, warmup=100)
-    assert learning_rate(50, inv, 512) == pytest.approx(5e-4)
-    assert learning_rate(400, inv, 512) == pytest.approx(5e-4)
-    const = ConstantSchedule(lr=2e-4, warmup=0)
-    assert learning_rate(7, const, 512) == 2e-4
 
 
 def test_label_smoothing_by_hand() -> None:
