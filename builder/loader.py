@@ -50,11 +50,6 @@ class LoadedSpec:
     def name(self) -> str:
         return self.spec.name or (self.path.stem if self.path else "spec")
 
-    @property
-    def run_dir(self) -> Path:
-        return Path(self.spec.output_dir) if self.spec.output_dir else Path("runs") / self.name
-
-
 # Keys whose values are paths relative to the file that sets them.
 PATH_KEYS: dict[Path_, tuple[str, ...]] = {
     ("data", "train"): ("", "source", "target"),

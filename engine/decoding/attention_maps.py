@@ -7,12 +7,12 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.builder.tokens import BOS
 
 from ..errors import TbuildError
 from ..plots import _pyplot
 from .search import beam_search
-from .translator import Translator
+from .translator import Translator, encode_sources
 
 KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
          "cross": "encoder-decoder attention"}
@@ -23,13 +23,13 @@ def attention_weights(translator: Translator, sentence: str, beam: int, alpha: f
                       ) -> tuple[list[str], list[str], dict[str, list[torch.Tensor]]]:
     """Translate ``sentence``, then re-run the model teacher-forced on its output with explicit
     attention weights. Returns source pieces, target pieces and, per kind, a (H, T, S) tensor per layer."""
-    tok, model = translator.tokenizer, translator.model
-    ids = tok.encode([sentence])[0][: translator.max_source_tokens - 1]
-    if not ids:
+    tok, model, device = translator.tokenizer, translator.model, translator.policy.device
+    source = encode_sources(tok, [sentence], translator.max_source_tokens)[0]  # ids + EOS
+    if not source:
         raise TbuildError("--src is empty")
-    src = torch.tensor([ids + [EOS]])
+    src = torch.tensor([source], device=device)
     best = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=1.0, max_len_b=max_len_b)[0][0]
-    tgt_in = torch.tensor([[BOS] + best.tokens])
+    tgt_in = torch.tensor([[BOS] + best.tokens], device=device)
     blocks = {"encoder": [layer.self_attn.sublayer for layer in model.encoder],
               "decoder": [layer.self_attn.sublayer for layer in model.decoder],
               "cross": [layer.cross_attn.sublayer for layer in model.decoder]}
@@ -45,11 +45,10 @@ def attention_weights(translator: Translator, sentence: str, beam: int, alpha: f
     finally:
         for hook in hooks:
             hook.remove()
-    weights = {kind: [block.attention_weights(*inputs[block][0], **inputs[block][1])[0].float() for block in layers]
-               for kind, layers in blocks.items()}
+    weights = {kind: [block.attention_weights(*inputs[block][0], **inputs[block][1])[0].float().cpu()
+                      for block in layers] for kind, layers in blocks.items()}
     pieces = tok.sp.id_to_piece
-    return ([pieces(i) for i in ids] + ["</s>"], ["<s>"] + [pieces(i) for i in best.tokens],
-            weights)
+    return ([pieces(i) for i in source[:-1]] + ["</s>"], ["<s>"] + [pieces(i) for i in best.tokens], weights)
 
 
 def plot_attention(src: list[str], tgt: list[str], weights: dict[str, list[torch.Tensor]], out_dir: Path,
