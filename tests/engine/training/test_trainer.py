@@ -118,6 +118,15 @@ def test_run_directory_contents(tiny_corpus: Path, tmp_path: Path) -> None:
     # checkpoints hold no pickles: safetensors with JSON metadata
     _, meta = read_checkpoint(RunDir(run).step_checkpoints()[-1])
     assert meta["step"] == 6 and "optim_groups" in meta
+    assert "spec_hash" not in meta and "python_rng" in meta  # the architecture hash is stored once
+
+
+def test_explicit_vocabulary_may_exceed_the_tokenizer(tiny_corpus: Path, tmp_path: Path) -> None:
+    """An explicit vocab_size with more rows than pieces (e.g. padded for speed) trains and is kept."""
+    spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=1, validate_every=1)
+    spec["model"]["vocab_size"] = 256  # the tokenizer has 200 pieces
+    assert _train(spec)["step"] == 1
+    assert yaml.safe_load((tmp_path / "run" / "spec.yaml").read_text())["model"]["vocab_size"] == 256
 
 
 def test_corrupt_checkpoint_falls_back_to_previous(tiny_corpus: Path, tmp_path: Path) -> None:
