@@ -1,0 +1,1 @@
+"""Data: data sets, parallel files, the tokenizer, encoded pairs and batches."""

@@ -1,0 +1,54 @@
+"""Data sets: the provider of ``data.dataset`` fetches missing split files (Multi30k from a mirror here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tbuild.builder.schema import DATASETS
+from tbuild.engine.data.corpus import read_parallel, split_files
+from tbuild.engine.data.datasets import ensure_data, read_split
+from tbuild.engine.errors import DataError
+from tests.conftest import SHARED_DATA
+from tests.engine.data.test_corpus import data_spec
+
+
+def test_every_declared_data_set_has_a_provider() -> None:
+    assert [e.key for e in DATASETS.entries()] == ["multi30k"]
+    assert all(e.block is not None and hasattr(e.block, "ensure") for e in DATASETS.entries())
+
+
+def test_read_split_refuses_an_empty_split(tmp_path: Path) -> None:
+    (tmp_path / "e.en").write_text("")
+    (tmp_path / "e.de").write_text("")
+    with pytest.raises(DataError, match=r"^data\.valid: no lines in .*e\.en and .*e\.de$"):
+        read_split(data_spec(valid=str(tmp_path / "e")), "valid", lambda _: None)
+
+
+def test_ensure_data_ignores_other_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    ensure_data(data_spec(train=str(tmp_path / "train")))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    dest = tmp_path / "m30k"
+    data = data_spec(dataset="multi30k", source_lang="en", target_lang="fr",
+                     valid=str(dest / "val"), test=str(dest / "test2016"))
+    logged: list[str] = []
+    ensure_data(data, logged.append)
+    assert split_files(data, "valid") == (dest / "val.en.gz", dest / "val.fr.gz")
+    assert (dest / "test2016.fr.gz").is_file() and not (dest / "val.de.gz").exists()
+    assert len(read_parallel(*split_files(data, "test"), "data.test")[1]) == 1000
+    assert logged and "fetching Multi30k" in logged[0]
+
+
+def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    provides = r"data\.valid: .*dev\.en not found; Multi30k provides train\.<lang>\.gz"
+    with pytest.raises(DataError, match=provides):
+        ensure_data(data_spec(dataset="multi30k", valid=str(tmp_path / "dev")))
+    with pytest.raises(DataError, match="multi30k has languages en, de, fr, not cs"):
+        ensure_data(data_spec(dataset="multi30k", target_lang="cs", valid=str(tmp_path / "val")))
