@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from tbuild.builder.tokens import BOS, PAD
+
 from .pairs import Pairs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gzip
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tbuild.builder.schema import DataSpec, ParallelFiles
@@ -33,12 +33,12 @@ def split_files(data: DataSpec, split: str) -> tuple[Path, Path]:
     return _plain_or_gz(f"{value}.{data.source_lang}"), _plain_or_gz(f"{value}.{data.target_lang}")
 
 
-def read_lines(path: Path, field: str) -> list[str]:
-    """All lines of a plain or gzip UTF-8 file, each stripped of surrounding whitespace."""
+def iter_lines(path: Path, field: str) -> Iterator[str]:
+    """The lines of a plain or gzip UTF-8 file, one at a time, each stripped of surrounding
+    whitespace (and the first of a byte-order mark); errors name the field, file and line."""
     if not path.is_file():
         what = "is not a file" if path.exists() else "file not found"
         raise DataError(f"{field}: {what}: {path}")
-    lines: list[str] = []
     number = 0
     try:
         with path.open("rb") as raw:
@@ -47,25 +47,40 @@ def read_lines(path: Path, field: str) -> list[str]:
         with opener(path, "rb") as f:
             # Binary iteration splits on b"\n" only, unlike str.splitlines (which also splits on
             # \x1c, \x85, U+2028 ... and would shift the line alignment of a parallel corpus).
-            for number, line in enumerate(f, 1):  # noqa: B007 - number is used after the loop
-                lines.append(line.decode("utf-8").strip())
+            for number, line in enumerate(f, 1):  # noqa: B007 - number is used in the errors
+                text = line.decode("utf-8").strip()
+                yield text[1:].strip() if number == 1 and text.startswith("\ufeff") else text
     except UnicodeDecodeError as e:
         raise DataError(f"{field}: {path}: line {number} is not valid UTF-8 (byte {e.start})") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise DataError(f"{field}: {path}: corrupt gzip file after line {number} ({e})") from None
     except OSError as e:
         raise DataError(f"{field}: cannot read {path}: {e.strerror or e}") from None
-    if lines and lines[0].startswith("\ufeff"):
-        lines[0] = lines[0][1:].strip()
-    return lines
+
+
+def read_lines(path: Path, field: str) -> list[str]:
+    """All lines of a plain or gzip UTF-8 file (see ``iter_lines``)."""
+    return list(iter_lines(path, field))
+
+
+def iter_parallel(src: Path, tgt: Path, field: str) -> Iterator[tuple[str, str]]:
+    """(source, target) line pairs of a parallel pair of files, streamed; ``field`` (e.g.
+    ``data.train``) names them in errors. Files of different lengths are an error with both counts."""
+    sources, targets = iter_lines(src, f"{field}.source"), iter_lines(tgt, f"{field}.target")
+    n = 0
+    while True:
+        s, t = next(sources, None), next(targets, None)
+        if s is None or t is None:
+            break
+        n += 1
+        yield s, t
+    if s is not None or t is not None:  # one file ended first: count what is left of the other
+        n_src = n + (s is not None) + sum(1 for _ in sources)
+        n_tgt = n + (t is not None) + sum(1 for _ in targets)
+        raise DataError(f"{field}: line counts differ: {n_src} lines in {src} but {n_tgt} lines in {tgt}")
 
 
 def read_parallel(src: Path, tgt: Path, field: str) -> tuple[list[str], list[str]]:
-    """Read a parallel pair of files; ``field`` (e.g. ``data.train``) names them in errors."""
-    source = read_lines(src, f"{field}.source")
-    target = read_lines(tgt, f"{field}.target")
-    if len(source) != len(target):
-        raise DataError(
-            f"{field}: line counts differ: {len(source)} lines in {src} but {len(target)} lines in {tgt}"
-        )
-    return source, target
+    """Read a parallel pair of files whole (see ``iter_parallel``)."""
+    pairs = list(iter_parallel(src, tgt, field))
+    return [s for s, _ in pairs], [t for _, t in pairs]

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tbuild.builder.schema import Spec
-
 from tbuild.builder.tokens import EOS
+
 from ..errors import DataError
 from .corpus import split_files
 from .datasets import read_split

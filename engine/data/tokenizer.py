@@ -12,10 +12,10 @@ from pathlib import Path
 import sentencepiece as spm
 
 from tbuild.builder.schema import Spec, TokenizerSpec
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from .datasets import read_split
 
 Log = Callable[[str], None]
