@@ -11,8 +11,7 @@ from torch import nn
 
 from tbuild.builder.tokens import PAD
 
-from .data.batches import collate, token_batches
-from .data.pairs import Pairs
+from .data.batches import BatchSource, collate, token_batches
 from .policy import Policy
 
 
@@ -66,13 +65,13 @@ def label_smoothed_nll(
 
 
 @torch.no_grad()
-def evaluate_loss(model: nn.Module, pairs: Pairs, *, batch_tokens: int, label_smoothing: float,
+def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, label_smoothing: float,
                   policy: Policy) -> dict[str, float]:
     """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode."""
     model.eval()
     loss_sum = nll_sum = 0.0
     ntokens = 0
-    batches = token_batches([len(s) for s in pairs.src], [len(t) for t in pairs.tgt], batch_tokens,
+    batches = token_batches(pairs.src_lengths, pairs.tgt_lengths, batch_tokens,
                             seed=0, epoch=0, shuffle=False)
     for batch in batches:
         src, tgt_in, tgt_out = (t.to(policy.device) for t in collate(pairs, batch))

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
 
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import EOS
@@ -18,14 +21,29 @@ Log = Callable[[str], None]
 
 @dataclass
 class Pairs:
-    """Encoded parallel data. ``src`` and ``tgt`` rows end with EOS; the trainer feeds
-    ``[BOS] + tgt[:-1]`` to the decoder and predicts ``tgt``."""
+    """Encoded parallel data in memory (a ``BatchSource``). ``src`` and ``tgt`` rows end with EOS;
+    the trainer feeds ``[BOS] + tgt[:-1]`` to the decoder and predicts ``tgt``."""
 
     src: list[list[int]]
     tgt: list[list[int]]
 
     def __len__(self) -> int:
         return len(self.src)
+
+    @cached_property
+    def src_lengths(self) -> np.ndarray:
+        return np.fromiter(map(len, self.src), dtype=np.int64, count=len(self.src))
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.fromiter(map(len, self.tgt), dtype=np.int64, count=len(self.tgt))
+
+    def padded(self, indices: np.ndarray, side: str, pad: int) -> np.ndarray:
+        rows = [(self.src if side == "src" else self.tgt)[i] for i in indices.tolist()]
+        out = np.full((len(rows), max(map(len, rows), default=0)), pad, dtype=np.int64)
+        for r, ids in enumerate(rows):
+            out[r, : len(ids)] = ids
+        return out
 
 
 def load_pairs(spec: Spec, split: str, tok: Tokenizer, log: Log, *, filter: bool) -> Pairs:

@@ -75,9 +75,10 @@ class Trainer:
         self._setup_model()
         self._setup_optimizer()
         self.state = TrainState() if self.fresh else self._restore()
-        self.batches = BatchCursor([len(s) for s in self.train_pairs.src], [len(t) for t in self.train_pairs.tgt],
-                                   self.cfg.batch_tokens, seed=self.cfg.seed, epoch=self.state.epoch,
-                                   index=self.state.batch_index, shard=(self.rank.index, self.rank.world))
+        data = self.train_pairs
+        self.batches = BatchCursor(data.src_lengths, data.tgt_lengths, self.cfg.batch_tokens, seed=self.cfg.seed,
+                                   epoch=self.state.epoch, index=self.state.batch_index,
+                                   shard=(self.rank.index, self.rank.world))
         self.metrics = MetricsLog(self.run.path) if self.rank.is_main else None
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
@@ -133,7 +134,7 @@ class Trainer:
         """One optimizer update over ``update_freq`` batches, the loss normalised by their target tokens."""
         self.optimizer.zero_grad(set_to_none=True)
         micro = [self.batches.next() for _ in range(self.cfg.update_freq)]
-        ntok = sum(len(self.train_pairs.tgt[i]) for batch in micro for i in batch)
+        ntok = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
         loss_sum = nll_sum = 0.0
         for batch in micro:
             src, tgt_in, tgt_out = (t.to(self.policy.device) for t in collate(self.train_pairs, batch))

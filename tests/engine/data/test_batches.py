@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 import torch
 
+from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.data.batches import collate, token_batches
 from tbuild.engine.data.pairs import Pairs
-from tbuild.builder.tokens import BOS, EOS, PAD
 
 rng = random.Random(0)
 SRC = [rng.randint(2, 40) for _ in range(600)]
@@ -20,55 +21,85 @@ def padded(batch: list[int], lens: list[int]) -> int:
     return max(lens[i] for i in batch) * len(batch)
 
 
+def batches_of(*args: object, **kwargs: object) -> list[list[int]]:
+    return [b.tolist() for b in token_batches(*args, **kwargs)]  # type: ignore[arg-type]
+
+
+def reference_batches(src: list[int], tgt: list[int], budget: int, seed: int, epoch: int) -> list[list[int]]:
+    """The definition: sort by (target, source, seeded noise), grow each batch while count · longest
+    fits the budget on both sides, shuffle the batches (the list-based implementation this replaced)."""
+    rng = random.Random(f"tbuild-batches:{seed}:{epoch}")
+    noise = [rng.random() for _ in src]
+    order = sorted(range(len(src)), key=lambda i: (tgt[i], src[i], noise[i]))
+    batches: list[list[int]] = []
+    for i in order:
+        batch = batches[-1] if batches else []
+        grown = batch + [i]
+        if batch and max(padded(grown, src), padded(grown, tgt)) <= budget:
+            batch.append(i)
+        else:
+            batches.append([i])
+    rng.shuffle(batches)
+    return batches
+
+
+@pytest.mark.parametrize("budget", [40, 300, 5000])
+def test_same_batches_as_the_definition(budget: int) -> None:
+    for epoch in range(3):
+        assert batches_of(SRC, TGT, budget, seed=4, epoch=epoch) == reference_batches(SRC, TGT, budget, 4, epoch)
+    np_lengths = batches_of(np.array(SRC, dtype=np.uint16), np.array(TGT, dtype=np.uint32), budget, seed=4, epoch=0)
+    assert np_lengths == reference_batches(SRC, TGT, budget, 4, 0)
+
+
 @pytest.mark.parametrize("budget", [40, 200, 1000])
 def test_budget_on_both_sides_and_each_pair_once(budget: int) -> None:
     for epoch in range(3):
-        batches = token_batches(SRC, TGT, budget, seed=1, epoch=epoch)
+        batches = batches_of(SRC, TGT, budget, seed=1, epoch=epoch)
         assert sorted(i for b in batches for i in b) == list(range(len(SRC)))
         assert all(padded(b, SRC) <= budget and padded(b, TGT) <= budget for b in batches)
         assert all(len(b) > 0 for b in batches)
 
 
 def test_batches_are_full_enough() -> None:
-    batches = token_batches(SRC, TGT, 1000, seed=1, epoch=0)
+    batches = batches_of(SRC, TGT, 1000, seed=1, epoch=0)
     assert len(batches) < 600 * 40 / 1000 * 2  # sorted by length: little padding, few batches
 
 
 def test_over_long_pair_is_alone() -> None:
     src, tgt = [3, 50, 3, 3], [3, 3, 3, 70]
-    batches = token_batches(src, tgt, 20, seed=0, epoch=0)
+    batches = batches_of(src, tgt, 20, seed=0, epoch=0)
     assert sorted(map(sorted, batches)) == [[0, 2], [1], [3]]
 
 
 def test_deterministic_per_seed_and_epoch() -> None:
-    first = token_batches(SRC, TGT, 300, seed=7, epoch=2)
-    assert first == token_batches(SRC, TGT, 300, seed=7, epoch=2)
-    assert first != token_batches(SRC, TGT, 300, seed=7, epoch=3)
-    assert first != token_batches(SRC, TGT, 300, seed=8, epoch=2)
+    first = batches_of(SRC, TGT, 300, seed=7, epoch=2)
+    assert first == batches_of(SRC, TGT, 300, seed=7, epoch=2)
+    assert first != batches_of(SRC, TGT, 300, seed=7, epoch=3)
+    assert first != batches_of(SRC, TGT, 300, seed=8, epoch=2)
     state = random.getstate()
-    token_batches(SRC, TGT, 300, seed=7, epoch=4)
+    batches_of(SRC, TGT, 300, seed=7, epoch=4)
     assert random.getstate() == state  # no global RNG use
 
 
 def test_epochs_change_membership_not_only_order() -> None:
-    a = {tuple(sorted(b)) for b in token_batches(SRC, TGT, 300, seed=1, epoch=0)}
-    b = {tuple(sorted(b)) for b in token_batches(SRC, TGT, 300, seed=1, epoch=1)}
+    a = {tuple(sorted(b)) for b in batches_of(SRC, TGT, 300, seed=1, epoch=0)}
+    b = {tuple(sorted(b)) for b in batches_of(SRC, TGT, 300, seed=1, epoch=1)}
     assert a != b
 
 
 def test_without_shuffle_batches_are_sorted_by_length() -> None:
-    batches = token_batches(SRC, TGT, 300, seed=1, epoch=0, shuffle=False)
-    assert batches == token_batches(SRC, TGT, 300, seed=5, epoch=9, shuffle=False)
+    batches = batches_of(SRC, TGT, 300, seed=1, epoch=0, shuffle=False)
+    assert batches == batches_of(SRC, TGT, 300, seed=5, epoch=9, shuffle=False)
     flat = [i for b in batches for i in b]
     assert flat == sorted(range(len(SRC)), key=lambda i: (TGT[i], SRC[i], i))
 
 
 def test_bad_arguments() -> None:
     with pytest.raises(ValueError, match="src_lens has 2 entries but tgt_lens has 1"):
-        token_batches([1, 2], [1], 10, seed=0, epoch=0)
+        batches_of([1, 2], [1], 10, seed=0, epoch=0)
     with pytest.raises(ValueError, match="batch_tokens must be positive"):
-        token_batches([1], [1], 0, seed=0, epoch=0)
-    assert token_batches([], [], 10, seed=0, epoch=0) == []
+        batches_of([1], [1], 0, seed=0, epoch=0)
+    assert batches_of([], [], 10, seed=0, epoch=0) == []
 
 
 def test_collate_shapes_and_contents() -> None:
@@ -87,15 +118,15 @@ def test_cursor_shards_are_disjoint_equal_and_resume_exactly() -> None:
 
     src = [random.Random(i).randint(1, 30) for i in range(500)]
     tgt = [random.Random(-i).randint(1, 30) for i in range(500)]
-    epoch = token_batches(src, tgt, 200, seed=3, epoch=0)
+    epoch = batches_of(src, tgt, 200, seed=3, epoch=0)
     whole = BatchCursor(src, tgt, 200, seed=3)
-    assert [whole.next() for _ in range(len(epoch))] == epoch and whole.epoch == 1 and whole.index == 0
+    assert [whole.next().tolist() for _ in range(len(epoch))] == epoch and whole.epoch == 1 and whole.index == 0
     shards = [BatchCursor(src, tgt, 200, seed=3, shard=(rank, 2)) for rank in range(2)]
-    taken = [[c.next() for _ in range(len(epoch) // 2)] for c in shards]
+    taken = [[c.next().tolist() for _ in range(len(epoch) // 2)] for c in shards]
     assert all(c.epoch == 1 for c in shards)  # each shard's epoch has len(epoch) // 2 batches
     flat = [tuple(b) for part in taken for b in part]
     assert len(set(flat)) == len(flat) and set(flat) <= {tuple(b) for b in epoch}
     resumed = BatchCursor(src, tgt, 200, seed=3, epoch=0, index=5, shard=(1, 2))
-    assert resumed.next() == taken[1][5]
+    assert resumed.next().tolist() == taken[1][5]
     with pytest.raises(ValueError, match="shard rank 2 is not in 0..1"):
         BatchCursor(src, tgt, 200, seed=3, shard=(2, 2))

@@ -9,12 +9,11 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder import load_spec
+from tbuild.builder.tokens import EOS
 from tbuild.engine.data.pairs import Pairs, load_pairs
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
 from tbuild.engine.errors import DataError
 from tbuild.engine.run_dir import RunDir
-from tbuild.builder.tokens import EOS
-
 from tests.conftest import SHARED_DATA
 
 

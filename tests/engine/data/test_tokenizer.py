@@ -9,10 +9,9 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder.schema import TokenizerSpec
-from tbuild.engine.errors import DataError
-from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
-
+from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.errors import DataError
 from tests.conftest import SHARED_DATA
 
 
