@@ -6,14 +6,15 @@ from pathlib import Path
 
 import typer
 
-from .common import console, guarded
+from .common import console, guarded, load
+from .options import SET_OPTION
 
-data_app = typer.Typer(help="Fetch built-in data sets.", no_args_is_help=True)
+data_app = typer.Typer(help="Fetch built-in data sets; prepare a spec's training data.", no_args_is_help=True)
 
 
 @data_app.callback()
 def _group() -> None:
-    """Fetch built-in data sets."""  # a callback keeps `multi30k` a subcommand even when it is alone
+    """Fetch built-in data sets; prepare a spec's training data."""  # keeps commands subcommands
 
 
 @data_app.command()
@@ -35,3 +36,30 @@ def multi30k(
         console.print(f"Multi30k already present in {dest} (sha256 checked)", highlight=False)
     else:
         console.print(f"{len(written)} files in {dest}", highlight=False)
+
+
+@data_app.command()
+@guarded
+def prepare(
+    spec: Path = typer.Argument(..., help="A spec file or run directory."),
+    workers: int | None = typer.Option(None, "--workers", help="Encoding processes (default: the cores, at most 8)."),
+    set_: list[str] = SET_OPTION,
+) -> None:
+    """Train the run's tokenizer if needed, then encode, filter and memory-map the training split into
+    RUN/prepared/train (what `tbuild train` does first; reused while the tokenizer, filters and files
+    are unchanged)."""
+    from tbuild.engine.data.prepare import prepared_train
+    from tbuild.engine.data.tokenizer import prepare_tokenizer
+    from tbuild.engine.run_dir import run_dir_of
+
+    loaded = load(spec, set_)
+    run = run_dir_of(loaded)
+
+    def info(message: str) -> None:
+        console.print(message, highlight=False, soft_wrap=True)
+
+    tok = prepare_tokenizer(loaded.spec, run, info)
+    pairs = prepared_train(loaded.spec, tok, run, info, workers=workers)
+    size = sum(p.stat().st_size for p in pairs.folder.iterdir())
+    info(f"{len(pairs):,} pairs, {pairs.header['tokens']['src']:,} + {pairs.header['tokens']['tgt']:,} tokens "
+         f"({pairs.header['dtype']}), {size / 2**20:,.1f} MiB in {pairs.folder}")

@@ -40,6 +40,9 @@ class RunDir:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
+    def prepared(self, split: str) -> Path:
+        return self.path / "prepared" / split  # memory-mapped encoded pairs (engine/data/mapped.py)
+
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step_{step:08d}.safetensors"
 

@@ -1,4 +1,4 @@
-"""Encoded parallel data for the trainer: a split read, encoded and (for training) filtered."""
+"""Encoded parallel data in memory: a validation or test split, read and encoded whole."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import numpy as np
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import EOS
 
-from ..errors import DataError
 from .corpus import split_files
 from .datasets import read_split
 from .tokenizer import Tokenizer
@@ -46,31 +45,10 @@ class Pairs:
         return out
 
 
-def load_pairs(spec: Spec, split: str, tok: Tokenizer, log: Log, *, filter: bool) -> Pairs:
-    """Read and encode a split. With ``filter`` (training) drop empty pairs, pairs with a side longer
-    than data.max_length tokens (EOS counted) and pairs over data.max_length_ratio."""
+def load_pairs(spec: Spec, split: str, tok: Tokenizer, log: Log) -> Pairs:
+    """Read and encode a split whole, unfiltered (validation and test sets; training data is
+    prepared once into memory-mapped arrays by ``prepare.py``, which applies the filters)."""
     source, target = read_split(spec.data, split, log)
     src_path, tgt_path = split_files(spec.data, split)
-    src_ids, tgt_ids = tok.encode(source), tok.encode(target)
-    if not filter:
-        log(f"data.{split}: {len(source)} pairs from {src_path}, {tgt_path}")
-        return Pairs([s + [EOS] for s in src_ids], [t + [EOS] for t in tgt_ids])
-    max_len, ratio = spec.data.max_length, spec.data.max_length_ratio
-    dropped = {"empty": 0, "long": 0, "ratio": 0}
-    pairs = Pairs([], [])
-    for s, t in zip(src_ids, tgt_ids, strict=True):
-        if not s or not t:
-            dropped["empty"] += 1
-        elif len(s) + 1 > max_len or len(t) + 1 > max_len:
-            dropped["long"] += 1
-        elif ratio is not None and max(len(s), len(t)) / min(len(s), len(t)) > ratio:
-            dropped["ratio"] += 1
-        else:
-            pairs.src.append(s + [EOS])
-            pairs.tgt.append(t + [EOS])
-    summary = (f"dropped {dropped['empty']} empty, {dropped['long']} longer than {max_len} tokens, "
-               f"{dropped['ratio']} over length ratio {ratio if ratio is not None else '-'}")
-    log(f"data.{split}: kept {len(pairs)} of {len(source)} pairs from {src_path}, {tgt_path}; {summary}")
-    if not pairs.src:
-        raise DataError(f"data.{split}: no pairs left after filtering ({summary})")
-    return pairs
+    log(f"data.{split}: {len(source)} pairs from {src_path}, {tgt_path}")
+    return Pairs([s + [EOS] for s in tok.encode(source)], [t + [EOS] for t in tok.encode(target)])

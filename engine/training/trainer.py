@@ -26,6 +26,7 @@ from tbuild.builder.tokens import PAD
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, collate
 from ..data.pairs import load_pairs
+from ..data.prepare import prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
@@ -97,10 +98,10 @@ class Trainer:
         return spec
 
     def _setup_data(self) -> None:
-        self.train_pairs = load_pairs(self.spec, "train", self.tokenizer, self.info, filter=True)
+        self.train_pairs = prepared_train(self.spec, self.tokenizer, self.run, self.info)
         self.valid_pairs = None
         if self.spec.data.valid is not None:
-            self.valid_pairs = load_pairs(self.spec, "valid", self.tokenizer, self.info, filter=False)
+            self.valid_pairs = load_pairs(self.spec, "valid", self.tokenizer, self.info)
 
     def _setup_model(self) -> None:
         torch.manual_seed(self.cfg.seed)

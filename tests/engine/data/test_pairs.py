@@ -115,46 +115,17 @@ def test_prepare_without_train_split(tmp_path: Path) -> None:
 
 def test_pairs_end_with_eos(tmp_path: Path, tok: Tokenizer) -> None:
     spec = make_spec({"valid": corpus(tmp_path, "valid", EN[:50], DE[:50])})
-    pairs = load_pairs(spec, "valid", tok, lambda _: None, filter=False)
+    pairs = load_pairs(spec, "valid", tok, lambda _: None)
     assert isinstance(pairs, Pairs) and len(pairs) == 50 and len(pairs.tgt) == 50
     assert pairs.src[3] == tok.encode([EN[3]])[0] + [EOS]
     assert pairs.tgt[3] == tok.encode([DE[3]])[0] + [EOS]
     assert tok.decode(pairs.tgt[7]) == DE[7]
 
 
-def test_filter_drops_and_counts(tmp_path: Path, tok: Tokenizer) -> None:
-    src, tgt = list(EN[:40]), list(EN[:40])  # identical sides: length ratio 1
-    long_sentence = "A man in a blue shirt is riding a red bike down the busy street today."
-    src += ["", "A dog.", "dog " * 300, long_sentence]
-    tgt += ["Ein Hund.", "", "Hund", "Mann"]
-    spec = make_spec({"train": corpus(tmp_path, "train", src, tgt), "max_length": 256, "max_length_ratio": 3})
-    logs: list[str] = []
-    pairs = load_pairs(spec, "train", tok, logs.append, filter=True)
-    assert len(pairs) == 40 and pairs.src == pairs.tgt
-    assert logs == [f"data.train: kept 40 of 44 pairs from {tmp_path / 'train.en'}, {tmp_path / 'train.de'}; "
-                    "dropped 2 empty, 1 longer than 256 tokens, 1 over length ratio 3.0"]
-    unfiltered = load_pairs(spec, "train", tok, logs.append, filter=False)
-    assert len(unfiltered) == 44 and unfiltered.src[40] == [EOS] and unfiltered.tgt[41] == [EOS]
-
-
-def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer) -> None:
-    n = len(tok.encode([EN[0]])[0])
-    folder = corpus(tmp_path, "train", [EN[0], "A dog."], [EN[0], "A dog."])
-    roomy = make_spec({"train": folder, "max_length": n + 1})
-    kept = load_pairs(roomy, "train", tok, lambda _: None, filter=True)
-    assert len(kept) == 2
-    logs: list[str] = []
-    cut = load_pairs(make_spec({"train": folder, "max_length": n}), "train", tok, logs.append, filter=True)
-    assert len(cut) == 1 and f"1 longer than {n} tokens" in logs[0]
-
-
-def test_nothing_left_or_nothing_there(tmp_path: Path, tok: Tokenizer) -> None:
-    spec = make_spec({"train": corpus(tmp_path, "train", ["", "x"], ["y", ""])})
-    with pytest.raises(DataError, match=r"^data\.train: no pairs left after filtering \(dropped 2 empty"):
-        load_pairs(spec, "train", tok, lambda _: None, filter=True)
+def test_an_empty_split_is_an_error(tmp_path: Path, tok: Tokenizer) -> None:
     empty = make_spec({"valid": corpus(tmp_path, "empty", [], [])})
     with pytest.raises(DataError, match=r"^data\.valid: no lines in "):
-        load_pairs(empty, "valid", tok, lambda _: None, filter=False)
+        load_pairs(empty, "valid", tok, lambda _: None)
 
 
 def test_multi30k_is_fetched_on_demand(
@@ -163,6 +134,6 @@ def test_multi30k_is_fetched_on_demand(
     monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
     spec = make_spec({"dataset": "multi30k", "test": str(tmp_path / "m" / "test2016")})
     logs: list[str] = []
-    pairs = load_pairs(spec, "test", tok, logs.append, filter=False)
+    pairs = load_pairs(spec, "test", tok, logs.append)
     assert len(pairs) == 1000 and (tmp_path / "m" / "test2016.de.gz").is_file()
     assert "fetching Multi30k" in logs[0] and logs[-1].startswith("data.test: 1000 pairs from ")

@@ -1,0 +1,149 @@
+"""Preparing a training split: stream the corpus in chunks, encode them in worker processes with
+the run's tokenizer, filter, and write memory-mapped arrays (``mapped.py``). Never holds the corpus
+whole; a prepared split is reused while its header matches (tokenizer, filters, source files), so a
+resumed run starts without encoding anything."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import multiprocessing
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from itertools import chain, islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tbuild.builder.schema import Spec
+
+from ..errors import DataError
+from ..run_dir import RunDir
+from .corpus import iter_parallel, split_files
+from .datasets import ensure_data
+from .encoding import Encoded, encode_chunk, init_worker
+from .mapped import MappedPairs, MappedWriter, read_header, token_dtype
+from .tokenizer import Tokenizer
+
+Log = Callable[[str], None]
+CHUNK_PAIRS = 8192  # pairs per encoding task
+INLINE_CHUNKS = 4  # corpora of fewer chunks are encoded in this process (Multi30k: 29,000 pairs)
+
+
+def prepared_train(spec: Spec, tok: Tokenizer, run: RunDir, log: Log, *, workers: int | None = None) -> MappedPairs:
+    """The run's prepared training split: reused if up to date, else (re)built, saying why."""
+    folder = run.prepared("train")
+    ensure_data(spec.data, log)
+    made_from = _made_from(spec, tok)
+    stale = _stale(read_header(folder), made_from)
+    if stale is None:
+        pairs = MappedPairs(folder)
+        log(f"data.train: {len(pairs):,} prepared pairs in {folder}")
+        return pairs
+    log(f"data.train: preparing {folder} ({stale})")
+    prepare(spec, tok, folder, made_from, log, workers=workers)
+    return MappedPairs(folder)
+
+
+def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:
+    """What a prepared split depends on: the tokenizer's bytes, the filters and the source files."""
+    files = [{"path": str(p.resolve()), "size": p.stat().st_size if p.is_file() else None,
+              "mtime_ns": p.stat().st_mtime_ns if p.is_file() else None} for p in split_files(spec.data, "train")]
+    return {"tokenizer_sha256": hashlib.sha256(tok.path.read_bytes()).hexdigest(),
+            "filters": {"max_length": spec.data.max_length, "max_length_ratio": spec.data.max_length_ratio},
+            "sources": files}
+
+
+def _stale(header: dict[str, Any] | None, made_from: dict[str, Any]) -> str | None:
+    """Why a prepared split cannot be used (None: it can)."""
+    if header is None:
+        return "none yet"
+    if header.get("format") != 1:
+        return f"format {header.get('format')} is not this version's 1"
+    if header.get("tokenizer_sha256") != made_from["tokenizer_sha256"]:
+        return "it was encoded with another tokenizer"
+    if header.get("filters") != made_from["filters"]:
+        return f"filters changed from {header.get('filters')} to {made_from['filters']}"
+    if header.get("sources") != made_from["sources"]:
+        return "the source files changed"
+    return None
+
+
+def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any], log: Log, *,
+            workers: int | None = None) -> dict[str, Any]:
+    """Stream, encode, filter and write the training split into ``folder``; returns the header."""
+    src_path, tgt_path = split_files(spec.data, "train")
+    started = time.monotonic()
+    writer = MappedWriter(folder, token_dtype(tok.vocab_size))
+    dropped = {"empty": 0, "long": 0, "ratio": 0}
+    read = 0
+    try:
+        for encoded in _encoded_chunks(iter_parallel(src_path, tgt_path, "data.train"), tok.path, workers):
+            read += len(encoded[1])
+            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped)
+        ratio = spec.data.max_length_ratio
+        summary = (f"dropped {dropped['empty']} empty, {dropped['long']} longer than {spec.data.max_length} tokens, "
+                   f"{dropped['ratio']} over length ratio {ratio if ratio is not None else '-'}")
+        if read == 0:
+            raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
+        if writer.pairs == 0:
+            raise DataError(f"data.train: no pairs left after filtering ({summary})")
+        header = {**made_from, "source_pairs": read, "dropped": dropped}
+        writer.commit(header)
+    except OSError as e:
+        writer.abort()
+        if e.errno == errno.ENOSPC:
+            raise DataError(f"data.train: no space left on the device while writing {folder}; "
+                            "nothing was kept (free some space and run again)") from None
+        raise DataError(f"data.train: cannot write {folder}: {e.strerror or e}") from None
+    except BaseException:
+        writer.abort()
+        raise
+    seconds = time.monotonic() - started
+    log(f"data.train: kept {writer.pairs:,} of {read:,} pairs from {src_path}, {tgt_path}; {summary} "
+        f"({seconds:.1f} s, {read / max(seconds, 1e-9):,.0f} pairs/s)")
+    return header
+
+
+def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int | None) -> Iterator[Encoded]:
+    """Encoded chunks in corpus order. Worker processes encode while the next chunks are read; at
+    most two chunks per worker are in flight, so memory does not grow with the corpus."""
+    chunks = iter(lambda: list(islice(pairs, CHUNK_PAIRS)), [])
+    n = workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    head = list(islice(chunks, INLINE_CHUNKS))
+    if n <= 1 or len(head) < INLINE_CHUNKS:  # one worker, or a corpus too small to repay starting processes
+        init_worker(str(model))
+        for chunk in chain(head, chunks):
+            yield encode_chunk([s for s, _ in chunk], [t for _, t in chunk])
+        return
+    chunks = chain(head, chunks)
+    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads
+    with ProcessPoolExecutor(n, mp_context=context, initializer=init_worker, initargs=(str(model),)) as pool:
+        window: deque[Future[Encoded]] = deque()
+        for chunk in chunks:
+            window.append(pool.submit(encode_chunk, [s for s, _ in chunk], [t for _, t in chunk]))
+            if len(window) >= 2 * n:
+                yield window.popleft().result()
+        while window:
+            yield window.popleft().result()
+
+
+def _write_kept(writer: MappedWriter, encoded: Encoded, max_length: int, max_ratio: float | None,
+                dropped: dict[str, int]) -> None:
+    """Apply the training filters to a chunk (lengths count EOS) and append the pairs kept."""
+    src_ids, src_len, tgt_ids, tgt_len = encoded
+    s, t = src_len - 1, tgt_len - 1  # without EOS
+    empty = (s == 0) | (t == 0)
+    long = ~empty & ((src_len > max_length) | (tgt_len > max_length))
+    ratio = np.zeros_like(empty)
+    if max_ratio is not None:
+        ratio = ~empty & ~long & (np.maximum(s, t) > max_ratio * np.minimum(s, t))
+    keep = ~(empty | long | ratio)
+    for name, mask in (("empty", empty), ("long", long), ("ratio", ratio)):
+        dropped[name] += int(mask.sum())
+    writer.append("src", src_ids[np.repeat(keep, src_len)], src_len[keep])
+    writer.append("tgt", tgt_ids[np.repeat(keep, tgt_len)], tgt_len[keep])

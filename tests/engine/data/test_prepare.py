@@ -1,0 +1,178 @@
+"""Preparing the training split: streamed, encoded in workers, filtered, memory-mapped, atomic,
+reused while up to date and rebuilt (saying why) when not."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tbuild.builder.tokens import EOS, PAD
+from tbuild.engine.data import prepare as prepare_module
+from tbuild.engine.data.batches import collate, token_batches
+from tbuild.engine.data.mapped import MappedPairs, MappedWriter, token_dtype
+from tbuild.engine.data.pairs import Pairs
+from tbuild.engine.data.prepare import prepared_train
+from tbuild.engine.data.tokenizer import Tokenizer, prepare_tokenizer
+from tbuild.engine.errors import DataError
+from tbuild.engine.run_dir import RunDir
+from tests.engine.data.test_pairs import DE, EN, corpus, make_spec
+
+
+@pytest.fixture(scope="module")
+def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    folder = tmp_path_factory.mktemp("corpus")
+    return prepare_tokenizer(make_spec({"train": corpus(folder, "train", EN, DE)}), RunDir(folder / "run"),
+                             lambda _: None)
+
+
+def run_for(tmp_path: Path) -> RunDir:
+    return RunDir(tmp_path / "run")
+
+
+def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: Tokenizer) -> None:
+    src, tgt = list(EN[:40]), list(EN[:40])  # identical sides: length ratio 1
+    long_sentence = "A man in a blue shirt is riding a red bike down the busy street today."
+    src += ["", "A dog.", "dog " * 300, long_sentence]
+    tgt += ["Ein Hund.", "", "Hund", "Mann"]
+    spec = make_spec({"train": corpus(tmp_path, "train", src, tgt), "max_length": 256, "max_length_ratio": 3})
+    logs: list[str] = []
+    pairs = prepared_train(spec, tok, run_for(tmp_path), logs.append)
+    assert len(pairs) == 40 and pairs.header["dropped"] == {"empty": 2, "long": 1, "ratio": 1}
+    assert logs[-1].startswith(f"data.train: kept 40 of 44 pairs from {tmp_path / 'train.en'}, "
+                               f"{tmp_path / 'train.de'}; dropped 2 empty, 1 longer than 256 tokens, "
+                               "1 over length ratio 3.0 (")
+    expected = Pairs([ids + [EOS] for ids in tok.encode(src[:40])], [ids + [EOS] for ids in tok.encode(tgt[:40])])
+    np.testing.assert_array_equal(pairs.src_lengths, expected.src_lengths)
+    rows = np.arange(40)
+    for side in ("src", "tgt"):
+        np.testing.assert_array_equal(pairs.padded(rows, side, PAD), expected.padded(rows, side, PAD))
+    for batch in token_batches(pairs.src_lengths, pairs.tgt_lengths, 300, seed=1, epoch=0):
+        for mapped, memory in zip(collate(pairs, batch), collate(expected, batch), strict=True):
+            assert mapped.equal(memory)  # the memory-mapped and in-memory sources give the same batches
+
+
+def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer) -> None:
+    n = len(tok.encode([EN[0]])[0])
+    folder = corpus(tmp_path, "train", [EN[0], "A dog."], [EN[0], "A dog."])
+    assert len(prepared_train(make_spec({"train": folder, "max_length": n + 1}), tok, run_for(tmp_path),
+                              lambda _: None)) == 2
+    logs: list[str] = []
+    cut = prepared_train(make_spec({"train": folder, "max_length": n}), tok, run_for(tmp_path), logs.append)
+    assert len(cut) == 1 and "filters changed" in logs[0] and f"1 longer than {n} tokens" in logs[-1]
+
+
+def test_nothing_there_or_nothing_left(tmp_path: Path, tok: Tokenizer) -> None:
+    empty = make_spec({"train": corpus(tmp_path, "empty", [], [])})
+    with pytest.raises(DataError, match=r"^data\.train: no lines in "):
+        prepared_train(empty, tok, run_for(tmp_path), lambda _: None)
+    spec = make_spec({"train": corpus(tmp_path, "train", ["", "x"], ["y", ""])})
+    with pytest.raises(DataError, match=r"^data\.train: no pairs left after filtering \(dropped 2 empty"):
+        prepared_train(spec, tok, run_for(tmp_path), lambda _: None)
+    assert not run_for(tmp_path).prepared("train").exists()
+    assert os.listdir(run_for(tmp_path).prepared("train").parent) == []  # no temporary folder left
+
+
+def test_bad_input_is_one_line(tmp_path: Path, tok: Tokenizer) -> None:
+    (tmp_path / "bad.en").write_bytes(b"fine\nbro\xffken\n")
+    (tmp_path / "bad.de").write_text("gut\nkaputt\n")
+    with pytest.raises(DataError, match=r"^data\.train\.source: .*bad\.en: line 2 is not valid UTF-8"):
+        prepared_train(make_spec({"train": str(tmp_path / "bad")}), tok, run_for(tmp_path), lambda _: None)
+    uneven = corpus(tmp_path, "uneven", EN[:5], DE[:3])
+    with pytest.raises(DataError, match=r"line counts differ: 5 lines in .*uneven\.en but 3 lines in .*uneven\.de$"):
+        prepared_train(make_spec({"train": uneven}), tok, run_for(tmp_path), lambda _: None)
+    assert not run_for(tmp_path).prepared("train").exists()
+
+
+def test_reused_while_up_to_date_and_rebuilt_saying_why(tmp_path: Path, tok: Tokenizer,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    train = corpus(tmp_path, "train", EN[:100], DE[:100])
+    spec, run = make_spec({"train": train}), run_for(tmp_path)
+    first = prepared_train(spec, tok, run, lambda _: None)
+
+    def no_encoding(*args: object) -> None:
+        raise AssertionError("a prepared split must not be encoded again")
+
+    monkeypatch.setattr(prepare_module, "encode_chunk", no_encoding)
+    logs: list[str] = []
+    again = prepared_train(spec, tok, run, logs.append)
+    assert logs == [f"data.train: 100 prepared pairs in {run.prepared('train')}"]
+    np.testing.assert_array_equal(again.tgt_lengths, first.tgt_lengths)
+    monkeypatch.undo()
+    other = prepare_tokenizer(make_spec({"train": train, "tokenizer": {"vocab_size": 150}}),
+                              RunDir(tmp_path / "other"), lambda _: None)
+    prepared_train(spec, other, run, logs.append)
+    assert "(it was encoded with another tokenizer)" in logs[1]
+    Path(train + ".en").write_text("".join(s + "\n" for s in EN[100:200]))
+    Path(train + ".de").write_text("".join(s + "\n" for s in DE[100:200]))
+    prepared_train(spec, other, run, logs.append)
+    assert "(the source files changed)" in logs[-2]
+
+
+def test_a_killed_or_failed_preparation_leaves_nothing_that_looks_complete(
+    tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec, run = make_spec({"train": corpus(tmp_path, "train", EN[:300], DE[:300])}), run_for(tmp_path)
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 100)
+    real = prepare_module.encode_chunk
+    calls = []
+
+    def dies_on_the_third_chunk(sources: list[str], targets: list[str]) -> object:
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(sources, targets)
+
+    monkeypatch.setattr(prepare_module, "encode_chunk", dies_on_the_third_chunk)
+    with pytest.raises(KeyboardInterrupt):
+        prepared_train(spec, tok, run, lambda _: None)
+    folder = run.prepared("train")
+    assert not folder.exists() and os.listdir(folder.parent) == []
+    leftover = folder.parent / f".train.tmp-{2**22 + 12345}"  # a temporary folder of a process that is gone
+    leftover.mkdir()
+    (leftover / "src.tokens").write_bytes(b"\0" * 10)
+    monkeypatch.setattr(prepare_module, "encode_chunk", real)
+    assert len(prepared_train(spec, tok, run, lambda _: None)) == 300
+    assert sorted(os.listdir(folder.parent)) == ["train"]
+
+
+def test_full_disk_keeps_nothing(tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
+    spec, run = make_spec({"train": corpus(tmp_path, "train", EN[:50], DE[:50])}), run_for(tmp_path)
+
+    def full(self: MappedWriter, side: str, tokens: np.ndarray, lengths: np.ndarray) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(MappedWriter, "append", full)
+    with pytest.raises(DataError) as info:
+        prepared_train(spec, tok, run, lambda _: None)
+    assert str(info.value).startswith("data.train: no space left on the device while writing ")
+    assert "\n" not in str(info.value)
+    assert os.listdir(run.prepared("train").parent) == []
+
+
+def test_worker_processes_give_the_same_arrays(tmp_path: Path, tok: Tokenizer,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 40)  # 15 chunks: several in flight at once
+    spec = make_spec({"train": corpus(tmp_path, "train", EN, DE)})
+    inline = prepared_train(spec, tok, RunDir(tmp_path / "one"), lambda _: None, workers=1)
+    pooled = prepared_train(spec, tok, RunDir(tmp_path / "two"), lambda _: None, workers=2)
+    for side in ("src", "tgt"):
+        np.testing.assert_array_equal(np.asarray(inline.tokens[side]), np.asarray(pooled.tokens[side]))
+        np.testing.assert_array_equal(np.asarray(inline.offsets[side]), np.asarray(pooled.offsets[side]))
+
+
+def test_ids_are_uint16_under_65536_pieces_else_uint32(tmp_path: Path) -> None:
+    assert token_dtype(8000) == np.uint16 and token_dtype(65536) == np.uint16 and token_dtype(65537) == np.uint32
+    writer = MappedWriter(tmp_path / "big", token_dtype(100_000))
+    writer.append("src", np.array([70_000, EOS, 5, EOS]), np.array([2, 2]))
+    writer.append("tgt", np.array([99_999, 1, EOS, EOS]), np.array([3, 1]))
+    writer.commit({})
+    pairs = MappedPairs(tmp_path / "big")
+    assert pairs.tokens["src"].dtype == np.dtype("<u4") and len(pairs) == 2
+    assert pairs.padded(np.array([1, 0]), "tgt", PAD).tolist() == [[EOS, PAD, PAD], [99_999, 1, EOS]]
+    (tmp_path / "big" / "tgt.lengths").write_bytes(b"\0")
+    with pytest.raises(DataError, match=r"tgt\.lengths: prepared data is damaged \(1 bytes, expected 8\)"):
+        MappedPairs(tmp_path / "big")
