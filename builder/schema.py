@@ -181,7 +181,8 @@ class TokenizerSpec(StrictModel):
     vocab_size: int = Field(8000, ge=16, description="Vocabulary size to train (§5.1 used ~37000 shared).")
     character_coverage: float = Field(1.0, gt=0, le=1, description="sentencepiece character_coverage.")
     max_sentences: int | None = Field(
-        None, ge=1, description="Train the tokenizer on at most this many sentences per side (None: all)."
+        None, ge=1, description="Train the tokenizer on a seeded random sample of this many pairs, drawn while "
+        "the corpus streams by (None: all pairs)."
     )
 
 

@@ -16,7 +16,8 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from .datasets import read_split
+from .corpus import iter_parallel, split_files
+from .datasets import ensure_data
 
 Log = Callable[[str], None]
 
@@ -107,11 +108,16 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         tok = Tokenizer.load(run.tokenizer)
         log(f"tokenizer: {run.tokenizer} ({tok.vocab_size} pieces, from an earlier run)")
         return tok
-    source, target = read_split(spec.data, "train", log)
-    if tspec.max_sentences is not None and len(source) > tspec.max_sentences:
-        # max_sentences is per side: sample pairs so both languages stay balanced.
-        keep = sorted(random.Random(spec.train.seed).sample(range(len(source)), tspec.max_sentences))
-        source, target = [source[i] for i in keep], [target[i] for i in keep]
+    ensure_data(spec.data, log)
+    src_path, tgt_path = split_files(spec.data, "train")
+    pairs = iter_parallel(src_path, tgt_path, "data.train")
+    if tspec.max_sentences is not None:  # per side: sample pairs, so both languages stay balanced
+        pairs = iter(sample_pairs(pairs, tspec.max_sentences, seed=spec.train.seed))
+    kept = list(pairs)
+    if not kept:
+        raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
+    source, target = [s for s, _ in kept], [t for _, t in kept]
+    del kept
     log(f"tokenizer: training a shared {tspec.kind} model, vocab {tspec.vocab_size}, "
         f"on {len(source)} + {len(target)} sentences -> {run.tokenizer}")
     run.path.mkdir(parents=True, exist_ok=True)
@@ -120,6 +126,21 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
     for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
         os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))
     return Tokenizer.load(run.tokenizer)
+
+
+def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, *, seed: int) -> list[tuple[str, str]]:
+    """A uniform random sample of ``k`` pairs (all if fewer), in corpus order, streamed: reservoir
+    sampling (Vitter's algorithm R) holds only the sample, whatever the corpus size. Seeded."""
+    rng = random.Random(f"tbuild-tokenizer-sample:{seed}")
+    reservoir: list[tuple[int, tuple[str, str]]] = []
+    for i, pair in enumerate(pairs):
+        if i < k:
+            reservoir.append((i, pair))
+        else:
+            j = rng.randrange(i + 1)
+            if j < k:
+                reservoir[j] = (i, pair)
+    return [pair for _, pair in sorted(reservoir, key=lambda item: item[0])]
 
 
 def fit_vocab(spec: Spec, tok: Tokenizer, log: Log) -> Spec:

@@ -137,3 +137,18 @@ def test_multi30k_is_fetched_on_demand(
     pairs = load_pairs(spec, "test", tok, logs.append)
     assert len(pairs) == 1000 and (tmp_path / "m" / "test2016.de.gz").is_file()
     assert "fetching Multi30k" in logs[0] and logs[-1].startswith("data.test: 1000 pairs from ")
+
+
+def test_sample_pairs_is_uniform_ordered_and_streamed() -> None:
+    from tbuild.engine.data.tokenizer import sample_pairs
+
+    pairs = [(f"s{i}", f"t{i}") for i in range(100)]
+    sample = sample_pairs(iter(pairs), 10, seed=3)
+    assert len(sample) == 10 and sample == sorted(sample, key=lambda p: int(p[0][1:]))  # corpus order
+    assert sample == sample_pairs((p for p in pairs), 10, seed=3) != sample_pairs(iter(pairs), 10, seed=4)
+    assert sample_pairs(iter(pairs[:5]), 10, seed=3) == pairs[:5]
+    counts = [0] * 100
+    for seed in range(2000):
+        for s, _ in sample_pairs(iter(pairs), 10, seed=seed):
+            counts[int(s[1:])] += 1
+    assert all(0.06 < c / 2000 < 0.14 for c in counts)  # every pair is drawn with probability k/n = 0.1
