@@ -13,8 +13,6 @@ from torch import Tensor
 
 from tbuild.builder.tokens import BOS, PAD
 
-CHUNK = 1 << 16  # pairs whose lengths are walked at once when cutting batches (bounds memory)
-
 
 class BatchSource(Protocol):
     """Encoded pairs that batches are cut from. Rows end with EOS; lengths count it."""
@@ -40,37 +38,45 @@ def token_batches(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] 
     alone exceeds it is a batch of its own. With ``shuffle``, equal lengths are tie-broken at random
     (so batches change per epoch) and the batch order is shuffled; both depend only on (seed, epoch).
     """
-    src, tgt = np.asarray(src_lens, dtype=np.int64), np.asarray(tgt_lens, dtype=np.int64)
+    src, tgt = np.asarray(src_lens), np.asarray(tgt_lens)
     if src.shape != tgt.shape:
         raise ValueError(f"src_lens has {len(src)} entries but tgt_lens has {len(tgt)}")
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be positive, got {batch_tokens}")
+    if len(src) == 0:
+        return []
     rng = random.Random(f"tbuild-batches:{seed}:{epoch}")  # str seeds hash stably (sha512)
+    wide = max(int(src.max()), int(tgt.max())) >= 1 << 16
+    key = (tgt.astype(np.uint64) << 32 | src.astype(np.uint64)) if wide else \
+        (tgt.astype(np.uint32) << 16 | src.astype(np.uint32))
     if shuffle:
         noise = np.fromiter((rng.random() for _ in range(len(src))), dtype=np.float64, count=len(src))
-        order = np.lexsort((noise, src, tgt))  # by target length, then source length, then noise
+        by_noise = np.argsort(noise)
+        order = by_noise[np.argsort(key[by_noise], kind="stable")]  # by (target, source) length, then noise
     else:
-        order = np.lexsort((src, tgt))  # stable: equal lengths keep their index order
-    batches = np.split(order, _cuts(src[order], tgt[order], batch_tokens))
+        order = np.argsort(key, kind="stable")  # equal lengths keep their index order
+    batches = np.split(order, _cuts(src[order].astype(np.int64), tgt[order].astype(np.int64), batch_tokens))
     if shuffle:
         rng.shuffle(batches)
-    return [b for b in batches if len(b)]
+    return batches
 
 
 def _cuts(src: np.ndarray, tgt: np.ndarray, budget: int) -> list[int]:
-    """Where the sorted pairs split into batches: each batch grows while (count · longest) ≤ budget
-    on both sides. Walks the lengths a chunk at a time (Python ints are ~10x faster than numpy scalars)."""
+    """Where the pairs (sorted by target length) split into batches: each batch grows while
+    (count · longest) ≤ budget on both sides; a pair over the budget alone is a batch of its own.
+    Both products only grow with the count, so a batch's size is the first count that breaks the
+    budget, found in one vectorised look at a window of at most budget / (its first target length)."""
     cuts: list[int] = []
-    size = max_src = max_tgt = 0
-    for start in range(0, len(src), CHUNK):
-        chunk = zip(src[start:start + CHUNK].tolist(), tgt[start:start + CHUNK].tolist(), strict=True)
-        for i, (s_i, t_i) in enumerate(chunk, start):
-            s, t = max(max_src, s_i), max(max_tgt, t_i)
-            if size and (s * (size + 1) > budget or t * (size + 1) > budget):
-                cuts.append(i)
-                size, s, t = 0, s_i, t_i
-            size, max_src, max_tgt = size + 1, s, t
-    return cuts
+    start, n = 0, len(src)
+    while start < n:
+        window = max(1, budget // max(int(tgt[start]), 1))
+        count = np.arange(1, min(window, n - start) + 1)
+        fits = (tgt[start:start + len(count)] * count <= budget) & \
+            (np.maximum.accumulate(src[start:start + len(count)]) * count <= budget)
+        size = len(count) if fits.all() else max(1, int(np.argmin(fits)))
+        start += size
+        cuts.append(start)
+    return cuts[:-1]
 
 
 class BatchCursor:

@@ -130,3 +130,8 @@ def test_cursor_shards_are_disjoint_equal_and_resume_exactly() -> None:
     assert resumed.next().tolist() == taken[1][5]
     with pytest.raises(ValueError, match="shard rank 2 is not in 0..1"):
         BatchCursor(src, tgt, 200, seed=3, shard=(2, 2))
+
+
+def test_lengths_past_16_bits_sort_the_same() -> None:
+    src, tgt = [70_000, 3, 3, 70_000], [5, 70_001, 5, 5]
+    assert batches_of(src, tgt, 10**6, seed=2, epoch=0) == reference_batches(src, tgt, 10**6, 2, 0)
