@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tbuild.engine.errors import DataError
 from tbuild.engine.data.multi30k import COMMIT, LOCAL_SPLITS, OFFICIAL_URL, SHA256, fetch_multi30k, sha256_of
-
+from tbuild.engine.errors import DataError
 from tests.conftest import SHARED_DATA
 
 SMALL = ("val", "test2016")
