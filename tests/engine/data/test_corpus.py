@@ -11,8 +11,6 @@ from tbuild.builder import load_spec
 from tbuild.engine.data.corpus import read_parallel, split_files
 from tbuild.engine.errors import DataError
 
-from tests.conftest import SHARED_DATA
-
 
 def data_spec(**data):  # noqa: ANN201 - DataSpec
     return load_spec({"data": data}).spec.data
