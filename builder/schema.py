@@ -202,6 +202,23 @@ class Multi30kDataset(DatasetSpec):
     kind: Literal["multi30k"] = "multi30k"
 
 
+@DATASETS.declare
+class Wmt14Dataset(DatasetSpec):
+    """WMT 2014 English-German as in §5.1: Europarl v7 + Common Crawl + News Commentary v9 for
+    data.train, newstest2013 for data.valid, newstest2014 (full) for data.test; each split's files
+    are fetched (and checked) when missing. Languages en and de, either direction."""
+
+    kind: Literal["wmt14"] = "wmt14"
+
+
+@DATASETS.declare
+class FilesDataset(DatasetSpec):
+    """Your own parallel files (data.train/valid/test as given, plain or .gz): nothing is fetched;
+    the two files of every configured split must exist."""
+
+    kind: Literal["files"] = "files"
+
+
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
 
 
@@ -211,8 +228,9 @@ class DataSpec(StrictModel):
     source_lang: str = Field("en", description="Source language code (file suffix for prefixes).")
     target_lang: str = Field("de", description="Target language code.")
     dataset: DatasetKind | None = Field(
-        None, description="A built-in data set fetched automatically when its files are missing "
-        "(`multi30k` is short for `{kind: multi30k}`)."
+        None, description="Where the split files come from: `multi30k` or `wmt14` (fetched when missing), "
+        "`files` (your own, checked up front); none: your own files, read as given. "
+        "(`wmt14` is short for `{kind: wmt14}`.)"
     )
     train: str | ParallelFiles | None = Field(None, description="Training data.")
     valid: str | ParallelFiles | None = Field(None, description="Validation data.")

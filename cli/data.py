@@ -1,4 +1,4 @@
-"""`tbuild data`: fetch built-in data sets."""
+"""`tbuild data`: fetch a spec's data set, or Multi30k alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, load
-from .options import SET_OPTION
+from .options import MIRROR, SET_OPTION
 
 data_app = typer.Typer(help="Fetch built-in data sets; prepare a spec's training data.", no_args_is_help=True)
 
@@ -36,6 +36,30 @@ def multi30k(
         console.print(f"Multi30k already present in {dest} (sha256 checked)", highlight=False)
     else:
         console.print(f"{len(written)} files in {dest}", highlight=False)
+
+
+@data_app.command()
+@guarded
+def fetch(
+    spec: Path = typer.Argument(..., help="A spec file (or a run directory)."),
+    sets: list[str] | None = SET_OPTION,
+    mirror: Path | None = MIRROR,
+) -> None:
+    """Put the spec's data files in place: its data set (data.dataset) fetches the missing ones and
+    checks them; own files (`files` or none) are checked to exist."""
+    from tbuild.engine.data.corpus import SPLITS, split_files
+    from tbuild.engine.data.datasets import fetch_data
+
+    data = load(spec, sets).spec.data
+
+    def log(line: str) -> None:
+        console.print(line, highlight=False, soft_wrap=True)
+
+    fetch_data(data, log, mirror=mirror)
+    for split in SPLITS:
+        if getattr(data, split) is not None:
+            source, target = split_files(data, split)
+            console.print(f"data.{split}: {source}, {target}", highlight=False, soft_wrap=True)
 
 
 @data_app.command()

@@ -13,6 +13,10 @@ AVERAGE = typer.Option(None, "--average", help="Average the newest K checkpoints
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")
+MIRROR = typer.Option(
+    None, "--mirror", help="A local folder with the data set's files (upstream names), copied and checked instead "
+    "of downloading (default: $TBUILD_DATA_MIRROR; multi30k also reads $TBUILD_MULTI30K_MIRROR).",
+)
 
 
 def decode_overrides(beam: int | None, alpha: float | None, nbest: int | None, sets: list[str] | None) -> list[str]:

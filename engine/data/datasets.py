@@ -1,23 +1,52 @@
-"""Built-in data sets: each ``data.dataset`` kind has a provider (registered in ``DATASETS`` by its
-module) that puts the split files in place, fetched or copied from a mirror, when they are missing."""
+"""Data sets: each ``data.dataset`` kind has a provider (registered in ``DATASETS`` by its module)
+whose ``ensure(data, log)`` puts the split files in place, fetched or copied from a mirror, when
+they are missing (``files``: checks that they exist)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec
+from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset
 
 from ..errors import DataError
-from . import multi30k  # noqa: F401  (registers the multi30k provider)
-from .corpus import read_parallel, split_files
+from . import multi30k, wmt14  # noqa: F401  (register the multi30k and wmt14 providers)
+from .corpus import SPLITS, read_parallel, split_files
 
 Log = Callable[[str], None]
 
 
-def ensure_data(data: DataSpec, log: Log = lambda _: None) -> None:
-    """Let the spec's data set (if any) fetch the files of its splits that are missing."""
+@DATASETS.register(FilesDataset)
+class Files:
+    """The ``files`` data set: the user's own files; nothing to fetch, each configured split's two
+    files must exist."""
+
+    def __init__(self, spec: FilesDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
+        self.spec = spec
+
+    def ensure(self, data: DataSpec, log: Log) -> None:
+        for split in SPLITS:
+            if getattr(data, split) is not None:
+                missing = [str(p) for p in split_files(data, split) if not p.is_file()]
+                if missing:
+                    raise DataError(f"data.{split}: file not found: {' and '.join(missing)}")
+
+
+def ensure_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None = None,
+                progress: bool | None = None) -> None:
+    """Let the spec's data set (if any) fetch the files of its splits that are missing. ``mirror``:
+    a local folder with the data set's files, used instead of the network (default: the data set's
+    environment variable, e.g. ``$TBUILD_DATA_MIRROR``); ``progress``: download progress bars on
+    stderr (None: when it is a terminal)."""
     if data.dataset is not None:
-        DATASETS.build(data.dataset).ensure(data, log)
+        DATASETS.build(data.dataset, mirror=mirror, progress=progress).ensure(data, log)
+
+
+def fetch_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None = None,
+               progress: bool | None = None) -> None:
+    """``ensure_data`` for ``tbuild data fetch``: a spec without a data set is checked as ``files``."""
+    dataset = data.dataset if data.dataset is not None else FilesDataset()
+    DATASETS.build(dataset, mirror=mirror, progress=progress).ensure(data, log)
 
 
 def read_split(data: DataSpec, split: str, log: Log) -> tuple[list[str], list[str]]:

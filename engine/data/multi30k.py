@@ -1,22 +1,17 @@
 """Multi30k (Task 1, raw en/de/fr): the built-in data set, fetched from a mirror folder or the
-upstream repository pinned to one commit, every file checked against its sha256."""
+upstream repository pinned to one commit, every file checked against its size and sha256."""
 
 from __future__ import annotations
 
-import hashlib
-import http.client
-import os
-import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import BinaryIO
 
 from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_files
+from .download import MIRROR_ENV as DATA_MIRROR_ENV
+from .download import Pinned, copy_checked, download, offline_hint, resolve_mirror, sha256_of
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"
@@ -36,64 +31,22 @@ SHA256 = {
     "test2016.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
     "test2016.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
 }
-CHUNK = 1 << 16
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def _copy_checked(source: BinaryIO, final: Path, origin: str) -> None:
-    """Stream ``source`` into a temp file next to ``final``, check its sha256, rename atomically.
-    Nothing is left behind on any failure."""
-    expected = SHA256[final.name]
-    fd, tmp_name = tempfile.mkstemp(dir=final.parent, prefix=f".{final.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
-        digest = hashlib.sha256()
-        with os.fdopen(fd, "wb") as out:
-            for chunk in iter(lambda: source.read(CHUNK), b""):
-                digest.update(chunk)
-                out.write(chunk)
-        actual = digest.hexdigest()
-        if actual != expected:
-            raise DataError(
-                f"{final.name}: sha256 mismatch (from {origin}): expected {expected}, got {actual}"
-            )
-        os.replace(tmp, final)
-    finally:
-        tmp.unlink(missing_ok=True)
+# sizes in bytes of the files above (as in the shared mirror)
+SIZE = {
+    "train.en.gz": 568929, "train.de.gz": 637044, "train.fr.gz": 604242,
+    "val.en.gz": 21650, "val.de.gz": 24681, "val.fr.gz": 23001,
+    "test2016.en.gz": 21077, "test2016.de.gz": 22890, "test2016.fr.gz": 22310,
+}
+HINT = offline_hint(MIRROR_ENV, "the Multi30k .gz files")
 
 
 def _from_mirror(mirror: Path, final: Path, upstream: str) -> None:
+    pinned = Pinned(upstream, sha256=SHA256[final.name], size=SIZE[final.name])
     for candidate in (mirror / final.name, mirror / upstream):
         if candidate.is_file():
-            try:
-                with candidate.open("rb") as f:
-                    _copy_checked(f, final, str(candidate))
-            except OSError as e:
-                raise DataError(f"{final.name}: cannot copy from mirror {candidate}: {e}") from None
+            copy_checked(candidate, final, pinned, progress=False)
             return
     raise DataError(f"Multi30k mirror {mirror} has no {final.name} (nor {upstream})")
-
-
-def _download(url: str, final: Path, timeout: float) -> None:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            _copy_checked(response, final, url)
-    except (OSError, http.client.HTTPException) as e:
-        if isinstance(e, urllib.error.HTTPError):
-            reason = f"HTTP {e.code} {e.reason}"
-        else:
-            reason = getattr(e, "reason", None) or e
-        raise DataError(
-            f"cannot download {url}: {reason}; offline? pass --mirror DIR or set {MIRROR_ENV} "
-            "to a folder with the Multi30k .gz files"
-        ) from None
 
 
 def fetch_multi30k(
@@ -104,10 +57,12 @@ def fetch_multi30k(
     splits: Iterable[str] = tuple(LOCAL_SPLITS),
     *,
     timeout: float = 60.0,
+    progress: bool | None = None,
 ) -> list[Path]:
     """Put ``<split>.<lang>.gz`` into ``dest``; return the files written (verified ones are skipped).
 
-    Source: ``mirror`` (or ``$TBUILD_MULTI30K_MIRROR``) if set, else ``base_url`` (upstream names)."""
+    Source: ``mirror`` (or ``$TBUILD_MULTI30K_MIRROR``, else ``$TBUILD_DATA_MIRROR``) if set, else
+    ``base_url`` (upstream names). ``progress``: a progress bar on stderr (None: on a terminal)."""
     langs, splits = tuple(langs), tuple(splits)
     for lang in langs:
         if lang not in LANGS:
@@ -115,10 +70,7 @@ def fetch_multi30k(
     for split in splits:
         if split not in LOCAL_SPLITS:
             raise DataError(f"Multi30k has no split {split!r}; choose from {', '.join(LOCAL_SPLITS)}")
-    if mirror is None and os.environ.get(MIRROR_ENV):
-        mirror = Path(os.environ[MIRROR_ENV])
-    if mirror is not None and not mirror.is_dir():
-        raise DataError(f"Multi30k mirror is not a folder: {mirror}")
+    mirror = resolve_mirror(mirror, MIRROR_ENV, DATA_MIRROR_ENV, what="Multi30k")
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -133,19 +85,18 @@ def fetch_multi30k(
             if mirror is not None:
                 _from_mirror(mirror, final, upstream)
             else:
-                _download(f"{base_url.rstrip('/')}/{upstream}", final, timeout)
+                pinned = Pinned(f"{base_url.rstrip('/')}/{upstream}", sha256=SHA256[final.name], size=SIZE[final.name])
+                download(pinned, final, progress=progress, hint=HINT, timeout=timeout)
             written.append(final)
     return written
-
-
 
 
 @DATASETS.register(Multi30kDataset)
 class Multi30k:
     """The ``multi30k`` data set: fetches the files of any split whose files are missing."""
 
-    def __init__(self, spec: Multi30kDataset) -> None:
-        self.spec = spec
+    def __init__(self, spec: Multi30kDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
+        self.spec, self.mirror, self.progress = spec, mirror, progress
 
     def ensure(self, data: DataSpec, log: Callable[[str], None]) -> None:
         langs = (data.source_lang, data.target_lang)
@@ -160,7 +111,7 @@ class Multi30k:
                 continue
             dest = missing[0].parent
             log(f"data.{split}: {missing[0]} is missing; fetching Multi30k into {dest}")
-            fetch_multi30k(dest, langs=langs)
+            fetch_multi30k(dest, self.mirror, langs=langs, progress=self.progress)
             still = [p for p in split_files(data, split) if not p.exists()]
             if still:
                 names = ", ".join(f"{s}.<lang>.gz" for s in LOCAL_SPLITS)

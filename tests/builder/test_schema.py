@@ -13,10 +13,12 @@ from tbuild.builder import SpecError, load_spec
 from tbuild.builder.schema import (
     SCHEDULES,
     ConstantSchedule,
+    FilesDataset,
     InverseSqrtSchedule,
     Multi30kDataset,
     NoamSchedule,
     Spec,
+    Wmt14Dataset,
 )
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
 
@@ -47,7 +49,7 @@ def test_json_schema_lists_registered_kinds_with_discriminator() -> None:
     schedule = defs["TrainSpec"]["properties"]["schedule"]
     assert set(schedule["discriminator"]["mapping"]) == set(SCHEDULES) == {"noam", "inverse_sqrt", "constant"}
     dataset = json.dumps(defs["DataSpec"]["properties"]["dataset"])
-    assert '"multi30k": "#/$defs/Multi30kDataset"' in dataset and '"enum": ["multi30k"]' in dataset
+    assert '"multi30k": "#/$defs/Multi30kDataset"' in dataset and '"enum": ["multi30k", "wmt14", "files"]' in dataset
 
 
 # ----------------------------------------------------------------------------- schedules (§5.3)
@@ -94,12 +96,15 @@ def test_schedule_options_of_another_kind_are_refused(tmp_path: Path) -> None:
 def test_dataset_shorthand_and_mapping(tmp_path: Path) -> None:
     assert load_spec({"data": {"dataset": "multi30k"}}).spec.data.dataset == Multi30kDataset()
     assert load_spec({"data": {"dataset": {"kind": "multi30k"}}}).spec.data.dataset == Multi30kDataset()
-    assert load_spec({}).spec.data.dataset is None
+    assert load_spec({}).spec.data.dataset is None  # your own files, read as given
+    assert load_spec({"data": {"dataset": "wmt14"}}).spec.data.dataset == Wmt14Dataset()
+    assert load_spec({"data": {"dataset": "files"}}).spec.data.dataset == FilesDataset()
     p = tmp_path / "s.yaml"
     p.write_text("data:\n  dataset: wmt99\n")
     with pytest.raises(SpecError) as info:
         load_spec(p)
-    assert str(info.value) == f"{p}:2:3: data.dataset.kind: unknown kind 'wmt99'; registered kinds: multi30k"
+    assert str(info.value) == (f"{p}:2:3: data.dataset.kind: unknown kind 'wmt99' (did you mean 'wmt14'?); "
+                               "registered kinds: multi30k, wmt14, files")
     p.write_text("data:\n  dataset: {kind: multi30k, year: 2016}\n")
     with pytest.raises(SpecError, match="data.dataset.year: unknown key 'year'; allowed: kind"):
         load_spec(p)

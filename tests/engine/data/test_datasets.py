@@ -8,14 +8,14 @@ import pytest
 
 from tbuild.builder.schema import DATASETS
 from tbuild.engine.data.corpus import read_parallel, split_files
-from tbuild.engine.data.datasets import ensure_data, read_split
+from tbuild.engine.data.datasets import ensure_data, fetch_data, read_split
 from tbuild.engine.errors import DataError
 from tests.conftest import SHARED_DATA
 from tests.engine.data.test_corpus import data_spec
 
 
 def test_every_declared_data_set_has_a_provider() -> None:
-    assert [e.key for e in DATASETS.entries()] == ["multi30k"]
+    assert [e.key for e in DATASETS.entries()] == ["multi30k", "wmt14", "files"]
     assert all(e.block is not None and hasattr(e.block, "ensure") for e in DATASETS.entries())
 
 
@@ -52,3 +52,24 @@ def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, monkeypatch: p
         ensure_data(data_spec(dataset="multi30k", valid=str(tmp_path / "dev")))
     with pytest.raises(DataError, match="multi30k has languages en, de, fr, not cs"):
         ensure_data(data_spec(dataset="multi30k", target_lang="cs", valid=str(tmp_path / "val")))
+
+
+def test_files_data_set_names_the_missing_files(tmp_path: Path) -> None:
+    (tmp_path / "train.en").write_text("a\n")
+    (tmp_path / "train.de").write_text("b\n")
+    data = data_spec(dataset="files", train=str(tmp_path / "train"), valid=str(tmp_path / "dev"))
+    with pytest.raises(DataError) as info:
+        ensure_data(data)
+    assert str(info.value) == f"data.valid: file not found: {tmp_path / 'dev.en'} and {tmp_path / 'dev.de'}"
+    (tmp_path / "dev.en").write_text("c\n")
+    with pytest.raises(DataError, match=r"^data\.valid: file not found: \S*dev\.de$"):
+        ensure_data(data)
+    (tmp_path / "dev.de.gz").write_bytes(b"")
+    ensure_data(data)  # plain or .gz
+
+
+def test_fetch_data_checks_a_spec_without_data_set_as_files(tmp_path: Path) -> None:
+    data = data_spec(train=str(tmp_path / "train"))
+    ensure_data(data)  # no data set: the readers report missing files when they read them
+    with pytest.raises(DataError, match=r"^data\.train: file not found: .*train\.en and .*train\.de$"):
+        fetch_data(data)

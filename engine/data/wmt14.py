@@ -1,0 +1,208 @@
+"""WMT 2014 English-German as in §5.1 ("the standard WMT 2014 English-German dataset consisting of
+about 4.5 million sentence pairs"): Europarl v7 + Common Crawl + News Commentary v9 for training,
+newstest2013 for validation, newstest2014 for test.
+
+Training archives are pinned by URL, size and sha256 (as in TensorFlow Datasets' checksum file),
+downloaded (or copied from a mirror folder) into ``downloads/`` beside the training files, and
+their de-en members streamed out of the tars into the split's two files. The test sets come from
+sacreBLEU's own catalogue (``wmt13``, ``wmt14/full``), so they are the text sacreBLEU scores
+against; their archives are fetched by the same helper into the place sacreBLEU reads them from
+(``$SACREBLEU``, default ``~/.sacrebleu``). English-French (§5.1's other task) needs the UN and
+Gigaword corpora and is not provided."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import os
+import tarfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, BinaryIO
+
+from tbuild.builder.schema import DATASETS, DataSpec, Wmt14Dataset
+
+from ..errors import DataError
+from .corpus import SPLITS, split_files
+from .download import MIRROR_ENV, Pinned, fetch, offline_hint, resolve_mirror
+
+Log = Callable[[str], None]
+LANGS = ("en", "de")
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A training archive and the prefix of its de-en members (``PREFIX.de``, ``PREFIX.en``)."""
+
+    name: str
+    archive: Pinned
+    members: str
+
+
+# In this order (as TensorFlow Datasets' wmt14_translate/de-en concatenates them).
+TRAINING = (
+    Corpus("Europarl v7", Pinned(
+        "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz", size=657632379,
+        sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+    ), "training/europarl-v7.de-en"),
+    Corpus("Common Crawl", Pinned(
+        "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", size=918311367,
+        sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+    ), "commoncrawl.de-en"),
+    Corpus("News Commentary v9", Pinned(
+        "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz", size=80418416,
+        sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
+    ), "training/news-commentary-v9.de-en"),
+)
+# split -> the sacreBLEU test set filling it
+TEST_SETS = {"valid": "wmt13", "test": "wmt14/full"}
+HINT = offline_hint(MIRROR_ENV, "the WMT14 archives (training-parallel-*.tgz, test.tgz, test-full.tgz)")
+
+
+@DATASETS.register(Wmt14Dataset)
+class Wmt14:
+    """The ``wmt14`` data set: puts each configured split's two files in place when either is
+    missing (train: the three corpora; valid: newstest2013; test: newstest2014)."""
+
+    def __init__(self, spec: Wmt14Dataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
+        self.spec, self.mirror, self.progress = spec, mirror, progress
+
+    def ensure(self, data: DataSpec, log: Log) -> None:
+        src, tgt = data.source_lang, data.target_lang
+        if {src, tgt} != set(LANGS):
+            raise DataError(f"data.dataset wmt14 provides en-de and de-en (English-German, §5.1), not {src}-{tgt}")
+        mirror = resolve_mirror(self.mirror, MIRROR_ENV, what="wmt14")
+        for split in SPLITS:
+            if getattr(data, split) is None:
+                continue
+            files = split_files(data, split)
+            if all(p.exists() for p in files):
+                continue
+            if split == "train":
+                archives = files[0].parent / "downloads"
+                log(f"data.train: {files[0]} or {files[1]} is missing; fetching the WMT14 training corpora "
+                    f"(1.7 GB) into {archives}")
+                paths = [self._fetch(c.archive, archives / c.archive.name, mirror) for c in TRAINING]
+                log(f"data.train: extracting {src}-{tgt} into {files[0]} and {files[1]}")
+                members = [c.members for c in TRAINING]
+                lines = extract_training(list(zip(paths, members, strict=True)), files, (src, tgt))
+                log(f"data.train: {lines} sentence pairs")
+            else:
+                name = TEST_SETS[split]
+                log(f"data.{split}: {files[0]} or {files[1]} is missing; writing sacreBLEU's {name} {src}-{tgt}")
+                self._test_set(name, files, f"{src}-{tgt}", mirror)
+
+    def _fetch(self, pinned: Pinned, final: Path, mirror: Path | None) -> Path:
+        if not final.is_file():  # checked when it was put there
+            fetch(pinned, final, mirror=mirror, progress=self.progress, hint=HINT)
+        return final
+
+    def _test_set(self, name: str, files: tuple[Path, Path], langpair: str, mirror: Path | None) -> None:
+        """Write sacreBLEU's source and (first) reference of ``langpair`` to ``files``."""
+        from sacrebleu.dataset import DATASETS as SACREBLEU
+
+        test_set = SACREBLEU[name]
+        raw = Path(test_set._rawdir)  # where sacreBLEU looks for (and extracts) its archives
+        for url, md5 in zip(test_set.data, test_set.md5 or [None] * len(test_set.data), strict=True):
+            # sacreBLEU's own name for a downloaded archive: it then skips its download (and extraction)
+            archive = raw / test_set._get_tarball_filename(url)
+            if not (archive.is_file() and archive.stat().st_size):
+                self._fetch(Pinned(url, md5=md5), archive, mirror)
+                _extract_all(archive, raw)
+        try:
+            source, references = test_set.get_source_file(langpair), test_set.get_reference_files(langpair)
+        except (OSError, tarfile.TarError) as e:
+            raise DataError(f"sacreBLEU {name}: cannot read {langpair} under {raw}: {e}") from None
+        write_parallel((Path(source), Path(references[0])), files, f"sacreBLEU {name} {langpair}")
+
+
+def _extract_all(archive: Path, dest: Path) -> None:
+    try:
+        with tarfile.open(archive) as tar:
+            tar.extractall(dest, filter="data")
+    except (OSError, tarfile.TarError) as e:
+        archive.unlink(missing_ok=True)
+        raise DataError(f"{archive}: cannot extract ({e}); removed, run again to fetch it anew") from None
+
+
+def extract_training(archives: list[tuple[Path, str]], files: tuple[Path, Path], langs: tuple[str, str]) -> int:
+    """Stream the members ``PREFIX.<lang>`` of each (archive, PREFIX) into ``files`` (source,
+    target), archive after archive; both files appear only once both are whole. Returns the
+    number of lines, refusing archives whose two sides differ."""
+    total = 0
+    with _atomic_pair(files) as outs:
+        for path, prefix in archives:
+            wanted = {f"{prefix}.{lang}": side for side, lang in enumerate(langs)}
+            counts: dict[str, int] = {}
+            try:
+                with tarfile.open(path, "r|gz") as tar:  # a stream: members in archive order, no seeking
+                    for member in tar:
+                        name = member.name.removeprefix("./")
+                        if name in wanted and member.isfile():
+                            counts[name] = _copy_lines(tar.extractfile(member), outs[wanted[name]])  # type: ignore[arg-type]
+            except (OSError, tarfile.TarError, EOFError) as e:
+                raise DataError(f"{path}: cannot read the archive ({e}); delete it to fetch it again") from None
+            missing = [name for name in wanted if name not in counts]
+            if missing:
+                raise DataError(f"{path}: no member {' or '.join(missing)}")
+            (a, b) = (counts[name] for name in wanted)
+            if a != b:
+                first, second = wanted
+                raise DataError(f"{path}: line counts differ: {a} lines in {first} but {b} lines in {second}")
+            total += a
+    return total
+
+
+def write_parallel(sources: tuple[Path, Path], files: tuple[Path, Path], what: str) -> None:
+    """Copy two plain-text files to ``files`` (both appear at once), refusing unequal line counts."""
+    with _atomic_pair(files) as outs:
+        counts = []
+        for source, out in zip(sources, outs, strict=True):
+            with source.open("rb") as f:
+                counts.append(_copy_lines(f, out))
+        if counts[0] != counts[1]:
+            raise DataError(f"{what}: line counts differ: {counts[0]} lines in {sources[0]} but "
+                            f"{counts[1]} lines in {sources[1]}")
+
+
+def _copy_lines(source: BinaryIO, out: IO[bytes]) -> int:
+    """Copy ``source`` to ``out``, ending it with a newline; the number of lines (b"\\n" only, as
+    ``corpus.read_lines`` splits them)."""
+    lines, last = 0, b"\n"
+    for chunk in iter(lambda: source.read(CHUNK), b""):
+        out.write(chunk)
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    if last != b"\n":
+        out.write(b"\n")
+        lines += 1
+    return lines
+
+
+@contextlib.contextmanager
+def _atomic_pair(files: tuple[Path, Path]) -> Iterator[list[Any]]:
+    """Two files written under temporary names beside them (gzip if named .gz), fsynced and renamed
+    into place only when the block succeeds; removed if it fails."""
+    temps = [path.with_name(f".{path.name}.tmp") for path in files]
+    try:
+        for path in files:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.ExitStack() as stack:
+            raws = [stack.enter_context(temp.open("wb")) for temp in temps]
+            outs = [stack.enter_context(gzip.GzipFile(fileobj=raw, mode="wb", mtime=0)) if path.suffix == ".gz"
+                    else raw for raw, path in zip(raws, files, strict=True)]
+            yield outs
+            for out, raw in zip(outs, raws, strict=True):
+                if out is not raw:
+                    out.close()
+                raw.flush()
+                os.fsync(raw.fileno())
+        for temp, path in zip(temps, files, strict=True):
+            os.replace(temp, path)
+    except OSError as e:
+        raise DataError(f"cannot write {files[0]} and {files[1]}: {e.strerror or e}") from None
+    finally:
+        for temp in temps:
+            temp.unlink(missing_ok=True)
