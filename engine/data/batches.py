@@ -55,7 +55,9 @@ def token_batches(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] 
         order = by_noise[np.argsort(key[by_noise], kind="stable")]  # by (target, source) length, then noise
     else:
         order = np.argsort(key, kind="stable")  # equal lengths keep their index order
-    batches = np.split(order, _cuts(src[order].astype(np.int64), tgt[order].astype(np.int64), batch_tokens))
+    cuts = _cuts(src[order].astype(np.int64), tgt[order].astype(np.int64), batch_tokens)
+    # The epoch's batches are views of one index array: int32 halves what a large corpus keeps resident.
+    batches = np.split(order.astype(np.int32) if len(order) < 1 << 31 else order, cuts)
     if shuffle:
         rng.shuffle(batches)
     return batches

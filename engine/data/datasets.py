@@ -4,7 +4,7 @@ they are missing (``files``: checks that they exist)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset
@@ -24,22 +24,22 @@ class Files:
     def __init__(self, spec: FilesDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
         self.spec = spec
 
-    def ensure(self, data: DataSpec, log: Log) -> None:
-        for split in SPLITS:
+    def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
+        for split in splits:
             if getattr(data, split) is not None:
                 missing = [str(p) for p in split_files(data, split) if not p.is_file()]
                 if missing:
                     raise DataError(f"data.{split}: file not found: {' and '.join(missing)}")
 
 
-def ensure_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None = None,
-                progress: bool | None = None) -> None:
-    """Let the spec's data set (if any) fetch the files of its splits that are missing. ``mirror``:
+def ensure_data(data: DataSpec, log: Log = lambda _: None, *, splits: Sequence[str] = SPLITS,
+                mirror: Path | None = None, progress: bool | None = None) -> None:
+    """Let the spec's data set (if any) fetch the missing files of ``splits`` (default: all). ``mirror``:
     a local folder with the data set's files, used instead of the network (default: the data set's
     environment variable, e.g. ``$TBUILD_DATA_MIRROR``); ``progress``: download progress bars on
     stderr (None: when it is a terminal)."""
     if data.dataset is not None:
-        DATASETS.build(data.dataset, mirror=mirror, progress=progress).ensure(data, log)
+        DATASETS.build(data.dataset, mirror=mirror, progress=progress).ensure(data, log, splits)
 
 
 def fetch_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None = None,
@@ -50,8 +50,8 @@ def fetch_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None
 
 
 def read_split(data: DataSpec, split: str, log: Log) -> tuple[list[str], list[str]]:
-    """The source and target lines of a split, its data set's files fetched first if missing."""
-    ensure_data(data, log)
+    """The source and target lines of a split, its data set's files for it fetched first if missing."""
+    ensure_data(data, log, splits=(split,))
     src_path, tgt_path = split_files(data, split)
     source, target = read_parallel(src_path, tgt_path, f"data.{split}")
     if not source:

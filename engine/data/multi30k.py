@@ -3,7 +3,7 @@ upstream repository pinned to one commit, every file checked against its size an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
@@ -98,12 +98,12 @@ class Multi30k:
     def __init__(self, spec: Multi30kDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
         self.spec, self.mirror, self.progress = spec, mirror, progress
 
-    def ensure(self, data: DataSpec, log: Callable[[str], None]) -> None:
+    def ensure(self, data: DataSpec, log: Callable[[str], None], splits: Sequence[str] = SPLITS) -> None:
         langs = (data.source_lang, data.target_lang)
         unknown = [lang for lang in langs if lang not in LANGS]
         if unknown:
             raise DataError(f"data.dataset multi30k has languages {', '.join(LANGS)}, not {', '.join(unknown)}")
-        for split in SPLITS:
+        for split in splits:
             if getattr(data, split) is None:
                 continue
             missing = [p for p in split_files(data, split) if not p.exists()]

@@ -37,7 +37,7 @@ INLINE_CHUNKS = 4  # corpora of fewer chunks are encoded in this process (Multi3
 def prepared_train(spec: Spec, tok: Tokenizer, run: RunDir, log: Log, *, workers: int | None = None) -> MappedPairs:
     """The run's prepared training split: reused if up to date, else (re)built, saying why."""
     folder = run.prepared("train")
-    ensure_data(spec.data, log)
+    ensure_data(spec.data, log, splits=("train",))
     made_from = _made_from(spec, tok)
     stale = _stale(read_header(folder), made_from)
     if stale is None:

@@ -108,7 +108,7 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         tok = Tokenizer.load(run.tokenizer)
         log(f"tokenizer: {run.tokenizer} ({tok.vocab_size} pieces, from an earlier run)")
         return tok
-    ensure_data(spec.data, log)
+    ensure_data(spec.data, log, splits=("train",))
     src_path, tgt_path = split_files(spec.data, "train")
     pairs = iter_parallel(src_path, tgt_path, "data.train")
     if tspec.max_sentences is not None:  # per side: sample pairs, so both languages stay balanced

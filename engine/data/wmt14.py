@@ -16,7 +16,7 @@ import contextlib
 import gzip
 import os
 import tarfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -69,12 +69,12 @@ class Wmt14:
     def __init__(self, spec: Wmt14Dataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
         self.spec, self.mirror, self.progress = spec, mirror, progress
 
-    def ensure(self, data: DataSpec, log: Log) -> None:
+    def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
         src, tgt = data.source_lang, data.target_lang
         if {src, tgt} != set(LANGS):
             raise DataError(f"data.dataset wmt14 provides en-de and de-en (English-German, §5.1), not {src}-{tgt}")
         mirror = resolve_mirror(self.mirror, MIRROR_ENV, what="wmt14")
-        for split in SPLITS:
+        for split in splits:
             if getattr(data, split) is None:
                 continue
             files = split_files(data, split)

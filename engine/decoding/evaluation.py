@@ -11,7 +11,8 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from tbuild.builder.tokens import EOS
 
-from ..data.corpus import read_parallel, split_files
+from ..data.corpus import read_parallel
+from ..data.datasets import read_split
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run_dir import Run
@@ -45,12 +46,11 @@ def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path
              ) -> tuple[Evaluation, list[str], list[str], list[str]]:
     """Decode the split (or src) and score it against the references; also returns the texts. The
     perplexity is computed with the decoding's device and precision."""
-    if src is None or ref is None:
-        src, ref = split_files(run.spec.data, split)
-        field = f"data.{split}"
+    if src is None or ref is None:  # the spec's split, fetched by its data set if missing
+        sources, references = read_split(run.spec.data, split, lambda _: None)
     else:
-        field, split = "--src/--ref", src.name
-    sources, references = read_parallel(src, ref, field)
+        sources, references = read_parallel(src, ref, "--src/--ref")
+        split = src.name
     started = time.perf_counter()
     results = translate(translator, sources, run.spec.decode, after_batch=after_batch)
     seconds = time.perf_counter() - started

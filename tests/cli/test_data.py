@@ -78,3 +78,34 @@ def test_prepare_reports_bad_data_on_one_line(tmp_path: Path) -> None:
     result = runner.invoke(app, ["data", "prepare", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 1
     assert "line counts differ: 2 lines in" in result.output and "Traceback" not in result.output
+
+
+def test_a_wmt14_spec_trains_and_evaluates_from_a_mirror(tiny_corpus: Path, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The paper's data path end to end, offline: fake WMT14 archives (Multi30k sentences under the
+    real member names) in a mirror folder; `tbuild train` fetches, prepares and trains; evaluate
+    scores newstest2014."""
+    en, de = ((tiny_corpus / f"train.{lang}").read_text() for lang in ("en", "de"))
+    members = {name: dict(files) for name, files in ARCHIVES.items()}
+    members["training-parallel-europarl-v7.tgz"].update({"training/europarl-v7.de-en.en": en,
+                                                         "training/europarl-v7.de-en.de": de})
+    archives = {name: tgz(files) for name, files in members.items()}
+    point_at(monkeypatch, archives, "http://127.0.0.1:1", tmp_path / "sacrebleu")
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, body in archives.items():
+        (mirror / name).write_bytes(body)
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(mirror))
+    spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=3, validate_every=3)
+    spec["data"].update(dataset="wmt14", train=str(tmp_path / "wmt" / "train"),
+                        valid=str(tmp_path / "wmt" / "newstest2013"), test=str(tmp_path / "wmt" / "newstest2014"))
+    (tmp_path / "wmt.yaml").write_text(yaml.safe_dump(spec))
+    trained = runner.invoke(app, ["train", str(tmp_path / "wmt.yaml")], env=ENV)
+    assert trained.exit_code == 0, trained.output
+    header = yaml.safe_load((tmp_path / "run" / "prepared" / "train" / "header.json").read_text())
+    assert header["source_pairs"] == 400 + 2  # the Multi30k slice as Europarl, one pair each of the others
+    assert "fetching the WMT14 training corpora" in trained.output
+    assert f"kept {header['pairs']} of 402 pairs" in trained.output
+    scored = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--split", "test", "--beam", "1"], env=ENV)
+    assert scored.exit_code == 0, scored.output
+    assert "on newstest2014 (1 sentences" in scored.output or "(1 sentences" in scored.output

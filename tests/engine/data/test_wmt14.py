@@ -183,3 +183,16 @@ def test_offline_without_mirror_names_the_mirror_option(tmp_path: Path, fake: di
                                         r".*--mirror DIR or set TBUILD_DATA_MIRROR"):
         ensure_data(data_spec(dataset="wmt14", train=str(tmp_path / "wmt" / "train")))
     assert list((tmp_path / "wmt" / "downloads").iterdir()) == []
+
+
+def test_reading_one_split_fetches_that_split_only(tmp_path: Path, fake: dict[str, bytes], site: Site,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evaluating on newstest2014 must not download the 1.7 GB of training archives."""
+    from tbuild.engine.data.datasets import read_split
+
+    site.files = {f"/{name}": body for name, body in fake.items()}
+    point_at(monkeypatch, fake, site.url, tmp_path / "sacrebleu")
+    data = wmt_spec(tmp_path / "wmt")
+    assert read_split(data, "test", lambda _: None) == (["Good day"], ["Guten Tag"])
+    assert [path for path, _ in site.requests] == ["/test-full.tgz"]
+    assert not (tmp_path / "wmt" / "train.en").exists()
