@@ -9,6 +9,7 @@ import errno
 import hashlib
 import multiprocessing
 import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -121,7 +122,10 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int 
             yield encode_chunk([s for s, _ in chunk], [t for _, t in chunk])
         return
     chunks = chain(head, chunks)
-    context = multiprocessing.get_context("spawn")  # no fork of a process that may hold torch threads
+    # Fork where there is one (Linux): the workers run only sentencepiece and numpy, never torch, and
+    # fork, unlike spawn, does not re-run the caller's main module (a script or stdin without a
+    # ``__name__ == "__main__"`` guard would break).
+    context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
     with ProcessPoolExecutor(n, mp_context=context, initializer=init_worker, initargs=(str(model),)) as pool:
         window: deque[Future[Encoded]] = deque()
         for chunk in chunks:

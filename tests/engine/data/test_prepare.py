@@ -176,3 +176,26 @@ def test_ids_are_uint16_under_65536_pieces_else_uint32(tmp_path: Path) -> None:
     (tmp_path / "big" / "tgt.lengths").write_bytes(b"\0")
     with pytest.raises(DataError, match=r"tgt\.lengths: prepared data is damaged \(1 bytes, expected 8\)"):
         MappedPairs(tmp_path / "big")
+
+
+def test_workers_start_from_a_script_without_a_main_guard(tmp_path: Path, tok: Tokenizer) -> None:
+    """Preparation called from code read on stdin (no ``__main__`` file to re-import, no guard)."""
+    import subprocess
+    import sys
+
+    folder = corpus(tmp_path, "train", EN, DE)
+    code = f"""
+from pathlib import Path
+from tbuild.builder import load_spec
+from tbuild.engine.data import prepare
+from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.run_dir import RunDir
+prepare.CHUNK_PAIRS = 40
+spec = load_spec({{"data": {{"train": {folder!r}}}}}).spec
+pairs = prepare.prepared_train(spec, Tokenizer.load(Path({str(tok.path)!r})), RunDir(Path({str(tmp_path / 'run')!r})),
+                               print, workers=2)
+print("pairs", len(pairs))
+"""
+    done = subprocess.run([sys.executable, "-"], input=code, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pairs 600" in done.stdout
