@@ -16,14 +16,20 @@ from tests.engine.data.test_wmt14 import ARCHIVES, point_at, tgz
 ENV = {"COLUMNS": "300"}
 
 
-def test_fetch_wmt14_from_a_mirror_then_nothing_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
-    archives = {name: tgz(members) for name, members in ARCHIVES.items()}
+def fake_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, members: dict[str, dict[str, str]]) -> Path:
+    """A mirror folder of fake WMT14 archives, pinned in wmt14 and sacreBLEU's catalogue (no network)."""
+    archives = {name: tgz(files) for name, files in members.items()}
     point_at(monkeypatch, archives, "http://127.0.0.1:1", tmp_path / "sacrebleu")
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     for name, body in archives.items():
         (mirror / name).write_bytes(body)
+    return mirror
+
+
+def test_fetch_wmt14_from_a_mirror_then_nothing_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
+    mirror = fake_mirror(tmp_path, monkeypatch, ARCHIVES)
     spec = tmp_path / "wmt.yaml"
     spec.write_text("data:\n  dataset: wmt14\n  train: data/train\n  valid: data/newstest2013\n"
                     "  test: data/newstest2014\n")
@@ -89,13 +95,7 @@ def test_a_wmt14_spec_trains_and_evaluates_from_a_mirror(tiny_corpus: Path, tmp_
     members = {name: dict(files) for name, files in ARCHIVES.items()}
     members["training-parallel-europarl-v7.tgz"].update({"training/europarl-v7.de-en.en": en,
                                                          "training/europarl-v7.de-en.de": de})
-    archives = {name: tgz(files) for name, files in members.items()}
-    point_at(monkeypatch, archives, "http://127.0.0.1:1", tmp_path / "sacrebleu")
-    mirror = tmp_path / "mirror"
-    mirror.mkdir()
-    for name, body in archives.items():
-        (mirror / name).write_bytes(body)
-    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(mirror))
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(fake_mirror(tmp_path, monkeypatch, members)))
     spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=3, validate_every=3)
     spec["data"].update(dataset="wmt14", train=str(tmp_path / "wmt" / "train"),
                         valid=str(tmp_path / "wmt" / "newstest2013"), test=str(tmp_path / "wmt" / "newstest2014"))
