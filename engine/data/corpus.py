@@ -58,11 +58,6 @@ def iter_lines(path: Path, field: str) -> Iterator[str]:
         raise DataError(f"{field}: cannot read {path}: {e.strerror or e}") from None
 
 
-def read_lines(path: Path, field: str) -> list[str]:
-    """All lines of a plain or gzip UTF-8 file (see ``iter_lines``)."""
-    return list(iter_lines(path, field))
-
-
 def iter_parallel(src: Path, tgt: Path, field: str) -> Iterator[tuple[str, str]]:
     """(source, target) line pairs of a parallel pair of files, streamed; ``field`` (e.g.
     ``data.train``) names them in errors. Files of different lengths are an error with both counts."""

@@ -169,7 +169,7 @@ def write_parallel(sources: tuple[Path, Path], files: tuple[Path, Path], what: s
 
 def _copy_lines(source: BinaryIO, out: IO[bytes]) -> int:
     """Copy ``source`` to ``out``, ending it with a newline; the number of lines (b"\\n" only, as
-    ``corpus.read_lines`` splits them)."""
+    ``corpus.iter_lines`` splits them)."""
     lines, last = 0, b"\n"
     for chunk in iter(lambda: source.read(CHUNK), b""):
         out.write(chunk)
