@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import subprocess
@@ -12,13 +11,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn.functional as F
 import yaml
 
 from tbuild.builder import build_model, load_spec
 from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
 from tbuild.engine.errors import CheckpointError
-from tbuild.engine.loss import label_smoothed_nll
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.trainer import train
@@ -27,56 +24,6 @@ from tests.conftest import tiny_train_spec
 
 def quiet(kind: str, data: dict) -> None:
     pass
-
-
-def test_label_smoothing_by_hand() -> None:
-    logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0]]])
-    target = torch.tensor([[1, 3, 0]])  # last position is padding (pad = 0)
-    eps = 0.1
-    expected_loss = expected_nll = 0.0
-    for t in range(2):
-        logp = [x - math.log(sum(math.exp(v) for v in logits[0, t].tolist())) for x in logits[0, t].tolist()]
-        q = [eps / 4 + (1 - eps) * (k == target[0, t].item()) for k in range(4)]  # (1-ε)·one_hot + ε/V
-        expected_loss += -sum(qk * lk for qk, lk in zip(q, logp, strict=True))
-        expected_nll += -logp[target[0, t].item()]
-    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
-    assert n == 2
-    assert loss.item() == pytest.approx(expected_loss, rel=1e-6)
-    assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
-    reference = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=0, label_smoothing=eps,
-                                reduction="sum")
-    assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
-
-
-def test_label_smoothing_gradient_matches_autograd_of_definition() -> None:
-    """The fused backward equals autograd through log_softmax of the definition; padding gets no gradient."""
-    torch.manual_seed(0)
-    logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
-    target = torch.randint(1, 11, (3, 5))
-    target[0, 3:] = 0
-    target[2, 1:] = 0
-    eps = 0.1
-    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
-    (2.5 * loss).backward()
-    fused = logits.grad.clone()
-    logits.grad = None
-    lp = logits.log_softmax(-1)
-    keep = target.ne(0)
-    ref = ((1 - eps) * -lp.gather(-1, target[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
-    (2.5 * ref).backward()
-    assert n == int(keep.sum())
-    assert loss.item() == pytest.approx(ref.item(), rel=1e-12)
-    assert torch.allclose(fused, logits.grad, atol=1e-12)
-    assert fused[~keep].abs().max() == 0
-    assert not nll.requires_grad
-
-
-def test_label_smoothing_bf16_logits_get_bf16_gradient() -> None:
-    logits = torch.randn(2, 3, 7).bfloat16().requires_grad_()
-    loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, 0], [3, 4, 5]]), 0.1, pad=0)
-    assert loss.dtype == torch.float32
-    loss.backward()
-    assert logits.grad.dtype == torch.bfloat16
 
 
 def _train(spec: dict, **kw: object) -> dict:
