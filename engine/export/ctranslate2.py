@@ -155,3 +155,29 @@ def write_ctranslate2(model: EncoderDecoder, spec: Spec, vocabulary: list[str], 
     ct2.optimize(quantization=quantization)
     out.mkdir(parents=True, exist_ok=True)
     ct2.save(str(out))
+
+
+def export_run(run, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,  # noqa: ANN001
+               average: int | None = None) -> str:
+    """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
+    CTranslate2 model in ``out`` with the run's sentencepiece model beside it; returns which weights."""
+    import shutil
+
+    from tbuild.builder import build_model
+
+    from ..data.tokenizer import Tokenizer
+    from ..errors import TbuildError
+    from ..weights import load_weights
+
+    check_exportable(run.spec, CTRANSLATE2)  # refuse before loading anything
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
+    if not run.dir.tokenizer.exists():
+        raise TbuildError(f"{run.dir.path}: no tokenizer ({run.dir.tokenizer.name}); has this run been trained?")
+    tok = Tokenizer.load(run.dir.tokenizer)
+    model = build_model(run.spec)
+    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
+    write_ctranslate2(model.eval(), run.spec, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out,
+                      quantization)
+    shutil.copyfile(run.dir.tokenizer, out / run.dir.tokenizer.name)
+    return weights
