@@ -71,5 +71,5 @@ def _parity(run, out: Path, src: Path | None, ref: Path | None, checkpoint: Path
     if r.first_difference is not None:
         n, ours, theirs = r.first_difference
         console.print(f"  first difference, line {n}:\n    tbuild: {ours}\n    export: {theirs}", highlight=False)
-    console.print(f"  max |Δ log-prob| teacher-forced ({TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
+    console.print(f"  max |Δ log-prob| teacher-forced (up to {TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
                   highlight=False)
