@@ -10,6 +10,7 @@ from .average import average
 from .data import data_app
 from .decode import decode
 from .evaluate import evaluate
+from .export import export
 from .inspect import inspect
 from .plot import plot
 from .specs import components, schema, validate
@@ -36,6 +37,7 @@ app.command()(train)
 app.command()(average)
 app.command()(decode)
 app.command()(evaluate)
+app.command()(export)
 app.command()(attention)
 app.command()(plot)
 app.add_typer(data_app, name="data")

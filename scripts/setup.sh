@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 extra=()
 [ -d /opt/wheels ] && extra=(--find-links /opt/wheels)
-.venv/bin/pip install -q "${extra[@]}" -c constraints.txt -e ".[dev]"
+.venv/bin/pip install -q "${extra[@]}" -c constraints.txt -e ".[dev,export]"

@@ -1,0 +1,75 @@
+"""`tbuild export`: write a trained run for an inference runtime, then check parity with tbuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, err_console, guarded
+from .options import AVERAGE, CHECKPOINT, DEVICE, SET_OPTION, TARGET
+
+
+@guarded
+def export(
+    target: Path = TARGET,
+    out: Path = typer.Argument(..., help="Folder to write the exported model into."),
+    to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2."),
+    quantization: str | None = typer.Option(
+        None, "--quantization", help="Weights type: float32 (default), int8, int8_float32 or int16."),
+    check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
+    check_src: Path | None = typer.Option(None, "--check-src", help="Check parity on this source file."),
+    check_ref: Path | None = typer.Option(None, "--check-ref", help="References for --check-src."),
+    checkpoint: Path | None = CHECKPOINT,
+    average: int | None = AVERAGE,
+    device: str = DEVICE,
+    set_: list[str] = SET_OPTION,
+) -> None:
+    """Export a run's model; then decode a split with tbuild and the export and compare them."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.export.ctranslate2 import export_run
+    from tbuild.engine.export.targets import TARGETS, UnsupportedExport
+    from tbuild.engine.run_dir import resolve_run
+
+    if to not in TARGETS:
+        raise TbuildError(f"--to {to!r}: targets are {', '.join(TARGETS)}")
+    if check not in ("valid", "none"):
+        raise TbuildError(f"--check must be valid or none, not {check!r}")
+    if (check_src is None) != (check_ref is None):
+        raise TbuildError("--check-src and --check-ref go together")
+    run = resolve_run(target, set_)
+    try:
+        weights = export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
+    except UnsupportedExport as e:
+        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
+    console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
+    if check == "none" and check_src is None:
+        return
+    _parity(run, out, check_src, check_ref, checkpoint, average, device)
+
+
+def _parity(run, out: Path, src: Path | None, ref: Path | None, checkpoint: Path | None,  # noqa: ANN001
+            average: int | None, device: str) -> None:
+    from tbuild.engine.data.corpus import read_parallel
+    from tbuild.engine.data.datasets import read_split
+    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.export.parity import TEACHER_FORCED_LINES, check_parity
+    from tbuild.engine.process import configure_process
+
+    if src is not None and ref is not None:
+        sources, references = read_parallel(src, ref, "--check-src/--check-ref")
+    else:
+        sources, references = read_split(run.spec.data, "valid", lambda _: None)
+    process = configure_process()
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    r = check_parity(run, translator, out, sources, references, after_batch=process.after_batch)
+    console.print(f"parity on {r.sentences} sentences (beam {r.beam}, α {r.alpha}):", highlight=False)
+    console.print(f"  BLEU tbuild {r.bleu_tbuild:.2f}, export {r.bleu_export:.2f}, delta {r.delta:+.2f}",
+                  highlight=False)
+    console.print(f"  identical lines {100 * r.identical:.1f}%", highlight=False)
+    if r.first_difference is not None:
+        n, ours, theirs = r.first_difference
+        console.print(f"  first difference, line {n}:\n    tbuild: {ours}\n    export: {theirs}", highlight=False)
+    console.print(f"  max |Δ log-prob| teacher-forced (up to {TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
+                  highlight=False)
