@@ -21,11 +21,12 @@ def inspect(
 ) -> None:
     """Show what a spec builds: parameter counts per block (the paper's Table 3), FLOPs, memory."""
     from tbuild.builder.inspect import inspect_model
+    from tbuild.engine.export.targets import describe_targets, export_targets
 
     loaded = load(spec, set_)
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if as_json:
-        print(json.dumps(report.to_json(), indent=2))
+        print(json.dumps(report.to_json() | {"export": export_targets(loaded.spec)}, indent=2))
         return
     table = Table(title=f"{loaded.name}: parameters per block", title_justify="left")
     table.add_column("block")
@@ -42,3 +43,5 @@ def inspect(
                   f"({report.flops_per_token / 1e6:.1f} MFLOP)")
     console.print(f"[dim]{report.flops_formula}[/]")
     console.print(f"weights: {4 * report.total / 2**20:,.1f} MiB fp32, {2 * report.total / 2**20:,.1f} MiB bf16")
+    for line in describe_targets(loaded.spec):
+        console.print(f"export to {line}", highlight=False, soft_wrap=True)

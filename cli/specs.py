@@ -19,12 +19,17 @@ def validate(
     set_: list[str] = SET_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
 ) -> None:
-    """Check a spec and print it fully resolved (extends merged, overrides applied, defaults filled)."""
-    resolved = load(spec, set_).spec.model_dump(mode="json", exclude={"extends"})
+    """Check a spec and print it fully resolved (extends merged, overrides applied, defaults filled),
+    then which export targets can hold its model (as YAML comments, or an "export" key in JSON)."""
+    from tbuild.engine.export.targets import describe_targets, export_targets
+
+    loaded = load(spec, set_).spec
+    resolved = loaded.model_dump(mode="json", exclude={"extends"})
     if as_json:
-        print(json.dumps(resolved, indent=2))
+        print(json.dumps(resolved | {"export": export_targets(loaded)}, indent=2))
     else:
         print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
+        print("".join(f"# export to {line}\n" for line in describe_targets(loaded)), end="")
 
 
 def schema() -> None:

@@ -74,6 +74,24 @@ def check_exportable(spec: Spec, target: Target) -> None:
         refuse(f"norms differ ({', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))})")
 
 
+def export_targets(spec: Spec) -> dict[str, str | None]:
+    """For every target: None if ``spec`` can be exported to it, else the one-line reason it cannot.
+    Torch-free, so ``validate`` and ``inspect`` can say it before any training."""
+    verdicts: dict[str, str | None] = {}
+    for name, target in TARGETS.items():
+        try:
+            check_exportable(spec, target)
+            verdicts[name] = None
+        except UnsupportedExport as e:
+            verdicts[name] = str(e)
+    return verdicts
+
+
+def describe_targets(spec: Spec) -> list[str]:
+    """One line per target: ``ctranslate2: yes`` or ``ctranslate2: no (why)``."""
+    return [f"{name}: yes" if why is None else f"{name}: no ({why})" for name, why in export_targets(spec).items()]
+
+
 def _norms(stack: ResolvedStack) -> list[object]:
     return [g.norm for g in stack.groups] + ([stack.final_norm] if stack.final_norm is not None else [])
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
@@ -68,3 +71,22 @@ def test_readme_commands_exist() -> None:
     readme = (REPO / "README.md").read_text()
     assert "bash scripts/multi30k.sh" in readme and "bash scripts/test.sh" in readme
     assert "bash scripts/test.sh" in (REPO / ".ci/run").read_text()
+
+
+def test_validate_and_inspect_say_which_export_targets_fit() -> None:
+    ok = runner.invoke(app, ["validate", str(REPO / "specs" / "multi30k.yaml")])
+    assert ok.exit_code == 0 and ok.stdout.rstrip().endswith("# export to ctranslate2: yes")
+    yaml.safe_load(ok.stdout)  # still one YAML document
+    relative = runner.invoke(app, ["validate", str(REPO / "specs" / "examples" / "relative.yaml"), "--json"])
+    why = json.loads(relative.stdout)["export"]["ctranslate2"]
+    assert why.startswith("cannot export to ctranslate2: attention kind 'relative'")
+    inspected = runner.invoke(app, ["inspect", str(REPO / "specs" / "examples" / "alibi.yaml")])
+    assert "export to ctranslate2: no (cannot export to ctranslate2: positional kind 'alibi'" in inspected.stdout
+
+
+def test_validate_imports_no_torch() -> None:
+    code = ("import sys; from typer.testing import CliRunner; from tbuild.cli.app import app; "
+            f"r = CliRunner().invoke(app, ['validate', {str(REPO / 'specs' / 'big.yaml')!r}]); "
+            "assert r.exit_code == 0, r.output; assert 'torch' not in sys.modules, 'torch imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
