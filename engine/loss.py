@@ -91,7 +91,7 @@ def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, la
     batches = token_batches(pairs.src_lengths, pairs.tgt_lengths, batch_tokens,
                             seed=0, epoch=0, shuffle=False)
     for batch in batches:
-        src, tgt_in, tgt_out = (t.to(policy.device) for t in collate(pairs, batch))
+        src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
         with policy.autocast():
             logits = model(src, tgt_in)
         loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD)

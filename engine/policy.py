@@ -26,6 +26,12 @@ class Policy:
     def precision(self) -> str:
         return "bf16" if self.autocast_dtype == torch.bfloat16 else "fp32"
 
+    def to_device(self, t: torch.Tensor) -> torch.Tensor:
+        """A host tensor on the device: on CUDA through pinned memory, without waiting for the copy."""
+        if self.device.type != "cuda":
+            return t.to(self.device)
+        return t.pin_memory().to(self.device, non_blocking=True)
+
     def autocast(self) -> contextlib.AbstractContextManager:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()

@@ -54,11 +54,13 @@ class LogWindow:
         self.reset()
 
     def reset(self) -> None:
-        self.loss = self.nll = self.grad_norm = 0.0
+        self.loss: Any = 0.0  # sums of the steps' values, which may be device tensors until ``record``
+        self.nll: Any = 0.0
+        self.grad_norm: Any = 0.0
         self.tokens = self.steps = 0
         self.started = time.monotonic()
 
-    def add(self, step: dict[str, float]) -> None:
+    def add(self, step: dict[str, Any]) -> None:
         self.loss += step["loss"]
         self.nll += step["nll"]
         self.tokens += int(step["tokens"])
@@ -68,9 +70,10 @@ class LogWindow:
     def record(self, step: int, epoch: int, elapsed: float, lr: float) -> dict[str, Any]:
         """Per-token loss and NLL, perplexity, tokens/s and mean gradient norm of the window; then reset."""
         n = max(self.tokens, 1)
-        record = {"step": step, "epoch": epoch, "loss": self.loss / n, "nll": self.nll / n,
-                  "ppl": math.exp(min(self.nll / n, 50.0)), "lr": lr,
+        loss, nll, grad_norm = float(self.loss), float(self.nll), float(self.grad_norm)  # one device sync
+        record = {"step": step, "epoch": epoch, "loss": loss / n, "nll": nll / n,
+                  "ppl": math.exp(min(nll / n, 50.0)), "lr": lr,
                   "tokens_per_s": self.tokens / max(time.monotonic() - self.started, 1e-9),
-                  "grad_norm": self.grad_norm / max(self.steps, 1), "elapsed": elapsed}
+                  "grad_norm": grad_norm / max(self.steps, 1), "elapsed": elapsed}
         self.reset()
         return record

@@ -112,8 +112,10 @@ class Trainer:
     def _setup_optimizer(self) -> None:
         opt = self.cfg.optimizer
         # Adam (§5.3); AdamW with weight_decay 0 is exactly Adam, and decoupled decay when asked for.
+        # The fused kernel (one launch for all parameters) on CUDA; CPU has no fused AdamW to gain from.
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=0.0, betas=opt.betas, eps=opt.eps,
-                                           weight_decay=opt.weight_decay)
+                                           weight_decay=opt.weight_decay,
+                                           fused=True if self.policy.device.type == "cuda" else None)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
     def _restore(self) -> TrainState:
@@ -131,20 +133,22 @@ class Trainer:
 
     # ------------------------------------------------------------------ one update
 
-    def step(self) -> dict[str, float]:
-        """One optimizer update over ``update_freq`` batches, the loss normalised by their target tokens."""
+    def step(self) -> dict[str, Any]:
+        """One optimizer update over ``update_freq`` batches, the loss normalised by their target tokens.
+        Loss, NLL and gradient norm stay tensors on the device (float64 sums): reading them synchronises
+        with a GPU, so that happens only on logging steps (``LogWindow.record``)."""
         self.optimizer.zero_grad(set_to_none=True)
         micro = [self.batches.next() for _ in range(self.cfg.update_freq)]
         ntok = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
-        loss_sum = nll_sum = 0.0
+        loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         for batch in micro:
-            src, tgt_in, tgt_out = (t.to(self.policy.device) for t in collate(self.train_pairs, batch))
+            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in collate(self.train_pairs, batch))
             with self.policy.autocast():
                 logits = self.module(src, tgt_in)
             loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
             (loss / ntok).backward()
-            loss_sum, nll_sum = loss_sum + loss.item(), nll_sum + nll.item()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf).item()
+            loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf)
         lr = self.cfg.schedule.rate(self.state.step + 1, self.spec.model.d_model)
         for group in self.optimizer.param_groups:
             group["lr"] = lr

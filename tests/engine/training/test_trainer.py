@@ -176,3 +176,30 @@ def test_cli_train_plot_average(tiny_corpus: Path, tmp_path: Path) -> None:
     assert (run / "averaged_last2.safetensors").exists()
     result = runner.invoke(app, ["average", str(run), "--last", "5"])
     assert result.exit_code == 1 and "only 2 exist" in result.output
+
+
+def test_steps_read_no_tensor_values_between_logging_steps(tiny_corpus: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a tensor's value waits for a GPU: tbuild's own code does it only on logging steps (here
+    the last of 4). (PyTorch's Adam reads its step counters, which live on the host.)"""
+    import sys
+
+    from tbuild.engine.training.trainer import Trainer
+    from tests.conftest import REPO
+
+    spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=4, log_every=100, checkpoint_every=None)
+    spec["data"]["valid"] = None
+    trainer = Trainer(load_spec(spec), quiet).setup()
+    reads: list[int] = []
+    for name in ("item", "__float__"):
+        real = getattr(torch.Tensor, name)
+
+        def counted(self: torch.Tensor, _real=real) -> object:  # noqa: ANN001
+            caller = sys._getframe(1).f_code.co_filename
+            if caller.startswith(str(REPO)) and "/tests/" not in caller and "site-packages" not in caller:
+                reads.append(trainer.state.step)
+            return _real(self)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+    trainer.train()
+    assert reads and set(reads) == {4}, reads  # loss, NLL and gradient norm, read once at the final log
