@@ -9,7 +9,18 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .common import err_console, guarded
-from .options import ALPHA, AVERAGE, BEAM, CHECKPOINT, DEVICE, SET_OPTION, TARGET, decode_overrides
+from .options import (
+    ALPHA,
+    AVERAGE,
+    BEAM,
+    CHECKPOINT,
+    DEVICE,
+    ENGINE,
+    QUANTIZATION,
+    SET_OPTION,
+    TARGET,
+    decode_overrides,
+)
 
 
 @guarded
@@ -23,10 +34,13 @@ def decode(
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
+    engine: str = ENGINE,
+    quantization: str | None = QUANTIZATION,
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
-    from tbuild.engine.decoding.translator import decode_lines, load_translator, translate
+    from tbuild.engine.decoding.engines import load_engine
+    from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
     from tbuild.engine.process import configure_process
@@ -39,17 +53,19 @@ def decode(
     data = input_.read_bytes() if input_ else sys.stdin.buffer.read()
     lines = decode_lines(data, name)
     process = configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
 
     def warn(message: str) -> None:
         err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
+
+    translator = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
+                             device=device, notify=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False))
 
     show = input_ is not None and err_console.is_terminal
     with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar:
         task = bar.add_task("decode", total=len(lines))
-        results = translate(translator, lines, run.spec.decode, warn, lambda n: bar.advance(task, n),
-                            after_batch=process.after_batch)
+        results = translator.translate(lines, run.spec.decode, warn, lambda n: bar.advance(task, n),
+                                       after_batch=process.after_batch)
     tok = translator.tokenizer
     out_lines = []
     for i, hyps in enumerate(results):

@@ -8,8 +8,19 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .common import console, guarded
-from .options import ALPHA, AVERAGE, BEAM, CHECKPOINT, DEVICE, SET_OPTION, TARGET, decode_overrides
+from .common import console, err_console, guarded
+from .options import (
+    ALPHA,
+    AVERAGE,
+    BEAM,
+    CHECKPOINT,
+    DEVICE,
+    ENGINE,
+    QUANTIZATION,
+    SET_OPTION,
+    TARGET,
+    decode_overrides,
+)
 
 
 @guarded
@@ -25,9 +36,12 @@ def evaluate(
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
+    engine: str = ENGINE,
+    quantization: str | None = QUANTIZATION,
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
+    from tbuild.engine.decoding.engines import load_engine
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
@@ -41,12 +55,16 @@ def evaluate(
         raise TbuildError("--src and --ref go together")
     run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
     process = configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
-    result, sources, references, hyps = run_evaluation(run, translator, split=split, src=src, ref=ref,
-                                                       after_batch=process.after_batch)
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)  # perplexity
+    decoder = None if engine == "native" and quantization is None else load_engine(
+        run, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
+        notify=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False))
+    result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
+                                                       ref=ref, after_batch=process.after_batch)
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:
         console.print(f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n", highlight=False)
-    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights})",
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
+                        f"{result.engine} engine)",
                   title_justify="left")
     table.add_column("metric")
     table.add_column("score", justify="right")
@@ -55,7 +73,8 @@ def evaluate(
     for name, score, note in (reversed(rows) if lowercase else rows):
         table.add_row(name, f"{score:.2f}", note)
     table.add_row("chrF", f"{result.chrf:.2f}", "sacreBLEU chrF2")
-    table.add_row("perplexity", f"{result.perplexity:.2f}", "per target subword, teacher-forced on the references")
+    table.add_row("perplexity", f"{result.perplexity:.2f}", "per target subword, teacher-forced on the references"
+                  + ("" if result.engine == "native" else " (native model)"))
     table.add_row("sentences/s", f"{result.sentences_per_second:.1f}",
                   f"beam {result.beam}, α {result.alpha}, {result.precision}, {result.decode_seconds:.1f} s")
     console.print(table)

@@ -13,6 +13,12 @@ AVERAGE = typer.Option(None, "--average", help="Average the newest K checkpoints
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")
+ENGINE = typer.Option(
+    "native", "--engine", help="native (tbuild's beam search) or ctranslate2 (the run exported once into "
+    "RUN/ctranslate2-QUANTIZATION/, re-exported when the weights change; same beam, α and lengths).",
+)
+QUANTIZATION = typer.Option(
+    None, "--quantization", help="CTranslate2 weights type: float32 (default), int8, int8_float32 or int16.")
 MIRROR = typer.Option(
     None, "--mirror", help="A local folder with the data set's files (upstream names), copied and checked instead "
     "of downloading (default: $TBUILD_DATA_MIRROR; multi30k also reads $TBUILD_MULTI30K_MIRROR).",

@@ -16,12 +16,12 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
     else the best by validation perplexity, else the newest checkpoint. Refuses weights of another
     architecture or that do not fit the model. Returns which weights were loaded, for reports."""
     expect = run.spec.architecture_hash()
+    paths = weights_files(run, checkpoint=checkpoint, average=average)
     if average:
-        paths = run.dir.newest(average)
         tensors, meta = average_checkpoints(paths)
         source, description = paths[-1], f"average of {', '.join(p.name for p in paths)}"
     else:
-        source = checkpoint or run.checkpoint or _default(run)
+        source = paths[0]
         tensors, meta = read_checkpoint(source)
         description = source.name
     if meta.get("architecture") != expect:
@@ -29,6 +29,13 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
                               f"spec has {expect})")
     load_model_weights(model, tensors, source)
     return description
+
+
+def weights_files(run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> list[Path]:
+    """The file(s) ``load_weights`` reads for these options, without reading them."""
+    if average:
+        return run.dir.newest(average)
+    return [checkpoint or run.checkpoint or _default(run)]
 
 
 def _default(run: Run) -> Path:

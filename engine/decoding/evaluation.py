@@ -16,7 +16,8 @@ from ..data.datasets import read_split
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run_dir import Run
-from .translator import Translator, encode_sources, translate
+from .engines import Engine
+from .translator import Translator, encode_sources
 
 
 @dataclass
@@ -36,27 +37,29 @@ class Evaluation:
     beam: int
     alpha: float
     precision: str
+    engine: str = "native"  # what decoded; the perplexity is always the native model's
 
     def to_json(self) -> dict:
         return asdict(self)
 
 
-def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path | None = None,
-             ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
+def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
+             src: Path | None = None, ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
              ) -> tuple[Evaluation, list[str], list[str], list[str]]:
-    """Decode the split (or src) and score it against the references; also returns the texts. The
-    perplexity is computed with the decoding's device and precision."""
+    """Decode the split (or src) with ``engine`` (default: ``translator``) and score it against the
+    references; also returns the texts. The perplexity is ``translator``'s, with its device and precision."""
     if src is None or ref is None:  # the spec's split, fetched by its data set if missing
         sources, references = read_split(run.spec.data, split, lambda _: None)
     else:
         sources, references = read_parallel(src, ref, "--src/--ref")
         split = src.name
     started = time.perf_counter()
-    results = translate(translator, sources, run.spec.decode, after_batch=after_batch)
+    decoder = engine or translator
+    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch)
     seconds = time.perf_counter() - started
-    tok = translator.tokenizer
-    hyps = [tok.decode(h[0].tokens) if h else "" for h in results]
+    hyps = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     bleu, bleu_lc, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+    tok = translator.tokenizer
     pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
                   [ids + [EOS] for ids in tok.encode(references)])
     ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
@@ -68,6 +71,6 @@ def evaluate(run: Run, translator: Translator, *, split: str = "test", src: Path
         bleu_lowercase_signature=str(bleu_lc.get_signature()),
         chrf=chrf.corpus_score(hyps, [references]).score, chrf_signature=str(chrf.get_signature()),
         perplexity=ppl, decode_seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=translator.policy.precision,
+        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=decoder.precision, engine=decoder.name,
     )
     return result, sources, references, hyps

@@ -31,6 +31,17 @@ class Translator:
     weights: str  # which weights were loaded, for reports
     max_source_tokens: int
     max_output_len: int | None  # |Y| limit (EOS included): the decoder's max_positions, if set
+    name = "native"
+
+    @property
+    def precision(self) -> str:
+        return self.policy.precision
+
+    def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
+                  progress: Callable[[int], None] = lambda _: None,
+                  after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+        """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
+        return translate(self, lines, spec, warn, progress, after_batch)
 
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,

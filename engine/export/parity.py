@@ -4,7 +4,8 @@ the same beam and length penalty, and both score the same references teacher-for
 What still differs between the two searches (so a few lines may differ at beam > 1; greedy agrees):
 - Length penalty: CTranslate2 divides by |Y|^α (|Y| without EOS), tbuild by ((5+|Y|)/6)^α with EOS
   (Wu et al. 2016, engine/decoding/search.py). The check runs CTranslate2 with length_penalty 0
-  (raw log-probs), asks for its ``beam`` finished hypotheses and re-ranks them with tbuild's lp.
+  (raw log-probs), asks for its ``beam`` finished hypotheses and re-ranks them with tbuild's lp
+  (``decoding/ct2.py: ct2_search``, which ``--engine ctranslate2`` decodes with too).
 - Stopping: CTranslate2 stops once ``beam`` hypotheses have finished; tbuild goes on until no live
   beam can beat the best finished one, so it can find a better-scoring, longer hypothesis.
 - Hypotheses cut at the length limit: tbuild forces and scores EOS, CTranslate2 just stops.
@@ -13,15 +14,15 @@ Set in both: PAD and BOS are never generated, no minimum length, the same maximu
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.tokens import BOS, EOS
 
-from ..decoding.search import length_penalty
+from ..decoding.ct2 import ct2_search
 from ..decoding.translator import Translator, encode_sources, translate
 from ..run_dir import Run
 
@@ -44,31 +45,12 @@ class ParityReport:
         return self.bleu_export - self.bleu_tbuild
 
 
-def ct2_translate(ct2, translator: Translator, lines: list[str], *, beam: int, alpha: float,  # noqa: ANN001
-                  max_len_a: float, max_len_b: int) -> list[str]:
-    """Decode with a ``ctranslate2.Translator`` under tbuild's conventions (module docstring)."""
+def ct2_translate(ct2, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:  # noqa: ANN001
+    """Decode with a ``ctranslate2.Translator`` under tbuild's conventions (``decoding/ct2.py``): the best line each."""
     tok = translator.tokenizer
-    sources = encode_sources(tok, lines, translator.max_source_tokens)  # ids ending with EOS
-    pieces = [[tok.sp.id_to_piece(i) for i in s[:-1]] for s in sources]  # the runtime adds EOS
-    out = ["" for _ in lines]
-    by_limit: dict[int, list[int]] = {}
-    for i, s in enumerate(sources):
-        if s:  # |Y| ≤ floor(a·|X| + b), EOS counted in both (search.max_lengths)
-            limit = max(1, math.floor(max_len_a * len(s) + max_len_b + 1e-9))
-            if translator.max_output_len is not None:
-                limit = min(limit, translator.max_output_len)
-            by_limit.setdefault(limit, []).append(i)
-    banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
-    for limit, rows in by_limit.items():
-        results = ct2.translate_batch([pieces[i] for i in rows], beam_size=beam, num_hypotheses=beam,
-                                      length_penalty=0.0, return_scores=True, min_decoding_length=0,
-                                      max_decoding_length=limit - 1, max_input_length=0,
-                                      suppress_sequences=banned)
-        for i, r in zip(rows, results, strict=True):
-            ranked = max(zip(r.hypotheses, r.scores, strict=True),
-                         key=lambda h: h[1] / length_penalty(len(h[0]) + 1, alpha))
-            out[i] = tok.sp.decode_pieces(ranked[0])
-    return out
+    sources = encode_sources(tok, lines, translator.max_source_tokens)
+    hyps = ct2_search(ct2, tok, sources, decode, translator.max_output_len)
+    return [tok.decode(h[0].tokens) if h else "" for h in hyps]
 
 
 def teacher_forced_diff(ct2, translator: Translator, sources: list[str], references: list[str]) -> float:  # noqa: ANN001
@@ -105,8 +87,7 @@ def check_parity(run: Run, translator: Translator, exported: Path, sources: list
     hyps = translate(translator, sources, decode, after_batch=after_batch)
     ours = [translator.tokenizer.decode(h[0].tokens) if h else "" for h in hyps]
     ct2 = ctranslate2.Translator(str(exported), device="cpu")
-    theirs = ct2_translate(ct2, translator, sources, beam=decode.beam, alpha=decode.alpha,
-                           max_len_a=decode.max_len_a, max_len_b=decode.max_len_b)
+    theirs = ct2_translate(ct2, translator, sources, decode)
     same = [a == b for a, b in zip(ours, theirs, strict=True)]
     first = next(((i + 1, ours[i], theirs[i]) for i, ok in enumerate(same) if not ok), None)
     return ParityReport(

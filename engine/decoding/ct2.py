@@ -1,0 +1,165 @@
+"""Decoding through CTranslate2: the run exported once into ``RUN/ctranslate2-<quantization>/`` (cached,
+re-exported when the weights change) and searched under tbuild's conventions, so that its input and
+output behave as the native engine's (``translator.py``).
+
+tbuild's conventions in CTranslate2's search (what still differs: ``engine/export/parity.py``):
+- Length penalty: CTranslate2 runs with length_penalty 0 (raw log-probs) and returns its ``beam``
+  finished hypotheses; they are re-ranked with tbuild's lp ((5+|Y|)/6)^α, |Y| counting EOS.
+- Length limit: |Y| ≤ floor(a·|X| + b), EOS counted in both (``search.max_lengths``), capped by the
+  decoder's max_positions; PAD and BOS are never generated; no minimum length.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.tokens import BOS, PAD
+
+from ..data.tokenizer import Tokenizer
+from ..errors import TbuildError
+from ..files import atomic_write
+from ..run_dir import Run
+from ..weights import weights_files
+from .search import Hypothesis, length_penalty
+from .translator import DEFAULT_MAX_SOURCE, encode_sources, length_batches
+
+STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
+
+
+def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
+               progress: Callable[[int], None] = lambda _: None,
+               after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+    """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
+    from a ``ctranslate2.Translator``, in input order, batched by length (module docstring)."""
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    todo = [i for i, s in enumerate(sources) if s]
+    banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
+    for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
+        rows = [todo[j] for j in batch]
+        by_limit: dict[int, list[int]] = {}
+        for i in rows:
+            limit = max(1, math.floor(spec.max_len_a * len(sources[i]) + spec.max_len_b + 1e-9))
+            by_limit.setdefault(limit if max_output_len is None else min(limit, max_output_len), []).append(i)
+        for limit, group in by_limit.items():
+            pieces = [[tok.sp.id_to_piece(t) for t in sources[i][:-1]] for i in group]  # the runtime adds EOS
+            out = ct2.translate_batch(pieces, beam_size=spec.beam, num_hypotheses=spec.beam, length_penalty=0.0,
+                                      return_scores=True, min_decoding_length=0, max_decoding_length=limit - 1,
+                                      max_input_length=0, suppress_sequences=banned)
+            for i, r in zip(group, out, strict=True):
+                results[i] = _rerank(tok, r, spec.alpha)[: spec.nbest]
+        after_batch()
+        progress(len(rows))
+    return results
+
+
+def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:
+    """CTranslate2's finished beams (raw log-probs, EOS step included) ranked by tbuild's score
+    log P / lp(|Y|), |Y| counting EOS."""
+    hyps = [Hypothesis([tok.sp.piece_to_id(p) for p in pieces], log_p / length_penalty(len(pieces) + 1, alpha), log_p)
+            for pieces, log_p in zip(result.hypotheses, result.scores, strict=True)]
+    return sorted(hyps, key=lambda h: -h.score)
+
+
+@dataclass
+class CTranslate2Translator:
+    """A run's CTranslate2 export, with the native ``Translator``'s ``translate`` shape."""
+
+    ct2: Any  # ctranslate2.Translator
+    tokenizer: Tokenizer
+    weights: str  # which weights were exported, for reports
+    quantization: str
+    device: str  # cpu or cuda
+    max_source_tokens: int
+    max_output_len: int | None
+    name = "ctranslate2"
+
+    @property
+    def precision(self) -> str:
+        return f"{self.quantization} ({self.device})"
+
+    def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
+                  progress: Callable[[int], None] = lambda _: None,
+                  after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+        """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
+        with the same warning."""
+        sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
+        return ct2_search(self.ct2, self.tokenizer, sources, spec, self.max_output_len, progress, after_batch)
+
+
+def load_ct2_translator(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,
+                        average: int | None = None, device: str = "auto",
+                        notify: Callable[[str], None] = lambda _: None) -> CTranslate2Translator:
+    """The run exported for CTranslate2 (``cached_export``) loaded on ``device`` (auto: CUDA when
+    CTranslate2 sees a GPU)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise TbuildError("--engine ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'") from None
+    if device not in ("auto", "cpu", "cuda"):
+        raise TbuildError(f"--device must be auto, cpu or cuda, not {device!r}")
+    if device == "auto":
+        device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    folder, weights = cached_export(run, quantization=quantization, checkpoint=checkpoint, average=average,
+                                    notify=notify)
+    max_positions = run.spec.model.max_positions
+    return CTranslate2Translator(ctranslate2.Translator(str(folder), device=device),
+                                 Tokenizer.load(folder / run.dir.tokenizer.name), weights, quantization, device,
+                                 max_positions or DEFAULT_MAX_SOURCE, max_positions)
+
+
+def _stat(path: Path) -> dict:
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
+def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
+    """What an export depends on: the weights files and tokenizer (size, mtime), the quantization,
+    the architecture and the CTranslate2 version."""
+    import ctranslate2
+
+    return {"weights": [_stat(p) for p in files], "tokenizer": _stat(run.dir.tokenizer), "quantization": quantization,
+            "architecture": run.spec.architecture_hash(), "ctranslate2": ctranslate2.__version__}
+
+
+def cached_export(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,
+                  average: int | None = None, notify: Callable[[str], None] = lambda _: None) -> tuple[Path, str]:
+    """``RUN/ctranslate2-<quantization>/``, exported by ``export_run`` unless its stamp holds the key of
+    the weights these options select (``weights_files``); returns the folder and which weights it holds.
+    The export is written to a temporary folder, stamped last and renamed into place."""
+    from ..export.ctranslate2 import QUANTIZATIONS, export_run
+
+    if quantization not in QUANTIZATIONS:
+        raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
+    if not run.dir.tokenizer.exists():
+        raise TbuildError(f"{run.dir.path}: no tokenizer ({run.dir.tokenizer.name}); has this run been trained?")
+    folder = run.dir.path / f"ctranslate2-{quantization}"
+    key = cache_key(run, weights_files(run, checkpoint=checkpoint, average=average), quantization)
+    try:
+        stamp = json.loads((folder / STAMP).read_text())
+    except (OSError, ValueError):
+        stamp = None
+    if stamp is not None and stamp.get("key") == key:
+        return folder, stamp["weights"]
+    notify(f"{folder}: exported from other weights; exporting again" if folder.exists()
+           else f"exporting to {folder} (first use; cached for later runs)")
+    tmp = Path(tempfile.mkdtemp(dir=run.dir.path, prefix=f".{folder.name}."))
+    try:
+        tmp.chmod(0o755)  # mkdtemp makes it 0700; results are meant to be shared
+        weights = export_run(run, tmp, quantization=quantization, checkpoint=checkpoint, average=average)
+        atomic_write(tmp / STAMP, (json.dumps({"key": key, "weights": weights}, indent=2) + "\n").encode())
+        if folder.exists():
+            shutil.rmtree(folder)
+        os.replace(tmp, folder)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return folder, weights

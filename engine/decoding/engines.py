@@ -1,0 +1,49 @@
+"""Decoding engines: tbuild's own beam search (``native``, ``translator.py``) or the run exported to
+CTranslate2 (``ctranslate2``, ``ct2.py``). Both take the same lines to the same n-best hypotheses:
+empty lines give none, over-long lines are truncated with a warning, input order is kept."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from tbuild.builder.schema import DecodeSpec
+
+from ..data.tokenizer import Tokenizer
+from ..errors import TbuildError
+from ..run_dir import Run
+from .search import Hypothesis
+
+ENGINES = ("native", "ctranslate2")
+
+
+class Engine(Protocol):
+    name: str  # one of ENGINES
+    tokenizer: Tokenizer
+    weights: str  # which weights, for reports
+
+    @property
+    def precision(self) -> str: ...
+
+    def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = ...,
+                  progress: Callable[[int], None] = ..., after_batch: Callable[[], None] = ...,
+                  ) -> list[list[Hypothesis]]: ...
+
+
+def load_engine(run: Run, engine: str = "native", *, quantization: str | None = None,
+                checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
+                notify: Callable[[str], None] = lambda _: None) -> Engine:
+    """The run's weights (``load_weights``'s choice) behind ``engine``; ``quantization`` is
+    CTranslate2's weights type (default float32) and ``notify`` hears about (re-)exports."""
+    from .ct2 import load_ct2_translator
+    from .translator import load_translator
+
+    if engine not in ENGINES:
+        raise TbuildError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    if engine == "native":
+        if quantization is not None:
+            raise TbuildError("--quantization applies to --engine ctranslate2 only")
+        return load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    return load_ct2_translator(run, quantization=quantization or "float32", checkpoint=checkpoint,
+                               average=average, device=device, notify=notify)

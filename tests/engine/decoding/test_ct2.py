@@ -1,0 +1,84 @@
+"""The CTranslate2 decoding engine: same lines as the native engine, and its export cache."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tbuild.engine.decoding.engines import load_engine
+from tbuild.engine.errors import TbuildError
+from tbuild.engine.run_dir import resolve_run
+
+pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
+
+LINES = ["A man is riding a bike.", "", "Two dogs play in the snow.", " ".join(["word"] * 200), "A cat."]
+
+
+@pytest.fixture()
+def run_copy(tiny_run: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny run, so that its exports do not leak into other tests."""
+    return Path(shutil.copytree(tiny_run, tmp_path / "run"))
+
+
+def _texts(engine, lines: list[str], spec) -> tuple[list[str], list[str]]:  # noqa: ANN001
+    warnings: list[str] = []
+    hyps = engine.translate(lines, spec, warnings.append)
+    return [engine.tokenizer.decode(h[0].tokens) if h else "" for h in hyps], warnings
+
+
+def test_same_lines_as_native(run_copy: Path) -> None:
+    run = resolve_run(run_copy, ["decode.beam=1"])
+    native, ct2 = load_engine(run, "native", device="cpu"), load_engine(run, "ctranslate2", device="cpu")
+    ours, our_warnings = _texts(native, LINES, run.spec.decode)
+    theirs, their_warnings = _texts(ct2, LINES, run.spec.decode)
+    assert theirs == ours and theirs[1] == "" and all(theirs[i] for i in (0, 2, 3, 4))
+    assert their_warnings == our_warnings and len(ours) == 5
+    assert [w.split(":")[0] for w in their_warnings] == ["line 4"] and "limit of 40; truncated" in their_warnings[0]
+    assert ct2.name == "ctranslate2" and ct2.precision == "float32 (cpu)" and ct2.weights == native.weights
+
+
+def test_nbest_ranked_by_tbuild_score(run_copy: Path) -> None:
+    run = resolve_run(run_copy, ["decode.nbest=3"])  # beam 3
+    hyps = load_engine(run, "ctranslate2", device="cpu").translate(LINES, run.spec.decode)
+    assert [len(h) for h in hyps] == [3, 0, 3, 3, 3]
+    for h in hyps:
+        assert [x.score for x in h] == sorted((x.score for x in h), reverse=True)
+
+
+def test_export_is_cached_and_refreshed(run_copy: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.engine.export import ctranslate2 as exporter
+
+    calls, messages = [], []
+    real = exporter.export_run
+
+    def counting(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        calls.append(kwargs.get("checkpoint"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(exporter, "export_run", counting)
+    run = resolve_run(run_copy)
+    first = load_engine(run, "ctranslate2", device="cpu", notify=messages.append)
+    load_engine(run, "ctranslate2", device="cpu", notify=messages.append)
+    assert len(calls) == 1 and (run_copy / "ctranslate2-float32" / "tbuild-export.json").exists()
+    assert messages == [f"exporting to {run_copy / 'ctranslate2-float32'} (first use; cached for later runs)"]
+    step10 = run_copy / "checkpoints" / "step_00000010.safetensors"
+    other = load_engine(run, "ctranslate2", checkpoint=step10, device="cpu", notify=messages.append)
+    assert len(calls) == 2 and other.weights == step10.name != first.weights
+    assert messages[-1] == f"{run_copy / 'ctranslate2-float32'}: exported from other weights; exporting again"
+    (run_copy / "best.safetensors").touch()  # the same path, new weights: the default is re-exported
+    load_engine(run, "ctranslate2", device="cpu")
+    load_engine(run, "ctranslate2", quantization="int8", device="cpu")  # a folder of its own
+    assert len(calls) == 4 and (run_copy / "ctranslate2-int8" / "model.bin").exists()
+    assert not list(run_copy.glob(".ctranslate2-*"))  # no temporary folders left
+
+
+def test_bad_options(run_copy: Path) -> None:
+    run = resolve_run(run_copy)
+    with pytest.raises(TbuildError, match="--quantization applies to --engine ctranslate2"):
+        load_engine(run, "native", quantization="int8")
+    with pytest.raises(TbuildError, match="--engine 'onnx'"):
+        load_engine(run, "onnx")
+    with pytest.raises(TbuildError, match="--quantization 'int4'"):
+        load_engine(run, "ctranslate2", quantization="int4", device="cpu")
