@@ -79,6 +79,17 @@ class Run:
     dir: RunDir
     checkpoint: Path | None = None  # set when the user named a checkpoint file
 
+    @property
+    def tokenizer(self) -> Path:
+        """The run's sentencepiece model: the one it trained (spm.model), else the spec's
+        ``data.tokenizer.model`` it was trained with."""
+        given = self.spec.data.tokenizer.model
+        for path in (self.dir.tokenizer, Path(given) if given else None):
+            if path is not None and path.is_file():
+                return path
+        raise TbuildError(f"{self.dir.path}: no tokenizer ({self.dir.tokenizer.name}"
+                          f"{f' or {given}' if given else ''}); has this run been trained?")
+
 
 def load_target(path: Path, overrides: list[str] | None = None) -> LoadedSpec:
     """A spec file as written, or the resolved spec of a run directory or of a checkpoint's run."""

@@ -126,7 +126,7 @@ def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
     the architecture and the CTranslate2 version."""
     import ctranslate2
 
-    return {"weights": [_stat(p) for p in files], "tokenizer": _stat(run.dir.tokenizer), "quantization": quantization,
+    return {"weights": [_stat(p) for p in files], "tokenizer": _stat(run.tokenizer), "quantization": quantization,
             "architecture": run.spec.architecture_hash(), "ctranslate2": ctranslate2.__version__}
 
 
@@ -139,8 +139,6 @@ def cached_export(run: Run, *, quantization: str = "float32", checkpoint: Path |
 
     if quantization not in QUANTIZATIONS:
         raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
-    if not run.dir.tokenizer.exists():
-        raise TbuildError(f"{run.dir.path}: no tokenizer ({run.dir.tokenizer.name}); has this run been trained?")
     folder = run.dir.path / f"ctranslate2-{quantization}"
     key = cache_key(run, weights_files(run, checkpoint=checkpoint, average=average), quantization)
     try:

@@ -47,9 +47,7 @@ class Translator:
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                     device: str = "auto") -> Translator:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device."""
-    if not run.dir.tokenizer.exists():
-        raise TbuildError(f"{run.dir.path}: no tokenizer ({run.dir.tokenizer.name}); has this run been trained?")
-    tokenizer = Tokenizer.load(run.dir.tokenizer)
+    tokenizer = Tokenizer.load(run.tokenizer)
     policy = choose_policy(run.spec.decode.precision, device)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)

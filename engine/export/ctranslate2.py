@@ -172,12 +172,10 @@ def export_run(run, out: Path, *, quantization: str | None = None, checkpoint: P
     check_exportable(run.spec, CTRANSLATE2)  # refuse before loading anything
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
-    if not run.dir.tokenizer.exists():
-        raise TbuildError(f"{run.dir.path}: no tokenizer ({run.dir.tokenizer.name}); has this run been trained?")
-    tok = Tokenizer.load(run.dir.tokenizer)
+    tok = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     write_ctranslate2(model.eval(), run.spec, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out,
                       quantization)
-    shutil.copyfile(run.dir.tokenizer, out / run.dir.tokenizer.name)
+    shutil.copyfile(tok.path, out / run.dir.tokenizer.name)
     return weights

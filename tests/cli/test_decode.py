@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from sacrebleu.metrics import BLEU
 from typer.testing import CliRunner
 
@@ -100,3 +101,17 @@ def test_decode_by_spec_file_uses_the_trained_run(tiny_run: Path) -> None:
     by_run = runner.invoke(app, ["decode", str(tiny_run)], input="A dog runs.\n")
     assert by_spec.exit_code == 0, by_spec.output
     assert by_spec.stdout == by_run.stdout
+
+
+def test_a_run_trained_with_a_given_tokenizer_decodes(tiny_run: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    """data.tokenizer.model: the run directory holds no spm.model; decoding uses the one it was trained with."""
+    from tests.conftest import tiny_train_spec
+
+    spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=2, validate_every=2)
+    spec["data"]["tokenizer"] = {"model": str(tiny_run / "spm.model")}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    assert runner.invoke(app, ["train", str(tmp_path / "spec.yaml")]).exit_code == 0
+    assert not (tmp_path / "run" / "spm.model").exists()
+    result = runner.invoke(app, ["decode", str(tmp_path / "run"), "--beam", "1"], input="A dog runs.\n")
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == 1
