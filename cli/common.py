@@ -17,16 +17,14 @@ state = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 def _known_errors() -> dict[type[BaseException], int]:
-    """User-facing error types and their exit codes (imported lazily: torch loads slowly)."""
+    """User-facing error types and their exit codes, most specific first (imported lazily: torch
+    loads slowly). A spec the command cannot serve (an invalid one, or a kind an export target
+    cannot represent) exits 2; other user errors 1."""
     from tbuild.builder.loader import SpecError
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.export.targets import UnsupportedExport
 
-    errors: dict[type[BaseException], int] = {SpecError: 2}
-    try:
-        from tbuild.engine.errors import TbuildError
-        errors[TbuildError] = 1
-    except ImportError:  # pragma: no cover - engine not installed
-        pass
-    return errors
+    return {SpecError: 2, UnsupportedExport: 2, TbuildError: 1}
 
 
 def guarded(fn: F) -> F:

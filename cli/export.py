@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, err_console, guarded
+from .common import console, guarded
 from .options import AVERAGE, CHECKPOINT, DEVICE, QUANTIZATION, SET_OPTION, TARGET
 
 
@@ -27,7 +27,7 @@ def export(
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export.ctranslate2 import export_run
-    from tbuild.engine.export.targets import TARGETS, UnsupportedExport
+    from tbuild.engine.export.targets import TARGETS
     from tbuild.engine.run_dir import resolve_run
 
     if to not in TARGETS:
@@ -37,11 +37,7 @@ def export(
     if (check_src is None) != (check_ref is None):
         raise TbuildError("--check-src and --check-ref go together")
     run = resolve_run(target, set_)
-    try:
-        weights = export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
-    except UnsupportedExport as e:
-        err_console.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2) from None
+    weights = export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none" and check_src is None:
         return
