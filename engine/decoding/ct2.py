@@ -12,7 +12,6 @@ tbuild's conventions in CTranslate2's search (what still differs: ``engine/expor
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import tempfile
@@ -20,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, PAD
@@ -29,7 +30,7 @@ from ..errors import TbuildError
 from ..files import atomic_write
 from ..run_dir import Run
 from ..weights import weights_files
-from .search import Hypothesis, length_penalty
+from .search import Hypothesis, length_penalty, max_lengths
 from .translator import DEFAULT_MAX_SOURCE, encode_sources, length_batches
 
 STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
@@ -45,10 +46,12 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
     for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
         rows = [todo[j] for j in batch]
+        lengths = torch.tensor([len(sources[i]) for i in rows])
+        pad = torch.arange(int(lengths.max()))[None, :] >= lengths[:, None]  # (B, S) as the native search sees it
         by_limit: dict[int, list[int]] = {}
-        for i in rows:
-            limit = max(1, math.floor(spec.max_len_a * len(sources[i]) + spec.max_len_b + 1e-9))
-            by_limit.setdefault(limit if max_output_len is None else min(limit, max_output_len), []).append(i)
+        for i, limit in zip(rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist(),
+                            strict=True):
+            by_limit.setdefault(limit, []).append(i)
         for limit, group in by_limit.items():
             pieces = [[tok.sp.id_to_piece(t) for t in sources[i][:-1]] for i in group]  # the runtime adds EOS
             out = ct2.translate_batch(pieces, beam_size=spec.beam, num_hypotheses=spec.beam, length_penalty=0.0,
