@@ -6,7 +6,6 @@ resumed run starts without encoding anything."""
 from __future__ import annotations
 
 import errno
-import hashlib
 import multiprocessing
 import os
 import sys
@@ -26,6 +25,7 @@ from ..errors import DataError
 from ..run_dir import RunDir
 from .corpus import iter_parallel, split_files
 from .datasets import ensure_data
+from .download import sha256_of
 from .encoding import Encoded, encode_chunk, init_worker
 from .mapped import MappedPairs, MappedWriter, read_header, token_dtype
 from .tokenizer import Tokenizer
@@ -54,7 +54,7 @@ def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:
     """What a prepared split depends on: the tokenizer's bytes, the filters and the source files."""
     files = [{"path": str(p.resolve()), "size": p.stat().st_size if p.is_file() else None,
               "mtime_ns": p.stat().st_mtime_ns if p.is_file() else None} for p in split_files(spec.data, "train")]
-    return {"tokenizer_sha256": hashlib.sha256(tok.path.read_bytes()).hexdigest(),
+    return {"tokenizer_sha256": sha256_of(tok.path),
             "filters": {"max_length": spec.data.max_length, "max_length_ratio": spec.data.max_length_ratio},
             "sources": files}
 
