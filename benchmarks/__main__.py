@@ -1,0 +1,141 @@
+"""python -m benchmarks: tbuild's training and decoding speed next to its peers, measured in one run
+on this machine, as one table of medians, ratios and MFU (and ``--json PATH``).
+
+CPU: training at each shape in fp32 and bf16 autocast (bf16 only with native bf16: AMX or
+AVX512-BF16), Multi30k-like lengths (12-30 tokens), 4,096-token batches, vocabulary 8,000; decoding
+64 sentences of 30 tokens -> 30 output steps, beam 4 and greedy. GPU (when CUDA is present): bf16
+training on WMT-like lengths (up to 128 tokens), 25,000-token batches, vocabulary 37,000, and the
+same decoding on the GPU. Peers: torch.nn.Transformer, Hugging Face Marian (the "bench" extra) and
+CTranslate2 (the "export" extra); a missing one is a row saying why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.loader import SpecError
+from tbuild.builder.schema import TrainSpec
+from tbuild.engine.policy import choose_policy
+from tbuild.engine.process import configure_process
+
+from . import hardware, report
+from .decoding import DecodeRun, run_decoding
+from .training import TrainRun, run_training
+from .workload import MULTI30K_LENGTHS, SHAPES, WMT_LENGTHS, Workload, tbuild_spec
+
+PEERS = ("torch", "hf", "ct2")
+DEVICES = ("cpu", "cuda")
+# TrainSpec settings for tbuild on a GPU, applied when this tbuild's TrainSpec has them
+GPU_TRAIN_SETTINGS = {"pad_multiple": 8, "compile": True}
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["train", "decode"], help="run one part only")
+    parser.add_argument("--shapes", help=f"comma-separated, from {', '.join(SHAPES)} (default tiny,base; "
+                                         "--quick: tiny)")
+    parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, from {', '.join(PEERS)}")
+    parser.add_argument("--devices", default=",".join(DEVICES), help="cpu, cuda or both (cuda: when present)")
+    parser.add_argument("--repeats", type=int, help="timed rounds per comparison (default 5; --quick 2)")
+    parser.add_argument("--warmup", type=int, help="untimed rounds first (default 2; --quick 1)")
+    parser.add_argument("--threads", type=int, help="CPU threads for every implementation (default: all cores)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: small vocabulary, batches and outputs")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    args.shapes = _choices("--shapes", args.shapes or ("tiny" if args.quick else "tiny,base"), SHAPES)
+    args.peers = _choices("--peers", args.peers, PEERS)
+    args.devices = _choices("--devices", args.devices, DEVICES)
+    args.repeats = args.repeats or (2 if args.quick else 5)
+    args.warmup = (1 if args.quick else 2) if args.warmup is None else args.warmup
+    for name in ("repeats", "threads"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be 0 or more")
+    return args
+
+
+def _choices(option: str, text: str, known: dict | tuple) -> list[str]:
+    picked = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [p for p in picked if p not in known]
+    if bad or not picked:
+        raise SystemExit(f"python -m benchmarks: {option} {text!r}: choose from {', '.join(known)}")
+    return picked
+
+
+def gpu_train_settings(shape_name: str, vocab: int) -> dict:
+    """The GPU settings this tbuild's TrainSpec accepts (another branch adds them)."""
+    settings = {}
+    for key, value in GPU_TRAIN_SETTINGS.items():
+        if key in TrainSpec.model_fields:
+            try:
+                tbuild_spec(SHAPES[shape_name], vocab, {key: value})
+            except SpecError:
+                continue
+            settings[key] = value
+    return settings
+
+
+def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, out: dict) -> None:
+    """Training and decoding rows on ``device``, appended to ``out``."""
+    cpu, quick = device == "cpu", args.quick
+    gemm = (512, 5) if quick else ((2048, 5) if cpu else (8192, 10))
+    peaks = hardware.measured_peaks(torch.device(device), *gemm)
+    out["peaks"][device] = peaks
+    precisions = ["fp32", "bf16"] if cpu else ["bf16"]
+    vocab = 1000 if quick else (8000 if cpu else 37000)
+    for shape in args.shapes:
+        if args.only != "decode":
+            for precision in precisions:
+                out["rows"].extend(_train(args, hw, device, shape, precision, vocab, peaks, out))
+        if args.only != "train":
+            n, length = (8, 10) if quick else (64, 30)
+            run = DecodeRun(SHAPES[shape], vocab, n, length, length, args.warmup, args.repeats, args.threads)
+            policy = choose_policy("fp32" if cpu else "bf16", device)
+            out["rows"].extend(run_decoding(run, policy, args.peers))
+
+
+def _train(args: argparse.Namespace, hw: hardware.Hardware, device: str, shape: str, precision: str, vocab: int,
+           peaks: dict, out: dict) -> list[dict]:
+    row = {"part": "train", "shape": shape, "device": device, "precision": precision, "impl": "tbuild"}
+    if device == "cpu" and precision == "bf16" and not hw.native_bf16:
+        return [{**row, "skipped": "no native bf16 on this CPU (neither AMX nor AVX512-BF16): bf16 is emulated"}]
+    cpu, quick = device == "cpu", args.quick
+    batch_tokens = 512 if quick else (4096 if cpu else 25000)
+    work = Workload(SHAPES[shape], vocab, batch_tokens, MULTI30K_LENGTHS if cpu else WMT_LENGTHS,
+                    args.warmup + args.repeats)
+    settings = {} if cpu else gpu_train_settings(shape, vocab)
+    peak, source = hardware.mfu_peak(hw, device, precision, peaks)
+    out["settings"]["mfu_peaks"][f"{device} {precision}"] = source
+    out["settings"]["train"][f"{device} {shape}"] = {"vocab": vocab, "batch_tokens": batch_tokens,
+                                                     "lengths": work.lengths.__dict__, "tbuild_train": settings}
+    impls = ["tbuild"] + [p for p in args.peers if p in ("torch", "hf")]
+    return run_training(TrainRun(work, precision, device, args.threads, args.warmup, args.repeats, settings,
+                                 peak, source), impls)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    process = configure_process(args.threads)
+    args.threads = process.threads
+    hw = hardware.detect()
+    out: dict = {"command": ["python", "-m", "benchmarks", *(sys.argv[1:] if argv is None else argv)],
+                 "hardware": hw.to_json(), "peaks": {}, "rows": [], "gpu_skipped": None,
+                 "settings": {"repeats": args.repeats, "warmup": args.warmup, "quick": args.quick,
+                              "peers": args.peers, "mfu_peaks": {}, "train": {}}}
+    for device in args.devices:
+        if device == "cuda" and not torch.cuda.is_available():
+            out["gpu_skipped"] = "no GPU: skipped (torch.cuda.is_available() is False)"
+            continue
+        device_part(args, hw, device, out)
+    report.show(out)
+    if args.json is not None:
+        report.write_json(out, args.json)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The benchmark's one table (rich) and its JSON: every row a median, tbuild's speed over each peer's
+measured in the same run, MFU for training, peak memory, and why a row was skipped."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+NAMES = {"tbuild": "tbuild", "torch": "torch.nn.Transformer", "hf": "HF Marian", "ct2-float32": "CTranslate2 float32",
+         "ct2-int8": "CTranslate2 int8", "ct2": "CTranslate2"}
+
+RIGHT = ("tokens/s", "tbuild ×", "MFU", "peak memory")
+
+
+def _ratio(rows: list[dict], row: dict) -> str:
+    """tbuild's speed over this row's, from tbuild's row of the same comparison."""
+    if row["impl"] == "tbuild" or "tokens_per_s" not in row:
+        return ""
+    key = ("part", "shape", "device", "precision", "search")
+    ours = next((r for r in rows if r["impl"] == "tbuild" and all(r.get(k) == row.get(k) for k in key)), None)
+    ratio = (ours or {}).get("ratios", {}).get(row["impl"])
+    return f"{ratio:.2f}×" if ratio is not None else ""
+
+
+def table(report: dict) -> Table:
+    hw = report["hardware"]
+    where = f"{hw['cpu_model']}, {hw['threads']} threads, " + ", ".join(f for f, on in hw["flags"].items() if on)
+    if hw["gpu"]:
+        where += f"; GPU {hw['gpu']['name']}"
+    peaks = "; ".join(f"{dev} matmul peak " + ", ".join(f"{k} {v:,.0f} GFLOP/s" for k, v in p.items())
+                      for dev, p in report["peaks"].items())
+    out = Table(title=f"tbuild benchmark — {where}\n{peaks}", title_justify="left")
+    for name in ("part", "shape", "search", "device", "precision", "implementation", "tokens/s", "tbuild ×", "MFU",
+                 "peak memory", "note"):
+        out.add_column(name, justify="right" if name in RIGHT else "left")
+    for row in report["rows"]:
+        speed = f"{row['tokens_per_s']:,.0f}" if "tokens_per_s" in row else ""
+        mfu = f"{100 * row['mfu']:.1f}%" if "mfu" in row else ""
+        memory = f"{row['peak_memory_mib']:,.0f} MiB" if row.get("peak_memory_mib") else ""
+        note = row.get("skipped") or row.get("error") or row.get("note", "")
+        out.add_row(row["part"], row["shape"], row.get("search", ""), row["device"], row["precision"],
+                    NAMES.get(row["impl"], row["impl"]), speed, _ratio(report["rows"], row), mfu, memory, note)
+    if report.get("gpu_skipped"):
+        out.add_row("all", "", "", "cuda", "", "", "", "", "", "", report["gpu_skipped"])
+    return out
+
+
+def caption(report: dict) -> str:
+    """What the columns mean."""
+    s = report["settings"]
+    quick = "--quick: a smoke run on small sizes; its figures mean nothing. " if s["quick"] else ""
+    return (f"{quick}Medians of {s['repeats']} timed rounds after {s['warmup']} warm-up, implementations interleaved. "
+            "tokens/s: target tokens (training) or output tokens (decoding). tbuild ×: tbuild's speed over this "
+            "row's (median of per-round ratios). MFU: model FLOPs (3 × forward on real lengths, attention "
+            f"included) per second over {', '.join(sorted(set(s['mfu_peaks'].values())))}. Peak memory: "
+            "resident set of the implementation's own process (CPU) or torch.cuda.max_memory_allocated (GPU).")
+
+
+def show(report: dict, console: Console | None = None) -> None:
+    console = console or Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table(report))
+    console.print(caption(report))
+
+
+def write_json(report: dict, path: Path) -> None:
+    path.write_text(json.dumps(report, indent=2) + "\n")

@@ -1,0 +1,144 @@
+"""One implementation's training steps in a process of its own, so that the peak memory it reports
+is its own. The parent (``training.py``) drives it over stdin/stdout, one JSON line each way: it
+answers ``{"ready": ...}`` once set up, ``step I`` runs one optimizer step on batch I and answers its
+seconds, ``end`` answers the peak memory and exits.
+
+tbuild's step is ``Trainer.step`` itself, fed the benchmark's batches: the model, optimizer,
+autocast policy and loss are what `tbuild train` builds (``Trainer._setup_model`` and
+``_setup_optimizer``). The peers run the textbook PyTorch step: Adam (β 0.9/0.98, ε 1e-9, fused on
+CUDA as tbuild's), ``F.cross_entropy`` with label smoothing 0.1 under the same autocast."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from tbuild.builder.tokens import PAD
+from tbuild.engine.data.batches import collate
+from tbuild.engine.data.pairs import Pairs
+from tbuild.engine.policy import Policy, choose_policy
+from tbuild.engine.process import configure_process
+from tbuild.engine.training.trainer import Trainer
+
+from .peers import MarianLogits, TorchTransformer, marian_model
+from .workload import Workload, corpus, tbuild_spec
+
+SEED = 1
+
+
+class Replay:
+    """Stands in for the trainer's ``BatchCursor``: ``next()`` is the batch the parent asked for."""
+
+    def __init__(self, batches: list[np.ndarray]) -> None:
+        self.batches, self.at, self.epoch, self.index = batches, 0, 0, 0
+
+    def next(self) -> np.ndarray:
+        return self.batches[self.at]
+
+
+def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy: Policy,
+                settings: dict) -> Callable[[int], None]:
+    """``Trainer.step`` on batch i of the benchmark's batches, with `tbuild train`'s model and optimizer."""
+    loaded = tbuild_spec(work.shape, work.vocab, {"precision": policy.precision, "seed": SEED, **settings})
+    trainer = Trainer(loaded, lambda kind, data: None, policy=policy)
+    trainer.spec, trainer.train_pairs, trainer.batches = loaded.spec, pairs, Replay(batches)
+    trainer._setup_model()
+    trainer._setup_optimizer()
+    trainer.model.train()
+
+    def step(i: int) -> None:
+        trainer.batches.at = i
+        trainer.step()
+
+    return step
+
+
+def peer_step(model: torch.nn.Module, pairs: Pairs, batches: list[np.ndarray],
+              policy: Policy) -> Callable[[int], None]:
+    """The plain PyTorch training step of ``model`` ((src, tgt_in) -> logits) on batch i."""
+    model.to(policy.device).train()
+    fused = True if policy.device.type == "cuda" else None
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+
+    def step(i: int) -> None:
+        batch = batches[i]
+        optimizer.zero_grad(set_to_none=True)
+        ntok = int(pairs.tgt_lengths[batch].sum())
+        src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
+        with policy.autocast():
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
+                                   label_smoothing=0.1, reduction="sum")
+        (loss / ntok).backward()
+        optimizer.step()
+
+    return step
+
+
+def make_step(job: dict, pairs: Pairs, batches: list[np.ndarray], policy: Policy) -> Callable[[int], None]:
+    work = Workload.from_json(job["workload"])
+    if job["impl"] == "tbuild":
+        return tbuild_step(work, pairs, batches, policy, job["settings"])
+    torch.manual_seed(SEED)
+    if job["impl"] == "torch":
+        return peer_step(TorchTransformer(work.shape, work.vocab), pairs, batches, policy)
+    return peer_step(MarianLogits(marian_model(work.shape, work.vocab)), pairs, batches, policy)
+
+
+def peak_memory_mib(device: torch.device) -> float:
+    """CUDA: the most memory torch allocated; CPU: the process's peak resident set (VmHWM)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated() / 2**20
+    with open("/proc/self/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib / 1024
+
+
+def serve(job: dict, reply: Callable[[dict], None]) -> None:
+    process = configure_process(job["threads"])
+    policy = choose_policy(job["precision"], job["device"])
+    pairs, batches = corpus(Workload.from_json(job["workload"]))
+    step = make_step(job, pairs, batches, policy)
+    sync = torch.cuda.synchronize if policy.device.type == "cuda" else (lambda: None)
+    reply({"ready": True, "threads": torch.get_num_threads()})
+    for done, line in enumerate(sys.stdin, start=1):
+        command, *args = line.split()
+        if command == "end":
+            reply({"peak_memory_mib": round(peak_memory_mib(policy.device), 1)})
+            return
+        sync()
+        start = time.perf_counter()
+        step(int(args[0]))
+        sync()
+        seconds = time.perf_counter() - start
+        process.after_step(done)  # the same heap housekeeping for every implementation
+        reply({"seconds": seconds})
+
+
+def main() -> None:
+    """Serve the job given as JSON in argv[1]. The replies go to the original stdout; anything a
+    library prints goes to stderr instead."""
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+
+    def reply(message: dict) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    try:
+        serve(json.loads(sys.argv[1]), reply)
+    except Exception as e:  # the parent reports it in the implementation's row
+        traceback.print_exc()
+        reply({"error": f"{type(e).__name__}: {e}".splitlines()[0]})
+
+
+if __name__ == "__main__":
+    main()
