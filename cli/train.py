@@ -112,6 +112,10 @@ def train(
     """Train a spec; re-running on the same run directory resumes where it stopped (on any number
     of processes)."""
     if nproc is not None and "WORLD_SIZE" not in os.environ:
+        from tbuild.engine.training.distributed import check_update_freq
+
+        nodes = int(nnodes) if nnodes and nnodes.isdigit() else 1  # a range (MIN:MAX) is checked by each worker
+        check_update_freq(load(spec, list(set_ or [])).spec.train.update_freq, nproc * nodes)
         args = ["train", str(spec), *(a for s in set_ or [] for a in ("--set", s)), "--device", device]
         args += [*(["--minutes", str(minutes)] if minutes else []), *(["--fresh"] if fresh else [])]
         _launch(nproc, args, nnodes, rdzv)

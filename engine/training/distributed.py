@@ -153,6 +153,14 @@ def gradient_scale(rank: Rank) -> float:
     return float(rank.world)
 
 
+def check_update_freq(update_freq: int, world: int) -> None:
+    """update_freq counts the batches of one update over all processes: each takes update_freq / world."""
+    if update_freq % world:
+        raise TbuildError(f"train.update_freq ({update_freq}) must be a multiple of the number of processes "
+                          f"({world}): it counts the batches of one update over all processes; "
+                          f"set --set train.update_freq={world * update_freq}")
+
+
 def launcher(nproc: int, args: list[str], *, nnodes: str | None = None, rdzv: str | None = None) -> list[str]:
     """The torchrun command that runs ``tbuild ARGS`` on ``nproc`` processes per machine."""
     import sys

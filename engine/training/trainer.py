@@ -31,7 +31,6 @@ from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
-from ..errors import TbuildError
 from ..data.batches import BatchCursor, collate
 from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
@@ -70,10 +69,7 @@ class Trainer:
 
     def setup(self) -> Trainer:
         world = self.rank.world
-        if self.cfg.update_freq % world:
-            raise TbuildError(f"train.update_freq ({self.cfg.update_freq}) must be a multiple of the number of "
-                              f"processes ({world}): it counts the batches of one update over all processes; "
-                              f"set --set train.update_freq={world * self.cfg.update_freq}")
+        distributed.check_update_freq(self.cfg.update_freq, world)
         if self.rank.is_main:  # the others wait, then read what it wrote
             if self.fresh and self.run.path.exists():
                 shutil.rmtree(self.run.path)
