@@ -36,11 +36,11 @@ from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
-from . import distributed, sharded
-from .distributed import Rank
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy
 from ..run_dir import run_dir_of
+from . import distributed, sharded
+from .distributed import Rank
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
 
