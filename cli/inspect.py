@@ -62,5 +62,6 @@ def _print_estimate(spec, report, gpus: int, gpu_type: str, mfu: float) -> None:
         raise TbuildError(str(e)) from None
     console.print(f"training estimate: {est.updates:,} updates × {est.tokens_per_update:,} target tokens × "
                   f"3 × {report.flops_per_token / 1e6:.1f} MFLOP = {est.flops_per_update * est.updates:.3g} FLOPs; "
-                  f"on {gpus} × {gpu_type} at {mfu:.0%} MFU: {est.seconds / 3600:.1f} h ({est.seconds / 60:,.0f} min)", highlight=False,
+                  f"on {gpus} × {gpu_type} at {mfu:.0%} MFU: {est.seconds / 3600:.1f} h "
+                  f"({est.seconds / 60:,.0f} min)", highlight=False,
                   soft_wrap=True)
