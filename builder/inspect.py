@@ -140,3 +140,38 @@ def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 
     matmul += net.output.weight.numel()
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
+
+
+# Dense peak tensor-core TFLOPS per GPU in the precision tbuild trains in there (bf16; fp16 where a GPU
+# has no bf16), from the vendors' data sheets (SXM parts; without sparsity). P100 is the paper's GPU (§5.2).
+GPU_PEAK_TFLOPS = {"h200": 989.0, "h100": 989.0, "a100": 312.0, "l4": 121.0, "v100": 125.0, "t4": 65.0,
+                   "p100": 21.2}
+
+
+@dataclass
+class TrainingEstimate:
+    """Estimated wall time of ``spec.train``: FLOPs per update over (GPUs × peak × MFU)."""
+
+    gpus: int
+    gpu_type: str
+    mfu: float
+    tokens_per_update: int
+    flops_per_update: float
+    updates: int
+    seconds: float
+
+
+def estimate_training(spec: Spec, report: Report, gpus: int, gpu_type: str, mfu: float) -> TrainingEstimate:
+    """Training FLOPs ≈ 3 × forward FLOPs (the backward pass costs twice the forward) per target token,
+    with an update of ``batch_tokens × update_freq`` target tokens (the padded budget: an upper
+    bound), for ``max_steps`` updates, on ``gpus`` GPUs each reaching ``mfu`` of its peak."""
+    if gpu_type not in GPU_PEAK_TFLOPS:
+        raise ValueError(f"unknown GPU type {gpu_type!r}; choose from {', '.join(GPU_PEAK_TFLOPS)}")
+    if gpus < 1 or not 0 < mfu <= 1:
+        raise ValueError(f"need gpus >= 1 and 0 < mfu <= 1 (got {gpus}, {mfu})")
+    if spec.train.max_steps is None:
+        raise ValueError("train.max_steps is not set: the estimate needs a number of updates")
+    tokens = spec.train.batch_tokens * spec.train.update_freq
+    flops = 3.0 * report.flops_per_token * tokens
+    seconds = flops * spec.train.max_steps / (gpus * GPU_PEAK_TFLOPS[gpu_type] * 1e12 * mfu)
+    return TrainingEstimate(gpus, gpu_type, mfu, tokens, flops, spec.train.max_steps, seconds)

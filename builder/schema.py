@@ -307,6 +307,15 @@ class OptimizerSpec(StrictModel):
     weight_decay: float = Field(0.0, ge=0, description="Decoupled weight decay (AdamW); 0 as the paper.")
 
 
+class DistributedSpec(StrictModel):
+    """How several training processes (torchrun, `tbuild train --nproc N`) share the model."""
+
+    strategy: Literal["ddp", "fsdp"] = Field(
+        "ddp", description="ddp: every process holds the whole model, gradients are all-reduced; fsdp: FSDP2 "
+        "shards parameters, gradients and optimizer state over the processes."
+    )
+
+
 class TrainSpec(StrictModel):
     """Training (§5). Defaults are the paper's base-model settings."""
 
@@ -314,7 +323,10 @@ class TrainSpec(StrictModel):
     batch_tokens: int = Field(
         25000, ge=1, description="Tokens per batch on each side (§5.1: ~25000 source + 25000 target)."
     )
-    update_freq: int = Field(1, ge=1, description="Accumulate gradients over this many batches per step.")
+    update_freq: int = Field(
+        1, ge=1, description="Batches per update, over all processes: each of N processes accumulates "
+        "update_freq / N of them (a multiple of N), so a spec means the same update on any number of processes."
+    )
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec, description="Adam settings (§5.3).")
     schedule: ScheduleKind = Field(default_factory=NoamSchedule, description="Learning-rate schedule (§5.3).")
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="ε_ls (§5.4: 0.1).")
@@ -328,8 +340,12 @@ class TrainSpec(StrictModel):
     checkpoint_minutes: float | None = Field(10.0, gt=0, description="Checkpoint every M minutes (§6.1: 10).")
     keep_last: int = Field(5, ge=1, description="Keep the last K checkpoints.")
     average_last: int = Field(5, ge=1, description="Checkpoints averaged by `tbuild average` (§6.1: 5 base, 20 big).")
-    precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast on CPU too."
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="auto: bf16 autocast on a CUDA GPU that has it, fp16 with a gradient scaler on one "
+        "that does not (V100, T4), fp32 on CPU; bf16: autocast on CPU too; fp16: CUDA only."
+    )
+    distributed: DistributedSpec = Field(
+        default_factory=DistributedSpec, description="Training on several processes (torchrun, --nproc)."
     )
     threads: int | None = Field(None, ge=1, description="CPU threads (None: all cores).")
 

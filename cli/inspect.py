@@ -18,6 +18,9 @@ def inspect(
     set_: list[str] = SET_OPTION,
     context: int = typer.Option(64, help="Sequence length n for the attention FLOPs term."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts."),
+    gpus: int | None = typer.Option(None, "--gpus", help="Estimate the training wall time on this many GPUs."),
+    gpu_type: str = typer.Option("h100", "--gpu-type", help="With --gpus: h200, h100, a100, l4, v100, t4 or p100."),
+    mfu: float = typer.Option(0.3, "--mfu", help="With --gpus: the assumed fraction of the GPUs' peak FLOPS."),
 ) -> None:
     """Show what a spec builds: parameter counts per block (the paper's Table 3), FLOPs, memory."""
     from tbuild.builder.inspect import inspect_model
@@ -45,3 +48,20 @@ def inspect(
     console.print(f"weights: {4 * report.total / 2**20:,.1f} MiB fp32, {2 * report.total / 2**20:,.1f} MiB bf16")
     for line in describe_targets(loaded.spec):
         console.print(f"export to {line}", highlight=False, soft_wrap=True)
+    if gpus is not None:
+        _print_estimate(loaded.spec, report, gpus, gpu_type, mfu)
+
+
+def _print_estimate(spec, report, gpus: int, gpu_type: str, mfu: float) -> None:  # noqa: ANN001
+    from tbuild.builder.inspect import estimate_training
+    from tbuild.engine.errors import TbuildError
+
+    try:
+        est = estimate_training(spec, report, gpus, gpu_type, mfu)
+    except ValueError as e:
+        raise TbuildError(str(e)) from None
+    console.print(f"training estimate: {est.updates:,} updates × {est.tokens_per_update:,} target tokens × "
+                  f"3 × {report.flops_per_token / 1e6:.1f} MFLOP = {est.flops_per_update * est.updates:.3g} FLOPs; "
+                  f"on {gpus} × {gpu_type} at {mfu:.0%} MFU: {est.seconds / 3600:.1f} h "
+                  f"({est.seconds / 60:,.0f} min)", highlight=False,
+                  soft_wrap=True)

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
+import shlex
+import signal
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +85,17 @@ class Reporter:
         pass
 
 
+class Quiet:
+    """The events of a process other than the main one: silent but for warnings (errors are raised)."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "warning":
+            err_console.print(f"[yellow]warning (rank {self.rank}):[/] {data['message']}")
+
+
 @guarded
 def train(
     spec: Path = typer.Argument(..., help="A spec file (its run directory is runs/<name> unless output_dir is set)."),
@@ -88,18 +103,72 @@ def train(
     minutes: float | None = typer.Option(None, help="Stop after this many minutes (sets train.max_minutes)."),
     fresh: bool = typer.Option(False, "--fresh", help="Delete the run directory and start over."),
     device: str = DEVICE,
+    nproc: int | None = typer.Option(None, "--nproc", min=1, help="Train on this many processes on this machine "
+                                     "(one per GPU; gloo on CPU): starts torchrun for you."),
+    nnodes: str | None = typer.Option(None, "--nnodes", help="With --nproc: machines taking part (torchrun)."),
+    rdzv: str | None = typer.Option(None, "--rdzv-endpoint", help="With --nproc on several machines: HOST:PORT "
+                                    "of the rendezvous (torchrun's c10d backend)."),
 ) -> None:
-    """Train a spec; re-running on the same run directory resumes where it stopped."""
+    """Train a spec; re-running on the same run directory resumes where it stopped (on any number
+    of processes)."""
+    if nproc is not None and "WORLD_SIZE" not in os.environ:
+        from tbuild.engine.training.distributed import check_update_freq
+
+        nodes = int(nnodes) if nnodes and nnodes.isdigit() else 1  # a range (MIN:MAX) is checked by each worker
+        check_update_freq(load(spec, list(set_ or [])).spec.train.update_freq, nproc * nodes)
+        args = ["train", str(spec), *(a for s in set_ or [] for a in ("--set", s)), "--device", device]
+        args += [*(["--minutes", str(minutes)] if minutes else []), *(["--fresh"] if fresh else [])]
+        _launch(nproc, args, nnodes, rdzv)
+        return
+    _train_here(spec, list(set_ or []) + ([f"train.max_minutes={minutes}"] if minutes else []), fresh, device)
+
+
+def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str) -> None:
+    """Train in this process: alone, or as one of the processes torchrun started."""
+    from dataclasses import replace
+
     from tbuild.engine.policy import choose_policy
     from tbuild.engine.process import configure_process
+    from tbuild.engine.training import distributed
     from tbuild.engine.training.trainer import Trainer
 
-    overrides = list(set_ or []) + ([f"train.max_minutes={minutes}"] if minutes else [])
     loaded = load(spec, overrides)
-    process = configure_process(loaded.spec.train.threads)
+    rank = distributed.rank_from_env()
+    # Processes on one machine share its cores unless train.threads says otherwise.
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    process = configure_process(loaded.spec.train.threads or max(1, cores // local_world))
     policy = choose_policy(loaded.spec.train.precision, device)
-    trainer = Trainer(loaded, Reporter(), policy=policy, after_step=process.after_step, fresh=fresh)
-    result = trainer.setup().train()
+    policy = replace(policy, device=distributed.init(rank, policy.device))
+    try:
+        emit = Reporter() if rank.is_main else Quiet(rank.index)
+        trainer = Trainer(loaded, emit, policy=policy, rank=rank, after_step=process.after_step, fresh=fresh)
+        result = trainer.setup().train()
+    finally:
+        distributed.shutdown()
     if result["reason"] == "interrupted":
-        err_console.print(f"interrupted at step {result['step']}: checkpoint saved; run the same command to resume")
+        if rank.is_main:
+            err_console.print(f"interrupted at step {result['step']}: checkpoint saved; run the same command "
+                              "to resume")
         raise typer.Exit(130)
+
+
+def _launch(nproc: int, args: list[str], nnodes: str | None, rdzv: str | None) -> None:
+    """Run ``tbuild ARGS`` on ``nproc`` processes through torchrun and wait; Ctrl-C reaches the
+    workers (one process group), which stop cleanly together, so this process only waits."""
+    from tbuild.engine.training.distributed import launcher
+
+    cmd = launcher(nproc, args, nnodes=nnodes, rdzv=rdzv)
+    console.print(f"starting {nproc} processes: {shlex.join(cmd)}", highlight=False, soft_wrap=True)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        code = subprocess.run(cmd, check=False).returncode
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if code == 0:
+        return
+    if code == 130 or code == -signal.SIGINT:
+        raise typer.Exit(130)
+    err_console.print(f"[bold red]error:[/] a training process failed (torchrun exited with {code}; its report is "
+                      "above); run the same command to resume from the last checkpoint", highlight=False)
+    raise typer.Exit(1)

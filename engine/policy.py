@@ -1,5 +1,6 @@
 """One device and precision policy for every command: CUDA when present, with bf16 autocast where
-the GPU has it; the CPU otherwise, in fp32 unless bf16 autocast is asked for."""
+the GPU has it and fp16 autocast with a gradient scaler where it does not (V100, T4); the CPU
+otherwise, in fp32 unless bf16 autocast is asked for."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import torch
 
 from .errors import TbuildError
 
-Precision = Literal["auto", "fp32", "bf16"]
+Precision = Literal["auto", "fp32", "bf16", "fp16"]
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -24,7 +25,12 @@ class Policy:
 
     @property
     def precision(self) -> str:
-        return "bf16" if self.autocast_dtype == torch.bfloat16 else "fp32"
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.autocast_dtype, "fp32")  # type: ignore[arg-type]
+
+    def grad_scaler(self) -> torch.amp.GradScaler:
+        """A loss scaler for fp16 (its gradients underflow without one); a disabled one otherwise,
+        whose scale/unscale_/step/update calls are plain pass-throughs."""
+        return torch.amp.GradScaler(self.device.type, enabled=self.autocast_dtype == torch.float16)
 
     def to_device(self, t: torch.Tensor) -> torch.Tensor:
         """A host tensor on the device: on CUDA through pinned memory, without waiting for the copy."""
@@ -50,9 +56,12 @@ def choose_device(name: str = "auto") -> torch.device:
 
 
 def choose_policy(precision: Precision, device: str = "auto") -> Policy:
-    """bf16 autocast when asked, or by default on a CUDA device that supports it (it changes numerics
-    slightly, so the CPU default stays fp32)."""
+    """bf16 autocast when asked, or by default on a CUDA device that supports it, else fp16 on CUDA
+    (it changes numerics slightly, so the CPU default stays fp32). fp16 is CUDA-only."""
     dev = choose_device(device)
-    cuda_bf16 = dev.type == "cuda" and torch.cuda.is_bf16_supported()
-    bf16 = precision == "bf16" or (precision == "auto" and cuda_bf16)
-    return Policy(dev, torch.bfloat16 if bf16 else None)
+    if precision == "fp16" and dev.type != "cuda":
+        raise TbuildError(f"precision fp16 needs a CUDA device (this run is on {dev.type}); use bf16 or fp32")
+    if precision == "auto" and dev.type == "cuda":
+        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    return Policy(dev, dtype)

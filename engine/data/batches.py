@@ -85,25 +85,31 @@ class BatchCursor:
     """The training batches, epoch after epoch, from a data position (epoch, index into the epoch's
     batches). ``shard = (rank, world)``: this process takes the batches rank, rank + world, ... of each
     epoch, and every shard gets the same number per epoch (a remainder is left out), so all processes
-    step together; (0, 1) takes every batch."""
+    step together; (0, 1) takes every batch. ``per_update`` (a multiple of world; default world): each epoch keeps a
+    whole number of updates of that many batches, so an update never straddles two epochs and the
+    batch sequence is the same whatever the number of shards."""
 
     def __init__(self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
                  batch_tokens: int, *, seed: int, epoch: int = 0, index: int = 0,
-                 shard: tuple[int, int] = (0, 1)) -> None:
+                 shard: tuple[int, int] = (0, 1), per_update: int | None = None) -> None:
         rank, world = shard
+        per_update = per_update or world
         if not 0 <= rank < world:
             raise ValueError(f"shard rank {rank} is not in 0..{world - 1}")
+        if per_update % world:
+            raise ValueError(f"per_update ({per_update}) is not a multiple of world ({world})")
         self.src_lens, self.tgt_lens = src_lens, tgt_lens
-        self.batch_tokens, self.seed, self.shard = batch_tokens, seed, shard
+        self.batch_tokens, self.seed, self.shard, self.per_update = batch_tokens, seed, shard, per_update
         self.epoch, self.index = epoch, index
         self.batches = self._epoch_batches()
 
     def _epoch_batches(self) -> list[np.ndarray]:
         rank, world = self.shard
         batches = token_batches(self.src_lens, self.tgt_lens, self.batch_tokens, seed=self.seed, epoch=self.epoch)
-        per_shard = len(batches) // world
+        per_shard = len(batches) // self.per_update * self.per_update // world
         if per_shard == 0:
-            raise ValueError(f"{len(batches)} batches per epoch cannot feed {world} processes")
+            raise ValueError(f"{len(batches)} batches per epoch cannot feed {world} processes "
+                             f"{self.per_update // world} batches each per update")
         return batches[rank::world][:per_shard]
 
     def next(self) -> np.ndarray:

@@ -37,15 +37,21 @@ class TrainState:
 
 
 class StopSignal:
-    """Ctrl-C / SIGTERM request a clean stop at the next step boundary; a second Ctrl-C stops at once."""
+    """Ctrl-C / SIGTERM request a clean stop at the next step boundary; a second Ctrl-C stops at once.
+    Only a second SIGINT does: under torchrun a Ctrl-C reaches the workers and torchrun, which then
+    sends them SIGTERM, and that must not turn the clean stop into an abrupt one."""
 
     def __init__(self) -> None:
         self.requested = False
 
     @contextmanager
     def installed(self) -> Iterator[None]:
+        interrupts = 0
+
         def handler(signum: int, frame: Any) -> None:  # noqa: ARG001
-            if self.requested:
+            nonlocal interrupts
+            interrupts += signum == signal.SIGINT
+            if interrupts > 1:
                 raise KeyboardInterrupt
             self.requested = True
 

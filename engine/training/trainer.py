@@ -1,20 +1,27 @@
 """The trainer (§5): token batches, label smoothing, Adam with the §5.3 schedule, validation,
 periodic atomic checkpoints and exact resume.
 
-One ``Trainer`` per run. Each concern has one place: ``Rank`` says which process this is and only the
-main one writes into the run directory; ``_setup_model`` is where a wrapper (DDP/FSDP) would go
-(``self.module`` runs the steps, ``self.model`` is saved and validated); ``BatchCursor``'s shard is this
-process's share of the batches; ``Policy`` chooses device and autocast.
+One ``Trainer`` per process. Each concern has one place: ``Rank`` says which process this is and only
+the main one writes into the run directory (the others wait for its tokenizer and prepared data, then
+read them); ``_setup_model`` wraps the model for several processes (``self.module`` runs the steps,
+``self.model`` is saved and validated; ``distributed.py``); ``BatchCursor``'s shard is this process's
+share of the batches; ``Policy`` chooses device, autocast and the fp16 loss scaler.
+
+The data rule on N processes: an update is ``update_freq`` consecutive batches of the epoch's list,
+whatever N; process r takes the batches r, r + N, ... of it (``update_freq`` must be a multiple of N).
+The loss is normalised by the update's target tokens summed over all processes, so one update on N
+processes is the update of one process accumulating the same batches, and a checkpoint's data
+position (global batches consumed this epoch) resumes the same batch sequence on any N.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -32,22 +39,14 @@ from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy
 from ..run_dir import run_dir_of
+from . import distributed, sharded
+from .distributed import Rank
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
 
 Event = Callable[[str, dict[str, Any]], None]
 
-
-@dataclass(frozen=True)
-class Rank:
-    """This process among the training processes; only the main one writes into the run directory."""
-
-    index: int = 0
-    world: int = 1
-
-    @property
-    def is_main(self) -> bool:
-        return self.index == 0
+__all__ = ["Rank", "Trainer", "train"]
 
 
 class Trainer:
@@ -61,6 +60,7 @@ class Trainer:
         self.policy = policy or choose_policy(self.cfg.precision)
         self.run = run_dir_of(loaded)
         self.state = TrainState()
+        self.saved_step = -1
 
     def info(self, message: str) -> None:
         self.emit("info", {"message": message})
@@ -68,26 +68,54 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def setup(self) -> Trainer:
-        if self.fresh and self.rank.is_main and self.run.path.exists():
-            shutil.rmtree(self.run.path)
-        self.run.path.mkdir(parents=True, exist_ok=True)
-        self.spec = self._setup_spec()
-        self._setup_data()
+        world = self.rank.world
+        distributed.check_update_freq(self.cfg.update_freq, world)
+        if self.rank.is_main:  # the others wait, then read what it wrote
+            if self.fresh and self.run.path.exists():
+                shutil.rmtree(self.run.path)
+            self.run.path.mkdir(parents=True, exist_ok=True)
+            self._setup_files()
+        distributed.barrier(self.rank)
+        if not self.rank.is_main:
+            self._setup_files()
         self._setup_model()
         self._setup_optimizer()
         self.state = TrainState() if self.fresh else self._restore()
-        data = self.train_pairs
+        self._seed_dropout()
+        data, (epoch, index) = self.train_pairs, self._position()
         self.batches = BatchCursor(data.src_lengths, data.tgt_lengths, self.cfg.batch_tokens, seed=self.cfg.seed,
-                                   epoch=self.state.epoch, index=self.state.batch_index,
-                                   shard=(self.rank.index, self.rank.world))
+                                   epoch=epoch, index=index, shard=(self.rank.index, world),
+                                   per_update=self.cfg.update_freq)
         self.metrics = MetricsLog(self.run.path) if self.rank.is_main else None
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
         n_params = sum(p.numel() for p in self.model.parameters())
-        self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, device "
-                  f"{self.policy.device.type}, {torch.get_num_threads()} threads, precision {self.policy.precision}")
+        procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
+        self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
+                  f"device {self.policy.device.type}, {torch.get_num_threads()} threads, "
+                  f"precision {self.policy.precision}")
         return self
 
+    def _setup_files(self) -> None:
+        self.spec = self._setup_spec()
+        self._setup_data()
+
+    def _position(self) -> tuple[int, int]:
+        """This process's (epoch, index into its shard) from the saved position, which counts the
+        epoch's batches consumed by all processes (so it means the same on any number of them)."""
+        world, consumed = self.rank.world, self.state.batch_index
+        if consumed % world:
+            self.emit("warning", {"message": f"data position {consumed} is not a multiple of {world} processes; "
+                                             f"{consumed % world} batches are seen again"})
+        return self.state.epoch, consumed // world
+
+    def _seed_dropout(self) -> None:
+        """On several processes each one draws its own dropout masks: the torch RNG is seeded from
+        (seed, step, rank), so a resumed run draws the same masks as an uninterrupted one on the same
+        number of processes (one process keeps the RNG state saved in the checkpoint)."""
+        if self.rank.distributed:
+            key = hashlib.sha256(f"{self.cfg.seed}:{self.state.step}:{self.rank.index}".encode()).digest()
+            torch.manual_seed(int.from_bytes(key[:8], "little"))
     def _setup_spec(self) -> Spec:
         """The run's tokenizer, and the spec resolved against it (stored in the run directory)."""
         self.tokenizer = prepare_tokenizer(self.loaded.spec, self.run, self.info)
@@ -107,7 +135,10 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
         self.model = build_model(self.spec).to(self.policy.device)
-        self.module = self.model  # what the steps run; a DDP/FSDP wrapper of self.model goes here
+        # What the steps run: the model itself, or its DDP wrapper; FSDP2 shards self.model in place.
+        self.module = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
+        self.sharded = distributed.is_sharded(self.module)
+        self.scaler = self.policy.grad_scaler()
 
     def _setup_optimizer(self) -> None:
         opt = self.cfg.optimizer
@@ -116,17 +147,22 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=0.0, betas=opt.betas, eps=opt.eps,
                                            weight_decay=opt.weight_decay,
                                            fused=True if self.policy.device.type == "cuda" else None)
+        self.optimizer.zero_grad(set_to_none=True)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
 
     def _restore(self) -> TrainState:
         """The state of the newest readable checkpoint; a corrupt one is reported and the previous one used."""
         for path in reversed(self.run.step_checkpoints()):
             try:
-                meta = load_into(path, self.model, self.optimizer, expect_hash=self.spec.architecture_hash())
+                load = sharded.load_into if self.sharded else load_into
+                meta = load(path, self.model, self.optimizer, expect_hash=self.spec.architecture_hash())
             except CheckpointError as e:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
                 continue
             state = TrainState.from_meta(meta)
+            self.saved_step = state.step
+            if meta.get("grad_scale") is not None and self.scaler.is_enabled():
+                self.scaler.update(float(meta["grad_scale"]))
             self.info(f"resumed from {path.name} (step {state.step}, epoch {state.epoch + 1})")
             return state
         return TrainState()
@@ -134,35 +170,54 @@ class Trainer:
     # ------------------------------------------------------------------ one update
 
     def step(self) -> dict[str, Any]:
-        """One optimizer update over ``update_freq`` batches, the loss normalised by their target tokens.
-        Loss, NLL and gradient norm stay tensors on the device (float64 sums): reading them synchronises
-        with a GPU, so that happens only on logging steps (``LogWindow.record``)."""
-        self.optimizer.zero_grad(set_to_none=True)
-        micro = [self.batches.next() for _ in range(self.cfg.update_freq)]
-        ntok = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
+        """One optimizer update over ``update_freq`` batches (this process's share of them), the loss
+        normalised by their target tokens on all processes. Loss, NLL and gradient norm stay tensors on
+        the device (float64 sums): reading them synchronises with a GPU, so that happens only on
+        logging steps (``LogWindow.record``)."""
+        rank = self.rank
+        micro = [self.batches.next() for _ in range(self.cfg.update_freq // rank.world)]
+        local = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
+        ntok = int(distributed.all_sum(rank, [local], self.policy.device)[0])
+        # DDP/FSDP average the ranks' gradients; × world makes that the gradient of the global sum / ntok.
+        scale = distributed.gradient_scale(rank) / ntok
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
-        for batch in micro:
+        for i, batch in enumerate(micro):
             src, tgt_in, tgt_out = (self.policy.to_device(t) for t in collate(self.train_pairs, batch))
-            with self.policy.autocast():
-                logits = self.module(src, tgt_in)
-            loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
-            (loss / ntok).backward()
+            with distributed.accumulating(self.module, last=i == len(micro) - 1):
+                with self.policy.autocast():
+                    logits = self.module(src, tgt_in)
+                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
+                self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf)
-        lr = self.cfg.schedule.rate(self.state.step + 1, self.spec.model.d_model)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        self.optimizer.step()
+        grad_norm = self._apply_gradients()
         self.state.step += 1
         if self.batches.epoch != self.state.epoch:
             self.emit("epoch", {"epoch": self.batches.epoch, "step": self.state.step})
-        self.state.epoch, self.state.batch_index = self.batches.epoch, self.batches.index
-        return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm, "lr": lr}
+        self.state.epoch, self.state.batch_index = self.batches.epoch, self.batches.index * rank.world
+        loss_sum, nll_sum = distributed.sum_tensors(rank, loss_sum, nll_sum)
+        return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
+                "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _apply_gradients(self) -> torch.Tensor:
+        """Clip (sharding-aware: on FSDP2's DTensor gradients the norm is the global one), set the §5.3
+        learning rate and step; returns the gradient norm before clipping."""
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf)
+        if hasattr(grad_norm, "full_tensor"):
+            grad_norm = grad_norm.full_tensor()  # a DTensor under FSDP2
+        lr = self.cfg.schedule.rate(self.state.step + 1, self.spec.model.d_model)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.optimizer.zero_grad(set_to_none=True)
+        return grad_norm
 
     # ------------------------------------------------------------------ validation and checkpoints
 
     def validate(self) -> None:
-        """Validation loss and perplexity; the best weights so far go to best.safetensors."""
+        """Validation loss and perplexity; the best weights so far go to best.safetensors. Every
+        process validates (an FSDP2 forward gathers weights from all), only the main one writes."""
         if self.valid_pairs is None:
             return
         result = evaluate_loss(self.model, self.valid_pairs, batch_tokens=self.cfg.batch_tokens,
@@ -172,21 +227,34 @@ class Trainer:
         if result["ppl"] < self.state.best_ppl:
             self.state.best_ppl = result["ppl"]
             record["best"] = True
+            weights = self._weights()  # a collective under FSDP2: every process takes part
             if self.rank.is_main:
-                save_weights(self.run.best, {f"model.{k}": v for k, v in model_tensors(self.model).items()},
+                save_weights(self.run.best, {f"model.{k}": v for k, v in weights.items()},
                              {"architecture": self.spec.architecture_hash(), "step": self.state.step,
                               "valid_ppl": result["ppl"]})
         if self.metrics is not None:
             self.metrics.write_valid(record)
         self.emit("valid", record)
 
+    def _weights(self) -> dict[str, torch.Tensor]:
+        """The whole model's tensors on the CPU (gathered from the shards under FSDP2)."""
+        return sharded.full_weights(self.model) if self.sharded else model_tensors(self.model)
+
     def save_checkpoint(self) -> None:
-        """Write step_N.safetensors (weights, optimizer, RNG, data position) and keep the last ``keep_last``."""
+        """Write step_N.safetensors (weights, optimizer, RNG, data position) and keep the last ``keep_last``.
+        Under FSDP2 the shards are gathered first (every process takes part); the main process writes."""
         path = self.run.checkpoint(self.state.step)
-        if not self.rank.is_main or self.run.step_checkpoints()[-1:] == [path]:
-            return  # not ours to write, or already saved at this step
-        meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train"}
-        save_checkpoint(path, self.model, meta, self.optimizer)
+        if self.state.step == self.saved_step:
+            return  # already saved at this step
+        self.saved_step = self.state.step
+        meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train",
+                "grad_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None}
+        if self.sharded:
+            sharded.save_checkpoint(path, self.model, meta, self.optimizer, write=self.rank.is_main)
+        elif self.rank.is_main:
+            save_checkpoint(path, self.model, meta, self.optimizer)
+        if not self.rank.is_main:
+            return
         for old in self.run.step_checkpoints()[:-self.cfg.keep_last]:
             old.unlink(missing_ok=True)
         self.emit("checkpoint", {"step": self.state.step})
@@ -203,22 +271,33 @@ class Trainer:
             return "max_minutes"
         return None
 
+    def _agree(self, stop: StopSignal, last_save: float) -> tuple[str | None, bool, bool]:
+        """(stop reason, interrupted, checkpoint now by the clock), the same on every process: a flag
+        that depends on time or signals is set everywhere when any process sets it (one tiny all-reduce),
+        so all stop or checkpoint at the same step and none is left waiting in a collective."""
+        minutes = self.cfg.checkpoint_minutes
+        timed = minutes is not None and time.monotonic() - last_save >= 60 * minutes
+        reason = self.stop_reason()
+        interrupted, out_of_time, timed = distributed.any_rank(
+            self.rank, [stop.requested, reason == "max_minutes", timed], self.policy.device)
+        return reason or ("max_minutes" if out_of_time else None), interrupted, timed
+
     def train(self) -> dict[str, Any]:
-        """Step until a stop (max steps/epochs/minutes, or Ctrl-C/SIGTERM: a clean stop at a step
-        boundary); validate at the end and save a final checkpoint."""
+        """Step until a stop (max steps/epochs/minutes, or Ctrl-C/SIGTERM on any process: a clean stop
+        at a step boundary); validate at the end and save a final checkpoint."""
         cfg, state = self.cfg, self.state
         self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "run_dir": str(self.run.path)})
         stop, window = StopSignal(), LogWindow()
-        reason = self.stop_reason()
+        reason, interrupted = self.stop_reason(), False
         last_save = time.monotonic()
         self.model.train()
         with stop.installed():
-            while reason is None and not stop.requested:
+            while reason is None and not interrupted:
                 started = time.monotonic()
                 stats = self.step()
                 state.elapsed += time.monotonic() - started
                 window.add(stats)
-                reason = self.stop_reason()
+                reason, interrupted, timed = self._agree(stop, last_save)
                 self.after_step(state.step)
                 if state.step % cfg.log_every == 0 or reason is not None:
                     record = window.record(state.step, state.epoch + 1, state.elapsed, stats["lr"])
@@ -227,8 +306,6 @@ class Trainer:
                     self.emit("log", record)
                 if state.step % cfg.validate_every == 0 and reason is None:
                     self.validate()
-                minutes = cfg.checkpoint_minutes
-                timed = minutes is not None and time.monotonic() - last_save >= 60 * minutes
                 if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or timed:
                     self.save_checkpoint()
                     last_save = time.monotonic()
@@ -242,7 +319,7 @@ class Trainer:
 
 
 def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False, policy: Policy | None = None,
-          after_step: Callable[[int], None] = lambda step: None) -> dict[str, Any]:
+          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None) -> dict[str, Any]:
     """Set up a ``Trainer`` for ``loaded`` and train it; returns the final step, stop reason, best
     validation perplexity and training seconds."""
-    return Trainer(loaded, emit, policy=policy, after_step=after_step, fresh=fresh).setup().train()
+    return Trainer(loaded, emit, policy=policy, rank=rank, after_step=after_step, fresh=fresh).setup().train()

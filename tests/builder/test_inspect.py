@@ -120,3 +120,28 @@ def test_inspect_shows_one_row_per_group(tmp_path: Path) -> None:
     assert rows["encoder layers 0–3 (×4)"]["params"] == 4 * per_layer
     assert rows["encoder layers 4–5 (×2)"]["params"] == 2 * per_layer  # local adds no parameters
     assert rows["encoder layers 0–3 (×4)"]["kind"] == "local/relu/layernorm"
+
+
+def test_training_time_estimate_from_flops() -> None:
+    """Wall time = max_steps × 3 × forward FLOPs per token × tokens per update / (GPUs × peak × MFU)."""
+    from tbuild.builder.inspect import estimate_training
+
+    spec = load_spec(TINY, ["train.batch_tokens=1000", "train.update_freq=4", "train.max_steps=500"]).spec
+    report = inspect_model(spec)
+    est = estimate_training(spec, report, gpus=8, gpu_type="a100", mfu=0.5)
+    assert est.tokens_per_update == 4000
+    assert est.seconds == pytest.approx(500 * 3 * report.flops_per_token * 4000 / (8 * 312e12 * 0.5))
+    with pytest.raises(ValueError, match="unknown GPU type 'x100'"):
+        estimate_training(spec, report, gpus=8, gpu_type="x100", mfu=0.5)
+
+
+def test_inspect_prints_the_estimate(tmp_path: Path) -> None:
+    import yaml
+
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY))
+    result = CliRunner().invoke(app, ["inspect", str(path), "--gpus", "2", "--gpu-type", "v100", "--mfu", "0.25"])
+    assert result.exit_code == 0, result.output
+    assert "on 2 × v100 at 25% MFU" in result.output
+    bad = CliRunner().invoke(app, ["inspect", str(path), "--gpus", "2", "--gpu-type", "tpu"])
+    assert bad.exit_code == 1 and "unknown GPU type 'tpu'" in bad.output

@@ -20,6 +20,13 @@ def test_cpu_defaults_to_fp32_and_bf16_on_request() -> None:
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
 
 
+def test_fp16_is_cuda_only_and_other_precisions_scale_nothing() -> None:
+    with pytest.raises(TbuildError, match="fp16 needs a CUDA device"):
+        choose_policy("fp16", "cpu")
+    for precision in ("auto", "fp32", "bf16"):
+        assert not choose_policy(precision, "cpu").grad_scaler().is_enabled()  # type: ignore[arg-type]
+
+
 def test_device_names() -> None:
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert choose_device("auto").type == expected
@@ -37,4 +44,17 @@ def test_cuda_refused_without_a_gpu() -> None:
 def test_cuda_auto_is_bf16_where_supported() -> None:
     policy = choose_policy("auto", "auto")
     assert policy.device.type == "cuda"
-    assert policy.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp32")
+    assert policy.precision == ("bf16" if torch.cuda.is_bf16_supported() else "fp16")
+    assert policy.grad_scaler().is_enabled() == (policy.precision == "fp16")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_fp16_scales_the_loss() -> None:
+    policy = choose_policy("fp16", "cuda")
+    scaler = policy.grad_scaler()
+    assert policy.autocast_dtype == torch.float16 and scaler.is_enabled()
+    w = torch.ones(3, device="cuda", requires_grad=True)
+    with policy.autocast():
+        loss = (w.half() * 1e-4).sum()
+    scaler.scale(loss).backward()
+    assert w.grad is not None and float(w.grad[0]) == pytest.approx(1e-4 * scaler.get_scale(), rel=1e-2)

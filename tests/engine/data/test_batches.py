@@ -135,3 +135,23 @@ def test_cursor_shards_are_disjoint_equal_and_resume_exactly() -> None:
 def test_lengths_past_16_bits_sort_the_same() -> None:
     src, tgt = [70_000, 3, 3, 70_000], [5, 70_001, 5, 5]
     assert batches_of(src, tgt, 10**6, seed=2, epoch=0) == reference_batches(src, tgt, 10**6, 2, 0)
+
+
+def test_cursor_keeps_whole_updates_so_any_shard_count_sees_one_sequence() -> None:
+    """With 4 batches per update, 1, 2 or 4 shards together take the same batches in the same updates,
+    and an epoch ends with its last whole update (no update straddles two epochs)."""
+    from tbuild.engine.data.batches import BatchCursor
+
+    src = [random.Random(i).randint(1, 30) for i in range(500)]
+    tgt = [random.Random(-i).randint(1, 30) for i in range(500)]
+    epoch = batches_of(src, tgt, 200, seed=3, epoch=0)
+    assert len(epoch) % 4, "the test needs an epoch that is not a whole number of updates"
+    whole_updates = len(epoch) // 4
+    for world in (1, 2, 4):
+        shards = [BatchCursor(src, tgt, 200, seed=3, shard=(r, world), per_update=4) for r in range(world)]
+        for update in range(whole_updates):
+            taken = [c.next().tolist() for _ in range(4 // world) for c in shards]
+            assert sorted(taken) == sorted(epoch[4 * update:4 * update + 4])
+        assert all(c.epoch == 1 and c.index == 0 for c in shards)
+    with pytest.raises(ValueError, match="per_update \\(3\\) is not a multiple of world \\(2\\)"):
+        BatchCursor(src, tgt, 200, seed=3, shard=(0, 2), per_update=3)

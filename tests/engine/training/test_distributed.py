@@ -1,0 +1,243 @@
+"""Training on 2 processes (torchrun, gloo on CPU) against one process: the same updates, resume
+across process counts, main-only writes, a killed rank ending the job.
+
+One update on N processes must equal one process accumulating the same batches (the spec's
+update_freq counts batches over all processes). Dropout is 0: each process draws its own masks.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from tbuild.builder import load_spec
+from tbuild.engine.checkpoint import read_checkpoint
+from tbuild.engine.run_dir import RunDir
+from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.training.trainer import train
+from tests.conftest import tiny_train_spec
+
+# Records every write into the run directory, per rank, from inside each worker (Python audit events:
+# open for writing, os.open with write flags, rename/replace/remove/mkdir/rmtree).
+AUDIT = '''
+import os, sys
+_run, _log = os.environ.get("AUDIT_RUN"), os.environ.get("AUDIT_LOG")
+if _run and _log and "RANK" in os.environ:
+    _out = f"{_log}.{os.environ['RANK']}"
+    _W = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+    def _inside(p):
+        try:
+            return os.path.abspath(os.fsdecode(p)).startswith(_run)
+        except Exception:
+            return False
+    def _hook(event, args):
+        paths = []
+        if event == "open" and args[0] is not None and not isinstance(args[0], int):
+            mode, flags = args[1], args[2] or 0
+            if (mode and any(c in mode for c in "wax+")) or (mode is None and flags & _W):
+                paths = [args[0]]
+        elif event in ("os.rename", "os.replace"):
+            paths = [args[0], args[1]]
+        elif event in ("os.remove", "os.mkdir", "os.rmdir", "shutil.rmtree", "os.truncate"):
+            paths = [args[0]]
+        hits = [os.fsdecode(p) for p in paths if _inside(p)]
+        if hits:
+            with open(_out, "a") as f:  # outside the run directory
+                f.write(event + " " + " ".join(hits) + "\\n")
+    sys.addaudithook(_hook)
+'''
+
+
+def quiet(kind: str, data: dict) -> None:
+    pass
+
+
+def _spec(corpus: Path, run: Path, **train_cfg: object) -> dict:
+    # clip_norm 0.5: the gradient norm is ~1, so clipping (sharding-aware under FSDP2) is at work
+    cfg = {"max_steps": 6, "update_freq": 2, "checkpoint_every": 3, "validate_every": 3, "clip_norm": 0.5, **train_cfg}
+    spec = tiny_train_spec(corpus, run, **cfg)
+    spec["model"]["dropout"] = {"residual": 0.0, "embedding": 0.0}
+    return spec
+
+
+def _torchrun(spec: dict, folder: Path, *extra: str, audit: Path | None = None,
+              wait: bool = True) -> subprocess.CompletedProcess | subprocess.Popen:
+    """`tbuild train SPEC --nproc 2` in a subprocess (it starts torchrun)."""
+    path = folder / f"{Path(spec['output_dir']).name}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "TBUILD_DIST_TIMEOUT_S": "60"}
+    if audit is not None:
+        (audit / "sitecustomize.py").write_text(AUDIT)
+        env.update(PYTHONPATH=str(audit), AUDIT_RUN=str(Path(spec["output_dir"]).resolve()),
+                   AUDIT_LOG=str(audit / "writes"))
+    cmd = [sys.executable, "-m", "tbuild.cli", "train", str(path), "--nproc", "2", *extra]
+    if not wait:
+        return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def _assert_same_curve(a: Path, b: Path, steps: list[int]) -> None:
+    """metrics.jsonl of two runs: the same steps, loss, NLL and gradient norm (relative 1e-5)."""
+    ra = {r["step"]: r for r in read_jsonl(a / "metrics.jsonl")}
+    rb = {r["step"]: r for r in read_jsonl(b / "metrics.jsonl")}
+    assert sorted(rb) == steps, sorted(rb)
+    for step in steps:
+        for key in ("loss", "nll", "grad_norm"):
+            assert rb[step][key] == pytest.approx(ra[step][key], rel=1e-5), (step, key)
+        assert rb[step]["tokens_per_s"] > 0
+
+
+def _assert_same_weights(a: Path, b: Path, step: int) -> None:
+    """The weights of two runs' step checkpoints agree to relative 1e-5 (absolute 1e-6 near zero).
+    The key projections' biases are left out: their true gradient is exactly 0 (softmax over keys
+    ignores a shift that is the same for every key), so what they get is rounding noise of ~1e-10,
+    which Adam (update ≈ lr · g / |g|) blows up to ±lr whatever order the sums were taken in."""
+    wa, _ = read_checkpoint(RunDir(a).checkpoint(step))
+    wb, _ = read_checkpoint(RunDir(b).checkpoint(step))
+    assert sorted(wa) == sorted(wb)
+    compared = [k for k in wa if k.startswith("model.") and not k.endswith("w_k.bias")]
+    assert len(compared) > 20
+    for k in compared:
+        torch.testing.assert_close(wb[k], wa[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+@pytest.fixture(scope="module")
+def reference(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One process, 6 updates of 2 batches each, checkpoints at 3 and 6."""
+    run = tmp_path_factory.mktemp("one") / "run"
+    train(load_spec(_spec(tiny_corpus, run)), quiet)
+    return run
+
+
+@pytest.fixture(scope="module")
+def ddp_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """2 DDP processes, 3 updates (each process takes 1 batch of each update); every write audited."""
+    folder = tmp_path_factory.mktemp("ddp")
+    audit = folder / "audit"
+    audit.mkdir()
+    _torchrun(_spec(tiny_corpus, folder / "run", max_steps=3), folder, audit=audit)
+    return folder / "run", audit
+
+
+def test_ddp_updates_equal_one_process_on_the_union(reference: Path, ddp_run: tuple[Path, Path]) -> None:
+    """Loss, gradient norm (it would be off by the world size if the gradient averaging were not
+    undone) and weights after 3 updates equal the single process's, to 1e-5."""
+    run, _ = ddp_run
+    _assert_same_curve(reference, run, [1, 2, 3])
+    _assert_same_weights(reference, run, 3)
+    _, meta = read_checkpoint(RunDir(run).checkpoint(3))
+    _, ref_meta = read_checkpoint(RunDir(reference).checkpoint(3))
+    assert meta["batch_index"] == ref_meta["batch_index"] == 6  # global batches consumed this epoch
+
+
+def test_only_the_main_process_writes(ddp_run: tuple[Path, Path]) -> None:
+    run, audit = ddp_run
+    main = (audit / "writes.0").read_text()
+    assert "step_00000003.safetensors" in main and "metrics.jsonl" in main and "spm.model" in main
+    assert not (audit / "writes.1").exists(), (audit / "writes.1").read_text()
+    assert (run / "best.safetensors").exists() and (run / "valid.jsonl").exists()
+
+
+def test_two_processes_resume_on_one(reference: Path, ddp_run: tuple[Path, Path], tmp_path: Path,
+                                     tiny_corpus: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(ddp_run[0], run)
+    events: list[tuple[str, dict]] = []
+    train(load_spec(_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)))
+    assert any("resumed from step_00000003" in d.get("message", "") for _, d in events)
+    _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
+    _assert_same_weights(reference, run, 6)
+
+
+def test_one_process_resumes_on_two(reference: Path, tmp_path: Path, tiny_corpus: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    for path in RunDir(run).step_checkpoints()[1:]:
+        path.unlink()  # as if the single process had stopped at step 3
+    result = _torchrun(_spec(tiny_corpus, run), tmp_path)
+    assert "resumed from step_00000003" in result.stdout
+    _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
+    _assert_same_weights(reference, run, 6)
+
+
+def test_fsdp_updates_equal_one_process_and_resume_on_one(reference: Path, tmp_path: Path,
+                                                          tiny_corpus: Path) -> None:
+    """FSDP2: the same updates as one process; its gathered checkpoint is the usual single file, which
+    one process resumes from (weights and the optimizer state that was sharded)."""
+    run = tmp_path / "run"
+    spec = _spec(tiny_corpus, run, max_steps=3, distributed={"strategy": "fsdp"})
+    _torchrun(spec, tmp_path)
+    _assert_same_curve(reference, run, [1, 2, 3])
+    _assert_same_weights(reference, run, 3)
+    train(load_spec(_spec(tiny_corpus, run, distributed={"strategy": "fsdp"})), quiet)
+    _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
+    _assert_same_weights(reference, run, 6)
+
+
+def test_update_freq_must_split_over_the_processes(tmp_path: Path, tiny_corpus: Path) -> None:
+    spec = _spec(tiny_corpus, tmp_path / "run", update_freq=3)
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-m", "tbuild.cli", "train", str(path), "--nproc", "2"], env=env,
+                            capture_output=True, text=True, timeout=240)
+    assert result.returncode != 0
+    assert "train.update_freq (3) must be a multiple of the number of processes (2)" in result.stdout + result.stderr
+    assert "Traceback" not in result.stdout + result.stderr and "starting 2 processes" not in result.stdout
+
+
+def _workers(root: int) -> dict[int, int]:
+    """rank -> pid of the torchrun workers below process ``root``."""
+    found: dict[int, int] = {}
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        todo += [int(c) for c in children]
+        ranks = [e[5:] for e in env if e.startswith(b"RANK=")]
+        if ranks and b"TORCHELASTIC_RUN_ID=" in b"\0".join(env):
+            found[int(ranks[0])] = pid
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds the workers through /proc")
+def test_a_killed_rank_ends_the_job_and_a_rerun_resumes(tmp_path: Path, tiny_corpus: Path) -> None:
+    run = tmp_path / "run"
+    spec = _spec(tiny_corpus, run, max_steps=100000, checkpoint_every=2, validate_every=100000, log_every=1)
+    job = _torchrun(spec, tmp_path, wait=False)
+    deadline = time.monotonic() + 120
+    while not RunDir(run).step_checkpoints() and time.monotonic() < deadline and job.poll() is None:
+        time.sleep(0.2)
+    workers = _workers(job.pid)
+    assert RunDir(run).step_checkpoints() and 1 in workers, (workers, job.poll())
+    killed = time.monotonic()
+    os.kill(workers[1], signal.SIGKILL)
+    try:
+        out, _ = job.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        pytest.fail("the job did not end within 60 s of a rank being killed")
+    assert job.returncode == 1 and time.monotonic() - killed < 60
+    assert "a training process failed" in out and "run the same command to resume" in out
+    saved = int(RunDir(run).step_checkpoints()[-1].stem.split("_")[1])
+    events: list[tuple[str, dict]] = []
+    result = train(load_spec(_spec(tiny_corpus, run, max_steps=saved + 2, update_freq=2)),
+                   lambda k, d: events.append((k, d)))
+    assert any(f"resumed from step_{saved:08d}" in d.get("message", "") for _, d in events)
+    assert result["step"] == saved + 2
