@@ -1,38 +1,80 @@
 """Decoding speed on CPU: tbuild's beam search and greedy decoding next to Hugging Face
-``MarianMTModel.generate`` at the same shape (random weights, post-norm, tied embeddings, ReLU).
+``MarianMTModel.generate`` and CTranslate2 (float32 and int8) at the same shape (random weights,
+post-norm, tied embeddings, ReLU).
 
-Every output is forced to exactly --out-len decoder steps on both sides (tbuild: min_len = max_len,
-so out-len - 1 tokens and EOS; HF: min_new_tokens = max_new_tokens), so both do the same work.
+Every output is forced to exactly --out-len decoder steps on every side (tbuild: min_len = max_len,
+so out-len - 1 tokens and EOS; HF: min_new_tokens = max_new_tokens; CTranslate2:
+min_decoding_length = max_decoding_length = out-len, without an EOS step), so all do the same work.
+CTranslate2 gets the tbuild model's weights (``write_ctranslate2``) and --threads intra-op threads.
 Both run in one process with the same torch settings (tbuild's ``configure_process``: thread count, flushed
 denormals, glibc heap reuse), and with ``--precision bf16`` both under the same CPU bf16 autocast.
 Needs the optional "bench" extra (transformers). Not a test:
 
-    python benchmarks/beam_search.py [--repeats 3] [--threads 2] [--precision fp32|bf16]
+    python benchmarks/beam_search.py [--repeats 3] [--threads 2] [--precision fp32|bf16] [--skip-hf]
+        [--ct2] [--quantize int8] [--base]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
 from tbuild.builder import build_model, load_spec
+from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.policy import choose_policy
 from tbuild.engine.process import configure_process
 
 
-def tbuild_model(args: argparse.Namespace) -> torch.nn.Module:
+def tbuild_spec(args: argparse.Namespace) -> Spec:
     stack = {"layers": args.layers, "heads": args.heads, "d_ff": args.d_ff}
-    spec = load_spec({"model": {
+    return load_spec({"model": {
         "vocab_size": args.vocab, "d_model": args.d_model, "encoder": stack, "decoder": stack,
         "tie_embeddings": "three_way", "norm_placement": "post",
     }}).spec
-    return build_model(spec).eval()
+
+
+def tbuild_model(args: argparse.Namespace) -> torch.nn.Module:
+    return build_model(tbuild_spec(args)).eval()
+
+
+def beam_run(model: torch.nn.Module, src: torch.Tensor, args: argparse.Namespace) -> Callable[[], int]:
+    def run() -> int:
+        hyps = beam_search(model, src, beam=args.beam, alpha=0.6, max_len_a=0, max_len_b=args.out_len,
+                           min_len=args.out_len)
+        return sum(len(h[0].tokens) + 1 for h in hyps)
+    return run
+
+
+def greedy_run(model: torch.nn.Module, src: torch.Tensor, args: argparse.Namespace) -> Callable[[], int]:
+    def run() -> int:
+        outputs = greedy_search(model, src, max_len_a=0, max_len_b=args.out_len, min_len=args.out_len)
+        return sum(len(o) + 1 for o in outputs)
+    return run
+
+
+def hf_runs(args: argparse.Namespace, src: torch.Tensor) -> dict[tuple[str, str], Callable[[], int]]:
+    theirs = hf_model(args)
+    mask = torch.ones_like(src)
+
+    def hf(beams: int) -> Callable[[], int]:
+        beam_args = {"length_penalty": 0.6, "early_stopping": True} if beams > 1 else {}
+
+        def run() -> int:
+            with torch.no_grad():
+                seqs = theirs.generate(input_ids=src, attention_mask=mask, num_beams=beams, do_sample=False,
+                                       min_new_tokens=args.out_len, max_new_tokens=args.out_len, **beam_args)
+            return seqs.numel() - seqs.size(0)  # without the decoder start token
+        return run
+
+    return {("HF", "beam"): hf(args.beam), ("HF", "greedy"): hf(1)}
 
 
 def hf_model(args: argparse.Namespace) -> torch.nn.Module:
@@ -48,23 +90,57 @@ def hf_model(args: argparse.Namespace) -> torch.nn.Module:
     return MarianMTModel(config).eval()
 
 
+Timing = tuple[float, float, int]  # median wall seconds, median process CPU seconds, output tokens
+
+
 def timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int,
-          precision: str) -> dict[tuple[str, str], tuple[float, int]]:
-    """Median wall time of ``repeats`` runs of each function after one warm-up, and the output
-    tokens of a run. The runs are interleaved so that other load on the machine hits all alike."""
+          precision: str) -> dict[tuple[str, str], Timing]:
+    """Median wall and process CPU time of ``repeats`` runs of each function after one warm-up, and
+    the output tokens of a run. The runs are interleaved so that other load on the machine hits all
+    alike; CPU time (all threads of this process) is the steadier figure on a shared machine."""
     with choose_policy(precision, "cpu").autocast():  # type: ignore[arg-type]
         return _timed(runs, repeats)
 
 
-def _timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int) -> dict[tuple[str, str], tuple[float, int]]:
+def _timed(runs: dict[tuple[str, str], Callable[[], int]], repeats: int) -> dict[tuple[str, str], Timing]:
     tokens = {key: run() for key, run in runs.items()}
-    times: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
+    wall: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
+    cpu: dict[tuple[str, str], list[float]] = {key: [] for key in runs}
     for _ in range(repeats):
         for key, run in runs.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             run()
-            times[key].append(time.perf_counter() - start)
-    return {key: (statistics.median(times[key]), tokens[key]) for key in runs}
+            wall[key].append(time.perf_counter() - start)
+            cpu[key].append(time.process_time() - start_cpu)
+    return {key: (statistics.median(wall[key]), statistics.median(cpu[key]), tokens[key]) for key in runs}
+
+
+def ct2_runs(ours: torch.nn.Module, args: argparse.Namespace, src: torch.Tensor,
+             folder: Path) -> dict[tuple[str, str], Callable[[], int]]:
+    """CTranslate2 beam and greedy runs of ``ours``'s weights, float32 and int8."""
+    import ctranslate2
+
+    from tbuild.engine.export.ctranslate2 import write_ctranslate2
+
+    vocabulary = ["<pad>", "<unk>", "<s>", "</s>"] + [f"t{i}" for i in range(4, args.vocab)]
+    pieces = [[vocabulary[t] for t in row] for row in src.tolist()]
+    runs: dict[tuple[str, str], Callable[[], int]] = {}
+    for quantization in ("float32", "int8"):
+        out = folder / quantization
+        write_ctranslate2(ours, tbuild_spec(args), vocabulary, out, quantization)
+        translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=args.threads, inter_threads=1)
+
+        def run(beams: int, translator: ctranslate2.Translator = translator) -> Callable[[], int]:
+            def go() -> int:
+                results = translator.translate_batch(
+                    pieces, beam_size=beams, length_penalty=0.6 if beams > 1 else 0.0, max_batch_size=0,
+                    min_decoding_length=args.out_len, max_decoding_length=args.out_len)
+                return sum(len(r.hypotheses[0]) for r in results)
+            return go
+
+        runs[(f"CT2 {quantization}", "beam")] = run(args.beam)
+        runs[(f"CT2 {quantization}", "greedy")] = run(1)
+    return runs
 
 
 def main() -> None:
@@ -79,56 +155,49 @@ def main() -> None:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--d-ff", type=int, default=1024)
     parser.add_argument("--layers", type=int, default=3)
+    parser.add_argument("--base", action="store_true", help="the paper's base shape: 512, 8 heads, 2048, 6+6 layers")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--precision", choices=["fp32", "bf16"], default="fp32", help="bf16: autocast, both sides")
-    parser.add_argument("--skip-hf", action="store_true", help="time tbuild only")
+    parser.add_argument("--skip-hf", action="store_true", help="do not time Hugging Face")
+    parser.add_argument("--ct2", action="store_true", help="time CTranslate2 float32 and int8 too")
+    parser.add_argument("--quantize", choices=["int8"], default=None, help="time tbuild's int8 decoding too")
+    parser.add_argument("--only", default=None, help="comma-separated searches to time (beam, greedy)")
     args = parser.parse_args()
+    if args.base:
+        args.d_model, args.heads, args.d_ff, args.layers = 512, 8, 2048, 6
     configure_process(args.threads)
     torch.manual_seed(0)
     src = torch.randint(4, args.vocab, (args.sentences, args.src_len))
     n, out = args.sentences, args.out_len
 
     ours = tbuild_model(args)
+    runs = {("tbuild", "beam"): beam_run(ours, src, args), ("tbuild", "greedy"): greedy_run(ours, src, args)}
+    if args.quantize:
+        from tbuild.engine.decoding.quantize import quantize_model
 
-    def ours_beam() -> int:
-        hyps = beam_search(ours, src, beam=args.beam, alpha=0.6, max_len_a=0, max_len_b=out, min_len=out)
-        return sum(len(h[0].tokens) + 1 for h in hyps)
-
-    def ours_greedy() -> int:
-        outputs = greedy_search(ours, src, max_len_a=0, max_len_b=out, min_len=out)
-        return sum(len(o) + 1 for o in outputs)
-
-    runs = {("tbuild", "beam"): ours_beam, ("tbuild", "greedy"): ours_greedy}
+        small = quantize_model(tbuild_model(args), args.quantize)
+        small.load_state_dict(ours.state_dict(), strict=False)
+        runs[("tbuild " + args.quantize, "beam")] = beam_run(small, src, args)
+        runs[("tbuild " + args.quantize, "greedy")] = greedy_run(small, src, args)
     if not args.skip_hf:
-        theirs = hf_model(args)
-        mask = torch.ones_like(src)
-
-        def hf(beams: int) -> Callable[[], int]:
-            beam_args = {"length_penalty": 0.6, "early_stopping": True} if beams > 1 else {}
-
-            def run() -> int:
-                with torch.no_grad():
-                    seqs = theirs.generate(input_ids=src, attention_mask=mask, num_beams=beams, do_sample=False,
-                                           min_new_tokens=out, max_new_tokens=out, **beam_args)
-                return seqs.numel() - seqs.size(0)  # without the decoder start token
-            return run
-
-        runs[("HF", "beam")] = hf(args.beam)
-        runs[("HF", "greedy")] = hf(1)
-    results = timed(runs, args.repeats, args.precision)
+        runs.update(hf_runs(args, src))
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.ct2:
+            runs.update(ct2_runs(ours, args, src, Path(tmp)))
+        if args.only:
+            runs = {key: run for key, run in runs.items() if key[1] in args.only.split(",")}
+        results = timed(runs, args.repeats, args.precision)
 
     print(f"{n} sentences x source {args.src_len} -> {out} output steps, d_model {args.d_model}, "
           f"{args.layers}+{args.layers} layers, vocab {args.vocab}, {args.threads} threads, {args.precision}, "
           f"median of {args.repeats}")
-    print(f"{'':8}{'search':>10}{'seconds':>10}{'sent/s':>10}{'tokens/s':>10}")
-    for (who, search), (seconds, tokens) in results.items():
+    print(f"{'':14}{'search':>8}{'wall s':>8}{'cpu s':>8}{'sent/s':>8}{'tok/s':>8}  speed vs tbuild (wall, cpu)")
+    for (who, search), (seconds, cpu, tokens) in results.items():
         label = f"beam {args.beam}" if search == "beam" else search
-        print(f"{who:8}{label:>10}{seconds:10.3f}{n / seconds:10.1f}{tokens / seconds:10.0f}")
-    for search in ("beam", "greedy"):
-        if ("HF", search) in results:
-            (ours_s, ours_t), (hf_s, hf_t) = results[("tbuild", search)], results[("HF", search)]
-            print(f"tbuild/HF {search}: {(ours_t / ours_s) / (hf_t / hf_s):.2f}x tokens/s")
+        ours_s, ours_cpu, _ = results[("tbuild", search)]
+        print(f"{who:14}{label:>8}{seconds:8.3f}{cpu:8.3f}{n / seconds:8.1f}{tokens / seconds:8.0f}"
+              f"  {ours_s / seconds:.2f}x, {ours_cpu / cpu:.2f}x")
 
 
 if __name__ == "__main__":

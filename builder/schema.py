@@ -368,6 +368,10 @@ class DecodeSpec(StrictModel):
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast on CPU too."
     )
+    quantization: Literal["float32", "int8"] = Field(
+        "float32", description="Weights of the linear layers when decoding: int8 (CPU only; dynamic int8 "
+        "linears natively, int8 weights in CTranslate2). --quantization overrides it."
+    )
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> DecodeSpec:

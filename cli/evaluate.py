@@ -55,8 +55,10 @@ def evaluate(
         raise TbuildError("--src and --ref go together")
     run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
     process = configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)  # perplexity
-    decoder = None if engine == "native" and quantization is None else load_engine(
+    # perplexity: the float32 native model; decoding: a second engine when it differs from that one
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    quantization = quantization or run.spec.decode.quantization
+    decoder = None if engine == "native" and quantization == "float32" else load_engine(
         run, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
         notify=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False))
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded
-from .options import AVERAGE, CHECKPOINT, DEVICE, QUANTIZATION, SET_OPTION, TARGET
+from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, SET_OPTION, TARGET
 
 
 @guarded
@@ -15,7 +15,7 @@ def export(
     target: Path = TARGET,
     out: Path = typer.Argument(..., help="Folder to write the exported model into."),
     to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2."),
-    quantization: str | None = QUANTIZATION,
+    quantization: str | None = EXPORT_QUANTIZATION,
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
     check_src: Path | None = typer.Option(None, "--check-src", help="Check parity on this source file."),
     check_ref: Path | None = typer.Option(None, "--check-ref", help="References for --check-src."),

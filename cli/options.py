@@ -18,6 +18,9 @@ ENGINE = typer.Option(
     "RUN/ctranslate2-QUANTIZATION/, re-exported when the weights change; same beam, α and lengths).",
 )
 QUANTIZATION = typer.Option(
+    None, "--quantization", help="Weights type of the linear layers (default: the spec's decode.quantization, "
+    "float32): float32 or int8 (CPU only) for both engines; ctranslate2 also int8_float32 or int16.")
+EXPORT_QUANTIZATION = typer.Option(
     None, "--quantization", help="CTranslate2 weights type: float32 (default), int8, int8_float32 or int16.")
 MIRROR = typer.Option(
     None, "--mirror", help="A local folder with the data set's files (upstream names), copied and checked instead "

@@ -23,6 +23,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .kv_cache import KVBuffer
 from .positional import Positional
 from .registry import ATTENTION
 from .specs.attention import AdditiveSpec, LocalSpec, MultiHeadSpec, RelativeSpec
@@ -176,9 +177,7 @@ class AttentionBlock(nn.Module):
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
             if cache is not None:  # self-attention: append this step's keys/values to the earlier ones
-                if "k" in cache:
-                    k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-                cache["k"], cache["v"] = k, v
+                k, v = cache.setdefault("kv", KVBuffer()).append(k, v)
         # Beams share their sentence's memory row (cross-attention): memory row i serves the g query
         # rows i·g .. i·g+g-1, which attend as g·T queries of that row, so K/V are neither copied per
         # beam nor reordered as beams move, and each matmul is g times larger.

@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .dropout import Dropout
+from .kv_cache import KVBuffer
 from .positional import Positional
 
 
@@ -81,7 +82,10 @@ class DecoderCache:
                 rows = index if role != "cross" else sources
                 if rows is not None:
                     for name, t in part.items():
-                        part[name] = t.index_select(0, rows)
+                        if isinstance(t, KVBuffer):
+                            t.reorder(rows)
+                        else:
+                            part[name] = t.index_select(0, rows)
 
 
 class Embedding(nn.Module):

@@ -34,16 +34,17 @@ class Engine(Protocol):
 def load_engine(run: Run, engine: str = "native", *, quantization: str | None = None,
                 checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                 notify: Callable[[str], None] = lambda _: None) -> Engine:
-    """The run's weights (``load_weights``'s choice) behind ``engine``; ``quantization`` is
-    CTranslate2's weights type (default float32) and ``notify`` hears about (re-)exports."""
+    """The run's weights (``load_weights``'s choice) behind ``engine``. ``quantization`` (default: the
+    spec's ``decode.quantization``) means the same for both engines: the weights type of the linear
+    layers; native decodes float32 or int8 (``quantize.py``), CTranslate2 also int8_float32 and int16.
+    ``notify`` hears about (re-)exports."""
     from .ct2 import load_ct2_translator
     from .translator import load_translator
 
     if engine not in ENGINES:
         raise TbuildError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
+    quantization = quantization or run.spec.decode.quantization
     if engine == "native":
-        if quantization is not None:
-            raise TbuildError("--quantization applies to --engine ctranslate2 only")
-        return load_translator(run, checkpoint=checkpoint, average=average, device=device)
-    return load_ct2_translator(run, quantization=quantization or "float32", checkpoint=checkpoint,
+        return load_translator(run, checkpoint=checkpoint, average=average, device=device, quantization=quantization)
+    return load_ct2_translator(run, quantization=quantization, checkpoint=checkpoint,
                                average=average, device=device, notify=notify)

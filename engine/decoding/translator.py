@@ -18,6 +18,7 @@ from ..errors import TbuildError
 from ..policy import Policy, choose_policy
 from ..run_dir import Run
 from ..weights import load_weights
+from .quantize import check_quantization, quantize_model
 from .search import Hypothesis, beam_search
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
@@ -31,11 +32,12 @@ class Translator:
     weights: str  # which weights were loaded, for reports
     max_source_tokens: int
     max_output_len: int | None  # |Y| limit (EOS included): the decoder's max_positions, if set
+    quantization: str = "float32"  # float32 or int8 (``quantize.py``)
     name = "native"
 
     @property
     def precision(self) -> str:
-        return self.policy.precision
+        return "int8" if self.quantization == "int8" else self.policy.precision
 
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
@@ -45,15 +47,24 @@ class Translator:
 
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
-                    device: str = "auto") -> Translator:
-    """The run's model with its weights (see ``load_weights``) on the decoding policy's device."""
-    tokenizer = Tokenizer.load(run.tokenizer)
+                    device: str = "auto", quantization: str = "float32") -> Translator:
+    """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
+    linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
+    CPU for it and fp32 compute)."""
+    if quantization == "int8":
+        if device == "auto":
+            device = "cpu"
+        if run.spec.decode.precision == "bf16":
+            raise TbuildError("int8 decoding computes in float32: set decode.precision to auto or fp32")
     policy = choose_policy(run.spec.decode.precision, device)
+    check_quantization(quantization, policy.device)
+    tokenizer = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
-    model.eval().to(policy.device)
+    model = quantize_model(model.eval().to(policy.device), quantization)
     max_positions = run.spec.model.max_positions
-    return Translator(model, tokenizer, policy, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions)
+    return Translator(model, tokenizer, policy, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions,
+                      quantization)
 
 
 def encode_sources(tok: Tokenizer, lines: list[str], limit: int,

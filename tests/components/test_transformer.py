@@ -87,11 +87,12 @@ def test_beams_share_their_sentence_memory(cross: list[str]) -> None:
     model.decode(tgt[:, :2], memory, pad, cache, beams=beams)
     cross_before = [layer["cross"]["k"] for layer in cache.layers]
     assert all(k.size(0) == 2 for k in cross_before)
-    self_before = [layer["self"]["k"] for layer in cache.layers]
+    self_before = [layer["self"]["kv"].keys.clone() for layer in cache.layers]
     index = torch.tensor([2, 0, 0, 4, 4, 3])  # beams move within their sentence
     cache.reorder(index)
     assert all(layer["cross"]["k"] is k for layer, k in zip(cache.layers, cross_before, strict=True))
-    assert all(torch.equal(layer["self"]["k"], k[index]) for layer, k in zip(cache.layers, self_before, strict=True))
+    assert all(torch.equal(layer["self"]["kv"].keys, k[index])
+               for layer, k in zip(cache.layers, self_before, strict=True))
     step = model.decode(tgt[index, 2:], memory, pad, cache, beams=beams)
     full = model.decode(tgt[index], *copied)
     torch.testing.assert_close(step[:, 0], full[:, 2], atol=1e-5, rtol=1e-5)

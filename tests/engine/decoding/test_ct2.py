@@ -76,8 +76,8 @@ def test_export_is_cached_and_refreshed(run_copy: Path, monkeypatch: pytest.Monk
 
 def test_bad_options(run_copy: Path) -> None:
     run = resolve_run(run_copy)
-    with pytest.raises(TbuildError, match="--quantization applies to --engine ctranslate2"):
-        load_engine(run, "native", quantization="int8")
+    with pytest.raises(TbuildError, match="native engine supports float32 or int8"):
+        load_engine(run, "native", quantization="int16")
     with pytest.raises(TbuildError, match="--engine 'onnx'"):
         load_engine(run, "onnx")
     with pytest.raises(TbuildError, match="--quantization 'int4'"):
