@@ -24,7 +24,7 @@ from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
-from ..data.batches import BatchCursor, collate
+from ..data.batches import BatchCursor, Bucketing, collate
 from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
@@ -32,6 +32,7 @@ from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy
 from ..run_dir import run_dir_of
+from .compiled import compile_model
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
 
@@ -108,6 +109,12 @@ class Trainer:
         random.seed(self.cfg.seed)
         self.model = build_model(self.spec).to(self.policy.device)
         self.module = self.model  # what the steps run; a DDP/FSDP wrapper of self.model goes here
+        if self.cfg.compile:
+            self.module = compile_model(self.module)
+        pad_multiple, row_steps = self.policy.shape_buckets
+        self.bucketing = Bucketing(pad_multiple if self.cfg.pad_multiple is None else self.cfg.pad_multiple,
+                                   row_steps if self.cfg.row_steps is None else self.cfg.row_steps,
+                                   max_len=self.spec.model.max_positions)
 
     def _setup_optimizer(self) -> None:
         opt = self.cfg.optimizer
@@ -142,8 +149,9 @@ class Trainer:
         ntok = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         for batch in micro:
-            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in collate(self.train_pairs, batch))
-            with self.policy.autocast():
+            tensors = collate(self.train_pairs, batch, bucketing=self.bucketing)
+            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in tensors)
+            with self.policy.autocast(), self.policy.attention():
                 logits = self.module(src, tgt_in)
             loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
             (loss / ntok).backward()
