@@ -47,7 +47,10 @@ def scaled_dot_product(
     cpu_bf16 = q.dtype == torch.bfloat16 and q.device.type == "cpu"
     fused = not need_weights and not cpu_bf16 and q.size(-2) > 1
     if fused:
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=is_causal)
+        # A branch, not the value: under torch.compile with dynamic shapes is_causal may be a symbolic
+        # T == S, which SDPA refuses; branching on it becomes a guard.
+        causal = True if is_causal else False  # noqa: SIM210
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
         return out, None
     scores = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)  # (B, H, T, S), scaled by 1/√d_k (§3.2.1)
     if is_causal:

@@ -92,7 +92,7 @@ def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, la
                             seed=0, epoch=0, shuffle=False)
     for batch in batches:
         src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
-        with policy.autocast():
+        with policy.autocast(), policy.attention():
             logits = model(src, tgt_in)
         loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD)
         loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + n

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from tbuild.builder.tokens import BOS, PAD
+from tbuild.builder.tokens import BOS, EOS, PAD
 
 
 class BatchSource(Protocol):
@@ -122,9 +123,67 @@ class BatchCursor:
         return batch
 
 
-def collate(source: BatchSource, indices: Sequence[int] | np.ndarray, pad: int = PAD) -> tuple[Tensor, Tensor, Tensor]:
+@dataclass(frozen=True)
+class Bucketing:
+    """How far a batch's tensors are padded past its longest row, so that an epoch shows few distinct
+    (rows B, source length S, target length T) shapes: GPU kernels (cuDNN/cuBLAS plans, compiled graphs)
+    are planned per shape, so every new shape costs a plan or a recompile.
+
+    Lengths are rounded up to a multiple of ``pad_multiple`` (never past ``max_len``, the model's
+    position limit, when the true length is within it); the row count is rounded up to one of
+    ``row_steps`` geometric steps per doubling (≤ 1/row_steps extra rows; 0 keeps the exact count).
+    The batches themselves (which pairs) do not change, and the token budget bounds the unpadded
+    batch: padding adds at most (pad_multiple - 1) columns and B/row_steps rows on top of it."""
+
+    pad_multiple: int = 1
+    row_steps: int = 0
+    max_len: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.pad_multiple < 1:
+            raise ValueError(f"pad_multiple must be >= 1, got {self.pad_multiple}")
+        if self.row_steps < 0 or self.row_steps & (self.row_steps - 1):
+            raise ValueError(f"row_steps must be 0 or a power of two, got {self.row_steps}")
+
+    def length(self, n: int) -> int:
+        """The padded length of a side whose longest row has ``n`` tokens."""
+        padded = -(-n // self.pad_multiple) * self.pad_multiple
+        if self.max_len is not None and n <= self.max_len < padded:
+            return self.max_len
+        return padded
+
+    def rows(self, n: int) -> int:
+        """The padded row count of a batch of ``n`` pairs: n rounded up to a multiple of
+        2^(⌊log2 n⌋ - log2 row_steps), so there are ``row_steps`` sizes per doubling."""
+        if self.row_steps == 0 or n <= self.row_steps:
+            return n
+        unit = 1 << max(0, n.bit_length() - self.row_steps.bit_length())
+        return -(-n // unit) * unit
+
+    def shape(self, src_longest: int, tgt_longest: int, count: int) -> tuple[int, int, int]:
+        """(B, S, T) of the padded batch."""
+        return self.rows(count), self.length(src_longest), self.length(tgt_longest)
+
+
+EXACT = Bucketing()
+
+
+def batch_shapes(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
+                 batches: Sequence[np.ndarray], bucketing: Bucketing = EXACT) -> set[tuple[int, int, int]]:
+    """The distinct padded (B, S, T) shapes of ``batches``."""
+    src, tgt = np.asarray(src_lens), np.asarray(tgt_lens)
+    return {bucketing.shape(int(src[b].max()), int(tgt[b].max()), len(b)) for b in batches if len(b)}
+
+
+def collate(source: BatchSource, indices: Sequence[int] | np.ndarray, pad: int = PAD,
+            bucketing: Bucketing = EXACT) -> tuple[Tensor, Tensor, Tensor]:
     """(src, tgt_in, tgt_out) as right-padded (B, S), (B, T), (B, T) long tensors;
-    tgt_in = [BOS] + tgt[:-1] (teacher forcing, §3.1 "shifted right"), tgt_out = tgt."""
+    tgt_in = [BOS] + tgt[:-1] (teacher forcing, §3.1 "shifted right"), tgt_out = tgt.
+
+    ``bucketing`` pads the shape further (see ``Bucketing``): extra columns are PAD, and an extra row
+    is an EOS-only source with a BOS-only input and an all-PAD output, so it carries no loss and
+    contributes no gradient. (An all-PAD source row would give its encoder queries no key to attend
+    to: softmax over only −inf is NaN, and NaN · 0 gradients stay NaN.)"""
     rows = np.asarray(indices, dtype=np.int64)
     src, tgt = source.padded(rows, "src", pad), source.padded(rows, "tgt", pad)
     tgt_in = np.full_like(tgt, pad)
@@ -132,4 +191,11 @@ def collate(source: BatchSource, indices: Sequence[int] | np.ndarray, pad: int =
         tgt_in[:, 0] = BOS
         tgt_in[:, 1:] = tgt[:, :-1]
         tgt_in[np.arange(tgt.shape[1])[None, :] >= source.tgt_lengths[rows][:, None]] = pad  # EOS is not fed
+    if bucketing != EXACT and len(rows):
+        b, s, t = bucketing.shape(src.shape[1], tgt.shape[1], len(rows))
+        src, tgt_in, tgt = (np.pad(a, ((0, b - a.shape[0]), (0, n - a.shape[1])), constant_values=pad)
+                            for a, n in ((src, max(s, 1)), (tgt_in, t), (tgt, t)))
+        src[len(rows):, 0] = EOS
+        if t:
+            tgt_in[len(rows):, 0] = BOS
     return torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt)

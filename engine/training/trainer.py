@@ -31,7 +31,7 @@ from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
-from ..data.batches import BatchCursor, collate
+from ..data.batches import BatchCursor, Bucketing, collate
 from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
@@ -40,6 +40,7 @@ from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy
 from ..run_dir import run_dir_of
 from . import distributed, sharded
+from .compiled import compile_model
 from .distributed import Rank
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
@@ -135,10 +136,16 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
         self.model = build_model(self.spec).to(self.policy.device)
-        # What the steps run: the model itself, or its DDP wrapper; FSDP2 shards self.model in place.
-        self.module = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
-        self.sharded = distributed.is_sharded(self.module)
+        # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
+        # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
+        self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
+        self.sharded = distributed.is_sharded(self.wrapped)
         self.scaler = self.policy.grad_scaler()
+        self.module = compile_model(self.wrapped) if self.cfg.compile else self.wrapped
+        pad_multiple, row_steps = self.policy.shape_buckets
+        self.bucketing = Bucketing(pad_multiple if self.cfg.pad_multiple is None else self.cfg.pad_multiple,
+                                   row_steps if self.cfg.row_steps is None else self.cfg.row_steps,
+                                   max_len=self.spec.model.max_positions)
 
     def _setup_optimizer(self) -> None:
         opt = self.cfg.optimizer
@@ -182,9 +189,10 @@ class Trainer:
         scale = distributed.gradient_scale(rank) / ntok
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         for i, batch in enumerate(micro):
-            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in collate(self.train_pairs, batch))
-            with distributed.accumulating(self.module, last=i == len(micro) - 1):
-                with self.policy.autocast():
+            tensors = collate(self.train_pairs, batch, bucketing=self.bucketing)
+            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in tensors)
+            with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
+                with self.policy.autocast(), self.policy.attention():
                     logits = self.module(src, tgt_in)
                 loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
                 self.scaler.scale(loss * scale).backward()

@@ -36,3 +36,12 @@ def test_dropout_on_cuda_uses_the_device_kernel() -> None:
 def test_probability_range() -> None:
     with pytest.raises(ValueError, match=r"dropout probability must be in \[0, 1\)"):
         Dropout(1.0)
+
+
+def test_cpu_dropout_keeps_the_draws_of_rand_ge_p() -> None:
+    """The in-place mask gives exactly the former `x * ((rand >= p) · 1/(1-p))` for the same seed."""
+    x = torch.randn(64, 32)
+    torch.manual_seed(3)
+    expected = x * (torch.rand(x.shape) >= 0.3).float().mul_(1.0 / 0.7)
+    torch.manual_seed(3)
+    assert torch.equal(Dropout(0.3).train()(x), expected)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.policy import choose_device, choose_policy
+from tbuild.engine.policy import Policy, attention_backends, choose_device, choose_policy
 
 
 def test_cpu_defaults_to_fp32_and_bf16_on_request() -> None:
@@ -58,3 +58,34 @@ def test_cuda_fp16_scales_the_loss() -> None:
         loss = (w.half() * 1e-4).sum()
     scaler.scale(loss).backward()
     assert w.grad is not None and float(w.grad[0]) == pytest.approx(1e-4 * scaler.get_scale(), rel=1e-2)
+
+
+def test_attention_backends_by_device() -> None:
+    """CUDA: flash, then memory-efficient (takes padding masks), then math; never cuDNN, which plans
+    per shape. CPU: PyTorch's own choice. Batch shapes are bounded on CUDA only."""
+    from torch.nn.attention import SDPBackend
+
+    cuda = attention_backends(torch.device("cuda"))
+    assert cuda == [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+    assert SDPBackend.CUDNN_ATTENTION not in cuda
+    assert attention_backends(torch.device("cpu")) is None
+    cpu = Policy(torch.device("cpu"))
+    q = torch.randn(2, 2, 5, 8)
+    with cpu.attention():
+        torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    assert cpu.shape_buckets == (1, 0) and Policy(torch.device("cuda")).shape_buckets == (8, 8)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_attention_runs_under_the_chosen_backends() -> None:
+    """Padding-masked (efficient) and causal (flash) attention run under the CUDA choice, in bf16."""
+    policy = choose_policy("bf16", "cuda")
+    q = torch.randn(2, 4, 16, 64, device="cuda", dtype=torch.bfloat16)
+    mask = torch.ones(2, 1, 1, 16, dtype=torch.bool, device="cuda")
+    mask[0, ..., 10:] = False
+    with policy.attention():
+        masked = torch.nn.functional.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        causal = torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    reference = torch.nn.functional.scaled_dot_product_attention(q.float(), q.float(), q.float(), attn_mask=mask)
+    assert torch.allclose(masked.float(), reference, atol=3e-2)
+    assert causal.isfinite().all()
