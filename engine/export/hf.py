@@ -157,8 +157,11 @@ def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Pat
 
 def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> None:
     """Save the MarianMTModel folder (safetensors weights) with its tokenizer files into ``out``."""
+    from transformers.utils import logging
+
     hf = build_marian(model, spec)
     out.mkdir(parents=True, exist_ok=True)
+    logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
     write_tokenizer(spm_model, vocabulary, spec, out, hf.config.max_position_embeddings)
 

@@ -11,8 +11,8 @@ the same probabilities, up to float32 rounding); the outputs may differ where th
 - Stopping: CTranslate2 stops once ``beam`` hypotheses have finished; HF (early_stopping "never") and
   tbuild go on until no live beam can beat the finished ones, but tbuild's test uses its lp, so at
   α > 0 it can still find a better-scoring, longer hypothesis.
-- Hypotheses cut at the length limit: tbuild forces EOS and scores it with the model's log p(EOS);
-  HF forces it and scores it log 1 = 0 in its beam; CTranslate2 just stops.
+- Hypotheses cut at the length limit: tbuild and HF (``decoding/hf.py: RowLimits``) force EOS and score
+  it with the model's log p(EOS); CTranslate2 just stops.
 Greedy search has none of these: its outputs must be identical. Set in all: PAD and BOS are never
 generated, no minimum length, the same maximum length per sentence.
 """
@@ -38,8 +38,8 @@ from ..run_dir import Run
 TEACHER_FORCED_LINES = 16  # the batch whose per-token log-probs are compared
 SEARCH_DIFFERENCES = {  # one line each for the report (module docstring)
     "ctranslate2": "it stops once beam hypotheses finish; a hypothesis cut at the length limit gets no EOS score",
-    "hf": "both re-ranked with tbuild's length penalty, but HF's stopping test uses raw log-probs, and a "
-          "hypothesis cut at the length limit scores its forced EOS as 0",
+    "hf": "its finished beams are re-ranked with tbuild's length penalty, but its stopping test uses raw "
+          "log-probs, so at α > 0 tbuild may go on to a longer hypothesis",
 }
 
 

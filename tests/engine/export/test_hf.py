@@ -83,6 +83,23 @@ def test_greedy_log_probs_match() -> None:
     assert h.log_prob == pytest.approx(expected, abs=1e-4)
 
 
+def test_beam_at_alpha_0_matches_tbuild() -> None:
+    """With α = 0 both searches rank by log P alone and stop when no live beam can win, and a row at its
+    own limit (a batch of different limits) scores EOS with the model's log p: the same hypotheses."""
+    from tbuild.engine.decoding.search import beam_search
+
+    spec = load_spec(TINY, [EPS]).spec
+    model = build_model(spec).eval()
+    hf = build_marian(model, spec)
+    g = torch.Generator().manual_seed(3)
+    srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
+    decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)
+    for s, h in zip(srcs, hf_search(hf, srcs, decode, None), strict=True):
+        ours = beam_search(model, torch.tensor([s]), beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)[0][0]
+        assert h[0].tokens == ours.tokens
+        assert h[0].score == pytest.approx(ours.score, abs=1e-4)
+
+
 def test_marian_sinusoid_is_tbuild_table_reordered(tmp_path: Path) -> None:
     """Marian rebuilds its table on load (sin half | cos half); tbuild interleaves (§3.5). Column j of
     Marian's row p is column order[j] of tbuild's row p, at every position from 0, so reordering the
