@@ -180,3 +180,15 @@ def test_newly_registered_kind_is_refused(dummy_attention: None) -> None:
     build_model(spec)
     with pytest.raises(UnsupportedExport, match="attention kind 'dummy_export_test'.*hf supports attention: multihead"):
         check_exportable(spec, HF)
+
+
+def test_transformers_is_imported_lazily() -> None:
+    """Importing tbuild (the CLI, the export and decoding modules) never imports transformers."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tbuild.cli.app, tbuild.engine.export.hf, tbuild.engine.export.parity, "
+            "tbuild.engine.decoding.hf, tbuild.engine.decoding.engines; "
+            "assert 'transformers' not in sys.modules, 'transformers imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
