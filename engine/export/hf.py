@@ -163,7 +163,9 @@ def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: lis
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
-    write_tokenizer(spm_model, vocabulary, spec, out, hf.config.max_position_embeddings)
+    rows = max(model.src_embed.tokens.num_embeddings, model.tgt_embed.tokens.num_embeddings)
+    names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]  # rows past the tokenizer
+    write_tokenizer(spm_model, names, spec, out, hf.config.max_position_embeddings)
 
 
 def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001

@@ -5,6 +5,7 @@ tokenizer files give tbuild's ids; everything else is refused by kind."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import greedy_search
-from tbuild.engine.export.hf import build_marian, marian_order, write_tokenizer
+from tbuild.engine.export.hf import build_marian, marian_order, write_hf
 from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable
 from tests.conftest import TINY
 
@@ -126,9 +127,10 @@ def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> N
     lines = (tiny_corpus / "train.en").read_text().splitlines() + (tiny_corpus / "train.de").read_text().splitlines()
     tok = Tokenizer.train(lines, TokenizerSpec(vocab_size=200), tmp_path / "spm")
     out = tmp_path / "hf"
-    out.mkdir()
-    spec = load_spec(TINY, [EPS]).spec
-    write_tokenizer(tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], spec, out, 64)
+    spec = load_spec(TINY, [EPS, "model.vocab_size=240"]).spec  # 40 embedding rows past the tokenizer's pieces
+    write_hf(build_model(spec).eval(), spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert len(vocab) == 240 and vocab[tok.sp.id_to_piece(57)] == 57 and vocab["<tbuild_unused_239>"] == 239
     marian = transformers.MarianTokenizer.from_pretrained(str(out))
     sentences = ["A man is riding a bike.", "Zwei Hunde spielen im Schnee, während ein Kind zusieht."]
     for sentence, ids in zip(sentences, tok.encode(sentences), strict=True):
