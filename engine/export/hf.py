@@ -120,7 +120,7 @@ def generation_config(spec: Spec, max_length: int):  # noqa: ANN201 - transforme
     )
 
 
-def build_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianMTModel
+def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianMTModel
     """An in-memory MarianMTModel holding ``model``'s weights (float32, eval mode)."""
     from transformers import MarianMTModel
 
@@ -159,7 +159,7 @@ def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: lis
     """Save the MarianMTModel folder (safetensors weights) with its tokenizer files into ``out``."""
     from transformers.utils import logging
 
-    hf = build_marian(model, spec)
+    hf = to_marian(model, spec)
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))

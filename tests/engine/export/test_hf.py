@@ -17,7 +17,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import greedy_search
-from tbuild.engine.export.hf import build_marian, marian_order, write_hf
+from tbuild.engine.export.hf import marian_order, to_marian, write_hf
 from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable
 from tests.conftest import TINY
 
@@ -40,7 +40,7 @@ VARIANTS = {
 def _export(overrides: list[str], tmp_path: Path):  # noqa: ANN202
     spec = load_spec(TINY, [EPS, *overrides]).spec
     model = build_model(spec).eval()
-    build_marian(model, spec).save_pretrained(tmp_path / "hf")
+    to_marian(model, spec).save_pretrained(tmp_path / "hf")
     hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
     return spec, model, hf
 
@@ -75,7 +75,7 @@ def test_greedy_log_probs_match() -> None:
     """hf_search's greedy scores are the model's log-probs, as tbuild's (not HF's processed scores)."""
     spec = load_spec(TINY, [EPS]).spec
     model = build_model(spec).eval()
-    hf = build_marian(model, spec)
+    hf = to_marian(model, spec)
     src = [5, 6, 7, 8, EOS]
     h = hf_search(hf, [src], DecodeSpec(beam=1, alpha=0.0, max_len_a=0.0, max_len_b=4), None)[0][0]
     with torch.no_grad():
@@ -91,7 +91,7 @@ def test_beam_at_alpha_0_matches_tbuild() -> None:
 
     spec = load_spec(TINY, [EPS]).spec
     model = build_model(spec).eval()
-    hf = build_marian(model, spec)
+    hf = to_marian(model, spec)
     g = torch.Generator().manual_seed(3)
     srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
     decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)
