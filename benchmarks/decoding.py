@@ -1,6 +1,6 @@
 """Decoding throughput at equal work: one tbuild model with random weights, and the same weights in
 each peer engine (CTranslate2 through tbuild's own export; Hugging Face ``generate`` through
-``tbuild.engine.export.hf`` once that exists), every output forced to exactly ``out_len`` decoder
+``tbuild.engine.export.hf.to_marian``), every output forced to exactly ``out_len`` decoder
 steps (EOS included), beam 4 and greedy, in one process, runs interleaved, medians.
 
 Forcing the length: tbuild ``min_len = max_len = out_len``; Hugging Face ``min_new_tokens =
@@ -106,7 +106,12 @@ def hf_engine(model: torch.nn.Module, run: DecodeRun, policy: Policy) -> Engine 
     convert = getattr(hf, "to_marian", None)
     if convert is None:
         return "tbuild.engine.export.hf has no to_marian(model, spec)"
-    marian = convert(model, tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
+    from tbuild.engine.errors import TbuildError
+
+    try:
+        marian = convert(model, tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
+    except TbuildError as e:  # the architecture is one Marian cannot hold
+        return str(e)
     out = run.out_len
 
     def generate(src: torch.Tensor, beam: int) -> int:

@@ -75,14 +75,16 @@ class Workload:
 
 def tbuild_spec(shape: Shape, vocab: int, overrides: dict | None = None) -> LoadedSpec:
     """The shape as a tbuild spec: specs/base.yaml's architecture (post-norm, no final norm, ReLU,
-    sinusoidal positions, three-way tying, dropout 0.1) and training settings (Adam β 0.9/0.98,
-    ε 1e-9, label smoothing 0.1, noam schedule), with ``overrides`` on ``train``."""
+    sinusoidal positions, three-way tying, dropout 0.1; LayerNorm eps 1e-5 as the peers) and training
+    settings (Adam β 0.9/0.98, ε 1e-9, label smoothing 0.1, noam schedule), with ``overrides`` on ``train``."""
     stack = {"layers": shape.layers, "heads": shape.heads, "d_ff": shape.d_ff}
     return load_spec({
         "name": f"bench-{shape.name}",
         "model": {"vocab_size": vocab, "d_model": shape.d_model, "encoder": stack, "decoder": stack,
                   "norm_placement": "post", "final_norm": False, "tie_embeddings": "three_way",
                   "positional": {"kind": "sinusoidal"}, "ffn": {"kind": "relu"},
+                  # eps 1e-5: nn.Transformer's and MarianMTModel's (fixed), so the weights export to Marian
+                  "norm": {"kind": "layernorm", "eps": 1.0e-5},
                   "dropout": {"residual": 0.1, "embedding": 0.1, "attention": 0.0, "activation": 0.0}},
         "train": {"optimizer": {"betas": [0.9, 0.98], "eps": 1e-9}, "label_smoothing": 0.1,
                   "schedule": {"kind": "noam", "warmup": 4000}, **(overrides or {})},

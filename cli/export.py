@@ -14,7 +14,8 @@ from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, SET_OPTIO
 def export(
     target: Path = TARGET,
     out: Path = typer.Argument(..., help="Folder to write the exported model into."),
-    to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2."),
+    to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2, or hf (a Hugging Face "
+                           "MarianMTModel folder with its MarianTokenizer files)."),
     quantization: str | None = EXPORT_QUANTIZATION,
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
     check_src: Path | None = typer.Option(None, "--check-src", help="Check parity on this source file."),
@@ -26,7 +27,7 @@ def export(
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.export.ctranslate2 import export_run
+    from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.targets import TARGETS
     from tbuild.engine.run_dir import resolve_run
 
@@ -36,20 +37,25 @@ def export(
         raise TbuildError(f"--check must be valid or none, not {check!r}")
     if (check_src is None) != (check_ref is None):
         raise TbuildError("--check-src and --check-ref go together")
+    if to == "hf" and quantization not in (None, "float32"):
+        raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
-    weights = export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
+    if to == "hf":
+        weights = hf.export_run(run, out, checkpoint=checkpoint, average=average)
+    else:
+        weights = ctranslate2.export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none" and check_src is None:
         return
-    _parity(run, out, check_src, check_ref, checkpoint, average, device)
+    _parity(run, to, out, check_src, check_ref, checkpoint, average, device)
 
 
-def _parity(run, out: Path, src: Path | None, ref: Path | None, checkpoint: Path | None,  # noqa: ANN001
-            average: int | None, device: str) -> None:
+def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa: ANN001
+            checkpoint: Path | None, average: int | None, device: str) -> None:
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.export.parity import TEACHER_FORCED_LINES, check_parity
+    from tbuild.engine.export.parity import SEARCH_DIFFERENCES, TEACHER_FORCED_LINES, check_parity
     from tbuild.engine.process import configure_process
 
     if src is not None and ref is not None:
@@ -58,13 +64,16 @@ def _parity(run, out: Path, src: Path | None, ref: Path | None, checkpoint: Path
         sources, references = read_split(run.spec.data, "valid", lambda _: None)
     process = configure_process()
     translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
-    r = check_parity(run, translator, out, sources, references, after_batch=process.after_batch)
+    r = check_parity(run, translator, out, sources, references, target=to, after_batch=process.after_batch)
     console.print(f"parity on {r.sentences} sentences (beam {r.beam}, α {r.alpha}):", highlight=False)
     console.print(f"  BLEU tbuild {r.bleu_tbuild:.2f}, export {r.bleu_export:.2f}, delta {r.delta:+.2f}",
                   highlight=False)
-    console.print(f"  identical lines {100 * r.identical:.1f}%", highlight=False)
+    console.print(f"  identical lines {100 * r.identical:.1f}% (greedy, both sides: {100 * r.identical_greedy:.1f}%)",
+                  highlight=False)
     if r.first_difference is not None:
         n, ours, theirs = r.first_difference
         console.print(f"  first difference, line {n}:\n    tbuild: {ours}\n    export: {theirs}", highlight=False)
     console.print(f"  max |Δ log-prob| teacher-forced (up to {TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
                   highlight=False)
+    if r.beam > 1:
+        console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)

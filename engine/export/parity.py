@@ -1,32 +1,46 @@
-"""Parity of an exported CTranslate2 model with tbuild's own decoding: both decode the same lines at
-the same beam and length penalty, and both score the same references teacher-forced.
+"""Parity of an exported model (CTranslate2 or a Hugging Face MarianMTModel) with tbuild's own decoding:
+both decode the same lines at the same beam and length penalty, and both score the same references
+teacher-forced. The teacher-forced log-prob difference is the strict check (the same network must give
+the same probabilities, up to float32 rounding); the outputs may differ where the searches differ:
 
-What still differs between the two searches (so a few lines may differ at beam > 1; greedy agrees):
-- Length penalty: CTranslate2 divides by |Y|^α (|Y| without EOS), tbuild by ((5+|Y|)/6)^α with EOS
-  (Wu et al. 2016, engine/decoding/search.py). The check runs CTranslate2 with length_penalty 0
-  (raw log-probs), asks for its ``beam`` finished hypotheses and re-ranks them with tbuild's lp
-  (``decoding/ct2.py: ct2_search``, which ``--engine ctranslate2`` decodes with too).
-- Stopping: CTranslate2 stops once ``beam`` hypotheses have finished; tbuild goes on until no live
-  beam can beat the best finished one, so it can find a better-scoring, longer hypothesis.
-- Hypotheses cut at the length limit: tbuild forces and scores EOS, CTranslate2 just stops.
-Set in both: PAD and BOS are never generated, no minimum length, the same maximum length.
+- Length penalty: CTranslate2 divides by |Y|^α (|Y| without EOS), HF by |Y|^α (with EOS), tbuild by
+  ((5+|Y|)/6)^α with EOS (Wu et al. 2016, engine/decoding/search.py). The check runs both runtimes with
+  length penalty 0 (raw log-probs), asks for their ``beam`` finished hypotheses and re-ranks them with
+  tbuild's lp (``decoding/ct2.py: ct2_search``, ``decoding/hf.py: hf_search``), so like is compared
+  with like; deployed with their own defaults they apply their own formula.
+- Stopping: CTranslate2 stops once ``beam`` hypotheses have finished; HF (early_stopping "never") and
+  tbuild go on until no live beam can beat the finished ones, but tbuild's test uses its lp, so at
+  α > 0 it can still find a better-scoring, longer hypothesis.
+- Hypotheses cut at the length limit: tbuild and HF (``decoding/hf.py: RowLimits``) force EOS and score
+  it with the model's log p(EOS); CTranslate2 just stops.
+Greedy search has none of these: its outputs must be identical. Set in all: PAD and BOS are never
+generated, no minimum length, the same maximum length per sentence.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 
 from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS
 
+from ..data.tokenizer import Tokenizer
 from ..decoding.ct2 import ct2_search
+from ..decoding.hf import hf_search
 from ..decoding.translator import Translator, encode_sources, translate
 from ..run_dir import Run
 
 TEACHER_FORCED_LINES = 16  # the batch whose per-token log-probs are compared
+SEARCH_DIFFERENCES = {  # one line each for the report (module docstring)
+    "ctranslate2": "it stops once beam hypotheses finish; a hypothesis cut at the length limit gets no EOS score",
+    "hf": "its finished beams are re-ranked with tbuild's length penalty, but its stopping test uses raw "
+          "log-probs, so at α > 0 tbuild may go on to a longer hypothesis",
+}
 
 
 @dataclass
@@ -36,7 +50,8 @@ class ParityReport:
     alpha: float
     bleu_tbuild: float
     bleu_export: float
-    identical: float  # share of identical output lines
+    identical: float  # share of identical output lines at the run's beam
+    identical_greedy: float  # the same, both decoding greedily (must be 1.0 up to float ties)
     first_difference: tuple[int, str, str] | None  # (line number, tbuild, export)
     max_logprob_diff: float  # teacher-forced, per target token, over TEACHER_FORCED_LINES lines
 
@@ -45,15 +60,70 @@ class ParityReport:
         return self.bleu_export - self.bleu_tbuild
 
 
-def ct2_translate(ct2, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:  # noqa: ANN001
-    """Decode with a ``ctranslate2.Translator`` under tbuild's conventions (``decoding/ct2.py``): the best line each."""
-    tok = translator.tokenizer
-    sources = encode_sources(tok, lines, translator.max_source_tokens)
-    hyps = ct2_search(ct2, tok, sources, decode, translator.max_output_len)
-    return [tok.decode(h[0].tokens) if h else "" for h in hyps]
+class Peer(Protocol):
+    """An exported model as the check sees it."""
+
+    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]: ...
+
+    def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
+        """Per sentence, log p of each target token then of EOS, teacher-forced (sources end with EOS)."""
+        ...
 
 
-def teacher_forced_diff(ct2, translator: Translator, sources: list[str], references: list[str]) -> float:  # noqa: ANN001
+@dataclass
+class Ct2Peer:
+    ct2: Any  # ctranslate2.Translator
+    tok: Tokenizer
+
+    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
+        """The best line each under tbuild's conventions (``decoding/ct2.py``)."""
+        sources = encode_sources(self.tok, lines, translator.max_source_tokens)
+        hyps = ct2_search(self.ct2, self.tok, sources, decode, translator.max_output_len)
+        return [self.tok.decode(h[0].tokens) if h else "" for h in hyps]
+
+    def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
+        piece = self.tok.sp.id_to_piece
+        results = self.ct2.score_batch([[piece(i) for i in s[:-1]] for s in src_ids],  # the runtime adds EOS
+                                       [[piece(i) for i in t] for t in tgt_ids], max_input_length=0)
+        return [torch.tensor(r.log_probs) for r in results]
+
+
+@dataclass
+class HFPeer:
+    hf: Any  # transformers.MarianMTModel
+    tok: Tokenizer
+
+    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
+        """The best line each under tbuild's conventions (``decoding/hf.py``)."""
+        sources = encode_sources(self.tok, lines, translator.max_source_tokens)
+        rows = self.hf.config.max_position_embeddings  # Marian's table does not extrapolate as tbuild's
+        cap = min(translator.max_output_len or rows, rows)
+        return [self.tok.decode(h[0].tokens) if h else "" for h in hf_search(self.hf, sources, decode, cap)]
+
+    def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
+        out = []
+        for s, t in zip(src_ids, tgt_ids, strict=True):
+            with torch.inference_mode():
+                logits = self.hf(input_ids=torch.tensor([s]), decoder_input_ids=torch.tensor([[BOS] + t])).logits
+            out.append(logits[0].float().log_softmax(-1).gather(-1, torch.tensor(t + [EOS])[:, None]).squeeze(-1))
+        return out
+
+
+def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
+    """The export in ``exported`` loaded on the CPU (float32 unless it was quantized)."""
+    if target == "hf":
+        from transformers import MarianMTModel
+        from transformers.utils import logging
+
+        logging.set_verbosity_error()  # no load progress bars in the report
+        logging.disable_progress_bar()
+        return HFPeer(MarianMTModel.from_pretrained(str(exported)).eval(), tok)
+    import ctranslate2
+
+    return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)
+
+
+def teacher_forced_diff(peer: Peer, translator: Translator, sources: list[str], references: list[str]) -> float:
     """Largest |log p_tbuild - log p_export| over every reference token (EOS included)."""
     tok, model = translator.tokenizer, translator.model
     pairs = [(s, r) for s, r in zip(sources, references, strict=True) if s.strip() and r.strip()]
@@ -63,37 +133,48 @@ def teacher_forced_diff(ct2, translator: Translator, sources: list[str], referen
     limit = translator.max_source_tokens
     src_ids = encode_sources(tok, [s for s, _ in pairs], limit)
     tgt_ids = [ids[: limit - 1] for ids in tok.encode([r for _, r in pairs])]
-    results = ct2.score_batch([[tok.sp.id_to_piece(i) for i in s[:-1]] for s in src_ids],
-                              [[tok.sp.id_to_piece(i) for i in t] for t in tgt_ids], max_input_length=0)
     worst = 0.0
     device = translator.policy.device
-    for s, t, r in zip(src_ids, tgt_ids, results, strict=True):
+    for s, t, theirs in zip(src_ids, tgt_ids, peer.log_probs(src_ids, tgt_ids), strict=True):
         with torch.no_grad():
             logits = model(torch.tensor([s], device=device), torch.tensor([[BOS] + t], device=device))
         gold = torch.tensor(t + [EOS], device=device)
         ours = logits[0].float().log_softmax(-1).gather(-1, gold[:, None]).squeeze(-1).cpu()
-        worst = max(worst, (ours - torch.tensor(r.log_probs)).abs().max().item())
+        worst = max(worst, (ours - theirs).abs().max().item())
     return worst
 
 
+def _outputs(translator: Translator, peer: Peer, sources: list[str], decode: DecodeSpec,
+             after_batch: Callable[[], None]) -> tuple[list[str], list[str]]:
+    """The best line each from tbuild and from the export."""
+    hyps = translate(translator, sources, decode, after_batch=after_batch)
+    ours = [translator.tokenizer.decode(h[0].tokens) if h else "" for h in hyps]
+    return ours, peer.translate(translator, sources, decode)
+
+
+def _share(ours: list[str], theirs: list[str]) -> float:
+    return sum(a == b for a, b in zip(ours, theirs, strict=True)) / max(1, len(ours))
+
+
 def check_parity(run: Run, translator: Translator, exported: Path, sources: list[str],
-                 references: list[str], *, after_batch=lambda: None) -> ParityReport:  # noqa: ANN001
-    """Decode ``sources`` with tbuild and with the CTranslate2 model in ``exported`` (CPU, float32
-    unless quantized) at the run's beam and α, and compare (``ParityReport``)."""
-    import ctranslate2
+                 references: list[str], *, target: str = "ctranslate2",
+                 after_batch: Callable[[], None] = lambda: None) -> ParityReport:
+    """Decode ``sources`` with tbuild and with the ``target`` export in ``exported`` (CPU, float32
+    unless quantized) at the run's beam and α, and greedily, and compare (``ParityReport``)."""
     import sacrebleu
 
     decode = run.spec.decode
-    hyps = translate(translator, sources, decode, after_batch=after_batch)
-    ours = [translator.tokenizer.decode(h[0].tokens) if h else "" for h in hyps]
-    ct2 = ctranslate2.Translator(str(exported), device="cpu")
-    theirs = ct2_translate(ct2, translator, sources, decode)
-    same = [a == b for a, b in zip(ours, theirs, strict=True)]
-    first = next(((i + 1, ours[i], theirs[i]) for i, ok in enumerate(same) if not ok), None)
+    peer = load_peer(target, exported, translator.tokenizer)
+    ours, theirs = _outputs(translator, peer, sources, decode, after_batch)
+    greedy = _share(ours, theirs)
+    if decode.beam > 1:
+        greedy = _share(*_outputs(translator, peer, sources, decode.model_copy(update={"beam": 1, "nbest": 1}),
+                                  after_batch))
+    first = next(((i + 1, a, b) for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b), None)
     return ParityReport(
         sentences=len(sources), beam=decode.beam, alpha=decode.alpha,
         bleu_tbuild=sacrebleu.corpus_bleu(ours, [references]).score,
         bleu_export=sacrebleu.corpus_bleu(theirs, [references]).score,
-        identical=sum(same) / max(1, len(same)), first_difference=first,
-        max_logprob_diff=teacher_forced_diff(ct2, translator, sources, references),
+        identical=_share(ours, theirs), identical_greedy=greedy, first_difference=first,
+        max_logprob_diff=teacher_forced_diff(peer, translator, sources, references),
     )

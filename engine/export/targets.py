@@ -3,9 +3,10 @@ check that refuses everything else (so a newly registered kind is refused, never
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from tbuild.builder.resolved import ResolvedStack, resolve
+from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.schema import Spec
 
 from ..errors import TbuildError
@@ -16,11 +17,48 @@ class UnsupportedExport(TbuildError):
     supports). The CLI exits with code 2, as for an invalid spec."""
 
 
+Refuse = Callable[[str], None]
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
     kinds: dict[str, frozenset[str]]  # registry name -> the kinds this target represents
     notes: str  # what else it needs, for the refusal line
+    # The target's structural limits beyond kinds: (spec, resolved view, refuse) -> None.
+    check: Callable[[Spec, ResolvedModel, Refuse], None]
+
+
+def _ct2_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    for stack in view.stacks:
+        _check_stack(stack, spec.model.norm_placement, refuse)
+    norms = {(n.kind, n.eps) for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
+    if len(norms) > 1:
+        refuse(f"norms differ ({', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))})")
+
+
+MARIAN_LAYER_NORM_EPS = 1e-5  # MarianMTModel's nn.LayerNorm default; its config has no field for it
+
+
+def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """MarianMTModel: post-norm layers, no final norms, one activation, d_model/heads-wide heads,
+    every head its own K/V, LayerNorm eps fixed at 1e-5."""
+    model = spec.model
+    if model.norm_placement != "post":
+        refuse(f"norm_placement {model.norm_placement!r} (MarianMTModel's layers are post-norm)")
+    for stack in view.stacks:
+        _check_stack(stack, "post", refuse)  # d_k = d_v, no final norm, one FFN kind and kv_heads
+        if stack.d_k * stack.heads != model.d_model:
+            refuse(f"{stack.name} d_k ({stack.d_k}) · heads ({stack.heads}) differs from d_model ({model.d_model})")
+        kv = {a.kv_heads for g in stack.groups for a in (g.attention, g.cross_attention) if a is not None}  # type: ignore[attr-defined]
+        if kv - {None, stack.heads}:
+            refuse(f"{stack.name} attention shares K/V between heads (kv_heads {min(kv - {None})})")
+    if len({g.ffn.kind for s in view.stacks for g in s.groups}) > 1:  # type: ignore[attr-defined]
+        refuse("encoder and decoder FFN kinds differ (MarianMTModel has one activation_function)")
+    eps = {n.eps for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
+    if eps != {MARIAN_LAYER_NORM_EPS}:
+        refuse(f"LayerNorm eps {', '.join(f'{e:g}' for e in sorted(eps))} (MarianMTModel's is fixed at 1e-05: "
+               "set model.norm={kind: layernorm, eps: 1.0e-5})")
 
 
 CTRANSLATE2 = Target(
@@ -34,9 +72,22 @@ CTRANSLATE2 = Target(
         "norm": frozenset({"layernorm", "rmsnorm"}),
     },
     notes="one norm kind and eps for the whole model, one FFN kind per stack, d_k = d_v",
+    check=_ct2_structure,
 )
 
-TARGETS = {t.name: t for t in (CTRANSLATE2,)}
+HF = Target(
+    name="hf",  # a Hugging Face transformers MarianMTModel folder (export/hf.py)
+    kinds={
+        "attention": frozenset({"multihead"}),
+        "positional": frozenset({"sinusoidal"}),  # Marian's fixed table; learned/none/rope/alibi: no such option
+        "ffn": frozenset({"relu", "gelu"}),  # fc1 -> activation_function -> fc2, both with biases
+        "norm": frozenset({"layernorm"}),
+    },
+    notes="post-norm, LayerNorm eps 1e-5, one FFN kind, d_k = d_v = d_model/heads, kv_heads = heads",
+    check=_hf_structure,
+)
+
+TARGETS = {t.name: t for t in (CTRANSLATE2, HF)}
 
 
 def _supports(target: Target, registry: str) -> str:
@@ -68,10 +119,7 @@ def check_exportable(spec: Spec, target: Target) -> None:
             kind("norm", group.norm, where)
         if stack.final_norm is not None:
             kind("norm", stack.final_norm, f"{stack.name} final norm")
-        _check_stack(stack, model.norm_placement, refuse)
-    norms = {(n.kind, n.eps) for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
-    if len(norms) > 1:
-        refuse(f"norms differ ({', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))})")
+    target.check(spec, view, refuse)
 
 
 def export_targets(spec: Spec) -> dict[str, str | None]:
@@ -96,7 +144,7 @@ def _norms(stack: ResolvedStack) -> list[object]:
     return [g.norm for g in stack.groups] + ([stack.final_norm] if stack.final_norm is not None else [])
 
 
-def _check_stack(stack: ResolvedStack, placement: str, refuse) -> None:  # noqa: ANN001 - the closure above
+def _check_stack(stack: ResolvedStack, placement: str, refuse: Refuse) -> None:
     if stack.d_k != stack.d_v:
         refuse(f"{stack.name} d_k ({stack.d_k}) differs from d_v ({stack.d_v})")
     if placement == "post" and stack.final_norm is not None:

@@ -75,13 +75,21 @@ def test_readme_commands_exist() -> None:
 
 def test_validate_and_inspect_say_which_export_targets_fit() -> None:
     ok = runner.invoke(app, ["validate", str(REPO / "specs" / "multi30k.yaml")])
-    assert ok.exit_code == 0 and ok.stdout.rstrip().endswith("# export to ctranslate2: yes")
+    assert ok.exit_code == 0 and "# export to ctranslate2: yes\n" in ok.stdout
+    # multi30k.yaml trains pre-norm, which MarianMTModel cannot hold
+    assert ok.stdout.rstrip().endswith("# export to hf: no (cannot export to hf: norm_placement 'pre' (MarianMTModel's "
+                                       "layers are post-norm); hf needs post-norm, LayerNorm eps 1e-5, one FFN kind, "
+                                       "d_k = d_v = d_model/heads, kv_heads = heads)")
     yaml.safe_load(ok.stdout)  # still one YAML document
     relative = runner.invoke(app, ["validate", str(REPO / "specs" / "examples" / "relative.yaml"), "--json"])
     why = json.loads(relative.stdout)["export"]["ctranslate2"]
     assert why.startswith("cannot export to ctranslate2: attention kind 'relative'")
     inspected = runner.invoke(app, ["inspect", str(REPO / "specs" / "examples" / "alibi.yaml")])
     assert "export to ctranslate2: no (cannot export to ctranslate2: positional kind 'alibi'" in inspected.stdout
+    assert "export to hf: no (cannot export to hf: positional kind 'alibi'" in inspected.stdout
+    assert why.startswith("cannot export to ctranslate2")
+    hf = json.loads(relative.stdout)["export"]["hf"]
+    assert hf == "cannot export to hf: positional kind 'none' (model.positional); hf supports positional: sinusoidal"
 
 
 def test_validate_imports_no_torch() -> None:

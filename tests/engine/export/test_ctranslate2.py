@@ -4,7 +4,6 @@ log-probs within 1e-4 in float32); everything else is refused by kind."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
 
 import pytest
 import torch
@@ -111,27 +110,6 @@ def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
 def test_refused_structures(overrides: list[str], what: str) -> None:
     with pytest.raises(UnsupportedExport, match=what):
         check_exportable(load_spec(TINY, overrides).spec, CTRANSLATE2)
-
-
-@pytest.fixture
-def dummy_attention():  # noqa: ANN201
-    """A kind registered in-process (as a plugin would be), removed afterwards."""
-    from tbuild.components import ATTENTION
-    from tbuild.components.attention import MultiHeadAttention
-    from tbuild.components.specs.attention import AttentionSpecBase
-
-    class DummySpec(AttentionSpecBase):
-        kind: Literal["dummy_export_test"] = "dummy_export_test"
-        kv_heads: int | None = None
-        bias: bool = True
-
-    ATTENTION.register(DummySpec, origin="test")(MultiHeadAttention)
-    try:
-        yield
-    finally:
-        ATTENTION._specs.pop("dummy_export_test")
-        ATTENTION._blocks.pop("dummy_export_test")
-        ATTENTION.generation += 1
 
 
 def test_newly_registered_kind_is_refused(dummy_attention: None) -> None:

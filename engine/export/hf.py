@@ -1,0 +1,189 @@
+"""Write a tbuild model as a Hugging Face ``MarianMTModel`` folder: config.json and
+generation_config.json, model.safetensors, and the files ``MarianTokenizer`` loads (source.spm,
+target.spm, vocab.json with tbuild's ids, tokenizer_config.json).
+
+Marian is the paper's post-norm Transformer (§3.1) with scaled embeddings (§3.4) and a fixed sinusoid
+(§3.5), so the weights map one to one, with one twist: Marian's table puts sin(pos/10000^(2i/D)) in
+the first half of each row and cos in the second, where tbuild interleaves them (PE(pos, 2i) = sin,
+PE(pos, 2i+1) = cos), and Marian does not save its table (it is rebuilt on load). The export therefore
+reorders the model dimension everywhere by ``marian_order``: Marian's feature j is tbuild's feature
+order[j]. Layer norm, attention and the FFN commute with such a reordering (their d_model-sized
+weights are permuted alike), and the outputs (logits over the vocabulary) are unchanged.
+Call ``targets.check_exportable`` first: these functions assume what it guarantees.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tbuild.builder.resolved import resolve
+from tbuild.builder.schema import Spec
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.transformer import EncoderDecoder, Residual
+
+from .targets import HF, check_exportable
+
+SINUSOID_ROWS = 1024  # Marian's max_position_embeddings when the model has no max_positions
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
+
+
+def marian_order(d_model: int) -> torch.Tensor:
+    """(D,) tbuild feature index of each Marian feature: the sin columns (even), then the cos ones (odd)."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+def _linear(prefix: str, linear: nn.Linear, order: torch.Tensor, *, into: bool, out: bool) -> Iterator:
+    """A projection's weight and bias with the model dimension reordered on its input (``into``) and/or
+    output (``out``) side; a projection without bias gets zeros (Marian's always have one)."""
+    w = linear.weight.detach()
+    w = w[:, order] if into else w
+    w = w[order] if out else w
+    b = linear.bias.detach() if linear.bias is not None else torch.zeros(w.size(0))
+    yield f"{prefix}.weight", w
+    yield f"{prefix}.bias", b[order] if out else b
+
+
+def _norm(prefix: str, norm: nn.LayerNorm, order: torch.Tensor) -> Iterator:
+    yield f"{prefix}.weight", norm.weight.detach()[order]
+    yield f"{prefix}.bias", norm.bias.detach()[order]
+
+
+def _attention(prefix: str, residual: Residual, norm_name: str, order: torch.Tensor) -> Iterator:
+    attn = residual.sublayer
+    for name, linear in (("q_proj", attn.w_q), ("k_proj", attn.w_k), ("v_proj", attn.w_v)):
+        yield from _linear(f"{prefix}.{name}", linear, order, into=True, out=False)
+    yield from _linear(f"{prefix}.out_proj", attn.w_o, order, into=False, out=True)
+    yield from _norm(f"{prefix.rsplit('.', 1)[0]}.{norm_name}", residual.norm, order)
+
+
+def _ffn(prefix: str, residual: Residual, order: torch.Tensor) -> Iterator:
+    yield from _linear(f"{prefix}.fc1", residual.sublayer.w1, order, into=True, out=False)
+    yield from _linear(f"{prefix}.fc2", residual.sublayer.w2, order, into=False, out=True)
+    yield from _norm(f"{prefix}.final_layer_norm", residual.norm, order)
+
+
+def marian_state(model: EncoderDecoder, shared: bool) -> Iterator[tuple[str, torch.Tensor]]:
+    """(MarianMTModel parameter name, tensor) for every weight of ``model``, model dimension reordered."""
+    order = marian_order(model.src_embed.tokens.embedding_dim)
+    src, tgt = model.src_embed.tokens.weight.detach(), model.tgt_embed.tokens.weight.detach()
+    if shared:
+        yield "model.shared.weight", src[:, order]
+    yield "model.encoder.embed_tokens.weight", src[:, order]
+    yield "model.decoder.embed_tokens.weight", tgt[:, order]
+    for i, layer in enumerate(model.encoder):
+        yield from _attention(f"model.encoder.layers.{i}.self_attn", layer.self_attn, "self_attn_layer_norm", order)
+        yield from _ffn(f"model.encoder.layers.{i}", layer.ffn, order)
+    for i, layer in enumerate(model.decoder):
+        p = f"model.decoder.layers.{i}"
+        yield from _attention(f"{p}.self_attn", layer.self_attn, "self_attn_layer_norm", order)
+        yield from _attention(f"{p}.encoder_attn", layer.cross_attn, "encoder_attn_layer_norm", order)
+        yield from _ffn(p, layer.ffn, order)
+    yield "lm_head.weight", model.output.weight.detach()[:, order]
+
+
+def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
+    """The MarianConfig of ``model``: sizes, activation, positions, tying, and tbuild's special ids
+    (decoding starts from BOS, not Marian's usual PAD)."""
+    from transformers import MarianConfig
+
+    m, view = spec.model, resolve(spec.model)
+    return MarianConfig(
+        vocab_size=model.src_embed.tokens.num_embeddings, decoder_vocab_size=model.tgt_embed.tokens.num_embeddings,
+        d_model=m.d_model, encoder_layers=len(model.encoder), decoder_layers=len(model.decoder),
+        encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
+        encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
+        activation_function=view.encoder.groups[0].ffn.kind,  # relu or gelu (exact erf), as F.relu/F.gelu
+        max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
+        dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
+        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,
+        share_encoder_decoder_embeddings=m.tie_embeddings == "three_way",
+        tie_word_embeddings=m.tie_embeddings != "none",
+    )
+
+
+def generation_config(spec: Spec, max_length: int):  # noqa: ANN201 - transformers.GenerationConfig
+    """``generate`` defaults that decode as tbuild: start from BOS, never emit PAD or BOS, force EOS at the
+    length limit, the run's beam. (HF's length penalty is |Y|^α, not tbuild's ((5+|Y|)/6)^α, and its
+    limit is one max_length, not a·|X|+b: see export/parity.py.)"""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, forced_eos_token_id=EOS,
+        suppress_tokens=[PAD, BOS], num_beams=spec.decode.beam, length_penalty=spec.decode.alpha,
+        max_length=max_length, do_sample=False,
+    )
+
+
+def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianMTModel
+    """An in-memory MarianMTModel holding ``model``'s weights (float32, eval mode)."""
+    from transformers import MarianMTModel
+
+    check_exportable(spec, HF)
+    config = marian_config(model, spec)
+    hf = MarianMTModel(config).eval()
+    params = dict(hf.named_parameters(remove_duplicate=False))
+    written = set()
+    with torch.no_grad():
+        for name, tensor in marian_state(model, config.share_encoder_decoder_embeddings):
+            params[name].copy_(tensor.float())
+            written.add(name)
+        hf.final_logits_bias.zero_()
+    missing = {n for n in params if n not in written and ".embed_positions." not in n}
+    if missing:  # pragma: no cover - a transformers release that renamed a weight
+        raise AssertionError(f"MarianMTModel weights not written: {', '.join(sorted(missing))}")
+    hf.generation_config = generation_config(spec, config.max_position_embeddings)
+    return hf
+
+
+def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Path, max_length: int) -> None:
+    """MarianTokenizer's files for tbuild's one shared sentencepiece model: the same model as source.spm and
+    target.spm, and vocab.json naming every id as tbuild does (0 pad, 1 unk, 2 bos, 3 eos), so that
+    ``MarianTokenizer`` encodes to tbuild's ids and appends EOS, as tbuild's sources end."""
+    for name in ("source.spm", "target.spm"):
+        shutil.copyfile(spm_model, out / name)
+    (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocabulary)}, ensure_ascii=False))
+    config = {"tokenizer_class": "MarianTokenizer", "source_lang": spec.data.source_lang,
+              "target_lang": spec.data.target_lang, "unk_token": vocabulary[UNK], "eos_token": vocabulary[EOS],
+              "pad_token": vocabulary[PAD], "bos_token": vocabulary[BOS], "model_max_length": max_length,
+              "separate_vocabs": False}
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> None:
+    """Save the MarianMTModel folder (safetensors weights) with its tokenizer files into ``out``."""
+    from transformers.utils import logging
+
+    hf = to_marian(model, spec)
+    out.mkdir(parents=True, exist_ok=True)
+    logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
+    hf.save_pretrained(str(out))
+    rows = max(model.src_embed.tokens.num_embeddings, model.tgt_embed.tokens.num_embeddings)
+    names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]  # rows past the tokenizer
+    write_tokenizer(spm_model, names, spec, out, hf.config.max_position_embeddings)
+
+
+def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
+    """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
+    MarianMTModel folder in ``out``; returns which weights."""
+    from tbuild.builder import build_model
+
+    from ..data.tokenizer import Tokenizer
+    from ..errors import TbuildError
+    from ..weights import load_weights
+
+    check_exportable(run.spec, HF)  # refuse before loading anything
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise TbuildError("--to hf needs the transformers package: pip install -e '.[export]'") from None
+    tok = Tokenizer.load(run.tokenizer)
+    model = build_model(run.spec)
+    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
+    write_hf(model.eval(), run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    return weights

@@ -1,0 +1,196 @@
+"""Hugging Face MarianMTModel export: every mapped variant round-trips through save_pretrained /
+from_pretrained (teacher-forced logits within 1e-4 in float32, greedy outputs identical, also through
+``generate`` with nothing but the saved generation config); the sinusoid reordering is exact; the
+tokenizer files give tbuild's ids; everything else is refused by kind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from tbuild.builder import build_model, load_spec
+from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.positional import sinusoid_table
+from tbuild.engine.decoding.hf import hf_search
+from tbuild.engine.decoding.search import greedy_search
+from tbuild.engine.export.hf import marian_order, to_marian, write_hf
+from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable
+from tests.conftest import TINY
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+
+EPS = "model.norm={kind: layernorm, eps: 1.0e-5}"  # MarianMTModel's fixed LayerNorm eps
+VARIANTS = {
+    "post-norm relu (paper)": [],
+    "gelu": ["model.ffn={kind: gelu}"],
+    "decoder-tied": ["model.tie_embeddings=decoder"],
+    "untied, own source vocabulary": ["model.tie_embeddings=none", "model.src_vocab_size=30"],
+    "no attention biases": ["model.attention={kind: multihead, bias: false}",
+                            "model.cross_attention={kind: multihead, bias: false}"],
+    "unscaled embeddings": ["model.scale_embeddings=false"],
+    "stacks differ (heads, d_ff, layers)": ["model.decoder.heads=2", "model.decoder.d_ff=24", "model.decoder.layers=1"],
+    "max_positions": ["model.max_positions=32"],
+}
+
+
+def _export(overrides: list[str], tmp_path: Path):  # noqa: ANN202
+    spec = load_spec(TINY, [EPS, *overrides]).spec
+    model = build_model(spec).eval()
+    to_marian(model, spec).save_pretrained(tmp_path / "hf")
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    return spec, model, hf
+
+
+def _padded(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+
+
+@pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
+def test_round_trip(overrides: list[str], tmp_path: Path) -> None:
+    spec, model, hf = _export(overrides, tmp_path)
+    g = torch.Generator().manual_seed(1)
+    srcs = [torch.randint(4, spec.src_vocab_size(), (n,), generator=g).tolist() + [EOS] for n in (5, 9, 3)]
+    tgts = [[BOS] + torch.randint(4, 40, (n,), generator=g).tolist() for n in (6, 4, 7)]
+    src, tgt = _padded(srcs), _padded(tgts)  # a padded batch: the source mask matters
+    with torch.no_grad():
+        ours = model(src, tgt)
+        theirs = hf(input_ids=src, attention_mask=src.ne(PAD), decoder_input_ids=tgt).logits
+    real = tgt.ne(PAD)
+    assert (ours - theirs)[real].abs().max().item() < 1e-4
+    greedy = DecodeSpec(beam=1, alpha=0.6, max_len_a=1.0, max_len_b=5)
+    for s, h in zip(srcs, hf_search(hf, srcs, greedy, spec.model.max_positions), strict=True):
+        expected = greedy_search(model, torch.tensor([s]), max_len_a=1.0, max_len_b=5)[0]
+        assert h[0].tokens == expected
+        # The saved config alone decodes as tbuild: starts from BOS, bans PAD/BOS, forces EOS at the limit.
+        plain = hf.generate(input_ids=torch.tensor([s]), num_beams=1, max_length=len(s) + 5 + 1)[0].tolist()
+        assert plain == [BOS, *expected, EOS]
+
+
+def test_greedy_log_probs_match() -> None:
+    """hf_search's greedy scores are the model's log-probs, as tbuild's (not HF's processed scores)."""
+    spec = load_spec(TINY, [EPS]).spec
+    model = build_model(spec).eval()
+    hf = to_marian(model, spec)
+    src = [5, 6, 7, 8, EOS]
+    h = hf_search(hf, [src], DecodeSpec(beam=1, alpha=0.0, max_len_a=0.0, max_len_b=4), None)[0][0]
+    with torch.no_grad():
+        logp = model(torch.tensor([src]), torch.tensor([[BOS] + h.tokens]))[0].log_softmax(-1)
+    expected = logp.gather(-1, torch.tensor(h.tokens + [EOS])[:, None]).sum().item()
+    assert h.log_prob == pytest.approx(expected, abs=1e-4)
+
+
+def test_beam_at_alpha_0_matches_tbuild() -> None:
+    """With α = 0 both searches rank by log P alone and stop when no live beam can win, and a row at its
+    own limit (a batch of different limits) scores EOS with the model's log p: the same hypotheses."""
+    from tbuild.engine.decoding.search import beam_search
+
+    spec = load_spec(TINY, [EPS]).spec
+    model = build_model(spec).eval()
+    hf = to_marian(model, spec)
+    g = torch.Generator().manual_seed(3)
+    srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
+    decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)
+    for s, h in zip(srcs, hf_search(hf, srcs, decode, None), strict=True):
+        ours = beam_search(model, torch.tensor([s]), beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)[0][0]
+        assert h[0].tokens == ours.tokens
+        assert h[0].score == pytest.approx(ours.score, abs=1e-4)
+
+
+def test_marian_sinusoid_is_tbuild_table_reordered(tmp_path: Path) -> None:
+    """Marian rebuilds its table on load (sin half | cos half); tbuild interleaves (§3.5). Column j of
+    Marian's row p is column order[j] of tbuild's row p, at every position from 0, so reordering the
+    model dimension by ``marian_order`` makes the two embeddings the same vectors."""
+    spec, model, hf = _export(["model.max_positions=64"], tmp_path)
+    order = marian_order(spec.model.d_model)
+    assert sorted(order.tolist()) == list(range(spec.model.d_model))
+    ours = sinusoid_table(64, spec.model.d_model)
+    for table in (hf.model.encoder.embed_positions.weight, hf.model.decoder.embed_positions.weight):
+        assert table.shape == ours.shape
+        assert torch.allclose(table, ours[:, order], atol=1e-6, rtol=0)
+        assert torch.allclose(table[:, torch.argsort(order)], ours, atol=1e-6, rtol=0)
+    ids = torch.tensor([[7, 9, 11, EOS]])
+    with torch.no_grad():
+        theirs = hf.model.encoder.embed_tokens(ids) * hf.model.encoder.embed_scale
+        theirs = theirs + hf.model.encoder.embed_positions(ids.shape)
+        assert torch.allclose(theirs, model.src_embed(ids)[..., order], atol=1e-5, rtol=0)
+
+
+def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> None:
+    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.engine.data.tokenizer import Tokenizer
+
+    lines = (tiny_corpus / "train.en").read_text().splitlines() + (tiny_corpus / "train.de").read_text().splitlines()
+    tok = Tokenizer.train(lines, TokenizerSpec(vocab_size=200), tmp_path / "spm")
+    out = tmp_path / "hf"
+    spec = load_spec(TINY, [EPS, "model.vocab_size=240"]).spec  # 40 embedding rows past the tokenizer's pieces
+    write_hf(build_model(spec).eval(), spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    vocab = json.loads((out / "vocab.json").read_text())
+    assert len(vocab) == 240 and vocab[tok.sp.id_to_piece(57)] == 57 and vocab["<tbuild_unused_239>"] == 239
+    marian = transformers.MarianTokenizer.from_pretrained(str(out))
+    sentences = ["A man is riding a bike.", "Zwei Hunde spielen im Schnee, während ein Kind zusieht."]
+    for sentence, ids in zip(sentences, tok.encode(sentences), strict=True):
+        encoded = marian(sentence)["input_ids"]
+        assert encoded == ids + [EOS]  # tbuild's source: pieces then EOS, no BOS
+        assert marian.decode([BOS, *ids, EOS], skip_special_tokens=True) == tok.decode(ids)
+
+
+REFUSED = {
+    "local": (["model.attention={kind: local}"], "attention"),
+    "additive": (["model.attention={kind: additive}"], "attention"),
+    "relative": (["model.attention={kind: relative}"], "attention"),
+    "rope": (["model.positional={kind: rope}"], "positional"),
+    "alibi": (["model.positional={kind: alibi}"], "positional"),
+    "learned": (["model.positional={kind: learned}", "model.max_positions=32"], "positional"),
+    "none": (["model.positional={kind: none}"], "positional"),
+    "swiglu": (["model.ffn={kind: swiglu}"], "ffn"),
+    "rmsnorm": (["model.norm={kind: rmsnorm, eps: 1.0e-5}"], "norm"),
+}
+
+
+@pytest.mark.parametrize("kind", REFUSED)
+def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
+    overrides, registry = REFUSED[kind]
+    spec = load_spec(TINY, [EPS, *overrides]).spec
+    build_model(spec)  # a model tbuild can build and train...
+    with pytest.raises(UnsupportedExport, match=rf"{registry} kind '{kind}'.*hf supports {registry}:") as e:
+        check_exportable(spec, HF)  # ...that the export refuses rather than mis-exports
+    assert len(str(e.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("overrides, what", [
+    (["model.norm_placement=pre"], "norm_placement 'pre'"),
+    (["model.final_norm=true"], "final norm"),
+    ([], "LayerNorm eps 1e-06"),  # tbuild's default eps
+    (["model.attention={kind: multihead, kv_heads: 2}", "model.cross_attention={kind: multihead, kv_heads: 2}"],
+     "kv_heads 2"),
+    (["model.encoder.d_k=8", "model.encoder.d_v=8"], r"d_k \(8\) · heads \(4\) differs from d_model \(16\)"),
+    (["model.decoder.ffn={kind: gelu}"], "FFN kinds differ"),
+])
+def test_refused_structures(overrides: list[str], what: str) -> None:
+    base = [] if not overrides else [EPS]
+    with pytest.raises(UnsupportedExport, match=rf"cannot export to hf: .*{what}.*; hf needs post-norm"):
+        check_exportable(load_spec(TINY, base + overrides).spec, HF)
+
+
+def test_newly_registered_kind_is_refused(dummy_attention: None) -> None:
+    spec = load_spec(TINY, [EPS, "model.attention={kind: dummy_export_test}"]).spec
+    build_model(spec)
+    with pytest.raises(UnsupportedExport, match="attention kind 'dummy_export_test'.*hf supports attention: multihead"):
+        check_exportable(spec, HF)
+
+
+def test_transformers_is_imported_lazily() -> None:
+    """Importing tbuild (the CLI, the export and decoding modules) never imports transformers."""
+    import subprocess
+    import sys
+
+    code = ("import sys, tbuild.cli.app, tbuild.engine.export.hf, tbuild.engine.export.parity, "
+            "tbuild.engine.decoding.hf, tbuild.engine.decoding.engines; "
+            "assert 'transformers' not in sys.modules, 'transformers imported'")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
