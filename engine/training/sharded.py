@@ -32,6 +32,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 from ..checkpoint import read_checkpoint, save_weights
 from ..errors import CheckpointError
@@ -50,8 +51,10 @@ def _names(model: nn.Module) -> list[str]:
 
 
 def _first_names(model: nn.Module) -> set[str]:
-    """Names of the state dict's entries without the aliases of tied weights."""
-    return set(_names(model)) | {name for name, _ in model.named_buffers()}
+    """Names of the state dict's entries without the aliases of tied weights: the parameters (each
+    once) and the persistent buffers (non-persistent ones, e.g. sinusoid tables, are not saved)."""
+    every_param = {name for name, _ in model.named_parameters(remove_duplicate=False)}
+    return set(_names(model)) | {name for name in model.state_dict() if name not in every_param}
 
 
 def full_weights(model: nn.Module) -> dict[str, torch.Tensor]:
@@ -149,7 +152,7 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     meta = read_meta(folder, expect_hash)
     state, groups = _tensor_state(model, optimizer)
     try:
-        dcp.load(state, storage_reader=HuggingFaceStorageReader(str(folder)))
+        dcp.load(state, storage_reader=HuggingFaceStorageReader(str(folder)), no_dist=not dist.is_initialized())
     except (CheckpointException, SafetensorError, OSError, RuntimeError, ValueError, KeyError, AssertionError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise CheckpointError(f"{folder}: sharded checkpoint does not load ({type(e).__name__}: {first})") from None
@@ -159,10 +162,19 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     return meta
 
 
+def _like(full: torch.Tensor, local: torch.Tensor) -> torch.Tensor:
+    """``full`` laid out as ``local``: this process's shard of it where ``local`` is a DTensor (cut
+    here from the whole tensor every process has read: no communication), else the whole tensor."""
+    if isinstance(local, DTensor):
+        return distribute_tensor(full.to(local.device, local.dtype), local.device_mesh, local.placements,
+                                 src_data_rank=None)
+    return full.to(local.device)
+
+
 def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
               expect_hash: str | None = None) -> dict[str, Any]:
-    """Load a single-file checkpoint (written by any number of processes) into a sharded model and its
-    optimizer: every process reads the whole file and keeps its shards. Returns the metadata."""
+    """Load a single-file checkpoint (one process or DDP) into a sharded model and its optimizer:
+    every process reads the whole file and keeps its shards. Returns the metadata."""
     tensors, meta = read_checkpoint(path)
     if expect_hash is not None and meta.get("architecture") != expect_hash:
         raise CheckpointError(f"{path}: checkpoint is of another model (architecture {meta.get('architecture')}, "
@@ -174,14 +186,18 @@ def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer,
     missing = _first_names(model) - set(weights)
     if missing or set(weights) - _first_names(model):
         raise CheckpointError(f"{path}: weights do not fit the model (missing {sorted(missing)[:3]})")
-    set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True, strict=False))
+    local, _ = _tensor_state(model, optimizer)
     state: dict[str, dict[str, torch.Tensor]] = {}
-    for k, v in tensors.items():
-        if k.startswith("optim."):
-            _, idx, slot = k.split(".", 2)
-            state.setdefault(names[int(idx)], {})[slot] = v
-    groups = [{**g, "params": [names[i] for i in g["params"]]} for g in meta["optim_groups"]]
-    set_optimizer_state_dict(model, optimizer, {"state": state, "param_groups": groups},
-                             options=StateDictOptions(full_state_dict=True))
+    try:
+        for k, v in tensors.items():
+            if k.startswith("optim."):
+                _, idx, slot = k.split(".", 2)
+                state.setdefault(names[int(idx)], {})[slot] = _like(v, local["optim"][names[int(idx)]][slot])
+        weights = {k: _like(v, local["model"][k]) for k, v in weights.items()}
+    except (KeyError, IndexError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: optimizer state does not fit the model ({type(e).__name__}: {e})") from None
+    set_model_state_dict(model, weights, options=StateDictOptions(strict=False))  # tied aliases share
+    groups = get_optimizer_state_dict(model, optimizer)["param_groups"]  # from the spec; lr is set every step
+    set_optimizer_state_dict(model, optimizer, {"state": state, "param_groups": groups})
     torch.set_rng_state(tensors["rng.torch"])
     return meta
