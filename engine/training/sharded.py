@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,9 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     meta = read_meta(folder, expect_hash)
     state, groups = _tensor_state(model, optimizer)
     try:
-        dcp.load(state, storage_reader=HuggingFaceStorageReader(str(folder)), no_dist=not dist.is_initialized())
+        with warnings.catch_warnings():  # one process without a process group is meant, not an accident
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(state, storage_reader=HuggingFaceStorageReader(str(folder)), no_dist=not dist.is_initialized())
     except (CheckpointException, SafetensorError, OSError, RuntimeError, ValueError, KeyError, AssertionError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise CheckpointError(f"{folder}: sharded checkpoint does not load ({type(e).__name__}: {first})") from None
