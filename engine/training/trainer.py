@@ -256,6 +256,7 @@ class Trainer:
                                     self.optimizer, write=self.rank.is_main)
         elif self.rank.is_main:
             save_checkpoint(path, self.model, meta, self.optimizer)
+            shutil.rmtree(self.run.sharded_checkpoint(self.state.step), ignore_errors=True)  # else preferred
         if not self.rank.is_main:
             return
         self.run.prune(self.cfg.keep_last)

@@ -253,10 +253,10 @@ def test_fsdp_resumes_on_one_process_without_unpickling(reference: Path, fsdp_ru
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """One process (no process group) resumes from the 2-process sharded checkpoint (weights and the
     sharded optimizer state) and continues the uninterrupted curve; nothing is unpickled; a newer
-    checkpoint with a truncated shard is reported and passed over."""
+    checkpoint with a truncated shard is reported and passed over, and replaced when that step is saved."""
     run = tmp_path / "run"
     shutil.copytree(fsdp_run[0], run)
-    broken = RunDir(run).sharded_checkpoint(4)
+    broken = RunDir(run).sharded_checkpoint(6)
     shutil.copytree(RunDir(run).sharded_checkpoint(3), broken)
     shard = sorted(broken.glob("*.safetensors"))[1]
     shard.write_bytes(shard.read_bytes()[:-10])
@@ -270,10 +270,11 @@ def test_fsdp_resumes_on_one_process_without_unpickling(reference: Path, fsdp_ru
     train(load_spec(_fsdp_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)))
     monkeypatch.undo()
     messages = [d.get("message", "") for _, d in events]
-    assert any("step_00000004.dcp: shard files truncated" in m and "falling back" in m for m in messages), messages
+    assert any("step_00000006.dcp: shard files truncated" in m and "falling back" in m for m in messages), messages
     assert any("resumed from step_00000003.dcp (step 3" in m for m in messages), messages
     _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
     _assert_same_weights(reference, run, 6)
+    assert [p.name for p in RunDir(run).resume_points()] == ["step_00000003.dcp", "step_00000006.safetensors"]
 
 
 def test_fsdp_resumes_on_two_processes(reference: Path, fsdp_run: tuple[Path, Path], tmp_path: Path,
