@@ -128,7 +128,8 @@ def read_meta(folder: Path, expect_hash: str | None = None) -> dict[str, Any]:
     there and every shard it lists has the size written (a CheckpointError otherwise)."""
     try:
         meta = json.loads((folder / META).read_text())
-        shards = meta["shards"]
+        shards: dict[str, int] = dict(meta["shards"].items())  # file name -> bytes written
+        bytes.fromhex(meta["rng_torch"])  # checked here; set by load_sharded
         sizes = {name: (folder / name).stat().st_size for name in shards}
         present = {p.name for p in folder.glob(f"*{SHARD_SUFFIX}")}
     except FileNotFoundError as e:

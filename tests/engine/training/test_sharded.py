@@ -17,7 +17,7 @@ def _folder(tmp_path: Path) -> Path:
     for rank in (1, 2):
         (folder / f"shard-0000{rank}-model-00001-of-00001.safetensors").write_bytes(b"0123456789")
     shards = {p.name: 10 for p in folder.iterdir()}
-    (folder / META).write_text(json.dumps({"step": 3, "architecture": "abc", "shards": shards}))
+    (folder / META).write_text(json.dumps({"step": 3, "architecture": "abc", "shards": shards, "rng_torch": "00ff"}))
     return folder
 
 
@@ -29,6 +29,7 @@ def test_a_whole_directory_passes(tmp_path: Path) -> None:
     (lambda f: (f / META).unlink(), "incomplete sharded checkpoint (tbuild.json missing)"),
     (lambda f: (f / META).write_text("{"), "not a readable sharded checkpoint"),
     (lambda f: (f / META).write_text("{}"), "not a readable sharded checkpoint"),
+    (lambda f: (f / META).write_text('{"shards": [], "rng_torch": ""}'), "not a readable sharded checkpoint"),
     (lambda f: next(f.glob("shard-00002*")).unlink(), "incomplete sharded checkpoint (shard-00002"),
     (lambda f: next(f.glob("shard-00002*")).write_bytes(b"01234"), "truncated, changed or unexpected: shard-00002"),
     (lambda f: (f / "shard-00003-model-00001-of-00001.safetensors").write_bytes(b""), "unexpected: shard-00003"),
