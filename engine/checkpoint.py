@@ -74,6 +74,8 @@ def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     if expect_hash is not None and meta.get("architecture") != expect_hash:
         raise CheckpointError(f"{path}: checkpoint is of another model (architecture {meta.get('architecture')}, "
                               f"spec has {expect_hash})")
+    if optimizer is not None and "optim_groups" not in meta:
+        raise CheckpointError(f"{path}: weights only (no optimizer state to resume from)")
     load_model_weights(model, tensors, path)
     if optimizer is not None:
         state: dict[int, dict[str, torch.Tensor]] = {}

@@ -4,6 +4,7 @@ a checkpoint file) into a spec and its run. Imports no torch (``validate`` and `
 from __future__ import annotations
 
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from .errors import TbuildError
 from .files import atomic_write
 
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
+_SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,33 @@ class RunDir:
     def checkpoint(self, step: int) -> Path:
         return self.checkpoints / f"step_{step:08d}.safetensors"
 
+    def sharded_checkpoint(self, step: int) -> Path:
+        return self.checkpoints / f"step_{step:08d}.dcp"
+
     def step_checkpoints(self) -> list[Path]:
-        """The run's periodic checkpoints, oldest first."""
+        """The run's periodic weights files (whole checkpoints, or the weights of a sharded one), oldest first."""
+        return [p for _, p in self._found(_STEP)]
+
+    def resume_points(self) -> list[Path]:
+        """What each saved step resumes from, oldest first: its sharded checkpoint directory where there
+        is one, else its file."""
+        by_step = dict(self._found(_STEP))
+        by_step.update(self._found(_SHARDED))
+        return [by_step[step] for step in sorted(by_step)]
+
+    def prune(self, keep_last: int) -> None:
+        """Remove the files and directories of all but the newest ``keep_last`` saved steps."""
+        steps = sorted({step for pattern in (_STEP, _SHARDED) for step, _ in self._found(pattern)})
+        old = set(steps[:-keep_last])  # keep_last >= 1 (the schema)
+        for pattern in (_STEP, _SHARDED):
+            for step, path in self._found(pattern):
+                if step in old:
+                    shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+
+    def _found(self, pattern: re.Pattern[str]) -> list[tuple[int, Path]]:
         if not self.checkpoints.is_dir():
             return []
-        found = [(int(m.group(1)), p) for p in self.checkpoints.iterdir() if (m := _STEP.match(p.name))]
-        return [p for _, p in sorted(found)]
+        return sorted((int(m.group(1)), p) for p in self.checkpoints.iterdir() if (m := pattern.match(p.name)))
 
     def newest(self, k: int) -> list[Path]:
         """The newest ``k`` checkpoints, oldest first; an error if there are fewer."""

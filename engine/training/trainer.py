@@ -159,9 +159,10 @@ class Trainer:
 
     def _restore(self) -> TrainState:
         """The state of the newest readable checkpoint; a corrupt one is reported and the previous one used."""
-        for path in reversed(self.run.step_checkpoints()):
+        for path in reversed(self.run.resume_points()):
             try:
-                load = sharded.load_into if self.sharded else load_into
+                # a sharded (FSDP) checkpoint directory on any number of processes, else a whole file
+                load = sharded.load_sharded if path.is_dir() else sharded.load_into if self.sharded else load_into
                 meta = load(path, self.model, self.optimizer, expect_hash=self.spec.architecture_hash())
             except CheckpointError as e:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
@@ -250,7 +251,8 @@ class Trainer:
 
     def save_checkpoint(self) -> None:
         """Write step_N.safetensors (weights, optimizer, RNG, data position) and keep the last ``keep_last``.
-        Under FSDP2 the shards are gathered first (every process takes part); the main process writes."""
+        Under FSDP2 every process writes its shards into step_N.dcp/ and step_N.safetensors holds the
+        gathered weights only (``sharded.save_checkpoint``)."""
         path = self.run.checkpoint(self.state.step)
         if self.state.step == self.saved_step:
             return  # already saved at this step
@@ -258,13 +260,14 @@ class Trainer:
         meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train",
                 "grad_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None}
         if self.sharded:
-            sharded.save_checkpoint(path, self.model, meta, self.optimizer, write=self.rank.is_main)
+            sharded.save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,
+                                    self.optimizer, write=self.rank.is_main)
         elif self.rank.is_main:
             save_checkpoint(path, self.model, meta, self.optimizer)
+            shutil.rmtree(self.run.sharded_checkpoint(self.state.step), ignore_errors=True)  # else preferred
         if not self.rank.is_main:
             return
-        for old in self.run.step_checkpoints()[:-self.cfg.keep_last]:
-            old.unlink(missing_ok=True)
+        self.run.prune(self.cfg.keep_last)
         self.emit("checkpoint", {"step": self.state.step})
 
     # ------------------------------------------------------------------ the loop

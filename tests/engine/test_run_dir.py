@@ -36,3 +36,22 @@ def test_newest_checkpoints(tiny_run: Path) -> None:
     assert [p.name for p in run.newest(2)] == ["step_00000020.safetensors", "step_00000030.safetensors"]
     with pytest.raises(TbuildError, match="asked for the newest 9 checkpoints but only 3 exist"):
         run.newest(9)
+
+
+def test_resume_points_prefer_sharded_directories_and_prune_keeps_whole_steps(tmp_path: Path) -> None:
+    """A step with a sharded (FSDP) directory resumes from it, not from its weights-only file; pruning
+    removes old steps' files and directories together; temporary directories are not checkpoints."""
+    run = RunDir(tmp_path)
+    run.checkpoints.mkdir()
+    for step in (1, 2, 3, 4):
+        run.checkpoint(step).write_bytes(b"x")
+    for step in (2, 4, 5):
+        run.sharded_checkpoint(step).mkdir()
+    (run.checkpoints / "step_00000006.dcp.tmp").mkdir()
+    assert [p.name for p in run.resume_points()] == ["step_00000001.safetensors", "step_00000002.dcp",
+                                                     "step_00000003.safetensors", "step_00000004.dcp",
+                                                     "step_00000005.dcp"]
+    assert [p.name for p in run.step_checkpoints()] == [f"step_0000000{i}.safetensors" for i in (1, 2, 3, 4)]
+    run.prune(2)
+    assert sorted(p.name for p in run.checkpoints.iterdir()) == [
+        "step_00000004.dcp", "step_00000004.safetensors", "step_00000005.dcp", "step_00000006.dcp.tmp"]

@@ -7,7 +7,9 @@ update_freq counts batches over all processes). Dropout is 0: each process draws
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -18,6 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from safetensors import safe_open
 
 from tbuild.builder import load_spec
 from tbuild.engine.checkpoint import read_checkpoint
@@ -105,8 +108,8 @@ def _assert_same_weights(a: Path, b: Path, step: int) -> None:
     ignores a shift that is the same for every key), so what they get is rounding noise of ~1e-10,
     which Adam (update ≈ lr · g / |g|) blows up to ±lr whatever order the sums were taken in."""
     wa, _ = read_checkpoint(RunDir(a).checkpoint(step))
-    wb, _ = read_checkpoint(RunDir(b).checkpoint(step))
-    assert sorted(wa) == sorted(wb)
+    wb, _ = read_checkpoint(RunDir(b).checkpoint(step))  # under FSDP: the weights-only file
+    assert sorted(k for k in wa if k.startswith("model.")) == sorted(k for k in wb if k.startswith("model."))
     compared = [k for k in wa if k.startswith("model.") and not k.endswith("w_k.bias")]
     assert len(compared) > 20
     for k in compared:
@@ -161,29 +164,156 @@ def test_two_processes_resume_on_one(reference: Path, ddp_run: tuple[Path, Path]
     _assert_same_weights(reference, run, 6)
 
 
-def test_one_process_resumes_on_two(reference: Path, tmp_path: Path, tiny_corpus: Path) -> None:
+@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+def test_one_process_resumes_on_two(reference: Path, tmp_path: Path, tiny_corpus: Path, strategy: str) -> None:
     run = tmp_path / "run"
     shutil.copytree(reference, run)
     for path in RunDir(run).step_checkpoints()[1:]:
         path.unlink()  # as if the single process had stopped at step 3
-    result = _torchrun(_spec(tiny_corpus, run), tmp_path)
+    result = _torchrun(_spec(tiny_corpus, run, distributed={"strategy": strategy}), tmp_path)
     assert "resumed from step_00000003" in result.stdout
     _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
     _assert_same_weights(reference, run, 6)
 
 
-def test_fsdp_updates_equal_one_process_and_resume_on_one(reference: Path, tmp_path: Path,
-                                                          tiny_corpus: Path) -> None:
-    """FSDP2: the same updates as one process; its gathered checkpoint is the usual single file, which
-    one process resumes from (weights and the optimizer state that was sharded)."""
-    run = tmp_path / "run"
-    spec = _spec(tiny_corpus, run, max_steps=3, distributed={"strategy": "fsdp"})
-    _torchrun(spec, tmp_path)
+@pytest.fixture(scope="module")
+def fsdp_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """2 FSDP2 processes, 3 updates, a checkpoint at step 3; every write audited."""
+    folder = tmp_path_factory.mktemp("fsdp")
+    audit = folder / "audit"
+    audit.mkdir()
+    _torchrun(_spec(tiny_corpus, folder / "run", max_steps=3, distributed={"strategy": "fsdp"}), folder, audit=audit)
+    return folder / "run", audit
+
+
+def _fsdp_spec(tiny_corpus: Path, run: Path, **cfg: object) -> dict:
+    return _spec(tiny_corpus, run, distributed={"strategy": "fsdp"}, **cfg)
+
+
+def _shard_headers(folder: Path) -> dict[str, dict[str, list[int]]]:
+    """file name -> {tensor name: shape} of a sharded checkpoint's safetensors files (headers only)."""
+    out = {}
+    for path in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(path), framework="pt") as f:
+            out[path.name] = {k: list(f.get_slice(k).get_shape()) for k in f.keys()}  # noqa: SIM118
+    return out
+
+
+def test_fsdp_updates_equal_one_process(reference: Path, fsdp_run: tuple[Path, Path]) -> None:
+    """FSDP2: the same updates as one process; the weights-only file holds the gathered weights."""
+    run, _ = fsdp_run
     _assert_same_curve(reference, run, [1, 2, 3])
     _assert_same_weights(reference, run, 3)
-    train(load_spec(_spec(tiny_corpus, run, distributed={"strategy": "fsdp"})), quiet)
+
+
+def test_fsdp_checkpoint_is_per_rank_shards(reference: Path, fsdp_run: tuple[Path, Path]) -> None:
+    """step_3.dcp/ holds one safetensors file per rank, each with only its shards of the optimizer
+    state (together all of it), the meta in JSON, and no pickled DCP ``.metadata``; step_3.safetensors
+    holds the weights only."""
+    run, _ = fsdp_run
+    folder = RunDir(run).sharded_checkpoint(3)
+    files = _shard_headers(folder)
+    assert len(files) == 2 and sorted(p.name for p in folder.iterdir()) == sorted([*files, "tbuild.json"])
+    assert not list(run.rglob("*.metadata")) and not list(run.rglob("*.tmp"))
+    full, ref_meta = read_checkpoint(RunDir(reference).checkpoint(3))
+    rows: dict[str, int] = {}  # moment tensor -> its rows over both files
+    for shapes in files.values():
+        for key, shape in shapes.items():
+            if key.startswith("optim.") and key.endswith((".exp_avg", ".exp_avg_sq")):
+                rows[key] = rows.get(key, 0) + shape[0]
+    n_params = len([k for k in full if k.startswith("optim.") and k.endswith(".exp_avg")])
+    assert len(rows) == 2 * n_params  # every parameter's two Adam moments are stored
+    split = [k for k, n in rows.items() if n > 1]
+    assert len(split) > 20
+    for file, shapes in files.items():  # each file holds only part of every moment with > 1 row
+        assert all(shapes.get(k, [0])[0] < rows[k] for k in split), f"{file} holds a whole moment tensor"
+    meta = json.loads((folder / "tbuild.json").read_text())
+    assert meta["world"] == 2 and meta["strategy"] == "fsdp" and meta["step"] == 3
+    assert meta["batch_index"] == ref_meta["batch_index"] and sorted(meta["shards"]) == sorted(files)
+    weights, weights_meta = read_checkpoint(RunDir(run).checkpoint(3))
+    assert weights and all(k.startswith("model.") for k in weights) and weights_meta["kind"] == "weights"
+
+
+def test_fsdp_only_the_main_process_writes_beside_its_shard(fsdp_run: tuple[Path, Path]) -> None:
+    """Rank 1 writes its own shard file inside the temporary DCP directory (and asks for that
+    directory, which rank 0 made), nothing else; rank 0 writes everything else."""
+    run, audit = fsdp_run
+    tmp = str((RunDir(run).sharded_checkpoint(3)).resolve()) + ".tmp"
+    main = (audit / "writes.0").read_text()
+    assert "step_00000003.safetensors" in main and "tbuild.json" in main and f"os.rename {tmp} " in main, main
+    writes = [line.split(" ", 1) for line in (audit / "writes.1").read_text().splitlines()]
+    assert writes and all(event in ("open", "os.mkdir") for event, _ in writes), writes
+    shard = [path for event, path in writes if event == "open"]
+    assert shard and set(shard) == {f"{tmp}/shard-00002-model-00001-of-00001.safetensors"}, shard
+    assert {path for event, path in writes if event == "os.mkdir"} <= {tmp}
+
+
+def test_fsdp_resumes_on_one_process_without_unpickling(reference: Path, fsdp_run: tuple[Path, Path],
+                                                        tmp_path: Path, tiny_corpus: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """One process (no process group) resumes from the 2-process sharded checkpoint (weights and the
+    sharded optimizer state) and continues the uninterrupted curve; nothing is unpickled; a newer
+    checkpoint with a truncated shard is reported and passed over, and replaced when that step is saved."""
+    run = tmp_path / "run"
+    shutil.copytree(fsdp_run[0], run)
+    broken = RunDir(run).sharded_checkpoint(6)
+    shutil.copytree(RunDir(run).sharded_checkpoint(3), broken)
+    shard = sorted(broken.glob("*.safetensors"))[1]
+    shard.write_bytes(shard.read_bytes()[:-10])
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("unpickling while resuming")
+
+    for name in ("load", "loads", "Unpickler"):
+        monkeypatch.setattr(pickle, name, refuse)
+    events: list[tuple[str, dict]] = []
+    train(load_spec(_fsdp_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)))
+    monkeypatch.undo()
+    messages = [d.get("message", "") for _, d in events]
+    assert any("step_00000006.dcp: shard files truncated" in m and "falling back" in m for m in messages), messages
+    assert any("resumed from step_00000003.dcp (step 3" in m for m in messages), messages
     _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
     _assert_same_weights(reference, run, 6)
+    assert [p.name for p in RunDir(run).resume_points()] == ["step_00000003.dcp", "step_00000006.safetensors"]
+
+
+def test_fsdp_resumes_on_two_processes(reference: Path, fsdp_run: tuple[Path, Path], tmp_path: Path,
+                                       tiny_corpus: Path) -> None:
+    """Two processes resume from the sharded checkpoint and continue the uninterrupted curve; the
+    temporary directory of a save killed mid-write is passed over and then removed."""
+    run = tmp_path / "run"
+    shutil.copytree(fsdp_run[0], run)
+    stale = RunDir(run).checkpoints / "step_00000005.dcp.tmp"
+    stale.mkdir()
+    (stale / "shard-00001-model-00001-of-00001.safetensors").write_bytes(b"partial")
+    result = _torchrun(_fsdp_spec(tiny_corpus, run), tmp_path)
+    assert "resumed from step_00000003.dcp (step 3" in result.stdout and "warning" not in result.stdout
+    _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
+    _assert_same_weights(reference, run, 6)
+    assert not stale.exists() and RunDir(run).sharded_checkpoint(6).is_dir()
+    assert [p.name for p in RunDir(run).resume_points()] == ["step_00000003.dcp", "step_00000006.dcp"]
+
+
+def test_fsdp_weights_decode_and_average_on_one_process(fsdp_run: tuple[Path, Path], tmp_path: Path) -> None:
+    """The weights-only file of an FSDP run is what `tbuild decode` and `tbuild average` read."""
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    run = tmp_path / "run"
+    shutil.copytree(fsdp_run[0], run)
+    (run / "best.safetensors").unlink()  # decode falls back to the newest step checkpoint
+    runner = CliRunner()
+    decoded = runner.invoke(app, ["decode", str(run)], input="A dog runs.\nA cat.\n")
+    assert decoded.exit_code == 0, decoded.output
+    assert len(decoded.stdout.splitlines()) == 2
+    named = runner.invoke(app, ["decode", str(RunDir(run).checkpoint(3))], input="A dog runs.\nA cat.\n")
+    assert named.exit_code == 0 and named.stdout == decoded.stdout
+    averaged = runner.invoke(app, ["average", str(run), "--last", "1"])
+    assert averaged.exit_code == 0, averaged.output
+    tensors, _ = read_checkpoint(run / "averaged_last1.safetensors")
+    weights, _ = read_checkpoint(RunDir(run).checkpoint(3))
+    assert sorted(tensors) == sorted(weights)
 
 
 def test_update_freq_must_split_over_the_processes(tmp_path: Path, tiny_corpus: Path) -> None:
