@@ -40,28 +40,43 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
                progress: Callable[[int], None] = lambda _: None,
                after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
-    from a ``ctranslate2.Translator``, in input order, batched by length (module docstring)."""
+    from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
+
+    The runtime takes one length limit per call, tbuild one per sentence. Each batch runs once at its
+    largest limit; a row whose hypotheses all stay below its own limit got what a run at that limit
+    gives (with length penalty 0 the search ends when its ``beam``-th hypothesis finishes, so it never
+    reached the own limit), and only the other rows run again at their own limits (one call per limit).
+    On Multi30k test2016 (beam 4) this took the engine from 42 to 100+ sentences/s."""
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
-    banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
     for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
         rows = [todo[j] for j in batch]
         lengths = torch.tensor([len(sources[i]) for i in rows])
         pad = torch.arange(int(lengths.max()))[None, :] >= lengths[:, None]  # (B, S) as the native search sees it
+        limits = dict(zip(rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist(),
+                          strict=True))
         by_limit: dict[int, list[int]] = {}
-        for i, limit in zip(rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist(),
-                            strict=True):
-            by_limit.setdefault(limit, []).append(i)
+        top = max(limits.values())
+        for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top), strict=True):
+            if limits[i] == top or max(len(h) for h in out.hypotheses) < limits[i] - 1:
+                results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
+            else:
+                by_limit.setdefault(limits[i], []).append(i)
         for limit, group in by_limit.items():
-            pieces = [[tok.sp.id_to_piece(t) for t in sources[i][:-1]] for i in group]  # the runtime adds EOS
-            out = ct2.translate_batch(pieces, beam_size=spec.beam, num_hypotheses=spec.beam, length_penalty=0.0,
-                                      return_scores=True, min_decoding_length=0, max_decoding_length=limit - 1,
-                                      max_input_length=0, suppress_sequences=banned)
-            for i, r in zip(group, out, strict=True):
-                results[i] = _rerank(tok, r, spec.alpha)[: spec.nbest]
+            for i, out in zip(group, _translate(ct2, tok, [sources[i] for i in group], spec, limit), strict=True):
+                results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         after_batch()
         progress(len(rows))
     return results
+
+
+def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int) -> list[Any]:
+    """CTranslate2's ``beam`` finished hypotheses per source at output length limit ``limit`` (EOS counted)."""
+    pieces = [[tok.sp.id_to_piece(t) for t in source[:-1]] for source in sources]  # the runtime adds EOS
+    banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
+    return ct2.translate_batch(pieces, beam_size=spec.beam, num_hypotheses=spec.beam, length_penalty=0.0,
+                               return_scores=True, min_decoding_length=0, max_decoding_length=limit - 1,
+                               max_input_length=0, suppress_sequences=banned)
 
 
 def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:

@@ -82,3 +82,57 @@ def test_bad_options(run_copy: Path) -> None:
         load_engine(run, "onnx")
     with pytest.raises(TbuildError, match="--quantization 'int4'"):
         load_engine(run, "ctranslate2", quantization="int4", device="cpu")
+
+
+
+def _ids(lines: list[str], tokenizer) -> list[list[int]]:  # noqa: ANN001
+    return [ids + [3] for ids in tokenizer.encode(lines)]  # ids ending with EOS, as the engine's sources
+
+
+def test_batched_rows_keep_their_own_length_limits(run_copy: Path) -> None:
+    """Each row of a batch gets exactly what it gets decoded alone at its own limit (the tiny model
+    never says EOS, so every row reaches its limit and runs again at it)."""
+    from tbuild.engine.decoding.ct2 import ct2_search
+
+    run = resolve_run(run_copy, ["decode.nbest=3", "decode.max_len_b=3"])  # beam 3, limits |X| + 3
+    engine = load_engine(run, "ctranslate2", device="cpu")
+    sources = _ids(["A man.", "A man is riding a bike down the street.", "Two dogs play.", "Hi"], engine.tokenizer)
+    together = ct2_search(engine.ct2, engine.tokenizer, sources, run.spec.decode, None)
+    alone = [ct2_search(engine.ct2, engine.tokenizer, [s], run.spec.decode, None)[0] for s in sources]
+    assert [[h.tokens for h in hyps] for hyps in together] == [[h.tokens for h in hyps] for hyps in alone]
+    assert [h.score for hyps in together for h in hyps] == \
+        pytest.approx([h.score for hyps in alone for h in hyps], abs=1e-4)  # a padded batch vs one sentence
+    assert len({len(hyps[0].tokens) for hyps in together}) == 4  # four different limits
+
+
+def test_one_runtime_call_per_batch_unless_a_row_reaches_its_limit(run_copy: Path) -> None:
+    """With a stand-in runtime whose search ends after a set number of tokens (or at its limit): rows
+    that end below their own limit take the batch call's result; only the others (not the one whose
+    limit the batch ran at) run again, one call per limit."""
+    from types import SimpleNamespace
+
+    from tbuild.engine.decoding.ct2 import ct2_search
+
+    run = resolve_run(run_copy, ["decode.nbest=3", "decode.max_len_a=1", "decode.max_len_b=2"])  # |Y| <= |X| + 2
+    engine = load_engine(run, "ctranslate2", device="cpu")
+    calls: list[int] = []
+
+    def runtime(natural):  # noqa: ANN001, ANN202
+        def translate_batch(pieces, *, max_decoding_length, **_):  # noqa: ANN001, ANN003, ANN202
+            calls.append(max_decoding_length)
+            out = []
+            for p in pieces:
+                ends = [min(natural(len(p)) + k, max_decoding_length) for k in range(3)]
+                out.append(SimpleNamespace(hypotheses=[p[:1] * n for n in ends], scores=[-0.5 * n for n in ends]))
+            return out
+        return SimpleNamespace(translate_batch=translate_batch)
+
+    lines = ["A cat.", "Two dogs play in the snow.", "A man is riding a bike down the long and winding street."]
+    sources = _ids(lines, engine.tokenizer)
+    limits = [len(s) + 2 for s in sources]
+    assert len(set(limits)) == 3
+    ct2_search(runtime(lambda n: n // 2), engine.tokenizer, sources, run.spec.decode, None)
+    assert calls == [max(limits) - 1]  # every row ended below its limit: one call
+    calls.clear()
+    ct2_search(runtime(lambda n: n + 1), engine.tokenizer, sources, run.spec.decode, None)
+    assert sorted(calls) == sorted(limit - 1 for limit in limits)  # the batch at the top limit, then the two others
