@@ -46,7 +46,7 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     largest limit; a row whose hypotheses all stay below its own limit got what a run at that limit
     gives (with length penalty 0 the search ends when its ``beam``-th hypothesis finishes, so it never
     reached the own limit), and only the other rows run again at their own limits (one call per limit).
-    On Multi30k test2016 (beam 4) this took the engine from 42 to 100+ sentences/s."""
+    (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run twice.)"""
     results: list[list[Hypothesis]] = [[] for _ in sources]
     todo = [i for i, s in enumerate(sources) if s]
     for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
