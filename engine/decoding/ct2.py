@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, PAD
 
@@ -30,8 +28,8 @@ from ..errors import TbuildError
 from ..files import atomic_write
 from ..run_dir import Run
 from ..weights import weights_files
-from .search import Hypothesis, length_penalty, max_lengths
-from .translator import DEFAULT_MAX_SOURCE, encode_sources, length_batches
+from .search import Hypothesis, length_penalty
+from .translator import DEFAULT_MAX_SOURCE, encode_sources, limited_batches
 
 STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
 
@@ -48,13 +46,8 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     reached the own limit), and only the other rows run again at their own limits (one call per limit).
     (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run twice.)"""
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    todo = [i for i, s in enumerate(sources) if s]
-    for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
-        rows = [todo[j] for j in batch]
-        lengths = torch.tensor([len(sources[i]) for i in rows])
-        pad = torch.arange(int(lengths.max()))[None, :] >= lengths[:, None]  # (B, S) as the native search sees it
-        limits = dict(zip(rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist(),
-                          strict=True))
+    for rows, row_limits in limited_batches(sources, spec, max_output_len):
+        limits = dict(zip(rows, row_limits, strict=True))
         by_limit: dict[int, list[int]] = {}
         top = max(limits.values())
         for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top), strict=True):

@@ -22,8 +22,8 @@ import torch
 from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 
-from .search import Hypothesis, length_penalty, max_lengths
-from .translator import length_batches
+from .search import Hypothesis, length_penalty
+from .translator import limited_batches
 
 
 def _tokens(row: list[int]) -> list[int]:
@@ -85,12 +85,7 @@ def hf_search(hf: Any, sources: list[list[int]], spec: DecodeSpec, max_output_le
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
     from a ``MarianMTModel``, in input order, batched by length (module docstring)."""
     results: list[list[Hypothesis]] = [[] for _ in sources]
-    todo = [i for i, s in enumerate(sources) if s]
-    for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
-        rows = [todo[j] for j in batch]
-        lengths = torch.tensor([len(sources[i]) for i in rows])
-        pad = torch.arange(int(lengths.max()))[None, :] >= lengths[:, None]  # (B, S) as the native search sees it
-        limits = max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist()
+    for rows, limits in limited_batches(sources, spec, max_output_len):
         for i, hyps in zip(rows, _generate(hf, [sources[i] for i in rows], limits, spec), strict=True):
             results[i] = hyps[: spec.nbest]
         after_batch()

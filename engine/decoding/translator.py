@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from ..policy import Policy, choose_policy
 from ..run_dir import Run
 from ..weights import load_weights
 from .quantize import check_quantization, quantize_model
-from .search import Hypothesis, beam_search
+from .search import Hypothesis, beam_search, max_lengths
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
 
@@ -93,6 +93,18 @@ def length_batches(lengths: list[int], budget: int) -> list[list[int]]:
     if current:
         batches.append(current)
     return batches
+
+
+def limited_batches(sources: list[list[int]], spec: DecodeSpec,
+                    max_output_len: int | None) -> Iterator[tuple[list[int], list[int]]]:
+    """For another runtime's search: the non-empty sources' indices in length batches, each with its
+    rows' output length limits as the native search computes them (``search.max_lengths``)."""
+    todo = [i for i, s in enumerate(sources) if s]
+    for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
+        rows = [todo[j] for j in batch]
+        lengths = torch.tensor([len(sources[i]) for i in rows])
+        pad = torch.arange(int(lengths.max()))[None, :] >= lengths[:, None]  # (B, S) as the native search sees it
+        yield rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist()
 
 
 def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
