@@ -342,7 +342,9 @@ class TrainSpec(StrictModel):
     average_last: int = Field(5, ge=1, description="Checkpoints averaged by `tbuild average` (§6.1: 5 base, 20 big).")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="auto: bf16 autocast on a CUDA GPU that has it, fp16 with a gradient scaler on one "
-        "that does not (V100, T4), fp32 on CPU; bf16: autocast on CPU too; fp16: CUDA only."
+        "that does not (V100, T4); on a CPU bf16 autocast only where a short probe (cached per machine) measures "
+        "bf16 matmuls at the model's widths at least 1.2x as fast as fp32, else fp32. bf16: autocast on CPU too "
+        "(with a warning where it measures slower); fp16: CUDA only."
     )
     distributed: DistributedSpec = Field(
         default_factory=DistributedSpec, description="Training on several processes (torchrun, --nproc)."
@@ -384,7 +386,8 @@ class DecodeSpec(StrictModel):
     nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
     batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU; bf16: autocast on CPU too."
+        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU (the same translations on every machine); "
+        "bf16: autocast on CPU too (with a warning where it measures slower than fp32)."
     )
     quantization: Literal["float32", "int8"] = Field(
         "float32", description="Weights of the linear layers when decoding: int8 (CPU only; dynamic int8 "

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, guarded
+from .common import console, guarded, notify
 from .options import AVERAGE, CHECKPOINT, DEVICE, SET_OPTION, TARGET
 
 
@@ -41,7 +41,7 @@ def attention(
 
     run = resolve_run(target, set_)
     configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     d = run.spec.decode
     src_pieces, tgt_pieces, weights = attention_weights(translator, src, d.beam, d.alpha, d.max_len_b)
     console.print(f"translation: {translator.tokenizer.sp.decode_pieces(tgt_pieces[1:])}", highlight=False)

@@ -27,6 +27,14 @@ def _known_errors() -> dict[type[BaseException], int]:
     return {SpecError: 2, UnsupportedExport: 2, TbuildError: 1}
 
 
+def notify(message: str) -> None:
+    """A side note of a command on stderr (dim), e.g. the precision it chose; ``warning: …`` in yellow."""
+    if message.startswith("warning: "):
+        err_console.print(f"[yellow]warning:[/] {message[9:]}", highlight=False, soft_wrap=True)
+    else:
+        err_console.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)
+
+
 def guarded(fn: F) -> F:
     """Turn known errors into one red line on stderr and an exit code; tracebacks only with --debug."""
 

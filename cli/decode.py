@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from .common import err_console, guarded
+from .common import err_console, guarded, notify
 from .options import (
     ALPHA,
     AVERAGE,
@@ -58,7 +58,7 @@ def decode(
         err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
 
     translator = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                             device=device, notify=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False))
+                             device=device, notify=notify)
 
     show = input_ is not None and err_console.is_terminal
     with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

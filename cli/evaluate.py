@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from .common import console, err_console, guarded
+from .common import console, guarded, notify
 from .options import (
     ALPHA,
     AVERAGE,
@@ -56,11 +56,11 @@ def evaluate(
     run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     quantization = quantization or run.spec.decode.quantization
     decoder = None if engine == "native" and quantization == "float32" else load_engine(
         run, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
-        notify=lambda m: err_console.print(f"[dim]{m}[/]", highlight=False))
+        notify=notify)
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
                                                        ref=ref, after_batch=process.after_batch)
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from .common import console, guarded
+from .common import console, guarded, notify
 from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, SET_OPTION, TARGET
 
 
@@ -63,7 +63,7 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
     else:
         sources, references = read_split(run.spec.data, "valid", lambda _: None)
     process = configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device)
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     r = check_parity(run, translator, out, sources, references, target=to, after_batch=process.after_batch)
     console.print(f"parity on {r.sentences} sentences (beam {r.beam}, α {r.alpha}):", highlight=False)
     console.print(f"  BLEU tbuild {r.bleu_tbuild:.2f}, export {r.bleu_export:.2f}, delta {r.delta:+.2f}",

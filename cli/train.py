@@ -127,7 +127,7 @@ def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str) -> N
     """Train in this process: alone, or as one of the processes torchrun started."""
     from dataclasses import replace
 
-    from tbuild.engine.policy import choose_policy
+    from tbuild.engine.policy import choose_device, choose_policy, model_widths
     from tbuild.engine.process import configure_process
     from tbuild.engine.training import distributed
     from tbuild.engine.training.trainer import Trainer
@@ -138,8 +138,14 @@ def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str) -> N
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     process = configure_process(loaded.spec.train.threads or max(1, cores // local_world))
-    policy = choose_policy(loaded.spec.train.precision, device)
-    policy = replace(policy, device=distributed.init(rank, policy.device))
+    base = distributed.init(rank, choose_device(device))
+    # On a CPU the main process measures bf16 first; the others then read its cached measurement.
+    if not rank.is_main:
+        distributed.barrier(rank)
+    policy = replace(choose_policy(loaded.spec.train.precision, device, widths=model_widths(loaded.spec)),
+                     device=base)
+    if rank.is_main:
+        distributed.barrier(rank)
     try:
         emit = Reporter() if rank.is_main else Quiet(rank.index)
         trainer = Trainer(loaded, emit, policy=policy, rank=rank, after_step=process.after_step, fresh=fresh)

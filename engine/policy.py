@@ -1,20 +1,26 @@
 """One device and precision policy for every command: CUDA when present, with bf16 autocast where
 the GPU has it and fp16 autocast with a gradient scaler where it does not (V100, T4); the CPU
-otherwise, in fp32 unless bf16 autocast is asked for."""
+otherwise, where training's ``auto`` takes bf16 autocast only if a probe measures it clearly faster
+than fp32 at the model's widths (``precision.py``). Each policy says what it chose and why."""
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from tbuild.builder.schema import Spec
+
 from .errors import TbuildError
+from .precision import BF16_MIN_SPEEDUP, Probe, bf16_probe
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 DEVICES = ("auto", "cpu", "cuda")
+DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,8 @@ class Policy:
 
     device: torch.device
     autocast_dtype: torch.dtype | None = None
+    note: str = ""  # one line: what was chosen and why, e.g. "precision auto → fp32 (bf16 matmul 0.02× fp32 …)"
+    warning: str | None = None  # a choice the user forced that measures slower
 
     @property
     def precision(self) -> str:
@@ -83,13 +91,42 @@ def choose_device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def choose_policy(precision: Precision, device: str = "auto") -> Policy:
-    """bf16 autocast when asked, or by default on a CUDA device that supports it, else fp16 on CUDA
-    (it changes numerics slightly, so the CPU default stays fp32). fp16 is CUDA-only."""
+def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[int, int] | None = None,
+                  decoding: bool = False, probe: Callable[[int, int], Probe] = bf16_probe) -> Policy:
+    """The policy for ``precision`` on ``device``. CUDA: ``auto`` is bf16 autocast where the GPU has
+    it, else fp16 (with a loss scaler). CPU: fp16 is refused; training's ``auto`` is bf16 only when
+    ``probe`` at ``widths`` (d_model, d_ff) measures bf16 products at least BF16_MIN_SPEEDUP × fp32's,
+    and decoding's ``auto`` stays fp32 (the same translations on every machine); a forced bf16 that
+    measures slower than fp32 carries a warning."""
     dev = choose_device(device)
     if precision == "fp16" and dev.type != "cuda":
         raise TbuildError(f"precision fp16 needs a CUDA device (this run is on {dev.type}); use bf16 or fp32")
-    if precision == "auto" and dev.type == "cuda":
-        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    return Policy(dev, dtype)
+    if dev.type == "cuda":
+        if precision != "auto":
+            return Policy(dev, DTYPES.get(precision), f"precision {precision} (set in the spec)")
+        if torch.cuda.is_bf16_supported():
+            return Policy(dev, torch.bfloat16, "precision auto → bf16 (this GPU computes in bf16)")
+        return Policy(dev, torch.float16, "precision auto → fp16 with a loss scaler (this GPU has no bf16)")
+    if precision == "fp32":
+        return Policy(dev, None, "precision fp32 (set in the spec)")
+    if precision == "auto" and decoding:
+        return Policy(dev, None, "precision auto → fp32 (decoding on a CPU stays fp32: the same output on "
+                                 "every machine; decode.precision=bf16 to try bf16)")
+    if widths is None:  # nothing to measure at: keep the safe choice
+        if precision == "bf16":
+            return Policy(dev, torch.bfloat16, "precision bf16 (set in the spec)")
+        return Policy(dev, None, "precision auto → fp32 (no model widths to measure bf16 at)")
+    measured = probe(*widths)
+    if precision == "bf16":
+        slower = None
+        if measured.ratio < 1:
+            slower = (f"precision bf16 is set, but bf16 matmuls run at {measured.ratio:.2f}× the fp32 speed on "
+                      f"this CPU: precision auto (or fp32) would be faster")
+        return Policy(dev, torch.bfloat16, f"precision bf16 (set in the spec; {measured.describe()})", slower)
+    chosen = "bf16" if measured.ratio >= BF16_MIN_SPEEDUP else "fp32"
+    return Policy(dev, DTYPES[chosen], f"precision auto → {chosen} ({measured.describe()})")
+
+
+def model_widths(spec: Spec) -> tuple[int, int]:
+    """(d_model, d_ff) of a spec's model: the widths the CPU precision probe measures at."""
+    return spec.model.d_model, spec.model.encoder.d_ff

@@ -37,7 +37,7 @@ def load_engine(run: Run, engine: str = "native", *, quantization: str | None = 
     """The run's weights (``load_weights``'s choice) behind ``engine``. ``quantization`` (default: the
     spec's ``decode.quantization``) means the same for both engines: the weights type of the linear
     layers; native decodes float32 or int8 (``quantize.py``), CTranslate2 also int8_float32 and int16.
-    ``notify`` hears about (re-)exports."""
+    ``notify`` hears about (re-)exports and the precision chosen."""
     from .ct2 import load_ct2_translator
     from .translator import load_translator
 
@@ -45,6 +45,7 @@ def load_engine(run: Run, engine: str = "native", *, quantization: str | None = 
         raise TbuildError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     quantization = quantization or run.spec.decode.quantization
     if engine == "native":
-        return load_translator(run, checkpoint=checkpoint, average=average, device=device, quantization=quantization)
+        return load_translator(run, checkpoint=checkpoint, average=average, device=device, quantization=quantization,
+                               notify=notify)
     return load_ct2_translator(run, quantization=quantization, checkpoint=checkpoint,
                                average=average, device=device, notify=notify)

@@ -15,7 +15,7 @@ from tbuild.components.transformer import EncoderDecoder
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from ..policy import Policy, choose_policy
+from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
 from ..weights import load_weights
 from .quantize import check_quantization, quantize_model
@@ -47,16 +47,20 @@ class Translator:
 
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
-                    device: str = "auto", quantization: str = "float32") -> Translator:
+                    device: str = "auto", quantization: str = "float32",
+                    notify: Callable[[str], None] = lambda _: None) -> Translator:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
-    CPU for it and fp32 compute)."""
+    CPU for it and fp32 compute). ``notify`` hears the precision chosen and why."""
     if quantization == "int8":
         if device == "auto":
             device = "cpu"
         if run.spec.decode.precision == "bf16":
             raise TbuildError("int8 decoding computes in float32: set decode.precision to auto or fp32")
-    policy = choose_policy(run.spec.decode.precision, device)
+    policy = choose_policy(run.spec.decode.precision, device, widths=model_widths(run.spec), decoding=True)
+    notify(policy.note)
+    if policy.warning:
+        notify(f"warning: {policy.warning}")
     check_quantization(quantization, policy.device)
     tokenizer = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)

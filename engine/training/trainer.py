@@ -37,7 +37,7 @@ from ..data.prepare import prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
-from ..policy import Policy, choose_policy
+from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import run_dir_of
 from . import distributed, sharded
 from .compiled import compile_model
@@ -58,7 +58,7 @@ class Trainer:
                  after_step: Callable[[int], None] = lambda step: None, fresh: bool = False) -> None:
         self.loaded, self.emit, self.rank, self.after_step, self.fresh = loaded, emit, rank, after_step, fresh
         self.cfg = loaded.spec.train
-        self.policy = policy or choose_policy(self.cfg.precision)
+        self.policy = policy or choose_policy(self.cfg.precision, widths=model_widths(loaded.spec))
         self.run = run_dir_of(loaded)
         self.state = TrainState()
         self.saved_step = -1
@@ -93,8 +93,10 @@ class Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
         self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
-                  f"device {self.policy.device.type}, {torch.get_num_threads()} threads, "
-                  f"precision {self.policy.precision}")
+                  f"device {self.policy.device.type}, {torch.get_num_threads()} threads")
+        self.info(self.policy.note or f"precision {self.policy.precision}")
+        if self.policy.warning:
+            self.emit("warning", {"message": self.policy.warning})
         return self
 
     def _setup_files(self) -> None:
