@@ -98,7 +98,7 @@ def test_probe_shapes_are_the_model_widths_and_bounded() -> None:
     for d_model, d_ff in ((256, 1024), (1024, 4096)):  # fewer rows, so emulated bf16 stays short
         (rows, d_in, d_out), back = probe_shapes(d_model, d_ff)
         assert (d_in, d_out) == (d_model, d_ff) and back == (rows, d_ff, d_model)
-        assert 64 <= rows < 1024 and 2 * rows * d_in * d_out <= 2.5e8
+        assert 64 <= rows < 1024 and 2 * rows * d_in * d_out <= 6e8
     probe = measure(256, 1024, stand_in(NATIVE_SLOW))
     assert probe.fp32_gflops == pytest.approx(100) and probe.ratio == pytest.approx(NATIVE_SLOW)
 
