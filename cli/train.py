@@ -73,7 +73,8 @@ class Reporter:
         self.print(r["message"])
 
     def on_warning(self, r: dict[str, Any]) -> None:
-        (self.progress.console if self.progress else err_console).print(f"[yellow]warning:[/] {r['message']}")
+        (self.progress.console if self.progress else err_console).print(
+            f"[yellow]warning:[/] {r['message']}", highlight=False, soft_wrap=True)
 
     def on_end(self, r: dict[str, Any]) -> None:
         if self.progress is not None:
