@@ -12,7 +12,8 @@ Two workloads on the run's test split (``data.test``; ``--limit N``: its first N
 Tokens are output tokens with EOS (real) or steps (fixed). Every engine runs fp32 (CTranslate2 int8
 aside) with ``--threads`` threads, in one process; runs are interleaved (each repeat times every
 engine once, so other load on the machine hits all alike) after a warm-up, and the table shows the
-median of ``--repeats`` and the ratio of tokens/s to tbuild's in the same row group. Not a test:
+median of ``--repeats`` and tbuild's tokens/s over each engine's in the same row group (above 1:
+tbuild is faster), the direction of every tbuild benchmark. Not a test:
 
     python benchmarks/export_engines.py RUN [--limit 200] [--repeats 3] [--threads 2] [--json out.json]
 """
@@ -230,17 +231,17 @@ def report(run: Run, args: argparse.Namespace, device: str, n: int, results: dic
         ours_s, ours_t, _ = results[("tbuild", search, work)]
         rows.append({"engine": engine, "search": search, "workload": work, "seconds": seconds, "times": all_times,
                      "sentences_per_s": n / seconds, "tokens_per_s": tokens / seconds, "tokens": tokens,
-                     "bleu": bleu, "tokens_per_s_vs_tbuild": (tokens / seconds) / (ours_t / ours_s)})
+                     "bleu": bleu, "tbuild_over_engine": (ours_t / ours_s) / (tokens / seconds)})
     rows.sort(key=lambda r: (r["workload"] != "real", r["search"] != f"beam {args.beam}"))
     head = (f"{run.dir.path}: {n} test sentences, {device} ({cpu_name()}), {args.threads} threads, fp32 "
             f"(CT2 int8 aside), median of {args.repeats}; fixed = {args.out_len} steps per output")
     print(head)
     print(f"{'workload':9}{'search':>8}  {'engine':14}{'seconds':>9}{'sent/s':>9}{'tokens/s':>10}{'BLEU':>7}"
-          f"{'vs tbuild':>10}")
+          f"{'tbuild ×':>10}")
     for r in rows:
         bleu = f"{r['bleu']:7.2f}" if r["bleu"] is not None else f"{'-':>7}"
         print(f"{r['workload']:9}{r['search']:>8}  {r['engine']:14}{r['seconds']:9.3f}{r['sentences_per_s']:9.1f}"
-              f"{r['tokens_per_s']:10.0f}{bleu}{r['tokens_per_s_vs_tbuild']:9.2f}x")
+              f"{r['tokens_per_s']:10.0f}{bleu}{r['tbuild_over_engine']:9.2f}×")
     for name, why in skipped.items():
         print(f"skipped {name}: {why}")
     if args.json is not None:
