@@ -8,15 +8,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || python3 -m venv .venv
 version="$(sed -n 's/^torch==//p' constraints.txt)"
+have="$(.venv/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
 if [ -n "${TBUILD_TORCH:-}" ]; then
   case "$TBUILD_TORCH" in
     cpu | cu[0-9]*) ;;
     *) echo "setup: TBUILD_TORCH must be cpu or a CUDA tag such as cu126, not '$TBUILD_TORCH'" >&2; exit 2 ;;
   esac
-  have="$(.venv/bin/python -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
   if [ "$have" != "$version+$TBUILD_TORCH" ]; then
     .venv/bin/pip install -q "torch==$version+$TBUILD_TORCH" --index-url "https://download.pytorch.org/whl/$TBUILD_TORCH"
   fi
+fi
+if [ -z "${TBUILD_TORCH:-}" ] && [ -z "$have" ]; then
+  echo "setup: installing torch $version, pip's default build (on Linux x86_64 a CUDA one, a few GB;" \
+    "TBUILD_TORCH=cpu for the CPU-only build)"
 fi
 extra=()
 [ -d /opt/wheels ] && extra=(--find-links /opt/wheels)  # a local wheel folder, where there is one
