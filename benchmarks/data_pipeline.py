@@ -31,18 +31,27 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-MULTI30K = Path(os.environ.get("TBUILD_MULTI30K_MIRROR", REPO.parent / "shared" / "data" / "multi30k"))
 TBUILD = [str(Path(sys.executable).parent / "tbuild")]  # the console script beside this interpreter
 
 
-def read(name: str) -> list[str]:
-    with gzip.open(MULTI30K / name, "rt", encoding="utf-8") as f:
+def multi30k_train(folder: Path) -> Path:
+    """Multi30k's English and German training files in ``folder`` (copied from $TBUILD_DATA_MIRROR,
+    else downloaded; checked against their sha256); the prefix of the two files."""
+    from tbuild.engine.data.multi30k import fetch_multi30k
+
+    fetch_multi30k(folder, langs=("en", "de"), splits=("train",))
+    return folder / "train"
+
+
+def read(path: Path) -> list[str]:
+    with gzip.open(path, "rt", encoding="utf-8") as f:
         return [line.strip() for line in f]
 
 
-def write_corpus(folder: Path, n: int, seed: int = 0) -> Path:
-    """N pairs: each a join of two random Multi30k training pairs (1-2 sentences per side)."""
-    en, de = read("train.en.gz"), read("train.de.gz")
+def write_corpus(folder: Path, n: int, multi30k: Path, seed: int = 0) -> Path:
+    """N pairs: each a join of two random Multi30k training pairs (1-2 sentences per side); ``multi30k``:
+    the prefix of its training files."""
+    en, de = read(Path(f"{multi30k}.en.gz")), read(Path(f"{multi30k}.de.gz"))
     rng = random.Random(seed)
     folder.mkdir(parents=True, exist_ok=True)
     with (folder / "train.en").open("w", encoding="utf-8") as fe, \
@@ -137,13 +146,14 @@ def main() -> None:
     tok_run = root / "tokenizer"
     common = ["--set", "data.dataset=null", "--set", "data.valid=null", "--set", "data.test=null"]
     print(f"corpora and runs in {root}", flush=True)
+    multi30k = multi30k_train(root / "multi30k")
     subprocess.run(TBUILD + ["data", "prepare", str(spec), "--set", f"output_dir={tok_run}",
-                             "--set", f"data.train={MULTI30K / 'train'}"] + common,
+                             "--set", f"data.train={multi30k}"] + common,
                    check=True, cwd=REPO, stdout=subprocess.DEVNULL)
     results = []
     for n in args.sizes:
         started = time.monotonic()
-        prefix = write_corpus(root / f"corpus{n}", n)
+        prefix = write_corpus(root / f"corpus{n}", n, multi30k)
         print(f"{n:,} pairs written in {time.monotonic() - started:.0f} s", flush=True)
         sets = common + ["--set", f"data.train={prefix}", "--set", f"data.tokenizer.model={tok_run / 'spm.model'}",
                          "--set", f"output_dir={root / f'run{n}'}"]

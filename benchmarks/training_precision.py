@@ -3,7 +3,7 @@ number of steps, both measured in this run on the same data, seed and model. Not
 
     python benchmarks/training_precision.py [--spec specs/multi30k.yaml] [--steps 300] [--threads 2]
 
-Needs Multi30k (TBUILD_MULTI30K_MIRROR or network). Prints medians of the logged tokens/s.
+Needs Multi30k (TBUILD_DATA_MIRROR or network). Prints medians of the logged tokens/s.
 """
 
 from __future__ import annotations

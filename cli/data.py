@@ -22,8 +22,8 @@ def _group() -> None:
 def multi30k(
     dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Folder to put the .gz files in."),
     mirror: Path | None = typer.Option(
-        None, "--mirror", envvar="TBUILD_MULTI30K_MIRROR",
-        help="A local folder with the files (copied and checked) instead of downloading.",
+        None, "--mirror", help="A local folder with the files, or with a multi30k/ subfolder holding them (copied "
+        "and checked) instead of downloading (default: $TBUILD_DATA_MIRROR).",
     ),
 ) -> None:
     """Multi30k Task 1 (en/de/fr raw text): train, val, test2016, checked against their sha256."""

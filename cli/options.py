@@ -23,8 +23,8 @@ QUANTIZATION = typer.Option(
 EXPORT_QUANTIZATION = typer.Option(
     None, "--quantization", help="CTranslate2 weights type: float32 (default), int8, int8_float32 or int16.")
 MIRROR = typer.Option(
-    None, "--mirror", help="A local folder with the data set's files (upstream names), copied and checked instead "
-    "of downloading (default: $TBUILD_DATA_MIRROR; multi30k also reads $TBUILD_MULTI30K_MIRROR).",
+    None, "--mirror", help="A local folder with the data set's files (upstream names), or with one subfolder per "
+    "data set (DIR/multi30k/, DIR/wmt14/), copied and checked instead of downloading (default: $TBUILD_DATA_MIRROR).",
 )
 
 

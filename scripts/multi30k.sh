@@ -5,8 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 # Offline machines: copy Multi30k from a local mirror instead of downloading it.
-if [ -z "${TBUILD_MULTI30K_MIRROR:-}" ] && [ -d ../shared/data/multi30k ]; then
-  export TBUILD_MULTI30K_MIRROR="$(cd ../shared/data/multi30k && pwd)"
+if [ -z "${TBUILD_DATA_MIRROR:-}" ] && [ -d ../shared/data/multi30k ]; then
+  TBUILD_DATA_MIRROR="$(cd ../shared/data && pwd)"
+  export TBUILD_DATA_MIRROR
 fi
 tbuild=.venv/bin/tbuild
 $tbuild train specs/multi30k.yaml ${MINUTES:+--minutes "$MINUTES"}
@@ -14,5 +15,5 @@ $tbuild train specs/multi30k.yaml ${MINUTES:+--minutes "$MINUTES"}
 weights=(--average 5)
 [ -n "${MINUTES:-}" ] && weights=()
 printf 'A man in a blue shirt is riding a bike.\nTwo dogs are playing in the snow.\nA little girl eats an ice cream.\n' \
-  | $tbuild decode specs/multi30k.yaml --beam 4 "${weights[@]}"
-$tbuild evaluate specs/multi30k.yaml --split test --show 3 "${weights[@]}"
+  | $tbuild decode specs/multi30k.yaml --beam 4 ${weights[@]+"${weights[@]}"}
+$tbuild evaluate specs/multi30k.yaml --split test --show 3 ${weights[@]+"${weights[@]}"}

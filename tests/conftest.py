@@ -1,14 +1,16 @@
-"""Shared fixtures: tiny specs and models."""
+"""Shared fixtures: tiny specs and models, and Multi30k (from $TBUILD_DATA_MIRROR, else the user cache)."""
 
 from __future__ import annotations
 
+import gzip
+import os
 from pathlib import Path
 
 import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data" / "multi30k"
+DOWNLOAD_TIMEOUT = 5.0  # seconds per connection: an offline machine skips the data tests at once
 
 TINY = {
     "model": {
@@ -33,20 +35,57 @@ def tiny_model(overrides: list[str] | None = None, spec: dict | None = None):  #
     return build_model(loaded.spec).eval()
 
 
-def _mirror_lines(name: str, n: int) -> list[str]:
-    import gzip
-
-    with gzip.open(SHARED_DATA / name, "rt", encoding="utf-8") as f:
-        return [next(f).rstrip("\n") for _ in range(n)]
+def multi30k_cache() -> Path:
+    """Where the tests keep the Multi30k files they download: ``$XDG_CACHE_HOME/tbuild/multi30k``
+    (default ``~/.cache/tbuild/multi30k``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tbuild" / "multi30k"
 
 
 @pytest.fixture(scope="session")
-def tiny_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def multi30k(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder with Multi30k's nine ``<split>.<lang>.gz`` files, each checked against its pinned sha256,
+    put there by the project's own fetcher: copied from ``$TBUILD_DATA_MIRROR`` when it is set (a mirror
+    that lacks them fails the tests), else downloaded once into ``multi30k_cache()``. Without either the
+    tests that use it are skipped with the reason."""
+    from tbuild.engine.data.download import MIRROR_ENV
+    from tbuild.engine.data.multi30k import fetch_multi30k
+    from tbuild.engine.errors import DataError
+
+    if os.environ.get(MIRROR_ENV):
+        dest = tmp_path_factory.mktemp("multi30k")
+        try:
+            fetch_multi30k(dest, progress=False)
+        except DataError as e:
+            pytest.fail(f"{MIRROR_ENV} is set but unusable: {e}", pytrace=False)
+        return dest
+    dest = multi30k_cache()
+    try:
+        fetch_multi30k(dest, progress=False, timeout=DOWNLOAD_TIMEOUT)
+    except DataError as e:
+        pytest.skip(f"Multi30k not available: set {MIRROR_ENV} or allow the download ({e})")
+    return dest
+
+
+def multi30k_lines(folder: Path, name: str, n: int) -> list[str]:
+    """The first ``n`` lines of the Multi30k file ``name`` (e.g. ``val.en.gz``) in ``folder``."""
+    with gzip.open(folder / name, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line, _ in zip(f, range(n), strict=False)]  # fewer if the file is shorter
+
+
+@pytest.fixture(scope="session")
+def val_pairs(multi30k: Path) -> tuple[list[str], list[str]]:
+    """The first 600 English and German sentences of Multi30k's validation split (stripped)."""
+    en, de = ([line.strip() for line in multi30k_lines(multi30k, f"val.{lang}.gz", 600)] for lang in ("en", "de"))
+    return en, de
+
+
+@pytest.fixture(scope="session")
+def tiny_corpus(multi30k: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A 400-pair slice of Multi30k train and a 40-pair validation slice, as plain files."""
     root = tmp_path_factory.mktemp("corpus")
     for split, source, n in (("train", "train", 400), ("val", "val", 40), ("test", "test2016", 20)):
         for lang in ("en", "de"):
-            (root / f"{split}.{lang}").write_text("\n".join(_mirror_lines(f"{source}.{lang}.gz", n)) + "\n")
+            (root / f"{split}.{lang}").write_text("\n".join(multi30k_lines(multi30k, f"{source}.{lang}.gz", n)) + "\n")
     return root
 
 

@@ -35,8 +35,8 @@ class Files:
 def ensure_data(data: DataSpec, log: Log = lambda _: None, *, splits: Sequence[str] = SPLITS,
                 mirror: Path | None = None, progress: bool | None = None) -> None:
     """Let the spec's data set (if any) fetch the missing files of ``splits`` (default: all). ``mirror``:
-    a local folder with the data set's files, used instead of the network (default: the data set's
-    environment variable, e.g. ``$TBUILD_DATA_MIRROR``); ``progress``: download progress bars on
+    a local folder with the data set's files (or a subfolder per data set), used instead of the network
+    (default: ``$TBUILD_DATA_MIRROR``); ``progress``: download progress bars on
     stderr (None: when it is a terminal)."""
     if data.dataset is not None:
         DATASETS.build(data.dataset, mirror=mirror, progress=progress).ensure(data, log, splits)

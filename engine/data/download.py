@@ -54,18 +54,22 @@ def _digest(path: Path, algorithm: str) -> str:
     return digest.hexdigest()
 
 
-def resolve_mirror(mirror: Path | None, *env: str, what: str = "data") -> Path | None:
-    """``mirror`` if given, else the first of the environment variables ``env`` that is set; it
-    must be a folder."""
+def resolve_mirror(mirror: Path | None, dataset: str) -> Path | None:
+    """The folder to copy ``dataset``'s files from instead of downloading them: ``mirror`` if given,
+    else ``$TBUILD_DATA_MIRROR`` if set, else None (download). The folder holds the files itself or
+    one subfolder per data set (``DIR/multi30k/``, ``DIR/wmt14/``), which is then the one used."""
+    origin = ""
+    if mirror is None and os.environ.get(MIRROR_ENV):
+        mirror, origin = Path(os.environ[MIRROR_ENV]), f" (from ${MIRROR_ENV})"
     if mirror is None:
-        mirror = next((Path(os.environ[name]) for name in env if os.environ.get(name)), None)
-    if mirror is not None and not mirror.is_dir():
-        raise DataError(f"{what} mirror is not a folder: {mirror}")
-    return mirror
+        return None
+    if not mirror.is_dir():
+        raise DataError(f"{dataset} mirror is not a folder: {mirror}{origin}")
+    return mirror / dataset if (mirror / dataset).is_dir() else mirror
 
 
-def offline_hint(env: str = MIRROR_ENV, what: str = "the files") -> str:
-    return f"offline? pass --mirror DIR or set {env} to a folder with {what}"
+def offline_hint(what: str = "the files") -> str:
+    return f"offline? pass --mirror DIR or set {MIRROR_ENV} to a folder with {what}"
 
 
 def fetch(pinned: Pinned, final: Path, *, mirror: Path | None = None, progress: bool | None = None,

@@ -10,12 +10,10 @@ from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_files
-from .download import MIRROR_ENV as DATA_MIRROR_ENV
 from .download import Pinned, copy_checked, download, offline_hint, resolve_mirror, sha256_of
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"
-MIRROR_ENV = "TBUILD_MULTI30K_MIRROR"
 LANGS = ("en", "de", "fr")
 # local split name -> upstream name
 LOCAL_SPLITS = {"train": "train", "val": "val", "test2016": "test_2016_flickr"}
@@ -37,7 +35,7 @@ SIZE = {
     "val.en.gz": 21650, "val.de.gz": 24681, "val.fr.gz": 23001,
     "test2016.en.gz": 21077, "test2016.de.gz": 22890, "test2016.fr.gz": 22310,
 }
-HINT = offline_hint(MIRROR_ENV, "the Multi30k .gz files")
+HINT = offline_hint("the Multi30k .gz files")
 
 
 def _from_mirror(mirror: Path, final: Path, upstream: str) -> None:
@@ -61,8 +59,9 @@ def fetch_multi30k(
 ) -> list[Path]:
     """Put ``<split>.<lang>.gz`` into ``dest``; return the files written (verified ones are skipped).
 
-    Source: ``mirror`` (or ``$TBUILD_MULTI30K_MIRROR``, else ``$TBUILD_DATA_MIRROR``) if set, else
-    ``base_url`` (upstream names). ``progress``: a progress bar on stderr (None: on a terminal)."""
+    Source: ``mirror`` (else ``$TBUILD_DATA_MIRROR``; either may hold the files or a ``multi30k/``
+    subfolder with them) if set, else ``base_url`` (upstream names). ``progress``: a progress bar on
+    stderr (None: on a terminal)."""
     langs, splits = tuple(langs), tuple(splits)
     for lang in langs:
         if lang not in LANGS:
@@ -70,7 +69,7 @@ def fetch_multi30k(
     for split in splits:
         if split not in LOCAL_SPLITS:
             raise DataError(f"Multi30k has no split {split!r}; choose from {', '.join(LOCAL_SPLITS)}")
-    mirror = resolve_mirror(mirror, MIRROR_ENV, DATA_MIRROR_ENV, what="Multi30k")
+    mirror = resolve_mirror(mirror, "multi30k")
     try:
         dest.mkdir(parents=True, exist_ok=True)
     except OSError as e:

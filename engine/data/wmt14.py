@@ -25,7 +25,7 @@ from tbuild.builder.schema import DATASETS, DataSpec, Wmt14Dataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_files
-from .download import MIRROR_ENV, Pinned, fetch, offline_hint, resolve_mirror
+from .download import Pinned, fetch, offline_hint, resolve_mirror
 
 Log = Callable[[str], None]
 LANGS = ("en", "de")
@@ -58,7 +58,7 @@ TRAINING = (
 )
 # split -> the sacreBLEU test set filling it
 TEST_SETS = {"valid": "wmt13", "test": "wmt14/full"}
-HINT = offline_hint(MIRROR_ENV, "the WMT14 archives (training-parallel-*.tgz, test.tgz, test-full.tgz)")
+HINT = offline_hint("the WMT14 archives (training-parallel-*.tgz, test.tgz, test-full.tgz)")
 
 
 @DATASETS.register(Wmt14Dataset)
@@ -73,7 +73,7 @@ class Wmt14:
         src, tgt = data.source_lang, data.target_lang
         if {src, tgt} != set(LANGS):
             raise DataError(f"data.dataset wmt14 provides en-de and de-en (English-German, §5.1), not {src}-{tgt}")
-        mirror = resolve_mirror(self.mirror, MIRROR_ENV, what="wmt14")
+        mirror = resolve_mirror(self.mirror, "wmt14")
         for split in splits:
             if getattr(data, split) is None:
                 continue

@@ -17,6 +17,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -25,7 +26,6 @@ import torch.distributed.checkpoint as dcp
 from safetensors import SafetensorError
 from torch import nn
 from torch.distributed.checkpoint import CheckpointException
-from torch.distributed.checkpoint.hf_storage import HuggingFaceStorageReader, HuggingFaceStorageWriter
 from torch.distributed.checkpoint.state_dict import (
     StateDictOptions,
     get_model_state_dict,
@@ -43,6 +43,23 @@ META = "tbuild.json"  # in a sharded checkpoint directory, beside the shards
 TMP_SUFFIX = ".tmp"  # step_N.dcp.tmp: being written; renamed to step_N.dcp once whole
 SHARD_SUFFIX = ".safetensors"
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)  # whole tensors, on the CPU of rank 0 only
+# DCP's safetensors storage with every rank writing its own shards (HuggingFaceStorageWriter(save_distributed=...))
+MIN_TORCH = "2.9"
+
+
+def require_torch() -> None:
+    """Refuse, in one line, a torch too old for sharded checkpoints (the rest of tbuild runs on older)."""
+    if torch.__version__ < MIN_TORCH:
+        raise CheckpointError(f"sharded (FSDP) checkpoints need torch >= {MIN_TORCH}, this is torch "
+                              f"{torch.__version__}: upgrade torch, or train with distributed.strategy: ddp")
+
+
+def _hf_storage() -> ModuleType:
+    """``torch.distributed.checkpoint.hf_storage``, imported when a sharded checkpoint is saved or loaded."""
+    require_torch()
+    from torch.distributed.checkpoint import hf_storage
+
+    return hf_storage
 
 
 def _names(model: nn.Module) -> list[str]:
@@ -105,7 +122,7 @@ def save_checkpoint(folder: Path, weights_file: Path, model: nn.Module, meta: di
     _barrier()  # the directory exists (and no stale one is being removed) before anyone writes
     state, _ = _tensor_state(model, optimizer)
     # Returns once every process's shard is written and fsynced (DCP gathers their write results).
-    dcp.save(state, storage_writer=HuggingFaceStorageWriter(str(tmp), save_distributed=True))
+    dcp.save(state, storage_writer=_hf_storage().HuggingFaceStorageWriter(str(tmp), save_distributed=True))
     weights = full_weights(model)  # a collective as well
     if not write:
         return
@@ -156,7 +173,8 @@ def load_sharded(folder: Path, model: nn.Module, optimizer: torch.optim.Optimize
     try:
         with warnings.catch_warnings():  # one process without a process group is meant, not an accident
             warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-            dcp.load(state, storage_reader=HuggingFaceStorageReader(str(folder)), no_dist=not dist.is_initialized())
+            dcp.load(state, storage_reader=_hf_storage().HuggingFaceStorageReader(str(folder)),
+                     no_dist=not dist.is_initialized())
     except (CheckpointException, SafetensorError, OSError, RuntimeError, ValueError, KeyError, AssertionError) as e:
         first = (str(e).strip().splitlines() or [""])[0][:200]
         raise CheckpointError(f"{folder}: sharded checkpoint does not load ({type(e).__name__}: {first})") from None

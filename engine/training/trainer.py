@@ -22,6 +22,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -39,7 +40,7 @@ from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import run_dir_of
-from . import distributed, sharded
+from . import distributed
 from .compiled import compile_model
 from .distributed import Rank
 from .metrics import LogWindow, MetricsLog
@@ -49,6 +50,14 @@ Event = Callable[[str, dict[str, Any]], None]
 
 __all__ = ["Rank", "Trainer", "train"]
 
+
+
+def _sharded() -> ModuleType:
+    """The FSDP2 checkpoint module, imported only where a sharded checkpoint is saved or loaded: it
+    imports torch.distributed.checkpoint, whose safetensors storage needs a newer torch than the rest."""
+    from . import sharded
+
+    return sharded
 
 class Trainer:
     """Train ``loaded.spec`` in its run directory, resuming from the newest readable checkpoint there.
@@ -142,6 +151,8 @@ class Trainer:
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
         self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
         self.sharded = distributed.is_sharded(self.wrapped)
+        if self.sharded:
+            _sharded().require_torch()  # before the first step, not at the first checkpoint
         self.scaler = self.policy.grad_scaler()
         self.module = compile_model(self.wrapped) if self.cfg.compile else self.wrapped
         pad_multiple, row_steps = self.policy.shape_buckets
@@ -164,7 +175,8 @@ class Trainer:
         for path in reversed(self.run.resume_points()):
             try:
                 # a sharded (FSDP) checkpoint directory on any number of processes, else a whole file
-                load = sharded.load_sharded if path.is_dir() else sharded.load_into if self.sharded else load_into
+                load = (_sharded().load_sharded if path.is_dir() else _sharded().load_into if self.sharded
+                        else load_into)
                 meta = load(path, self.model, self.optimizer, expect_hash=self.spec.architecture_hash())
             except CheckpointError as e:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
@@ -249,7 +261,7 @@ class Trainer:
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The whole model's tensors on the CPU (gathered from the shards under FSDP2)."""
-        return sharded.full_weights(self.model) if self.sharded else model_tensors(self.model)
+        return _sharded().full_weights(self.model) if self.sharded else model_tensors(self.model)
 
     def save_checkpoint(self) -> None:
         """Write step_N.safetensors (weights, optimizer, RNG, data position) and keep the last ``keep_last``.
@@ -262,8 +274,8 @@ class Trainer:
         meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train",
                 "grad_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None}
         if self.sharded:
-            sharded.save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,
-                                    self.optimizer, write=self.rank.is_main)
+            _sharded().save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,
+                                       self.optimizer, write=self.rank.is_main)
         elif self.rank.is_main:
             save_checkpoint(path, self.model, meta, self.optimizer)
             shutil.rmtree(self.run.sharded_checkpoint(self.state.step), ignore_errors=True)  # else preferred

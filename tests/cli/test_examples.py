@@ -55,16 +55,15 @@ def test_examples_cover_every_registered_variant() -> None:
         assert not missing, f"no example uses {name} kinds {sorted(missing)}"
 
 
-def test_example_trains_three_steps_through_the_cli(tmp_path: Path) -> None:
+def test_example_trains_three_steps_through_the_cli(tmp_path: Path, multi30k: Path) -> None:
     """`tbuild train` on an example as a user runs it: copied with the spec it extends, so its
-    relative data paths resolve under tmp_path, where Multi30k is fetched from the local mirror."""
+    relative data paths resolve under tmp_path, where Multi30k is fetched from the tests' copy."""
     import json
     import shutil
 
     from typer.testing import CliRunner
 
     from tbuild.cli.app import app
-    from tests.conftest import SHARED_DATA
 
     folder = tmp_path / "specs" / "examples"
     folder.mkdir(parents=True)
@@ -73,7 +72,7 @@ def test_example_trains_three_steps_through_the_cli(tmp_path: Path) -> None:
     run = tmp_path / "run"
     result = CliRunner().invoke(
         app, ["train", str(folder / "relative.yaml"), "--set", "train.max_steps=3", "--set", f"output_dir={run}"],
-        env={"TBUILD_MULTI30K_MIRROR": str(SHARED_DATA), "COLUMNS": "200"})
+        env={"TBUILD_DATA_MIRROR": str(multi30k), "COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert (tmp_path / "data" / "multi30k" / "train.en.gz").exists()
     assert "stopped (max_steps) at step 3" in result.output

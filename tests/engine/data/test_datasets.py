@@ -10,7 +10,6 @@ from tbuild.builder.schema import DATASETS
 from tbuild.engine.data.corpus import read_parallel, split_files
 from tbuild.engine.data.datasets import ensure_data, fetch_data, read_split
 from tbuild.engine.errors import DataError
-from tests.conftest import SHARED_DATA
 from tests.engine.data.test_corpus import data_spec
 
 
@@ -27,13 +26,13 @@ def test_read_split_refuses_an_empty_split(tmp_path: Path) -> None:
 
 
 def test_ensure_data_ignores_other_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(tmp_path / "absent"))  # never looked at
     ensure_data(data_spec(train=str(tmp_path / "train")))
     assert list(tmp_path.iterdir()) == []
 
 
-def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, multi30k: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(multi30k))
     dest = tmp_path / "m30k"
     data = data_spec(dataset="multi30k", source_lang="en", target_lang="fr",
                      valid=str(dest / "val"), test=str(dest / "test2016"))
@@ -45,8 +44,9 @@ def test_ensure_data_fetches_missing_multi30k(tmp_path: Path, monkeypatch: pytes
     assert logged and "fetching Multi30k" in logged[0]
 
 
-def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+def test_ensure_data_names_what_multi30k_provides(tmp_path: Path, multi30k: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(multi30k))
     provides = r"data\.valid: .*dev\.en not found; Multi30k provides train\.<lang>\.gz"
     with pytest.raises(DataError, match=provides):
         ensure_data(data_spec(dataset="multi30k", valid=str(tmp_path / "dev")))

@@ -109,10 +109,32 @@ def test_mirror_copy_by_local_or_upstream_name(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["local.tgz"]
 
 
-def test_resolve_mirror(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("A_MIRROR", raising=False)
-    monkeypatch.setenv("B_MIRROR", str(tmp_path))
-    assert resolve_mirror(None, "A_MIRROR") is None
-    assert resolve_mirror(None, "A_MIRROR", "B_MIRROR") == tmp_path
+def test_resolve_mirror_from_the_argument_or_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
+    assert resolve_mirror(None, "wmt14") is None
+    assert resolve_mirror(tmp_path, "wmt14") == tmp_path
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(tmp_path))
+    assert resolve_mirror(None, "wmt14") == tmp_path
+    other = tmp_path / "other"
+    other.mkdir()
+    assert resolve_mirror(other, "wmt14") == other  # the argument wins
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", "")
+    assert resolve_mirror(None, "wmt14") is None  # set but empty: unset
+
+
+def test_resolve_mirror_takes_the_data_sets_subfolder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "multi30k").mkdir()
+    (tmp_path / "wmt14").write_bytes(b"")  # a file of that name is no subfolder
+    assert resolve_mirror(tmp_path, "multi30k") == tmp_path / "multi30k"
+    assert resolve_mirror(tmp_path, "wmt14") == tmp_path
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(tmp_path))
+    assert resolve_mirror(None, "multi30k") == tmp_path / "multi30k"
+
+
+def test_resolve_mirror_refuses_a_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
     with pytest.raises(DataError, match=r"^wmt14 mirror is not a folder: .*absent$"):
-        resolve_mirror(tmp_path / "absent", what="wmt14")
+        resolve_mirror(tmp_path / "absent", "wmt14")
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(tmp_path / "gone"))
+    with pytest.raises(DataError, match=r"^multi30k mirror is not a folder: .*gone \(from \$TBUILD_DATA_MIRROR\)$"):
+        resolve_mirror(None, "multi30k")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pytest
@@ -14,15 +13,6 @@ from tbuild.engine.data.pairs import Pairs, load_pairs
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
 from tbuild.engine.errors import DataError
 from tbuild.engine.run_dir import RunDir
-from tests.conftest import SHARED_DATA
-
-
-def val_lines(lang: str, n: int = 600) -> list[str]:
-    with gzip.open(SHARED_DATA / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [line.strip() for line in f][:n]
-
-
-EN, DE = val_lines("en"), val_lines("de")
 
 
 def corpus(folder: Path, name: str, src: list[str], tgt: list[str]) -> str:
@@ -37,14 +27,16 @@ def make_spec(data: dict, **model: object):  # noqa: ANN201 - Spec
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+def tok(val_pairs: tuple[list[str], list[str]], tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    en, de = val_pairs
     folder = tmp_path_factory.mktemp("corpus")
-    spec = make_spec({"train": corpus(folder, "train", EN, DE)})
+    spec = make_spec({"train": corpus(folder, "train", en, de)})
     return prepare_tokenizer(spec, RunDir(folder / "run"), lambda _: None)
 
 
-def test_prepare_trains_stores_and_reuses(tmp_path: Path) -> None:
-    train = corpus(tmp_path / "c", "train", EN, DE)
+def test_prepare_trains_stores_and_reuses(tmp_path: Path, val_pairs: tuple[list[str], list[str]]) -> None:
+    en, de = val_pairs
+    train = corpus(tmp_path / "c", "train", en, de)
     spec = make_spec({"train": train})
     logs: list[str] = []
     run = tmp_path / "run"
@@ -55,11 +47,13 @@ def test_prepare_trains_stores_and_reuses(tmp_path: Path) -> None:
     for suffix in (".en", ".de"):
         Path(train + suffix).unlink()  # the stored model is reused: no training data needed
     again = prepare_tokenizer(spec, RunDir(run), logs.append)
-    assert again.encode(EN[:5]) == tok.encode(EN[:5]) and "from an earlier run" in logs[-1]
+    assert again.encode(en[:5]) == tok.encode(en[:5]) and "from an earlier run" in logs[-1]
 
 
-def test_prepare_samples_max_sentences_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_samples_max_sentences_pairs(tmp_path: Path, val_pairs: tuple[list[str], list[str]],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """max_sentences is a seeded sample of pairs (both sides of the same pairs), taken in one place."""
+    en, de = val_pairs
     seen: list[list[str]] = []
     real = spm.SentencePieceTrainer.train
 
@@ -69,7 +63,7 @@ def test_prepare_samples_max_sentences_pairs(tmp_path: Path, monkeypatch: pytest
         real(sentence_iterator=iter(lines), **kwargs)
 
     monkeypatch.setattr(spm.SentencePieceTrainer, "train", spy)
-    data = {"train": corpus(tmp_path, "train", EN, DE), "tokenizer": {"vocab_size": 200, "max_sentences": 250}}
+    data = {"train": corpus(tmp_path, "train", en, de), "tokenizer": {"vocab_size": 200, "max_sentences": 250}}
     logs: list[str] = []
     for seed, name in ((1, "a"), (1, "b"), (2, "c")):
         spec = load_spec({"data": data, "train": {"seed": seed}}).spec
@@ -77,7 +71,7 @@ def test_prepare_samples_max_sentences_pairs(tmp_path: Path, monkeypatch: pytest
     assert "on 250 + 250 sentences" in logs[-1]
     assert [len(s) for s in seen] == [500, 500, 500]
     assert seen[0] == seen[1] and seen[0] != seen[2]
-    pairs = set(zip(EN, DE, strict=True))
+    pairs = set(zip(en, de, strict=True))
     assert all((en, de) in pairs for en, de in zip(seen[0][:250], seen[0][250:], strict=True))
 
 
@@ -113,13 +107,14 @@ def test_prepare_without_train_split(tmp_path: Path) -> None:
         prepare_tokenizer(make_spec({}), RunDir(tmp_path), lambda _: None)
 
 
-def test_pairs_end_with_eos(tmp_path: Path, tok: Tokenizer) -> None:
-    spec = make_spec({"valid": corpus(tmp_path, "valid", EN[:50], DE[:50])})
+def test_pairs_end_with_eos(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]]) -> None:
+    en, de = val_pairs
+    spec = make_spec({"valid": corpus(tmp_path, "valid", en[:50], de[:50])})
     pairs = load_pairs(spec, "valid", tok, lambda _: None)
     assert isinstance(pairs, Pairs) and len(pairs) == 50 and len(pairs.tgt) == 50
-    assert pairs.src[3] == tok.encode([EN[3]])[0] + [EOS]
-    assert pairs.tgt[3] == tok.encode([DE[3]])[0] + [EOS]
-    assert tok.decode(pairs.tgt[7]) == DE[7]
+    assert pairs.src[3] == tok.encode([en[3]])[0] + [EOS]
+    assert pairs.tgt[3] == tok.encode([de[3]])[0] + [EOS]
+    assert tok.decode(pairs.tgt[7]) == de[7]
 
 
 def test_an_empty_split_is_an_error(tmp_path: Path, tok: Tokenizer) -> None:
@@ -129,9 +124,9 @@ def test_an_empty_split_is_an_error(tmp_path: Path, tok: Tokenizer) -> None:
 
 
 def test_multi30k_is_fetched_on_demand(
-    tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tok: Tokenizer, multi30k: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("TBUILD_MULTI30K_MIRROR", str(SHARED_DATA))
+    monkeypatch.setenv("TBUILD_DATA_MIRROR", str(multi30k))
     spec = make_spec({"dataset": "multi30k", "test": str(tmp_path / "m" / "test2016")})
     logs: list[str] = []
     pairs = load_pairs(spec, "test", tok, logs.append)

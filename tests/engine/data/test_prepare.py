@@ -19,13 +19,14 @@ from tbuild.engine.data.prepare import prepared_train
 from tbuild.engine.data.tokenizer import Tokenizer, prepare_tokenizer
 from tbuild.engine.errors import DataError
 from tbuild.engine.run_dir import RunDir
-from tests.engine.data.test_pairs import DE, EN, corpus, make_spec
+from tests.engine.data.test_pairs import corpus, make_spec
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+def tok(val_pairs: tuple[list[str], list[str]], tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    en, de = val_pairs
     folder = tmp_path_factory.mktemp("corpus")
-    return prepare_tokenizer(make_spec({"train": corpus(folder, "train", EN, DE)}), RunDir(folder / "run"),
+    return prepare_tokenizer(make_spec({"train": corpus(folder, "train", en, de)}), RunDir(folder / "run"),
                              lambda _: None)
 
 
@@ -33,8 +34,10 @@ def run_for(tmp_path: Path) -> RunDir:
     return RunDir(tmp_path / "run")
 
 
-def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: Tokenizer) -> None:
-    src, tgt = list(EN[:40]), list(EN[:40])  # identical sides: length ratio 1
+def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: Tokenizer,
+                                                            val_pairs: tuple[list[str], list[str]]) -> None:
+    en = val_pairs[0]
+    src, tgt = list(en[:40]), list(en[:40])  # identical sides: length ratio 1
     long_sentence = "A man in a blue shirt is riding a red bike down the busy street today."
     src += ["", "A dog.", "dog " * 300, long_sentence]
     tgt += ["Ein Hund.", "", "Hund", "Mann"]
@@ -55,9 +58,10 @@ def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: 
             assert mapped.equal(memory)  # the memory-mapped and in-memory sources give the same batches
 
 
-def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer) -> None:
-    n = len(tok.encode([EN[0]])[0])
-    folder = corpus(tmp_path, "train", [EN[0], "A dog."], [EN[0], "A dog."])
+def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]]) -> None:
+    en = val_pairs[0]
+    n = len(tok.encode([en[0]])[0])
+    folder = corpus(tmp_path, "train", [en[0], "A dog."], [en[0], "A dog."])
     assert len(prepared_train(make_spec({"train": folder, "max_length": n + 1}), tok, run_for(tmp_path),
                               lambda _: None)) == 2
     logs: list[str] = []
@@ -76,20 +80,23 @@ def test_nothing_there_or_nothing_left(tmp_path: Path, tok: Tokenizer) -> None:
     assert os.listdir(run_for(tmp_path).prepared("train").parent) == []  # no temporary folder left
 
 
-def test_bad_input_is_one_line(tmp_path: Path, tok: Tokenizer) -> None:
+def test_bad_input_is_one_line(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]]) -> None:
+    en, de = val_pairs
     (tmp_path / "bad.en").write_bytes(b"fine\nbro\xffken\n")
     (tmp_path / "bad.de").write_text("gut\nkaputt\n")
     with pytest.raises(DataError, match=r"^data\.train\.source: .*bad\.en: line 2 is not valid UTF-8"):
         prepared_train(make_spec({"train": str(tmp_path / "bad")}), tok, run_for(tmp_path), lambda _: None)
-    uneven = corpus(tmp_path, "uneven", EN[:5], DE[:3])
+    uneven = corpus(tmp_path, "uneven", en[:5], de[:3])
     with pytest.raises(DataError, match=r"line counts differ: 5 lines in .*uneven\.en but 3 lines in .*uneven\.de$"):
         prepared_train(make_spec({"train": uneven}), tok, run_for(tmp_path), lambda _: None)
     assert not run_for(tmp_path).prepared("train").exists()
 
 
-def test_reused_while_up_to_date_and_rebuilt_saying_why(tmp_path: Path, tok: Tokenizer,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    train = corpus(tmp_path, "train", EN[:100], DE[:100])
+def test_reused_while_up_to_date_and_rebuilt_saying_why(
+    tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    en, de = val_pairs
+    train = corpus(tmp_path, "train", en[:100], de[:100])
     spec, run = make_spec({"train": train}), run_for(tmp_path)
     first = prepared_train(spec, tok, run, lambda _: None)
 
@@ -106,16 +113,17 @@ def test_reused_while_up_to_date_and_rebuilt_saying_why(tmp_path: Path, tok: Tok
                               RunDir(tmp_path / "other"), lambda _: None)
     prepared_train(spec, other, run, logs.append)
     assert "(it was encoded with another tokenizer)" in logs[1]
-    Path(train + ".en").write_text("".join(s + "\n" for s in EN[100:200]))
-    Path(train + ".de").write_text("".join(s + "\n" for s in DE[100:200]))
+    Path(train + ".en").write_text("".join(s + "\n" for s in en[100:200]))
+    Path(train + ".de").write_text("".join(s + "\n" for s in de[100:200]))
     prepared_train(spec, other, run, logs.append)
     assert "(the source files changed)" in logs[-2]
 
 
 def test_a_killed_or_failed_preparation_leaves_nothing_that_looks_complete(
-    tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    spec, run = make_spec({"train": corpus(tmp_path, "train", EN[:300], DE[:300])}), run_for(tmp_path)
+    en, de = val_pairs
+    spec, run = make_spec({"train": corpus(tmp_path, "train", en[:300], de[:300])}), run_for(tmp_path)
     monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 100)
     real = prepare_module.encode_chunk
     calls = []
@@ -139,8 +147,10 @@ def test_a_killed_or_failed_preparation_leaves_nothing_that_looks_complete(
     assert sorted(os.listdir(folder.parent)) == ["train"]
 
 
-def test_full_disk_keeps_nothing(tmp_path: Path, tok: Tokenizer, monkeypatch: pytest.MonkeyPatch) -> None:
-    spec, run = make_spec({"train": corpus(tmp_path, "train", EN[:50], DE[:50])}), run_for(tmp_path)
+def test_full_disk_keeps_nothing(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]],
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    en, de = val_pairs
+    spec, run = make_spec({"train": corpus(tmp_path, "train", en[:50], de[:50])}), run_for(tmp_path)
 
     def full(self: MappedWriter, side: str, tokens: np.ndarray, lengths: np.ndarray) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
@@ -153,10 +163,11 @@ def test_full_disk_keeps_nothing(tmp_path: Path, tok: Tokenizer, monkeypatch: py
     assert os.listdir(run.prepared("train").parent) == []
 
 
-def test_worker_processes_give_the_same_arrays(tmp_path: Path, tok: Tokenizer,
+def test_worker_processes_give_the_same_arrays(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]],
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    en, de = val_pairs
     monkeypatch.setattr(prepare_module, "CHUNK_PAIRS", 40)  # 15 chunks: several in flight at once
-    spec = make_spec({"train": corpus(tmp_path, "train", EN, DE)})
+    spec = make_spec({"train": corpus(tmp_path, "train", en, de)})
     inline = prepared_train(spec, tok, RunDir(tmp_path / "one"), lambda _: None, workers=1)
     pooled = prepared_train(spec, tok, RunDir(tmp_path / "two"), lambda _: None, workers=2)
     for side in ("src", "tgt"):
@@ -178,12 +189,14 @@ def test_ids_are_uint16_under_65536_pieces_else_uint32(tmp_path: Path) -> None:
         MappedPairs(tmp_path / "big")
 
 
-def test_workers_start_from_a_script_without_a_main_guard(tmp_path: Path, tok: Tokenizer) -> None:
+def test_workers_start_from_a_script_without_a_main_guard(tmp_path: Path, tok: Tokenizer,
+                                                           val_pairs: tuple[list[str], list[str]]) -> None:
     """Preparation called from code read on stdin (no ``__main__`` file to re-import, no guard)."""
+    en, de = val_pairs
     import subprocess
     import sys
 
-    folder = corpus(tmp_path, "train", EN, DE)
+    folder = corpus(tmp_path, "train", en, de)
     code = f"""
 from pathlib import Path
 from tbuild.builder import load_spec

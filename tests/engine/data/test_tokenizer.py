@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 from pathlib import Path
 
 import pytest
@@ -12,20 +11,18 @@ from tbuild.builder.schema import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.errors import DataError
-from tests.conftest import SHARED_DATA
-
-
-def val_lines(lang: str, n: int = 1000) -> list[str]:
-    with gzip.open(SHARED_DATA / f"val.{lang}.gz", "rt", encoding="utf-8") as f:
-        return [line.strip() for line in f][:n]
-
-
-SENTENCES = val_lines("en") + val_lines("de")
+from tests.conftest import multi30k_lines
 
 
 @pytest.fixture(scope="module")
-def tok(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
-    return Tokenizer.train(SENTENCES, TokenizerSpec(vocab_size=500), tmp_path_factory.mktemp("tok") / "m")
+def sentences(multi30k: Path) -> list[str]:
+    """The first 1,000 English, then the first 1,000 German, of Multi30k's validation sentences."""
+    return [line.strip() for lang in ("en", "de") for line in multi30k_lines(multi30k, f"val.{lang}.gz", 1000)]
+
+
+@pytest.fixture(scope="module")
+def tok(sentences: list[str], tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    return Tokenizer.train(sentences, TokenizerSpec(vocab_size=500), tmp_path_factory.mktemp("tok") / "m")
 
 
 def test_special_ids_are_the_engine_constants(tok: Tokenizer) -> None:
@@ -52,25 +49,25 @@ def test_shared_vocabulary_covers_both_languages(tok: Tokenizer) -> None:
 
 
 def test_training_is_deterministic_and_quiet(
-    tmp_path: Path, tok: Tokenizer, capfd: pytest.CaptureFixture
+    tmp_path: Path, tok: Tokenizer, sentences: list[str], capfd: pytest.CaptureFixture
 ) -> None:
-    again = Tokenizer.train(SENTENCES, TokenizerSpec(vocab_size=500), tmp_path / "again")
+    again = Tokenizer.train(sentences, TokenizerSpec(vocab_size=500), tmp_path / "again")
     assert capfd.readouterr() == ("", "")
     pieces = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     assert pieces == [again.sp.id_to_piece(i) for i in range(again.vocab_size)]
     assert tok.path.with_suffix(".vocab").read_text() == (tmp_path / "again.vocab").read_text()
 
 
-def test_unigram(tmp_path: Path) -> None:
+def test_unigram(tmp_path: Path, sentences: list[str]) -> None:
     spec = TokenizerSpec(kind="unigram", vocab_size=200)
-    uni = Tokenizer.train(SENTENCES[:300] + SENTENCES[1000:1300], spec, tmp_path / "uni")
+    uni = Tokenizer.train(sentences[:300] + sentences[1000:1300], spec, tmp_path / "uni")
     assert uni.sp.get_piece_size() == 200 and uni.decode(uni.encode(["A dog."])[0]) == "A dog."
 
 
-def test_vocab_too_large_is_a_data_error(tmp_path: Path) -> None:
+def test_vocab_too_large_is_a_data_error(tmp_path: Path, sentences: list[str]) -> None:
     with pytest.raises(DataError, match=r"^data\.tokenizer: sentencepiece training failed on 20 sentences: "
                                         r"Vocabulary size too high"):
-        Tokenizer.train(SENTENCES[:20], TokenizerSpec(vocab_size=5000), tmp_path / "big")
+        Tokenizer.train(sentences[:20], TokenizerSpec(vocab_size=5000), tmp_path / "big")
     with pytest.raises(DataError, match="no non-empty training sentences"):
         Tokenizer.train(["", ""], TokenizerSpec(vocab_size=100), tmp_path / "none")
 
@@ -86,8 +83,8 @@ def test_load(tok: Tokenizer, tmp_path: Path) -> None:
         Tokenizer.load(junk)
 
 
-def test_load_refuses_other_special_ids(tmp_path: Path) -> None:
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES[:200]), model_prefix=str(tmp_path / "d"),
+def test_load_refuses_other_special_ids(tmp_path: Path, sentences: list[str]) -> None:
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences[:200]), model_prefix=str(tmp_path / "d"),
                                    vocab_size=100, minloglevel=2)  # sentencepiece defaults: unk=0 bos=1 eos=2
     pattern = r"special ids are pad=-1, unk=0, bos=1, eos=2; .* --pad_id=0 --unk_id=1"
     with pytest.raises(DataError, match=pattern):

@@ -26,6 +26,7 @@ from tbuild.builder import load_spec
 from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.training.sharded import MIN_TORCH
 from tbuild.engine.training.trainer import train
 from tests.conftest import tiny_train_spec
 
@@ -58,6 +59,9 @@ if _run and _log and "RANK" in os.environ:
                 f.write(event + " " + " ".join(hits) + "\\n")
     sys.addaudithook(_hook)
 '''
+
+NEEDS_FSDP_CHECKPOINTS = pytest.mark.skipif(torch.__version__ < MIN_TORCH,
+                                            reason=f"sharded (FSDP) checkpoints need torch >= {MIN_TORCH}")
 
 
 def quiet(kind: str, data: dict) -> None:
@@ -164,7 +168,7 @@ def test_two_processes_resume_on_one(reference: Path, ddp_run: tuple[Path, Path]
     _assert_same_weights(reference, run, 6)
 
 
-@pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
+@pytest.mark.parametrize("strategy", ["ddp", pytest.param("fsdp", marks=NEEDS_FSDP_CHECKPOINTS)])
 def test_one_process_resumes_on_two(reference: Path, tmp_path: Path, tiny_corpus: Path, strategy: str) -> None:
     run = tmp_path / "run"
     shutil.copytree(reference, run)
@@ -179,6 +183,8 @@ def test_one_process_resumes_on_two(reference: Path, tmp_path: Path, tiny_corpus
 @pytest.fixture(scope="module")
 def fsdp_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """2 FSDP2 processes, 3 updates, a checkpoint at step 3; every write audited."""
+    if torch.__version__ < MIN_TORCH:
+        pytest.skip(NEEDS_FSDP_CHECKPOINTS.kwargs["reason"])
     folder = tmp_path_factory.mktemp("fsdp")
     audit = folder / "audit"
     audit.mkdir()
