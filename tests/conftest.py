@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,19 @@ TINY = {
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The precision probe's measurements go to a folder of this session, not the user's cache (subprocesses
+    inherit it)."""
+    previous = os.environ.get("TBUILD_CACHE_DIR")
+    os.environ["TBUILD_CACHE_DIR"] = str(tmp_path_factory.mktemp("tbuild-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("TBUILD_CACHE_DIR", None)
+    else:
+        os.environ["TBUILD_CACHE_DIR"] = previous
 
 
 def tiny_model(overrides: list[str] | None = None, spec: dict | None = None):  # noqa: ANN201
