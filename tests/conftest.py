@@ -113,7 +113,8 @@ def tiny_train_spec(corpus: Path, run_dir: Path, **train: object) -> dict:
                  "tokenizer": {"vocab_size": 200}, "max_length": 64},
         "train": {"batch_tokens": 800, "max_steps": 6, "log_every": 1, "validate_every": 3,
                   "checkpoint_every": 3, "checkpoint_minutes": None, "keep_last": 10,
-                  "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 4}, **train},
+                  "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 4},
+                  "precision": "fp32", **train},  # auto would measure, and differ from machine to machine
     }
 
 
