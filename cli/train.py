@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shlex
@@ -80,7 +81,8 @@ class Reporter:
         if self.progress is not None:
             self.progress.stop()
         best = f", best validation ppl {r['best_ppl']:.2f}" if math.isfinite(r["best_ppl"]) else ""
-        self.print(f"stopped ({r['reason']}) at step {r['step']} after {r['elapsed'] / 60:.1f} min{best}")
+        self.print(f"stopped at step {r['step']}: {r['why']} ({r['elapsed_call'] / 60:.1f} min this time, "
+                   f"{r['elapsed'] / 60:.1f} in all{best})")
 
     def on_other(self, r: dict[str, Any]) -> None:
         pass
@@ -99,10 +101,13 @@ class Quiet:
 
 @guarded
 def train(
-    spec: Path = typer.Argument(..., help="A spec file (its run directory is runs/<name> unless output_dir is set)."),
+    spec: Path = typer.Argument(..., help="A spec file (its run directory is runs/<name> unless output_dir is set), "
+                                "or a run directory to train further."),
     set_: list[str] = SET_OPTION,
-    minutes: float | None = typer.Option(None, help="Stop after this many minutes (sets train.max_minutes)."),
-    fresh: bool = typer.Option(False, "--fresh", help="Delete the run directory and start over."),
+    minutes: float | None = typer.Option(None, "--minutes", min=0, help="Train this many more minutes, then stop "
+                                         "(the spec's train.max_minutes stays the run's total over all resumes)."),
+    fresh: bool = typer.Option(False, "--fresh", help="Delete the run directory (only a tbuild run directory) and "
+                               "start over."),
     device: str = DEVICE,
     nproc: int | None = typer.Option(None, "--nproc", min=1, help="Train on this many processes on this machine "
                                      "(one per GPU; gloo on CPU): starts torchrun for you."),
@@ -112,19 +117,21 @@ def train(
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped (on any number
     of processes)."""
+    if spec.is_dir():  # a run directory trains on in place, wherever it is
+        set_ = [f"output_dir={json.dumps(str(spec))}", *(set_ or [])]
     if nproc is not None and "WORLD_SIZE" not in os.environ:
         from tbuild.engine.training.distributed import check_update_freq
 
         nodes = int(nnodes) if nnodes and nnodes.isdigit() else 1  # a range (MIN:MAX) is checked by each worker
         check_update_freq(load(spec, list(set_ or [])).spec.train.update_freq, nproc * nodes)
         args = ["train", str(spec), *(a for s in set_ or [] for a in ("--set", s)), "--device", device]
-        args += [*(["--minutes", str(minutes)] if minutes else []), *(["--fresh"] if fresh else [])]
+        args += [*(["--minutes", str(minutes)] if minutes is not None else []), *(["--fresh"] if fresh else [])]
         _launch(nproc, args, nnodes, rdzv)
         return
-    _train_here(spec, list(set_ or []) + ([f"train.max_minutes={minutes}"] if minutes else []), fresh, device)
+    _train_here(spec, list(set_ or []), fresh, device, minutes)
 
 
-def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str) -> None:
+def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str, minutes: float | None) -> None:
     """Train in this process: alone, or as one of the processes torchrun started."""
     from dataclasses import replace
 
@@ -149,7 +156,8 @@ def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str) -> N
         distributed.barrier(rank)
     try:
         emit = Reporter() if rank.is_main else Quiet(rank.index)
-        trainer = Trainer(loaded, emit, policy=policy, rank=rank, after_step=process.after_step, fresh=fresh)
+        trainer = Trainer(loaded, emit, policy=policy, rank=rank, after_step=process.after_step, fresh=fresh,
+                          minutes=minutes)
         result = trainer.setup().train()
     finally:
         distributed.shutdown()

@@ -79,6 +79,8 @@ class RunDir:
     def newest(self, k: int) -> list[Path]:
         """The newest ``k`` checkpoints, oldest first; an error if there are fewer."""
         paths = self.step_checkpoints()[-k:]
+        if not paths:
+            raise TbuildError(f"{self.path}: no checkpoints yet; train it first (`tbuild train SPEC`)")
         if len(paths) < k:
             raise TbuildError(f"{self.path}: asked for the newest {k} checkpoints but only {len(paths)} exist")
         return paths
@@ -112,6 +114,30 @@ class Run:
                 return path
         raise TbuildError(f"{self.dir.path}: no tokenizer ({self.dir.tokenizer.name}"
                           f"{f' or {given}' if given else ''}); has this run been trained?")
+
+
+def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a folder tbuild trained into: its spec.yaml is a resolved spec (every
+    section written out), which a hand-written spec next to other files is not."""
+    try:
+        data = yaml.safe_load(RunDir(path).spec_file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and set(Spec.model_fields) - {"extends"} <= set(data)
+
+
+def delete_run(path: Path) -> None:
+    """Delete a run directory (``tbuild train --fresh``); refuse anything else, and any folder that
+    holds the working directory."""
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return
+    where = path.resolve()
+    if where == Path.cwd().resolve() or where in Path.cwd().resolve().parents:
+        raise TbuildError(f"--fresh: refusing to delete {path}: it holds the working directory")
+    if not path.is_dir() or not is_run_dir(path):
+        raise TbuildError(f"--fresh: refusing to delete {path}: not a tbuild run directory (no resolved spec.yaml); "
+                          "set another output_dir or remove it yourself")
+    shutil.rmtree(path)
 
 
 def load_target(path: Path, overrides: list[str] | None = None) -> LoadedSpec:

@@ -39,7 +39,7 @@ from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy, model_widths
-from ..run_dir import run_dir_of
+from ..run_dir import delete_run, run_dir_of
 from . import distributed
 from .compiled import compile_model
 from .distributed import Rank
@@ -61,11 +61,15 @@ def _sharded() -> ModuleType:
 
 class Trainer:
     """Train ``loaded.spec`` in its run directory, resuming from the newest readable checkpoint there.
-    ``after_step(step)`` is the entry point's housekeeping between steps (e.g. trimming the heap)."""
+    ``after_step(step)`` is the entry point's housekeeping between steps (e.g. trimming the heap);
+    ``minutes`` caps this call's training time, while ``train.max_minutes`` caps the run's over all resumes."""
 
     def __init__(self, loaded: LoadedSpec, emit: Event, *, policy: Policy | None = None, rank: Rank = Rank(),
-                 after_step: Callable[[int], None] = lambda step: None, fresh: bool = False) -> None:
+                 after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
+                 minutes: float | None = None) -> None:
         self.loaded, self.emit, self.rank, self.after_step, self.fresh = loaded, emit, rank, after_step, fresh
+        self.minutes = minutes
+        self.elapsed_before = 0.0  # training seconds of the earlier calls, from the checkpoint resumed
         self.cfg = loaded.spec.train
         self.policy = policy or choose_policy(self.cfg.precision, widths=model_widths(loaded.spec))
         self.run = run_dir_of(loaded)
@@ -81,8 +85,8 @@ class Trainer:
         world = self.rank.world
         distributed.check_update_freq(self.cfg.update_freq, world)
         if self.rank.is_main:  # the others wait, then read what it wrote
-            if self.fresh and self.run.path.exists():
-                shutil.rmtree(self.run.path)
+            if self.fresh:
+                delete_run(self.run.path)
             self.run.path.mkdir(parents=True, exist_ok=True)
             self._setup_files()
         distributed.barrier(self.rank)
@@ -91,6 +95,7 @@ class Trainer:
         self._setup_model()
         self._setup_optimizer()
         self.state = TrainState() if self.fresh else self._restore()
+        self.elapsed_before = self.state.elapsed
         self._seed_dropout()
         data, (epoch, index) = self.train_pairs, self._position()
         self.batches = BatchCursor(data.src_lengths, data.tgt_lengths, self.cfg.batch_tokens, seed=self.cfg.seed,
@@ -287,14 +292,32 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
 
     def stop_reason(self) -> str | None:
+        """Why training stops now (max_steps, max_epochs, max_minutes: the run's totals; minutes: this
+        call's budget), or None."""
         cfg, state = self.cfg, self.state
         if cfg.max_steps is not None and state.step >= cfg.max_steps:
             return "max_steps"
         if cfg.max_epochs is not None and state.epoch >= cfg.max_epochs:
             return "max_epochs"
-        if cfg.max_minutes is not None and state.elapsed >= 60 * cfg.max_minutes:
+        return self._time_reason()
+
+    def _time_reason(self) -> str | None:
+        if self.cfg.max_minutes is not None and self.state.elapsed >= 60 * self.cfg.max_minutes:
             return "max_minutes"
+        if self.minutes is not None and self.state.elapsed - self.elapsed_before >= 60 * self.minutes:
+            return "minutes"
         return None
+
+    def describe_stop(self, reason: str) -> str:
+        """``reason`` in words, naming the budget that ended training."""
+        cfg = self.cfg
+        if reason == "max_minutes":
+            return f"the run's time budget, train.max_minutes={cfg.max_minutes:g} over all resumes, is spent"
+        if reason == "minutes":
+            return f"--minutes {self.minutes:g} done; run the same command to train more"
+        if reason in ("max_steps", "max_epochs"):
+            return f"train.{reason}={getattr(cfg, reason)} reached"
+        return reason
 
     def _agree(self, stop: StopSignal, last_save: float) -> tuple[str | None, bool, bool]:
         """(stop reason, interrupted, checkpoint now by the clock), the same on every process: a flag
@@ -303,9 +326,10 @@ class Trainer:
         minutes = self.cfg.checkpoint_minutes
         timed = minutes is not None and time.monotonic() - last_save >= 60 * minutes
         reason = self.stop_reason()
-        interrupted, out_of_time, timed = distributed.any_rank(
-            self.rank, [stop.requested, reason == "max_minutes", timed], self.policy.device)
-        return reason or ("max_minutes" if out_of_time else None), interrupted, timed
+        over_total, over_call = reason == "max_minutes", reason == "minutes"
+        interrupted, over_total, over_call, timed = distributed.any_rank(
+            self.rank, [stop.requested, over_total, over_call, timed], self.policy.device)
+        return reason or ("max_minutes" if over_total else "minutes" if over_call else None), interrupted, timed
 
     def train(self) -> dict[str, Any]:
         """Step until a stop (max steps/epochs/minutes, or Ctrl-C/SIGTERM on any process: a clean stop
@@ -337,14 +361,17 @@ class Trainer:
             if reason is not None:
                 self.validate()
             self.save_checkpoint()
-        result = {"step": state.step, "reason": reason or "interrupted", "best_ppl": state.best_ppl,
-                  "elapsed": state.elapsed}
+        reason = reason or "interrupted"
+        result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
+                  "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before}
         self.emit("end", result)
         return result
 
 
 def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False, policy: Policy | None = None,
-          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None) -> dict[str, Any]:
+          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None,
+          minutes: float | None = None) -> dict[str, Any]:
     """Set up a ``Trainer`` for ``loaded`` and train it; returns the final step, stop reason, best
     validation perplexity and training seconds."""
-    return Trainer(loaded, emit, policy=policy, rank=rank, after_step=after_step, fresh=fresh).setup().train()
+    return Trainer(loaded, emit, policy=policy, rank=rank, after_step=after_step, fresh=fresh,
+                   minutes=minutes).setup().train()

@@ -75,7 +75,7 @@ def test_example_trains_three_steps_through_the_cli(tmp_path: Path, multi30k: Pa
         env={"TBUILD_DATA_MIRROR": str(multi30k), "COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert (tmp_path / "data" / "multi30k" / "train.en.gz").exists()
-    assert "stopped (max_steps) at step 3" in result.output
+    assert "stopped at step 3: train.max_steps=3 reached" in result.output
     assert (run / "checkpoints" / "step_00000003.safetensors").exists()
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps and steps[-1] == 3
@@ -96,7 +96,7 @@ def test_every_example_trains_and_decodes(path: Path, tiny_corpus: Path, tmp_pat
                  for arg in ("--set", s)]
     result = runner.invoke(app, ["train", str(path), *overrides])
     assert result.exit_code == 0, result.output
-    assert "stopped (max_steps) at step 2" in result.output
+    assert "stopped at step 2: train.max_steps=2 reached" in result.output
     result = runner.invoke(app, ["decode", str(run), "--beam", "2", "--set", "decode.max_len_b=4"],
                            input="A dog runs in the park.\n")
     assert result.exit_code == 0, result.output

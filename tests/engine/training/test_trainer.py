@@ -168,14 +168,14 @@ def test_cli_train_plot_average(tiny_corpus: Path, tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(app, ["train", str(spec_path)])
     assert result.exit_code == 0, result.output
-    assert "valid step 6" in result.output and "stopped (max_steps) at step 6" in result.output
+    assert "valid step 6" in result.output and "stopped at step 6: train.max_steps=6 reached" in result.output
     result = runner.invoke(app, ["plot", str(run)])
     assert result.exit_code == 0 and (run / "curves.png").read_bytes()[:4] == b"\x89PNG"
     result = runner.invoke(app, ["average", str(run), "--last", "2"])
     assert result.exit_code == 0, result.output
     assert (run / "averaged_last2.safetensors").exists()
     result = runner.invoke(app, ["average", str(run), "--last", "5"])
-    assert result.exit_code == 1 and "only 2 exist" in result.output
+    assert result.exit_code == 2 and "only 2 exist" in result.output
 
 
 def test_steps_read_no_tensor_values_between_logging_steps(tiny_corpus: Path, tmp_path: Path,
