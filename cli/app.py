@@ -19,27 +19,30 @@ from .train import train
 app = typer.Typer(
     help="Build, train, decode and evaluate Transformer translation models from YAML specs.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     pretty_exceptions_enable=False,
+    rich_markup_mode="markdown",  # docstrings wrap as paragraphs
 )
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        common.console.print(f"tbuild {version('tbuild')}", highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
-def _options(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors.")) -> None:
+def _options(
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    _: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
     common.state["debug"] = debug
 
 
-app.command()(inspect)
-app.command()(validate)
-app.command()(schema)
-app.command()(components)
-app.command()(train)
-app.command()(average)
-app.command()(decode)
-app.command()(evaluate)
-app.command()(export)
-app.command()(attention)
-app.command()(plot)
+for command in (inspect, validate, schema, components, train, average, decode, evaluate, export, attention, plot):
+    app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, notify
-from .options import AVERAGE, CHECKPOINT, DEVICE, SET_OPTION, TARGET
+from .options import AVERAGE, CHECKPOINT, DEVICE, OUTPUT, SET_OPTION, TARGET
 
 
 def _indices(text: str | None) -> list[int] | None:
@@ -24,10 +24,10 @@ def _indices(text: str | None) -> list[int] | None:
 @guarded
 def attention(
     target: Path = TARGET,
-    src: str = typer.Option(..., "--src", help="The source sentence to translate and show."),
+    text: str = typer.Option(..., "--text", "-t", help="The source sentence to translate and show."),
     layers: str | None = typer.Option(None, "--layers", help="Comma-separated layer indices (default: all)."),
     heads: str | None = typer.Option(None, "--heads", help="Comma-separated head indices (default: all)."),
-    out: Path | None = typer.Option(None, "--out", help="Output folder (default: RUN/attention)."),
+    output: Path | None = OUTPUT("the folder RUN/attention"),
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
@@ -43,8 +43,8 @@ def attention(
     configure_process()
     translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     d = run.spec.decode
-    src_pieces, tgt_pieces, weights = attention_weights(translator, src, d.beam, d.alpha, d.max_len_b)
+    src_pieces, tgt_pieces, weights = attention_weights(translator, text, d.beam, d.alpha, d.max_len_b)
     console.print(f"translation: {translator.tokenizer.sp.decode_pieces(tgt_pieces[1:])}", highlight=False)
-    for path in plot_attention(src_pieces, tgt_pieces, weights, out or run.dir.path / "attention",
+    for path in plot_attention(src_pieces, tgt_pieces, weights, output or run.dir.path / "attention",
                                _indices(layers), _indices(heads)):
         console.print(f"wrote {path}")

@@ -7,20 +7,25 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded
+from .options import OUTPUT, SET_OPTION, TARGET
 
 
 @guarded
 def average(
-    run: Path = typer.Argument(..., help="A run directory."),
-    last: int = typer.Option(5, "--last", "-k", help="How many of the newest checkpoints (§6.1: 5 base, 20 big)."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Default: RUN/averaged_lastK.safetensors."),
+    target: Path = TARGET,
+    last: int | None = typer.Option(None, "--last", min=1, help="How many of the newest checkpoints (default: the "
+                                    "spec's train.average_last; §6.1: 5 base, 20 big)."),
+    output: Path | None = OUTPUT("RUN/averaged_lastK.safetensors"),
+    set_: list[str] = SET_OPTION,
 ) -> None:
     """Average the weights of the newest K checkpoints into a new checkpoint."""
     from tbuild.engine.checkpoint import average_checkpoints, save_weights
-    from tbuild.engine.run_dir import RunDir
+    from tbuild.engine.run_dir import resolve_run
 
-    paths = RunDir(run).newest(last)
+    run = resolve_run(target, set_)
+    k = last or run.spec.train.average_last
+    paths = run.dir.newest(k)
     tensors, meta = average_checkpoints(paths)
-    out = output or run / f"averaged_last{last}.safetensors"
+    out = output or run.dir.path / f"averaged_last{k}.safetensors"
     save_weights(out, tensors, meta)
-    console.print(f"averaged {', '.join(p.name for p in paths)} -> {out}")
+    console.print(f"averaged {', '.join(p.name for p in paths)} -> {out}", highlight=False)

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand
 
 console = Console()
 err_console = Console(stderr=True)
@@ -17,14 +18,26 @@ state = {"debug": False}
 F = TypeVar("F", bound=Callable[..., Any])
 
 def _known_errors() -> dict[type[BaseException], int]:
-    """User-facing error types and their exit codes, most specific first (imported lazily: torch
-    loads slowly). A spec the command cannot serve (an invalid one, or a kind an export target
-    cannot represent) exits 2; other user errors 1."""
+    """User-facing error types and their exit codes (imported lazily: torch loads slowly). Every error
+    a user can fix exits 2, as click's usage errors do; a failure of tbuild itself keeps its traceback."""
     from tbuild.builder.loader import SpecError
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export.targets import UnsupportedExport
 
-    return {SpecError: 2, UnsupportedExport: 2, TbuildError: 1}
+    return {SpecError: 2, UnsupportedExport: 2, TbuildError: 2}
+
+
+class Command(TyperCommand):
+    """A tbuild command: ``--average`` may stand alone (given as 0, read as the spec's
+    ``train.average_last``), which click's options cannot express."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        out: list[str] = []
+        for i, arg in enumerate(args):
+            out.append(arg)
+            if arg == "--average" and (i + 1 == len(args) or not args[i + 1].isdigit()):
+                out.append("0")
+        return super().parse_args(ctx, out)
 
 
 def notify(message: str) -> None:

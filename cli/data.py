@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, load
-from .options import MIRROR, SET_OPTION
+from .options import MIRROR, SET_OPTION, SPEC_TARGET
 
 data_app = typer.Typer(help="Fetch built-in data sets; prepare a spec's training data.", no_args_is_help=True)
 
@@ -20,29 +20,26 @@ def _group() -> None:
 @data_app.command()
 @guarded
 def multi30k(
-    dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Folder to put the .gz files in."),
-    mirror: Path | None = typer.Option(
-        None, "--mirror", help="A local folder with the files, or with a multi30k/ subfolder holding them (copied "
-        "and checked) instead of downloading (default: $TBUILD_DATA_MIRROR).",
-    ),
+    output: Path = typer.Option(Path("data/multi30k"), "--output", "-o", help="Folder to put the .gz files in."),
+    mirror: Path | None = MIRROR,
 ) -> None:
     """Multi30k Task 1 (en/de/fr raw text): train, val, test2016, checked against their sha256."""
     from tbuild.engine.data.multi30k import fetch_multi30k
 
-    written = fetch_multi30k(dest, mirror=mirror)
+    written = fetch_multi30k(output, mirror=mirror)
     for path in written:
         console.print(f"fetched {path}", highlight=False)
     if not written:
-        console.print(f"Multi30k already present in {dest} (sha256 checked)", highlight=False)
+        console.print(f"Multi30k already present in {output} (sha256 checked)", highlight=False)
     else:
-        console.print(f"{len(written)} files in {dest}", highlight=False)
+        console.print(f"{len(written)} files in {output}", highlight=False)
 
 
 @data_app.command()
 @guarded
 def fetch(
-    spec: Path = typer.Argument(..., help="A spec file (or a run directory)."),
-    sets: list[str] | None = SET_OPTION,
+    spec: Path = SPEC_TARGET,
+    set_: list[str] = SET_OPTION,
     mirror: Path | None = MIRROR,
 ) -> None:
     """Put the spec's data files in place: its data set (data.dataset) fetches the missing ones and
@@ -50,7 +47,7 @@ def fetch(
     from tbuild.engine.data.corpus import SPLITS, split_files
     from tbuild.engine.data.datasets import fetch_data
 
-    data = load(spec, sets).spec.data
+    data = load(spec, set_).spec.data
 
     def log(line: str) -> None:
         console.print(line, highlight=False, soft_wrap=True)
@@ -65,7 +62,7 @@ def fetch(
 @data_app.command()
 @guarded
 def prepare(
-    spec: Path = typer.Argument(..., help="A spec file or run directory."),
+    spec: Path = SPEC_TARGET,
     workers: int | None = typer.Option(None, "--workers", help="Encoding processes (default: the cores, at most 8)."),
     set_: list[str] = SET_OPTION,
 ) -> None:

@@ -7,15 +7,15 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, notify
-from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, SET_OPTION, TARGET
+from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, OUTPUT, SET_OPTION, TARGET
 
 
 @guarded
 def export(
     target: Path = TARGET,
-    out: Path = typer.Argument(..., help="Folder to write the exported model into."),
     to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2, or hf (a Hugging Face "
                            "MarianMTModel folder with its MarianTokenizer files)."),
+    output: Path | None = OUTPUT("the folder RUN/export/TO-QUANTIZATION"),
     quantization: str | None = EXPORT_QUANTIZATION,
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
     check_src: Path | None = typer.Option(None, "--check-src", help="Check parity on this source file."),
@@ -40,6 +40,7 @@ def export(
     if to == "hf" and quantization not in (None, "float32"):
         raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
+    out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
     if to == "hf":
         weights = hf.export_run(run, out, checkpoint=checkpoint, average=average)
     else:

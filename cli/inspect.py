@@ -9,12 +9,12 @@ import typer
 from rich.table import Table
 
 from .common import console, guarded, load
-from .options import SET_OPTION
+from .options import SET_OPTION, SPEC_TARGET
 
 
 @guarded
 def inspect(
-    spec: Path = typer.Argument(..., help="A spec file or a run directory."),
+    spec: Path = SPEC_TARGET,
     set_: list[str] = SET_OPTION,
     context: int = typer.Option(64, help="Sequence length n for the attention FLOPs term."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON for scripts."),

@@ -4,12 +4,34 @@ from __future__ import annotations
 
 import typer
 
+
+def _key_values(values: list[str] | None) -> list[str] | None:
+    """--set takes KEY=VALUE; a forgotten '=' (``--set model.d_model 512``) gets a usage error with the fix."""
+    for value in values or []:
+        if "=" not in value:
+            raise typer.BadParameter(f"expected KEY=VALUE, got {value!r}: did you forget the '='? "
+                                     f"(--set {value}=VALUE)")
+    return values
+
+
 SET_OPTION = typer.Option(
-    None, "--set", "-s", help="Override a spec value: dotted.key=VALUE (VALUE read as YAML). Repeatable."
+    None, "--set", "-s", callback=_key_values,
+    help="Override a spec value: dotted.key=VALUE (VALUE read as YAML). Repeatable.",
 )
-TARGET = typer.Argument(..., help="A spec (its run directory), a run directory or a checkpoint file.")
+TARGET = typer.Argument(..., help="A spec (standing for its run directory), a run directory or a checkpoint file.")
+SPEC_TARGET = typer.Argument(..., help="A spec file, or a run directory or checkpoint (the spec it was trained with).")
+
+
+def OUTPUT(default: str) -> typer.models.OptionInfo:  # noqa: N802 - reads like the other option constants
+    """-o/--output, every command's output; ``default`` says where it goes without one."""
+    return typer.Option(None, "--output", "-o", help=f"Where to write (default: {default}).")
+
+
 CHECKPOINT = typer.Option(None, "--checkpoint", help="Weights to use (default: best.safetensors, else newest).")
-AVERAGE = typer.Option(None, "--average", help="Average the newest K checkpoints (§6.1) and use that.")
+AVERAGE = typer.Option(
+    None, "--average", metavar="[K]",  # alone it reads 0 (common.Command): engine/weights.py's average_last
+    help="Use the average of the newest K checkpoints (§6.1); --average alone: the spec's train.average_last.",
+)
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import typer
-
 from .common import console, guarded
+from .options import OUTPUT, TARGET
 
 
 @guarded
-def plot(
-    run: Path = typer.Argument(..., help="A run directory."),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Default: RUN/curves.png."),
-) -> None:
+def plot(target: Path = TARGET, output: Path | None = OUTPUT("RUN/curves.png")) -> None:
     """Plot training loss/NLL and validation perplexity against steps."""
     from tbuild.engine.plots import plot_curves
+    from tbuild.engine.run_dir import resolve_run
 
-    out = plot_curves(run, output or run / "curves.png")
-    console.print(f"wrote {out}")
+    run = resolve_run(target)
+    out = plot_curves(run.dir.path, output or run.dir.path / "curves.png")
+    console.print(f"wrote {out}", highlight=False)

@@ -10,12 +10,12 @@ import yaml
 from rich.table import Table
 
 from .common import console, guarded, load
-from .options import SET_OPTION
+from .options import SET_OPTION, SPEC_TARGET
 
 
 @guarded
 def validate(
-    spec: Path = typer.Argument(..., help="A spec file."),
+    spec: Path = SPEC_TARGET,
     set_: list[str] = SET_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
 ) -> None:

@@ -12,12 +12,13 @@ from .run_dir import Run
 
 
 def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> str:
-    """Load into ``model`` a named checkpoint, the average of the newest ``average`` checkpoints (§6.1),
-    else the best by validation perplexity, else the newest checkpoint. Refuses weights of another
-    architecture or that do not fit the model. Returns which weights were loaded, for reports."""
+    """Load into ``model`` a named checkpoint, the average of the newest ``average`` checkpoints (§6.1;
+    0: the spec's ``train.average_last``), else the best by validation perplexity, else the newest
+    checkpoint. Refuses weights of another architecture or that do not fit the model.
+    Returns which weights were loaded, for reports."""
     expect = run.spec.architecture_hash()
     paths = weights_files(run, checkpoint=checkpoint, average=average)
-    if average:
+    if average is not None:
         tensors, meta = average_checkpoints(paths)
         source, description = paths[-1], f"average of {', '.join(p.name for p in paths)}"
     else:
@@ -33,8 +34,8 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
 
 def weights_files(run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> list[Path]:
     """The file(s) ``load_weights`` reads for these options, without reading them."""
-    if average:
-        return run.dir.newest(average)
+    if average is not None:
+        return run.dir.newest(average or run.spec.train.average_last)
     return [checkpoint or run.checkpoint or _default(run)]
 
 

@@ -11,8 +11,8 @@ if [ -z "${TBUILD_DATA_MIRROR:-}" ] && [ -d ../shared/data/multi30k ]; then
 fi
 tbuild=.venv/bin/tbuild
 $tbuild train specs/multi30k.yaml ${MINUTES:+--minutes "$MINUTES"}
-# Evaluate the average of the last five checkpoints, as §6.1 does; a short look has fewer of them.
-weights=(--average 5)
+# Evaluate the average of the last train.average_last (5) checkpoints, as §6.1 does; a short look has fewer.
+weights=(--average)
 [ -n "${MINUTES:-}" ] && weights=()
 printf 'A man in a blue shirt is riding a bike.\nTwo dogs are playing in the snow.\nA little girl eats an ice cream.\n' \
   | $tbuild decode specs/multi30k.yaml --beam 4 ${weights[@]+"${weights[@]}"}

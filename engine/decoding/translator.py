@@ -17,7 +17,7 @@ from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
-from ..weights import load_weights
+from ..weights import load_weights, weights_files
 from .quantize import check_quantization, quantize_model
 from .search import Hypothesis, beam_search, max_lengths
 
@@ -57,12 +57,13 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
             device = "cpu"
         if run.spec.decode.precision == "bf16":
             raise TbuildError("int8 decoding computes in float32: set decode.precision to auto or fp32")
+    tokenizer = Tokenizer.load(run.tokenizer)  # an untrained run fails here, before any other line is printed
+    weights_files(run, checkpoint=checkpoint, average=average)
     policy = choose_policy(run.spec.decode.precision, device, widths=model_widths(run.spec), decoding=True)
     notify(policy.note)
     if policy.warning:
         notify(f"warning: {policy.warning}")
     check_quantization(quantization, policy.device)
-    tokenizer = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     model = quantize_model(model.eval().to(policy.device), quantization)

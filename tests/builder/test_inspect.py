@@ -144,4 +144,4 @@ def test_inspect_prints_the_estimate(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "on 2 × v100 at 25% MFU" in result.output
     bad = CliRunner().invoke(app, ["inspect", str(path), "--gpus", "2", "--gpu-type", "tpu"])
-    assert bad.exit_code == 1 and "unknown GPU type 'tpu'" in bad.output
+    assert bad.exit_code == 2 and "unknown GPU type 'tpu'" in bad.output

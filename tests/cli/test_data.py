@@ -50,7 +50,7 @@ def test_fetch_own_files_names_the_missing_ones(tmp_path: Path) -> None:
     spec = tmp_path / "own.yaml"
     spec.write_text("data:\n  train: corpus/train\n")
     result = CliRunner().invoke(app, ["data", "fetch", str(spec)], env=ENV)
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == ""
     corpus = tmp_path / "corpus"
     assert result.stderr.strip() == (f"error: data.train: file not found: {corpus / 'train.en'} and "
                                      f"{corpus / 'train.de'}")
@@ -82,7 +82,7 @@ def test_prepare_reports_bad_data_on_one_line(tmp_path: Path) -> None:
                                                            "tokenizer": {"vocab_size": 16}}}
     (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
     result = runner.invoke(app, ["data", "prepare", str(tmp_path / "spec.yaml")])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert "line counts differ: 2 lines in" in result.output and "Traceback" not in result.output
 
 

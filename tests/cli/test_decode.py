@@ -45,16 +45,16 @@ def test_nbest_format(tiny_run: Path) -> None:
 
 def test_bad_input(tiny_run: Path, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["decode", str(tiny_run)], input=b"fine\n\xff broken\n")
-    assert bad.exit_code == 1 and "stdin: line 2 is not valid UTF-8" in bad.output
+    assert bad.exit_code == 2 and "stdin: line 2 is not valid UTF-8" in bad.output
     missing = runner.invoke(app, ["decode", str(tiny_run), "--input", str(tmp_path / "nope.txt")])
-    assert missing.exit_code == 1 and "input file not found" in missing.output
+    assert missing.exit_code == 2 and "input file not found" in missing.output
     long_line = " ".join(["word"] * 200) + "\n"
     result = runner.invoke(app, ["decode", str(tiny_run)], input=long_line)
     assert result.exit_code == 0
     assert "exceed the model's limit of 40; truncated" in result.stderr
     assert len(result.stdout.splitlines()) == 1
     not_run = runner.invoke(app, ["decode", str(tmp_path)])
-    assert not_run.exit_code == 1 and "not a run directory" in not_run.output
+    assert not_run.exit_code == 2 and "not a run directory" in not_run.output
 
 
 def test_evaluate_scores_match_sacrebleu(tiny_run: Path, tiny_corpus: Path, tmp_path: Path) -> None:
@@ -79,8 +79,8 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.run_dir import resolve_run
 
-    result = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog runs.", "--layers", "0",
-                                 "--out", str(tmp_path)])
+    result = runner.invoke(app, ["attention", str(tiny_run), "--text", "A dog runs.", "--layers", "0",
+                                 "-o", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for kind in ("encoder", "decoder", "cross"):
         assert (tmp_path / f"{kind}.png").read_bytes()[:4] == b"\x89PNG"
@@ -90,8 +90,8 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     assert cross.shape == (2, len(tgt), len(src))
     torch.testing.assert_close(cross.sum(-1), torch.ones(2, len(tgt)))
     assert torch.all(weights["decoder"][0].triu(1) == 0)  # causal: no weight on later positions
-    bad = runner.invoke(app, ["attention", str(tiny_run), "--src", "A dog.", "--layers", "7"])
-    assert bad.exit_code == 1 and "no such layer/head" in bad.output
+    bad = runner.invoke(app, ["attention", str(tiny_run), "-t", "A dog.", "--layers", "7"])
+    assert bad.exit_code == 2 and "no such layer/head" in bad.output
 
 
 def test_decode_by_spec_file_uses_the_trained_run(tiny_run: Path) -> None:

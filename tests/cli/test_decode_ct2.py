@@ -50,10 +50,10 @@ def test_decode_nbest_and_other_weights(run_copy: Path) -> None:
 
 def test_decode_bad_input_and_options(run_copy: Path) -> None:
     bad = runner.invoke(app, ["decode", str(run_copy), *CT2], input=b"fine\n\xff broken\n")
-    assert bad.exit_code == 1 and "stdin: line 2 is not valid UTF-8" in bad.output
+    assert bad.exit_code == 2 and "stdin: line 2 is not valid UTF-8" in bad.output
     assert not (run_copy / "ctranslate2-float32").exists()  # refused before exporting
     native_q = runner.invoke(app, ["decode", str(run_copy), "--quantization", "int16"], input="A cat.\n")
-    assert native_q.exit_code == 1 and "native engine supports float32 or int8" in native_q.output
+    assert native_q.exit_code == 2 and "native engine supports float32 or int8" in native_q.output
 
 
 def test_evaluate_with_ctranslate2(run_copy: Path) -> None:

@@ -15,7 +15,8 @@ pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip instal
 
 def test_export_ctranslate2_prints_parity(tiny_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "ct2"
-    result = CliRunner().invoke(app, ["export", str(tiny_run), str(out), "--to", "ctranslate2", "--device", "cpu"])
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(out), "--to", "ctranslate2",
+                                      "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert (out / "model.bin").exists() and (out / "spm.model").exists()
     for expected in ("parity on 40 sentences (beam 3", "BLEU tbuild", "delta", "identical lines",
@@ -29,14 +30,14 @@ def test_export_with_check_files_int8_and_average(tiny_run: Path, tmp_path: Path
     src, ref = tmp_path / "s.txt", tmp_path / "r.txt"
     src.write_text("A man is riding a bike.\nTwo dogs play.\n")
     ref.write_text("Ein Mann fährt Fahrrad.\nZwei Hunde spielen.\n")
-    result = CliRunner().invoke(app, ["export", str(tiny_run), str(tmp_path / "q"), "--quantization", "int8",
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "q"), "--quantization", "int8",
                                       "--average", "2", "--check-src", str(src), "--check-ref", str(ref)])
     assert result.exit_code == 0, result.output
     assert "int8" in result.output and "average of" in result.output and "parity on 2 sentences" in result.output
 
 
 def test_export_check_none_skips_parity(tiny_run: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["export", str(tiny_run), str(tmp_path / "x"), "--check", "none"])
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "x"), "--check", "none"])
     assert result.exit_code == 0, result.output
     assert "parity" not in result.output
 
@@ -47,7 +48,7 @@ def test_refused_kind_is_one_line_and_exit_code_2(tiny_run: Path, tmp_path: Path
     spec = yaml.safe_load((tiny_run / "spec.yaml").read_text())
     spec["model"]["attention"] = {"kind": "local", "window": 2}
     (run / "spec.yaml").write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "x")])
+    result = CliRunner().invoke(app, ["export", str(run), "-o", str(tmp_path / "x")])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "attention kind 'local'" in lines[0] and "ctranslate2 supports attention: multihead" \

@@ -29,7 +29,7 @@ def hf_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_export_hf_writes_a_loadable_marian_folder_and_prints_parity(hf_run: Path, tmp_path: Path) -> None:
     out = tmp_path / "hf"
-    result = CliRunner().invoke(app, ["export", str(hf_run), str(out), "--to", "hf", "--device", "cpu"])
+    result = CliRunner().invoke(app, ["export", str(hf_run), "-o", str(out), "--to", "hf", "--device", "cpu"])
     assert result.exit_code == 0, result.output
     for name in ("config.json", "generation_config.json", "model.safetensors", "source.spm", "target.spm",
                  "vocab.json", "tokenizer_config.json"):
@@ -49,14 +49,14 @@ def test_export_hf_writes_a_loadable_marian_folder_and_prints_parity(hf_run: Pat
 
 
 def test_export_hf_average_and_check_none(hf_run: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["export", str(hf_run), str(tmp_path / "x"), "--to", "hf", "--average", "2",
+    result = CliRunner().invoke(app, ["export", str(hf_run), "-o", str(tmp_path / "x"), "--to", "hf", "--average", "2",
                                       "--check", "none"])
     assert result.exit_code == 0, result.output
     assert "average of" in result.output and "parity" not in result.output
 
 
 def test_export_hf_refuses_quantization(hf_run: Path, tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["export", str(hf_run), str(tmp_path / "x"), "--to", "hf",
+    result = CliRunner().invoke(app, ["export", str(hf_run), "-o", str(tmp_path / "x"), "--to", "hf",
                                       "--quantization", "int8"])
     assert result.exit_code != 0 and "applies to --to ctranslate2" in result.output
     assert not (tmp_path / "x").exists()
@@ -64,7 +64,7 @@ def test_export_hf_refuses_quantization(hf_run: Path, tmp_path: Path) -> None:
 
 def test_unrepresentable_model_is_one_line_and_exit_code_2(tiny_run: Path, tmp_path: Path) -> None:
     """tiny_run uses tbuild's default LayerNorm eps (1e-6); MarianMTModel's is fixed at 1e-5."""
-    result = CliRunner().invoke(app, ["export", str(tiny_run), str(tmp_path / "x"), "--to", "hf"])
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "x"), "--to", "hf"])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "cannot export to hf: LayerNorm eps 1e-06" in lines[0] and "hf needs" in lines[0]
@@ -77,7 +77,7 @@ def test_refused_kind_is_one_line_and_exit_code_2(hf_run: Path, tmp_path: Path) 
     spec = yaml.safe_load((hf_run / "spec.yaml").read_text())
     spec["model"]["ffn"] = {"kind": "swiglu"}
     (run / "spec.yaml").write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["export", str(run), str(tmp_path / "x"), "--to", "hf"])
+    result = CliRunner().invoke(app, ["export", str(run), "-o", str(tmp_path / "x"), "--to", "hf"])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "ffn kind 'swiglu'" in lines[0] and "hf supports ffn: gelu, relu" in lines[0]

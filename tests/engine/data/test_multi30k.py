@@ -150,7 +150,7 @@ def test_cli_fetches_then_reports_present(tmp_path: Path, multi30k: Path) -> Non
 
     runner = CliRunner()
     dest = tmp_path / "m30k"
-    args = ["multi30k", "--dest", str(dest)]
+    args = ["multi30k", "--output", str(dest)]
     result = runner.invoke(data_app, args, env={"TBUILD_DATA_MIRROR": str(multi30k), "COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     assert f"fetched {dest / 'train.en.gz'}" in result.stdout and "9 files in" in result.stdout
@@ -158,5 +158,5 @@ def test_cli_fetches_then_reports_present(tmp_path: Path, multi30k: Path) -> Non
     result = runner.invoke(data_app, [*args, "--mirror", str(multi30k)], env={"COLUMNS": "300"})
     assert result.exit_code == 0 and "already present" in result.stdout
     result = runner.invoke(data_app, [*args, "--mirror", str(tmp_path / "nowhere")], env={"COLUMNS": "300"})
-    assert result.exit_code == 1 and result.stdout == ""
+    assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.strip() == f"error: multi30k mirror is not a folder: {tmp_path / 'nowhere'}"

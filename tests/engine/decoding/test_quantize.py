@@ -92,7 +92,7 @@ def test_cli_decode_and_evaluate_int8(tiny_run: Path, tmp_path: Path) -> None:
     assert len(result.stdout.split("\n")) == 5 and result.stdout.split("\n")[3] == ""
     refused = runner.invoke(app, ["decode", str(run_copy), "--quantization", "int8", "--set", "decode.precision=bf16"],
                             input=text)
-    assert refused.exit_code == 1 and "int8 decoding computes in float32" in refused.output
+    assert refused.exit_code == 2 and "int8 decoding computes in float32" in refused.output
     evaluated = runner.invoke(app, ["evaluate", str(run_copy), "--split", "test", "--quantization", "int8"],
                               env={"COLUMNS": "200"})
     assert evaluated.exit_code == 0, evaluated.output

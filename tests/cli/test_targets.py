@@ -1,0 +1,143 @@
+"""One CLI: every command that names a model takes a spec, a run directory or a checkpoint; every
+user error exits 2 with one line; option names mean one thing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+
+runner = CliRunner()
+SENTENCE = "A dog runs in the snow.\n"
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_run: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A copy of the tiny run (the commands write into it) and the three ways to name it."""
+    root = tmp_path_factory.mktemp("targets")
+    run = root / "run"
+    shutil.copytree(tiny_run, run)
+    spec = yaml.safe_load((tiny_run.parent / "spec.yaml").read_text()) | {"output_dir": str(run)}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    return {"spec": root / "spec.yaml", "run": run, "checkpoint": run / "checkpoints" / "step_00000030.safetensors"}
+
+
+# command, its arguments after the target, stdin, what its output says
+COMMANDS = {
+    "inspect": ([], None, "parameters per block"),
+    "validate": ([], None, "d_model: 32"),
+    "decode": ([], SENTENCE, None),
+    "evaluate": (["--show", "0"], None, "BLEU"),
+    "attention": (["--text", "A dog runs.", "--layers", "0", "--heads", "0"], None, "wrote"),
+    "export": (["--check", "none"], None, "wrote"),
+    "average": (["--last", "2"], None, "averaged step_00000020.safetensors, step_00000030.safetensors"),
+    "plot": ([], None, "curves.png"),
+    "data prepare": ([], None, "pairs"),
+}
+
+
+@pytest.mark.parametrize("form", ["spec", "run", "checkpoint"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_takes_every_target_form(command: str, form: str, trained: dict[str, Path]) -> None:
+    args, stdin, says = COMMANDS[command]
+    result = runner.invoke(app, [*command.split(), str(trained[form]), *args], input=stdin,
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert says is None or says in result.output
+    if command == "decode":
+        assert len(result.stdout.splitlines()) == 1
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_target_is_one_line_exit_2(command: str, tmp_path: Path) -> None:
+    args, stdin, _ = COMMANDS[command]
+    result = runner.invoke(app, [*command.split(), str(tmp_path / "nope.yaml"), *args], input=stdin)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [f"error: {tmp_path / 'nope.yaml'}: no such spec, run directory or "
+                                                  "checkpoint"]
+
+
+@pytest.mark.parametrize("command", ["average", "plot", "decode"])
+def test_an_untrained_spec_says_to_train_it(command: str, tmp_path: Path) -> None:
+    spec = tmp_path / "fresh.yaml"
+    spec.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "run")}))
+    result = runner.invoke(app, [command, str(spec)], input=SENTENCE)
+    assert result.exit_code == 2
+    assert "train" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_user_errors_exit_2(trained: dict[str, Path], tmp_path: Path) -> None:
+    cases = [
+        (["decode", str(trained["run"]), "--input", str(tmp_path / "none.txt")], "input file not found"),
+        (["evaluate", str(trained["run"]), "--split", "train"], "--split must be test or valid"),
+        (["average", str(trained["run"]), "--last", "9"], "only 3 exist"),
+        (["export", str(trained["run"]), "--to", "onnx"], "targets are"),
+        (["inspect", str(trained["spec"]), "--set", "model.d_model", "64"], "did you forget the '='?"),
+        (["decode", str(trained["run"]), "--bogus"], "No such option"),
+    ]
+    for args, says in cases:
+        result = runner.invoke(app, args, input=SENTENCE, env={"COLUMNS": "200"})
+        assert result.exit_code == 2, (args, result.output)
+        assert says in result.output, (args, result.output)
+
+
+def test_bare_average_uses_the_specs_average_last(trained: dict[str, Path]) -> None:
+    result = runner.invoke(app, ["average", str(trained["run"]), "--set", "train.average_last=2"])
+    assert result.exit_code == 0, result.output
+    assert "averaged step_00000020.safetensors, step_00000030.safetensors" in result.output
+    assert (trained["run"] / "averaged_last2.safetensors").exists()
+    # decode's bare --average: average_last is 5 in this spec, and the run has only 3 checkpoints
+    too_few = runner.invoke(app, ["decode", str(trained["run"]), "--average"], input=SENTENCE)
+    assert too_few.exit_code == 2 and "asked for the newest 5 checkpoints but only 3 exist" in too_few.output
+    bare = runner.invoke(app, ["decode", str(trained["run"]), "--average", "--set", "train.average_last=3"],
+                         input=SENTENCE)
+    given = runner.invoke(app, ["decode", str(trained["run"]), "--average", "3"], input=SENTENCE)
+    assert bare.exit_code == given.exit_code == 0, bare.output
+    assert bare.stdout == given.stdout
+
+
+def test_one_name_per_option() -> None:
+    """-k is the beam only; outputs are -o/--output; --src is a file (evaluate), the sentence is --text."""
+    import typer.main
+    from typer.core import TyperOption
+
+    seen: dict[str, set[str]] = {}
+
+    def walk(cmd, name: str) -> None:  # noqa: ANN001 - typer's (vendored) click command or group
+        for sub, child in getattr(cmd, "commands", {}).items():
+            walk(child, f"{name} {sub}".strip())
+        for param in cmd.params:
+            if isinstance(param, TyperOption):
+                for opt in param.opts + param.secondary_opts:
+                    seen.setdefault(opt, set()).add(param.name or "")
+                assert not {"--out", "--dest"} & set(param.opts), f"{name}: {param.opts}"
+                if "--output" in param.opts:
+                    assert "-o" in param.opts, name
+
+    walk(typer.main.get_command(app), "")
+    assert seen["-k"] == {"beam"} and seen["-o"] == {"output"}
+    for opt, names in seen.items():
+        assert len(names) == 1, f"{opt} means {names}"
+
+
+def test_version_and_completion() -> None:
+    from importlib.metadata import version
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.output.strip() == f"tbuild {version('tbuild')}"
+    tbuild = shutil.which("tbuild", path=str(Path(sys.executable).parent))
+    assert tbuild is not None, "the tbuild console script is installed beside this Python"
+    script = subprocess.run([tbuild, "--show-completion", "bash"], capture_output=True, text=True, check=True).stdout
+    assert "complete -o default -F _tbuild_completion tbuild" in script
+    for words, cword, expect in (("tbuild dec", 1, "decode"), ("tbuild decode run --bea", 3, "--beam")):
+        env = os.environ | {"_TBUILD_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
+        done = subprocess.run([tbuild], capture_output=True, text=True, env=env, check=True)
+        assert done.stdout.split() == [expect]
