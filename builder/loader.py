@@ -59,8 +59,10 @@ PATH_KEYS: dict[Path_, tuple[str, ...]] = {
 }
 
 
-def _read_yaml(path: Path) -> tuple[Any, dict[Path_, Where]]:
-    """Parse YAML or JSON; record each key's position; refuse duplicate keys."""
+def read_yaml(path: Path, what: str = "a spec must be a mapping of sections (model, data, train, decode)",
+              ) -> tuple[Any, dict[Path_, Where]]:
+    """Parse YAML or JSON; record each key's position; refuse duplicate keys and a top level that is
+    not a mapping (``what`` says what it must be)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -99,7 +101,7 @@ def _read_yaml(path: Path) -> tuple[Any, dict[Path_, Where]]:
 
     walk(node, ())
     if not isinstance(data, dict):
-        raise SpecError(f"{where[()]}: a spec must be a mapping of sections (model, data, train, decode)")
+        raise SpecError(f"{where[()]}: {what}")
     return data, where
 
 
@@ -145,7 +147,7 @@ def _load_chain(path: Path, seen: list[Path]) -> tuple[dict, dict[Path_, Where]]
     if resolved in seen:
         chain = " -> ".join(str(p) for p in seen + [resolved])
         raise SpecError(f"{path}: extends cycle: {chain}")
-    data, where = _read_yaml(path)
+    data, where = read_yaml(path)
     _resolve_paths(data, where, resolved.parent)
     parent = data.pop("extends", None)
     if parent is None:
@@ -173,26 +175,32 @@ def parse_override(text: str) -> tuple[Path_, Any]:
     return path, parsed
 
 
-def apply_override(data: dict, where: dict[Path_, Where], text: str) -> None:
+Override = str | tuple[str, Where]  # KEY=VALUE, from the command line or from a file position
+
+
+def apply_override(data: dict, where: dict[Path_, Where], override: Override) -> None:
+    text, at = override if isinstance(override, tuple) else (override, Where(f"--set {override}"))
     path, value = parse_override(text)
     over: Any = value
     for part in reversed(path):
         over = {part: over}
-    over_where = {path[:i]: Where(f"--set {text}") for i in range(1, len(path) + 1)}
+    over_where = {path[:i]: at for i in range(1, len(path) + 1)}
     merged = merge(data, over, where, over_where)
     data.clear()
     data.update(merged)
 
 
-def load_spec(source: str | Path | dict, overrides: list[str] | None = None) -> LoadedSpec:
-    """Read, merge, override and validate a spec; raise ``SpecError`` with a clear message."""
+def load_spec(source: str | Path | dict, overrides: list[Override] | None = None) -> LoadedSpec:
+    """Read, merge, override and validate a spec; raise ``SpecError`` with a clear message. An
+    override is ``KEY=VALUE`` (errors name ``--set KEY=VALUE``) or ``(KEY=VALUE, Where)`` (errors
+    name that position, e.g. a sweep file's line)."""
     if isinstance(source, dict):
         path, data, where = None, copy.deepcopy(source), {(): Where("<dict>")}
     else:
         path = Path(source)
         data, where = _load_chain(path, [])
-    for text in overrides or []:
-        apply_override(data, where, text)
+    for override in overrides or []:
+        apply_override(data, where, override)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as e:
@@ -283,12 +291,12 @@ def format_error(err: dict, data: dict, where: dict[Path_, Where]) -> str:
     if kind == "extra_forbidden":
         bad = str(loc[-1])
         allowed = _allowed_keys(loc[:-1])
-        hint = _did_you_mean(bad, allowed)
+        hint = did_you_mean(bad, allowed)
         msg = f"unknown key {bad!r}{hint}; allowed: {', '.join(allowed)}" if allowed else f"unknown key {bad!r}"
     elif kind == "union_tag_invalid":
         tags = [t.strip().strip("'") for t in str(ctx.get("expected_tags", "")).split(",")]
         got = str(ctx.get("tag"))
-        msg = f"unknown kind {got!r}{_did_you_mean(got, tags)}; registered kinds: {', '.join(tags)}"
+        msg = f"unknown kind {got!r}{did_you_mean(got, tags)}; registered kinds: {', '.join(tags)}"
         field = field + ".kind" if not field.endswith(".kind") else field
         path = path + ("kind",)
     elif kind == "union_tag_not_found":
@@ -304,6 +312,6 @@ def format_error(err: dict, data: dict, where: dict[Path_, Where]) -> str:
     return f"{_nearest(where, path)}: {field}: {msg}"
 
 
-def _did_you_mean(word: str, options: list[str]) -> str:
+def did_you_mean(word: str, options: list[str]) -> str:
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""

@@ -14,6 +14,7 @@ from .export import export
 from .inspect import inspect
 from .plot import plot
 from .specs import components, schema, validate
+from .sweep import sweep
 from .train import train
 
 app = typer.Typer(
@@ -41,7 +42,8 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, average, decode, evaluate, export, attention, plot):
+for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, export, attention,
+                plot):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

@@ -1,0 +1,70 @@
+"""`tbuild sweep`: train and score a sweep's rows (the paper's Table 3), then print its table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .common import console, guarded
+from .options import SET_OPTION
+from .progress import Reporter
+
+
+@guarded
+def sweep(
+    file: Path = typer.Argument(..., help="A sweep file (specs/sweeps/*.yaml): a base spec and rows of overrides."),
+    set_: list[str] = SET_OPTION,
+    only: str | None = typer.Option(None, "--only", help="Comma-separated row names to run (default: all)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate every row and print the plan; train nothing."),
+) -> None:
+    """Validate every row, print the plan, then train and score each unfinished row in its own run
+    directory (row name and spec hash); re-running skips finished rows and resumes an interrupted one.
+    Ends with the table (results.md, .csv, .json in the sweep's folder)."""
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.sweep import table
+    from tbuild.engine.sweep.plan import plan
+    from tbuild.engine.sweep.run import run_local
+    from tbuild.engine.sweep.spec import load_sweep
+
+    sweep_file = load_sweep(file)
+    rows = plan(sweep_file, list(set_ or []), only.split(",") if only else None)
+    _print_plan(sweep_file.name, rows)
+    if dry_run:
+        return
+    process = configure_process()
+
+    def say(line: str) -> None:
+        console.print(f"[bold]sweep[/] {line}", highlight=False, soft_wrap=True)
+
+    completed = run_local(rows, lambda _: Reporter(), say, process.after_batch)
+    results = table.results(rows, sweep_file.spec.reference)
+    written = table.write(sweep_file.folder, results)
+    _print_results(sweep_file.name, results)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
+    if not completed:
+        console.print("interrupted: run the same command to resume the row and go on", highlight=False)
+        raise typer.Exit(130)
+
+
+def _print_plan(name: str, rows) -> None:  # noqa: ANN001 - list[PlannedRow] (lazy import)
+    grid = Table(title=f"sweep {name}: {len(rows)} rows", title_justify="left")
+    for column in ("row", "label", "params", "MFLOP/token", "budget", "state"):
+        grid.add_column(column, justify="right" if column in ("params", "MFLOP/token") else "left")
+    for p in rows:
+        state = "finished" if p.finished else ("started" if (p.folder / "spec.yaml").exists() else "to train")
+        grid.add_row(p.row.name, p.row.label, f"{p.params / 1e6:.1f}M", f"{p.flops_per_token / 1e6:.1f}",
+                     p.budget(), state)
+    console.print(grid)
+
+
+def _print_results(name: str, results: list[dict]) -> None:
+    from tbuild.engine.sweep.table import COLUMNS, cell
+
+    grid = Table(title=f"sweep {name}: results", title_justify="left")
+    for column in COLUMNS:
+        grid.add_column(column)
+    for row in results:
+        grid.add_row(*(cell(row[c]) for c in COLUMNS))
+    console.print(grid)

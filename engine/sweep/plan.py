@@ -1,0 +1,79 @@
+"""A sweep's plan: every row's spec validated before anything trains, its run folder (row name and
+spec hash), parameters, FLOPs per token and training budget."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from tbuild.builder import LoadedSpec, SpecError, load_spec
+from tbuild.builder.inspect import inspect_model
+from tbuild.builder.loader import Override
+
+from .spec import Row, Sweep
+
+RESULT = "sweep_row.json"  # in a row's run directory once it is trained and scored
+
+
+@dataclass(frozen=True)
+class PlannedRow:
+    row: Row
+    loaded: LoadedSpec  # output_dir set to ``folder``
+    folder: Path
+    params: int
+    flops_per_token: int
+
+    @property
+    def result_file(self) -> Path:
+        return self.folder / RESULT
+
+    @property
+    def finished(self) -> bool:
+        return self.result_file.is_file()
+
+    def result(self) -> dict | None:
+        """The row's scores once it finished (None before, or if the file is unreadable)."""
+        try:
+            return json.loads(self.result_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def budget(self) -> str:
+        """The training budget in words, from the spec's stops."""
+        t = self.loaded.spec.train
+        parts = [f"{t.max_steps:,} steps" if t.max_steps else "", f"{t.max_epochs} epochs" if t.max_epochs else "",
+                 f"{t.max_minutes:g} min" if t.max_minutes else ""]
+        return ", ".join(p for p in parts if p)
+
+
+def spec_hash(loaded: LoadedSpec) -> str:
+    """What makes two rows the same experiment: the resolved spec, wherever it trains."""
+    data = loaded.spec.model_dump(mode="json", exclude={"extends", "output_dir", "name"})
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def plan(sweep: Sweep, overrides: list[str] | None = None, only: list[str] | None = None) -> list[PlannedRow]:
+    """Every row (or those named in ``only``) validated, with ``overrides`` (``--set``) applied last;
+    all errors of all rows are reported together, before anything trains."""
+    names = [row.name for row in sweep.rows]
+    unknown = [n for n in only or [] if n not in names]
+    if unknown:
+        raise SpecError(f"--only {','.join(unknown)}: no such row in {sweep.path}; rows: {', '.join(names)}")
+    rows = [row for row in sweep.rows if not only or row.name in only]
+    planned, errors = [], []
+    for row in rows:
+        extra: list[Override] = [*row.overrides, *(overrides or [])]
+        try:
+            loaded = load_spec(sweep.base, [*extra, f"name={json.dumps(row.name)}"])
+        except SpecError as e:
+            errors.extend(f"row {row.name}: {line}" for line in str(e).splitlines())
+            continue
+        folder = sweep.folder / f"{row.name}-{spec_hash(loaded)}"
+        loaded.spec = loaded.spec.model_copy(update={"output_dir": str(folder)})
+        report = inspect_model(loaded.spec)
+        planned.append(PlannedRow(row, loaded, folder, report.total, report.flops_per_token))
+    if errors:
+        raise SpecError("\n".join(errors))
+    return planned

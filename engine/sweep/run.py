@@ -1,0 +1,64 @@
+"""Run a sweep's rows on this machine, one after another: train (resuming an interrupted row), then
+score the development and test splits; a finished row is skipped."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..files import atomic_write
+from ..run_dir import Run, RunDir
+from ..training.trainer import Event, Trainer
+from .plan import PlannedRow
+
+Say = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RowOutcome:
+    row: PlannedRow
+    interrupted: bool
+
+
+def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[], None] = lambda: None,
+            ) -> RowOutcome:
+    """Train one row to its budget and score it (``sweep_row.json``); stop early on Ctrl-C."""
+    import json
+
+    from ..decoding.evaluation import evaluate
+    from ..decoding.translator import load_translator
+
+    started = time.monotonic()
+    result = Trainer(planned.loaded, emit).setup().train()
+    if result["reason"] == "interrupted":
+        return RowOutcome(planned, True)
+    run = Run(planned.loaded.spec, RunDir(planned.folder))
+    translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
+    scores = {}
+    for split in ("valid", "test"):
+        if getattr(run.spec.data, split) is None:
+            continue
+        evaluation, *_ = evaluate(run, translator, split=split, after_batch=after_batch)
+        scores[split] = {"bleu": evaluation.bleu, "bleu_lowercase": evaluation.bleu_lowercase,
+                         "chrf": evaluation.chrf, "ppl": evaluation.perplexity}
+        say(f"{planned.row.name}: {split} BLEU {evaluation.bleu:.2f}, perplexity {evaluation.perplexity:.2f}")
+    record = {"row": planned.row.name, "label": planned.row.label, "steps": result["step"],
+              "train_minutes": result["elapsed"] / 60, "wall_minutes": (time.monotonic() - started) / 60,
+              "params": planned.params, "scores": scores}
+    atomic_write(planned.result_file, (json.dumps(record, indent=1) + "\n").encode())
+    return RowOutcome(planned, False)
+
+
+def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], say: Say,
+              after_batch: Callable[[], None] = lambda: None) -> bool:
+    """Every unfinished row in order; False when one was interrupted (the rest are left for the
+    next call, which resumes that row)."""
+    for planned in rows:
+        if planned.finished:
+            say(f"{planned.row.name}: finished earlier ({planned.folder}), skipped")
+            continue
+        say(f"{planned.row.name}: training in {planned.folder} ({planned.budget()})")
+        if run_row(planned, emit_for(planned), say, after_batch).interrupted:
+            return False
+    return True

@@ -1,0 +1,113 @@
+"""`tbuild sweep`: rows validated before training, run and tabulated; finished rows skipped."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.builder import SpecError
+from tbuild.engine.sweep.plan import plan
+from tbuild.engine.sweep.spec import load_sweep
+from tbuild.engine.sweep.table import trend
+from tests.conftest import REPO, tiny_train_spec
+
+runner = CliRunner()
+
+
+def _sweep(tmp_path: Path, tiny_corpus: Path, rows: str) -> Path:
+    base = tiny_train_spec(tiny_corpus, tmp_path / "unused", max_steps=3, validate_every=3, checkpoint_every=3)
+    base.pop("output_dir")
+    base["decode"] = {"beam": 2, "max_len_a": 1.0, "max_len_b": 5}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(f"base: base.yaml\noutput_dir: {tmp_path / 'out'}\nrows:\n{rows}")
+    return sweep
+
+
+TWO_ROWS = """\
+  - {name: base, label: base, paper: {ppl: 4.92, bleu: 25.8}}
+  - name: h1
+    label: A
+    set: {model.encoder.heads: 1, model.decoder.heads: 1}
+    paper: {ppl: 5.29, bleu: 24.9}
+"""
+
+
+def test_two_rows_train_score_and_tabulate(tmp_path: Path, tiny_corpus: Path) -> None:
+    from tbuild.cli.app import app
+
+    sweep = _sweep(tmp_path, tiny_corpus, TWO_ROWS)
+    dry = runner.invoke(app, ["sweep", str(sweep), "--dry-run"], env={"COLUMNS": "200"})
+    assert dry.exit_code == 0, dry.output
+    assert "2 rows" in dry.output and not (tmp_path / "out").exists()
+    result = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    folders = sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir())
+    assert len(folders) == 2 and folders[0].startswith("base-") and folders[1].startswith("h1-")
+    table = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["row"] for r in table] == ["base", "h1"] and [r["h"] for r in table] == [2, 1]
+    assert all(r["train steps"] == 3 and r["dev BLEU"] is not None and r["test BLEU"] is not None for r in table)
+    assert table[1]["paper BLEU"] == 24.9 and table[1]["trend"] in ("held", "not held", "held (≈)")
+    assert (tmp_path / "out" / "results.md").read_text().startswith("| row | label | N |")
+    assert (tmp_path / "out" / "results.csv").read_text().splitlines()[0].startswith("row,label,N,")
+    again = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    assert again.exit_code == 0, again.output
+    assert again.output.count("finished earlier") == 2 and "training in" not in again.output
+
+
+def test_a_bad_row_is_refused_with_its_line_before_training(tmp_path: Path, tiny_corpus: Path) -> None:
+    from tbuild.cli.app import app
+
+    sweep = _sweep(tmp_path, tiny_corpus, TWO_ROWS + "  - {name: bad, set: {model.encoder.hedas: 2}}\n")
+    result = runner.invoke(app, ["sweep", str(sweep)])
+    assert result.exit_code == 2
+    line = sweep.read_text().splitlines().index("  - {name: bad, set: {model.encoder.hedas: 2}}") + 1
+    assert f"row bad: {sweep}:{line}:" in result.output
+    assert "unknown key 'hedas' (did you mean 'heads'?)" in result.output
+    assert not (tmp_path / "out").exists()
+    unknown = runner.invoke(app, ["sweep", str(sweep), "--only", "nope"])
+    assert unknown.exit_code == 2 and "no such row" in unknown.output
+
+
+def test_sweep_file_errors_name_the_line(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("name: b\n")
+    bad = tmp_path / "s.yaml"
+    bad.write_text("base: base.yaml\nrows:\n  - {name: a, lable: A}\n")
+    with pytest.raises(SpecError, match=r"s\.yaml:3:15: rows\.0\.lable: unknown key 'lable' \(did you mean"):
+        load_sweep(bad)
+    twice = tmp_path / "t.yaml"
+    twice.write_text("base: base.yaml\nrows:\n  - {name: a}\n  - {name: a}\n")
+    with pytest.raises(SpecError, match="names must differ"):
+        load_sweep(twice)
+
+
+def test_grid_crosses_rows(tmp_path: Path) -> None:
+    (tmp_path / "base.yaml").write_text("name: b\n")
+    sweep = tmp_path / "g.yaml"
+    sweep.write_text("base: base.yaml\nrows: [{name: r}]\ngrid: {train.label_smoothing: [0.0, 0.1], "
+                     "model.d_model: [256, 512]}\n")
+    rows = plan(load_sweep(sweep))
+    assert [p.row.name for p in rows] == ["r-label_smoothing=0.0-d_model=256", "r-label_smoothing=0.0-d_model=512",
+                                          "r-label_smoothing=0.1-d_model=256", "r-label_smoothing=0.1-d_model=512"]
+    assert rows[3].loaded.spec.model.d_model == 512 and rows[3].loaded.spec.train.label_smoothing == 0.1
+    assert len({p.folder for p in rows}) == 4
+
+
+def test_table3_rows_match_the_papers_params() -> None:
+    rows = plan(load_sweep(REPO / "specs" / "sweeps" / "table3.yaml"))
+    assert len(rows) == 20
+    for p in rows:
+        paper = p.row.paper.params if p.row.paper else None
+        if paper is not None and p.row.name != "big":  # big: 218M, not the printed 213M (see specs/big.yaml)
+            assert round(p.params / 1e6) == paper, p.row.name
+
+
+def test_trend() -> None:
+    assert trend(20.0, 24.9, 21.0, 25.8) == "held"  # worse than the reference, as in the paper
+    assert trend(22.0, 24.9, 21.0, 25.8) == "not held"
+    assert trend(21.05, 25.7, 21.0, 25.8) == "held (≈)"  # the paper's "nearly identical"
+    assert trend(None, 24.9, 21.0, 25.8) == ""
