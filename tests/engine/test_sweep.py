@@ -106,6 +106,16 @@ def test_table3_rows_match_the_papers_params() -> None:
             assert round(p.params / 1e6) == paper, p.row.name
 
 
+def test_table3_small_scales_every_row() -> None:
+    rows = {p.row.name: p.loaded.spec for p in plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"))}
+    assert len(rows) == 20 and rows["base"].model.dropout.residual == 0.1 and rows["big"].model.dropout.residual == 0.3
+    for name, spec in rows.items():
+        enc = spec.model.encoder
+        if name.startswith("A-"):  # h · d_k = d_model, as in the paper's (A) rows
+            assert enc.heads * enc.d_k == spec.model.d_model
+        assert spec.train.max_minutes == (30 if name == "big" else 10)
+
+
 def test_trend() -> None:
     assert trend(20.0, 24.9, 21.0, 25.8) == "held"  # worse than the reference, as in the paper
     assert trend(22.0, 24.9, 21.0, 25.8) == "not held"
