@@ -42,6 +42,10 @@ def sweep(
     results = table.results(rows, sweep_file.spec.reference)
     written = table.write(sweep_file.folder, results)
     _print_results(sweep_file.name, results)
+    trends = table.group_trends(results)
+    if trends:
+        console.print("paper's trends: " + "; ".join(f"{label}: {held}" for label, held in trends.items()),
+                      highlight=False)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
     if not completed:
         console.print("interrupted: run the same command to resume the row and go on", highlight=False)

@@ -70,6 +70,16 @@ def cell(value: object) -> str:
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
+def group_trends(table: list[dict]) -> dict[str, str]:
+    """Per label, how many of its rows moved as the paper's did, e.g. ``{"A": "3/4 held"}``."""
+    out = {}
+    for label in dict.fromkeys(row["label"] for row in table):
+        judged = [row["trend"] for row in table if row["label"] == label and row["trend"]]
+        if judged:
+            out[label] = f"{sum(t.startswith('held') for t in judged)}/{len(judged)} held"
+    return out
+
+
 def markdown(table: list[dict]) -> str:
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in table]
@@ -77,7 +87,9 @@ def markdown(table: list[dict]) -> str:
 
 
 def write(folder: Path, table: list[dict]) -> list[Path]:
-    """results.md, results.csv and results.json in the sweep's folder."""
+    """results.md, .csv, .json and .png in the sweep's folder."""
+    from ..plots import plot_sweep
+
     text = io.StringIO()
     writer = csv.DictWriter(text, COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -86,4 +98,4 @@ def write(folder: Path, table: list[dict]) -> list[Path]:
              "results.json": json.dumps(table, indent=1, ensure_ascii=False) + "\n"}
     for name, body in files.items():
         atomic_write(folder / name, body.encode())
-    return [folder / name for name in files]
+    return [*(folder / name for name in files), plot_sweep(table, folder / "results.png")]

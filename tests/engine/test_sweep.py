@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from tbuild.builder import SpecError
 from tbuild.engine.sweep.plan import plan
 from tbuild.engine.sweep.spec import load_sweep
-from tbuild.engine.sweep.table import trend
+from tbuild.engine.sweep.table import group_trends, trend
 from tests.conftest import REPO, tiny_train_spec
 
 runner = CliRunner()
@@ -54,6 +54,8 @@ def test_two_rows_train_score_and_tabulate(tmp_path: Path, tiny_corpus: Path) ->
     assert table[1]["paper BLEU"] == 24.9 and table[1]["trend"] in ("held", "not held", "held (≈)")
     assert (tmp_path / "out" / "results.md").read_text().startswith("| row | label | N |")
     assert (tmp_path / "out" / "results.csv").read_text().splitlines()[0].startswith("row,label,N,")
+    assert (tmp_path / "out" / "results.png").read_bytes()[:4] == b"\x89PNG"
+    assert "A: " in result.output and "held" in result.output  # the trend of group A, in one line
     again = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
     assert again.exit_code == 0, again.output
     assert again.output.count("finished earlier") == 2 and "training in" not in again.output
@@ -121,3 +123,6 @@ def test_trend() -> None:
     assert trend(22.0, 24.9, 21.0, 25.8) == "not held"
     assert trend(21.05, 25.7, 21.0, 25.8) == "held (≈)"  # the paper's "nearly identical"
     assert trend(None, 24.9, 21.0, 25.8) == ""
+    table = [{"label": "base", "trend": ""}, {"label": "A", "trend": "held"}, {"label": "A", "trend": "not held"},
+             {"label": "E", "trend": "held (≈)"}]
+    assert group_trends(table) == {"A": "1/2 held", "E": "1/1 held"}
