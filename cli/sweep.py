@@ -18,16 +18,25 @@ def sweep(
     set_: list[str] = SET_OPTION,
     only: str | None = typer.Option(None, "--only", help="Comma-separated row names to run (default: all)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Validate every row and print the plan; train nothing."),
+    launcher: str = typer.Option("local", "--launcher", help="local: the rows one after another here; submitit: "
+                                 "one job per row through submitit (Slurm on a cluster; the submitit extra)."),
+    cluster: str | None = typer.Option(None, "--cluster", help="With --launcher submitit: slurm, local or debug "
+                                       "(default: Slurm where it is installed, else local processes)."),
+    slurm: list[str] = typer.Option(None, "--slurm", help="With --launcher submitit: KEY=VALUE for submitit's "
+                                    "update_parameters, e.g. slurm_partition=gpu, gpus_per_node=8, timeout_min=600."),
 ) -> None:
     """Validate every row, print the plan, then train and score each unfinished row in its own run
     directory (row name and spec hash); re-running skips finished rows and resumes an interrupted one.
-    Ends with the table (results.md, .csv, .json in the sweep's folder)."""
+    Ends with the table (results.md, .csv, .json and .png in the sweep's folder)."""
+    from tbuild.engine.errors import TbuildError
     from tbuild.engine.process import configure_process
     from tbuild.engine.sweep import table
     from tbuild.engine.sweep.plan import plan
     from tbuild.engine.sweep.run import run_local
     from tbuild.engine.sweep.spec import load_sweep
 
+    if launcher not in ("local", "submitit"):
+        raise TbuildError(f"--launcher {launcher!r}: choose local or submitit")
     sweep_file = load_sweep(file)
     rows = plan(sweep_file, list(set_ or []), only.split(",") if only else None)
     _print_plan(sweep_file.name, rows)
@@ -38,7 +47,12 @@ def sweep(
     def say(line: str) -> None:
         console.print(f"[bold]sweep[/] {line}", highlight=False, soft_wrap=True)
 
-    completed = run_local(rows, lambda _: Reporter(), say, process.after_batch)
+    if launcher == "submitit":
+        from tbuild.engine.sweep.submit import run_submitit
+
+        completed = run_submitit(file, rows, list(set_ or []), list(slurm or []), say, cluster)
+    else:
+        completed = run_local(rows, lambda _: Reporter(), say, process.after_batch)
     results = table.results(rows, sweep_file.spec.reference)
     written = table.write(sweep_file.folder, results)
     _print_results(sweep_file.name, results)
@@ -47,6 +61,8 @@ def sweep(
         console.print("paper's trends: " + "; ".join(f"{label}: {held}" for label, held in trends.items()),
                       highlight=False)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
+    if not completed and launcher == "submitit":
+        raise TbuildError("some rows failed (above); run the same command to resume them")
     if not completed:
         console.print("interrupted: run the same command to resume the row and go on", highlight=False)
         raise typer.Exit(130)

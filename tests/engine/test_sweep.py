@@ -126,3 +126,18 @@ def test_trend() -> None:
     table = [{"label": "base", "trend": ""}, {"label": "A", "trend": "held"}, {"label": "A", "trend": "not held"},
              {"label": "E", "trend": "held (≈)"}]
     assert group_trends(table) == {"A": "1/2 held", "E": "1/1 held"}
+
+
+def test_submitit_runs_each_row_as_a_job(tmp_path: Path, tiny_corpus: Path) -> None:
+    pytest.importorskip("submitit", reason="the submitit extra is not installed")
+    from tbuild.cli.app import app
+
+    sweep = _sweep(tmp_path, tiny_corpus, TWO_ROWS)
+    result = runner.invoke(app, ["sweep", str(sweep), "--launcher", "submitit", "--cluster", "local",
+                                 "--slurm", "timeout_min=10"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert result.output.count("submitted as job") == 2 and result.output.count(": finished") == 2
+    table = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert all(r["train steps"] == 3 and r["dev BLEU"] is not None for r in table)
+    again = runner.invoke(app, ["sweep", str(sweep), "--launcher", "submitit", "--cluster", "local"])
+    assert again.exit_code == 0 and again.output.count("finished earlier") == 2
