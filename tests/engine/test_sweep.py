@@ -108,6 +108,16 @@ def test_table3_rows_match_the_papers_params() -> None:
             assert round(p.params / 1e6) == paper, p.row.name
 
 
+def test_table3_small_plan_prints_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.cli.app import app
+
+    monkeypatch.chdir(tmp_path)  # runs/sweeps/table3-small/ here: nothing finished
+    result = runner.invoke(app, ["sweep", str(REPO / "specs" / "sweeps" / "table3-small.yaml"), "--dry-run"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "20 rows, about 3.7 h of training left" in result.output  # 19 × 10 min + 30 min
+
+
 def test_table3_small_scales_every_row() -> None:
     rows = {p.row.name: p.loaded.spec for p in plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"))}
     assert len(rows) == 20 and rows["base"].model.dropout.residual == 0.1 and rows["big"].model.dropout.residual == 0.3
