@@ -204,9 +204,10 @@ class Multi30kDataset(DatasetSpec):
 
 @DATASETS.declare
 class Wmt14Dataset(DatasetSpec):
-    """WMT 2014 English-German as in §5.1: Europarl v7 + Common Crawl + News Commentary v9 for
+    """WMT 2014 as in §5.1, English-German or English-French (either direction): Europarl v7 + Common
+    Crawl + News Commentary v9 (and for French the UN corpus and the 10^9 French-English corpus) for
     data.train, newstest2013 for data.valid, newstest2014 (full) for data.test; each split's files
-    are fetched (and checked) when missing. Languages en and de, either direction."""
+    are fetched (and checked) when missing."""
 
     kind: Literal["wmt14"] = "wmt14"
 
@@ -240,6 +241,11 @@ class DataSpec(StrictModel):
     max_length_ratio: float | None = Field(
         None, gt=0, description="Drop training pairs whose length ratio exceeds this (None: keep all)."
     )
+    max_words: int | None = Field(
+        None, ge=1, description="Drop training pairs with more whitespace-separated words than this on either side, "
+        "before tokenizing (the usual WMT filter: 175; None: keep all).")
+    max_words_ratio: float | None = Field(
+        None, gt=0, description="Drop training pairs whose word-count ratio exceeds this (the usual WMT filter: 1.5).")
 
 
 # ----------------------------------------------------------------------------- training

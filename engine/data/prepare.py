@@ -54,9 +54,11 @@ def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:
     """What a prepared split depends on: the tokenizer's bytes, the filters and the source files."""
     files = [{"path": str(p.resolve()), "size": p.stat().st_size if p.is_file() else None,
               "mtime_ns": p.stat().st_mtime_ns if p.is_file() else None} for p in split_files(spec.data, "train")]
-    return {"tokenizer_sha256": sha256_of(tok.path),
-            "filters": {"max_length": spec.data.max_length, "max_length_ratio": spec.data.max_length_ratio},
-            "sources": files}
+    filters: dict[str, Any] = {"max_length": spec.data.max_length, "max_length_ratio": spec.data.max_length_ratio}
+    for key in ("max_words", "max_words_ratio"):  # only when set: data prepared before they existed stays valid
+        if getattr(spec.data, key) is not None:
+            filters[key] = getattr(spec.data, key)
+    return {"tokenizer_sha256": sha256_of(tok.path), "filters": filters, "sources": files}
 
 
 def _stale(header: dict[str, Any] | None, made_from: dict[str, Any]) -> str | None:
@@ -80,15 +82,20 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
     src_path, tgt_path = split_files(spec.data, "train")
     started = time.monotonic()
     writer = MappedWriter(folder, token_dtype(tok.vocab_size))
-    dropped = {"empty": 0, "long": 0, "ratio": 0}
-    read = 0
+    dropped = {"empty": 0, "long": 0, "ratio": 0, "words": 0}
+    counted = {"read": 0}
     try:
-        for encoded in _encoded_chunks(iter_parallel(src_path, tgt_path, "data.train"), tok.path, workers):
-            read += len(encoded[1])
+        pairs = word_filter(iter_parallel(src_path, tgt_path, "data.train"), spec.data.max_words,
+                            spec.data.max_words_ratio, dropped, counted)
+        for encoded in _encoded_chunks(pairs, tok.path, workers):
             _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped)
+        read = counted["read"]
         ratio = spec.data.max_length_ratio
         summary = (f"dropped {dropped['empty']} empty, {dropped['long']} longer than {spec.data.max_length} tokens, "
                    f"{dropped['ratio']} over length ratio {ratio if ratio is not None else '-'}")
+        if spec.data.max_words is not None or spec.data.max_words_ratio is not None:
+            summary += (f", {dropped['words']} over {spec.data.max_words or '-'} words or word ratio "
+                        f"{spec.data.max_words_ratio or '-'}")
         if read == 0:
             raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
         if writer.pairs == 0:
@@ -108,6 +115,23 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
     log(f"data.train: kept {writer.pairs:,} of {read:,} pairs from {src_path}, {tgt_path}; {summary} "
         f"({seconds:.1f} s, {read / max(seconds, 1e-9):,.0f} pairs/s)")
     return header
+
+
+def word_filter(pairs: Iterator[tuple[str, str]], max_words: int | None, max_ratio: float | None,
+                dropped: dict[str, int], counted: dict[str, int]) -> Iterator[tuple[str, str]]:
+    """The pairs within ``max_words`` whitespace-separated words a side and a word-count ratio of
+    ``max_ratio`` (Moses' clean-corpus-n, the usual WMT filter); counts what it reads and drops.
+    An empty side is left to the token filters (counted there as empty)."""
+    for source, target in pairs:
+        counted["read"] += 1
+        if max_words is not None or max_ratio is not None:
+            s, t = len(source.split()), len(target.split())
+            too_long = max_words is not None and max(s, t) > max_words
+            skewed = max_ratio is not None and min(s, t) > 0 and max(s, t) > max_ratio * min(s, t)
+            if too_long or skewed:
+                dropped["words"] += 1
+                continue
+        yield source, target
 
 
 def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int | None) -> Iterator[Encoded]:

@@ -1,14 +1,17 @@
-"""WMT 2014 English-German as in §5.1 ("the standard WMT 2014 English-German dataset consisting of
-about 4.5 million sentence pairs"): Europarl v7 + Common Crawl + News Commentary v9 for training,
-newstest2013 for validation, newstest2014 for test.
+"""WMT 2014 as in §5.1: English-German ("the standard WMT 2014 English-German dataset consisting of
+about 4.5 million sentence pairs": Europarl v7 + Common Crawl + News Commentary v9) and English-French
+("the significantly larger WMT 2014 English-French dataset consisting of 36M sentences": the same three
+plus the UN corpus and the 10^9 French-English corpus), newstest2013 for validation, newstest2014 for test.
 
 Training archives are pinned by URL, size and sha256 (as in TensorFlow Datasets' checksum file),
 downloaded (or copied from a mirror folder) into ``downloads/`` beside the training files, and
-their de-en members streamed out of the tars into the split's two files. The test sets come from
+their members for the pair streamed out of the tars (giga-fren's are gzip files inside a plain tar)
+into the split's two files. The test sets come from
 sacreBLEU's own catalogue (``wmt13``, ``wmt14/full``), so they are the text sacreBLEU scores
 against; their archives are fetched by the same helper into the place sacreBLEU reads them from
-(``$SACREBLEU``, default ``~/.sacrebleu``). English-French (§5.1's other task) needs the UN and
-Gigaword corpora and is not provided."""
+(``$SACREBLEU``, default ``~/.sacrebleu``). The paper's "36M" English-French pairs are what the
+usual filter keeps of the 40.8M (at most 175 words a side, length ratio 1.5): ``data.max_words`` and
+``data.max_words_ratio``, which specs/wmt14/enfr-*.yaml set."""
 
 from __future__ import annotations
 
@@ -28,51 +31,67 @@ from .corpus import SPLITS, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror
 
 Log = Callable[[str], None]
-LANGS = ("en", "de")
 CHUNK = 1 << 20
 
 
 @dataclass(frozen=True)
 class Corpus:
-    """A training archive and the prefix of its de-en members (``PREFIX.de``, ``PREFIX.en``)."""
+    """A training archive and the prefix of its members for a pair (``PREFIX.de``, ``PREFIX.en``;
+    ``PREFIX.fr.gz``, ``PREFIX.en.gz`` where ``gzipped``)."""
 
     name: str
     archive: Pinned
     members: str
+    gzipped: bool = False
 
 
-# In this order (as TensorFlow Datasets' wmt14_translate/de-en concatenates them).
-TRAINING = (
-    Corpus("Europarl v7", Pinned(
-        "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz", size=657632379,
-        sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
-    ), "training/europarl-v7.de-en"),
-    Corpus("Common Crawl", Pinned(
-        "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", size=918311367,
-        sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
-    ), "commoncrawl.de-en"),
-    Corpus("News Commentary v9", Pinned(
-        "http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz", size=80418416,
-        sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485",
-    ), "training/news-commentary-v9.de-en"),
-)
+# Pinned as in TensorFlow Datasets' url_checksums for wmt14_translate.
+EUROPARL = Pinned("http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz", size=657632379,
+                  sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7")
+COMMONCRAWL = Pinned("http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz", size=918311367,
+                     sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5")
+NEWS_COMMENTARY = Pinned("http://www.statmt.org/wmt14/training-parallel-nc-v9.tgz", size=80418416,
+                         sha256="cb8953f292298e6877ae433c98912b927cb0766b303f4540512ddd286c748485")
+UN = Pinned("http://www.statmt.org/wmt13/training-parallel-un.tgz", size=2365634246,
+            sha256="29141b5c1eba149a94f7a59d3b1a834b2e47fe0f8758d68dcd77a3d3f497ee47")
+GIGA_FREN = Pinned("http://www.statmt.org/wmt10/training-giga-fren.tar", size=2595102720,
+                   sha256="3ff8319f6919393520559bfbc7ad6a747ec81b3abc7be9993b338d4b017b4d9a")
+# The other language of each pair (with English) -> its corpora, in this order (as TensorFlow
+# Datasets' wmt14_translate concatenates them).
+TRAINING = {
+    "de": (
+        Corpus("Europarl v7", EUROPARL, "training/europarl-v7.de-en"),
+        Corpus("Common Crawl", COMMONCRAWL, "commoncrawl.de-en"),
+        Corpus("News Commentary v9", NEWS_COMMENTARY, "training/news-commentary-v9.de-en"),
+    ),
+    "fr": (
+        Corpus("Europarl v7", EUROPARL, "training/europarl-v7.fr-en"),
+        Corpus("Common Crawl", COMMONCRAWL, "commoncrawl.fr-en"),
+        Corpus("UN", UN, "un/undoc.2000.fr-en"),
+        Corpus("News Commentary v9", NEWS_COMMENTARY, "training/news-commentary-v9.fr-en"),
+        Corpus("10^9 French-English", GIGA_FREN, "giga-fren.release2.fixed", gzipped=True),
+    ),
+}
 # split -> the sacreBLEU test set filling it
 TEST_SETS = {"valid": "wmt13", "test": "wmt14/full"}
-HINT = offline_hint("the WMT14 archives (training-parallel-*.tgz, test.tgz, test-full.tgz)")
+HINT = offline_hint("the WMT14 archives (training-parallel-*.tgz, training-giga-fren.tar, test.tgz, test-full.tgz)")
 
 
 @DATASETS.register(Wmt14Dataset)
 class Wmt14:
     """The ``wmt14`` data set: puts each configured split's two files in place when either is
-    missing (train: the three corpora; valid: newstest2013; test: newstest2014)."""
+    missing (train: the pair's corpora; valid: newstest2013; test: newstest2014)."""
 
     def __init__(self, spec: Wmt14Dataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
         self.spec, self.mirror, self.progress = spec, mirror, progress
 
     def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
         src, tgt = data.source_lang, data.target_lang
-        if {src, tgt} != set(LANGS):
-            raise DataError(f"data.dataset wmt14 provides en-de and de-en (English-German, §5.1), not {src}-{tgt}")
+        other = ({src, tgt} - {"en"}).pop() if "en" in (src, tgt) and src != tgt else None
+        if other not in TRAINING:
+            raise DataError(f"data.dataset wmt14 provides English-German and English-French (§5.1), either "
+                            f"direction, not {src}-{tgt}")
+        corpora = TRAINING[other]
         mirror = resolve_mirror(self.mirror, "wmt14")
         for split in splits:
             if getattr(data, split) is None:
@@ -82,12 +101,12 @@ class Wmt14:
                 continue
             if split == "train":
                 archives = files[0].parent / "downloads"
-                log(f"data.train: {files[0]} or {files[1]} is missing; fetching the WMT14 training corpora "
-                    f"(1.7 GB) into {archives}")
-                paths = [self._fetch(c.archive, archives / c.archive.name, mirror) for c in TRAINING]
+                size = sum(c.archive.size or 0 for c in corpora) / 1e9
+                log(f"data.train: {files[0]} or {files[1]} is missing; fetching the WMT14 {src}-{tgt} training "
+                    f"corpora ({size:.1f} GB) into {archives}")
+                paths = [self._fetch(c.archive, archives / c.archive.name, mirror) for c in corpora]
                 log(f"data.train: extracting {src}-{tgt} into {files[0]} and {files[1]}")
-                members = [c.members for c in TRAINING]
-                lines = extract_training(list(zip(paths, members, strict=True)), files, (src, tgt))
+                lines = extract_training(list(zip(paths, corpora, strict=True)), files, (src, tgt))
                 log(f"data.train: {lines} sentence pairs")
             else:
                 name = TEST_SETS[split]
@@ -127,21 +146,26 @@ def _extract_all(archive: Path, dest: Path) -> None:
         raise DataError(f"{archive}: cannot extract ({e}); removed, run again to fetch it anew") from None
 
 
-def extract_training(archives: list[tuple[Path, str]], files: tuple[Path, Path], langs: tuple[str, str]) -> int:
-    """Stream the members ``PREFIX.<lang>`` of each (archive, PREFIX) into ``files`` (source,
-    target), archive after archive; both files appear only once both are whole. Returns the
-    number of lines, refusing archives whose two sides differ."""
+def extract_training(archives: list[tuple[Path, Corpus]], files: tuple[Path, Path], langs: tuple[str, str]) -> int:
+    """Stream the members ``PREFIX.<lang>`` (``.gz`` where gzipped) of each (archive, corpus) into
+    ``files`` (source, target), archive after archive; both files appear only once both are whole.
+    Returns the number of lines, refusing archives whose two sides differ."""
     total = 0
     with _atomic_pair(files) as outs:
-        for path, prefix in archives:
-            wanted = {f"{prefix}.{lang}": side for side, lang in enumerate(langs)}
+        for path, corpus in archives:
+            gz = ".gz" if corpus.gzipped else ""
+            wanted = {f"{corpus.members}.{lang}{gz}": side for side, lang in enumerate(langs)}
             counts: dict[str, int] = {}
             try:
-                with tarfile.open(path, "r|gz") as tar:  # a stream: members in archive order, no seeking
+                # a stream (members in archive order, no seeking), compressed (.tgz) or not (.tar)
+                with tarfile.open(path, "r|*") as tar:
                     for member in tar:
                         name = member.name.removeprefix("./")
                         if name in wanted and member.isfile():
-                            counts[name] = _copy_lines(tar.extractfile(member), outs[wanted[name]])  # type: ignore[arg-type]
+                            stream: Any = tar.extractfile(member)
+                            if corpus.gzipped:
+                                stream = gzip.GzipFile(fileobj=stream)
+                            counts[name] = _copy_lines(stream, outs[wanted[name]])
             except (OSError, tarfile.TarError, EOFError) as e:
                 raise DataError(f"{path}: cannot read the archive ({e}); delete it to fetch it again") from None
             missing = [name for name in wanted if name not in counts]

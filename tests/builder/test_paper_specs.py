@@ -45,3 +45,24 @@ def test_rows_state_only_what_they_change() -> None:
     assert big.model.dropout.residual == 0.3 and big.model.encoder.heads == 16
     assert big.train.optimizer.betas == (0.9, 0.98) and big.train.optimizer.eps == 1e-9
     assert big.decode.beam == 4 and big.decode.alpha == 0.6 and big.decode.max_len_b == 50
+
+
+def test_english_french_recipes_follow_sections_5_and_6() -> None:
+    """§5.1: a 32,000-piece vocabulary, the filtered 36M pairs; §6.1: big with P_drop 0.1, 20 averaged."""
+    for name in ("enfr-base", "enfr-big"):
+        spec = load_spec(REPO / "specs" / "wmt14" / f"{name}.yaml").spec
+        assert (spec.data.source_lang, spec.data.target_lang) == ("en", "fr")
+        assert spec.data.dataset is not None and spec.data.dataset.kind == "wmt14"
+        assert spec.data.tokenizer.vocab_size == 32000
+        assert (spec.data.max_words, spec.data.max_words_ratio) == (175, 1.5)
+        assert spec.train.batch_tokens * spec.train.update_freq == 25000
+    big = load_spec(REPO / "specs" / "wmt14" / "enfr-big.yaml").spec
+    assert big.model.dropout.residual == 0.1 and big.model.d_model == 1024 and big.train.average_last == 20
+    assert big.train.max_steps == 300000 and (big.decode.beam, big.decode.alpha) == (4, 0.6)
+
+
+def test_multi30k_french_is_the_german_recipe_with_french() -> None:
+    de = load_spec(REPO / "specs" / "multi30k.yaml").spec
+    fr = load_spec(REPO / "specs" / "multi30k-fr.yaml").spec
+    assert fr.data.target_lang == "fr" and fr.name == "multi30k-fr"
+    assert fr.model == de.model and fr.train == de.train and fr.decode == de.decode

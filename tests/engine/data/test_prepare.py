@@ -44,7 +44,7 @@ def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: 
     spec = make_spec({"train": corpus(tmp_path, "train", src, tgt), "max_length": 256, "max_length_ratio": 3})
     logs: list[str] = []
     pairs = prepared_train(spec, tok, run_for(tmp_path), logs.append)
-    assert len(pairs) == 40 and pairs.header["dropped"] == {"empty": 2, "long": 1, "ratio": 1}
+    assert len(pairs) == 40 and pairs.header["dropped"] == {"empty": 2, "long": 1, "ratio": 1, "words": 0}
     assert logs[-1].startswith(f"data.train: kept 40 of 44 pairs from {tmp_path / 'train.en'}, "
                                f"{tmp_path / 'train.de'}; dropped 2 empty, 1 longer than 256 tokens, "
                                "1 over length ratio 3.0 (")
@@ -56,6 +56,26 @@ def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: 
     for batch in token_batches(pairs.src_lengths, pairs.tgt_lengths, 300, seed=1, epoch=0):
         for mapped, memory in zip(collate(pairs, batch), collate(expected, batch), strict=True):
             assert mapped.equal(memory)  # the memory-mapped and in-memory sources give the same batches
+
+
+def test_word_filters_before_tokenizing(tmp_path: Path, tok: Tokenizer) -> None:
+    """The usual WMT filter (clean-corpus-n): at most max_words words a side, a word ratio of at most
+    max_words_ratio; the prepared data is rebuilt when they change and kept when they are unset."""
+    src = ["a b c", "a b c d e f", "a b c d", "one", "x y"]
+    tgt = ["a b c", "a b", "a b c d", "one two", ""]
+    folder = corpus(tmp_path, "train", src, tgt)
+    logs: list[str] = []
+    pairs = prepared_train(make_spec({"train": folder, "max_words": 4, "max_words_ratio": 1.5}), tok,
+                           run_for(tmp_path), logs.append)
+    # kept: "a b c" and "a b c d"; words: 6 > 4 (and ratio 3), ratio 2.0 > 1.5; the empty side is the token filter's
+    assert len(pairs) == 2 and pairs.header["dropped"] == {"empty": 1, "long": 0, "ratio": 0, "words": 2}
+    assert logs[-1].split("; ")[1].startswith("dropped 1 empty, 0 longer than 256 tokens, 0 over length ratio -, "
+                                              "2 over 4 words or word ratio 1.5 (")
+    assert pairs.header["filters"] == {"max_length": 256, "max_length_ratio": None, "max_words": 4,
+                                       "max_words_ratio": 1.5}
+    unfiltered = prepared_train(make_spec({"train": folder}), tok, run_for(tmp_path), logs.append)
+    assert len(unfiltered) == 4 and "filters changed" in logs[-2]
+    assert unfiltered.header["filters"] == {"max_length": 256, "max_length_ratio": None}
 
 
 def test_max_length_counts_eos(tmp_path: Path, tok: Tokenizer, val_pairs: tuple[list[str], list[str]]) -> None:

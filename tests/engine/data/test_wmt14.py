@@ -76,9 +76,9 @@ def point_at(monkeypatch: pytest.MonkeyPatch, archives: dict[str, bytes], base: 
     training = tuple(
         wmt14.Corpus(c.name, Pinned(f"{base}/{name}", sha256=hashlib.sha256(archives[name]).hexdigest(),
                                     size=len(archives[name])), members)
-        for c, name, members in zip(wmt14.TRAINING, list(ARCHIVES)[:3], MEMBERS, strict=True)
+        for c, name, members in zip(wmt14.TRAINING["de"], list(ARCHIVES)[:3], MEMBERS, strict=True)
     )
-    monkeypatch.setattr(wmt14, "TRAINING", training)
+    monkeypatch.setitem(wmt14.TRAINING, "de", training)
     monkeypatch.setattr("sacrebleu.dataset.base.SACREBLEU_DIR", str(sacrebleu_dir))
     for name, archive in (("wmt13", "test.tgz"), ("wmt14/full", "test-full.tgz")):
         real = SACREBLEU[name]
@@ -165,17 +165,97 @@ def test_archive_without_the_members(tmp_path: Path, fake: dict[str, bytes],
         (mirror / name).write_bytes(fake[name])
     broken = tgz({"training/news-commentary-v9.de-en.de": "x\n"})
     (mirror / "training-parallel-nc-v9.tgz").write_bytes(broken)
-    pinned = Pinned(wmt14.TRAINING[2].archive.url, sha256=hashlib.sha256(broken).hexdigest())
+    pinned = Pinned(wmt14.TRAINING["de"][2].archive.url, sha256=hashlib.sha256(broken).hexdigest())
     nc = wmt14.Corpus("NC", pinned, MEMBERS[2])
-    monkeypatch.setattr(wmt14, "TRAINING", (*wmt14.TRAINING[:2], nc))
+    monkeypatch.setitem(wmt14.TRAINING, "de", (*wmt14.TRAINING["de"][:2], nc))
     missing = r"training-parallel-nc-v9\.tgz: no member training/news-commentary-v9\.de-en\.en$"
     with pytest.raises(DataError, match=missing):
         ensure_data(data_spec(dataset="wmt14", train=str(tmp_path / "wmt" / "train")), mirror=mirror)
 
 
 def test_other_languages_are_refused(tmp_path: Path) -> None:
-    with pytest.raises(DataError, match=r"^data\.dataset wmt14 provides en-de and de-en .*, not en-fr$"):
-        ensure_data(wmt_spec(tmp_path, target_lang="fr"))
+    for src, tgt in (("en", "cs"), ("de", "fr"), ("en", "en")):
+        with pytest.raises(DataError, match=rf"^data\.dataset wmt14 provides English-German and English-French "
+                                            rf"\(§5\.1\), either direction, not {src}-{tgt}$"):
+            ensure_data(wmt_spec(tmp_path, source_lang=src, target_lang=tgt))
+
+
+def gz(text: str) -> bytes:
+    import gzip
+
+    return gzip.compress(text.encode())
+
+
+def tar(members: dict[str, bytes]) -> bytes:
+    """A plain (uncompressed) tar, as training-giga-fren.tar is."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as out:
+        for name, raw in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(raw)
+            out.addfile(info, io.BytesIO(raw))
+    return buffer.getvalue()
+
+
+FR_ARCHIVES = {
+    "training-parallel-europarl-v7.tgz": tgz({"training/europarl-v7.fr-en.en": "Europarl one\n",
+                                              "training/europarl-v7.fr-en.fr": "Europarl un\n",
+                                              "training/europarl-v7.de-en.de": "nicht\n"}),
+    "training-parallel-commoncrawl.tgz": tgz({"commoncrawl.fr-en.en": "Crawl one\n",
+                                              "commoncrawl.fr-en.fr": "Crawl un\n"}),
+    "training-parallel-un.tgz": tgz({"un/undoc.2000.fr-en.en": "UN one\nUN two\n",
+                                     "un/undoc.2000.fr-en.fr": "ONU un\nONU deux\n"}),
+    "training-parallel-nc-v9.tgz": tgz({"training/news-commentary-v9.fr-en.en": "NC one\n",
+                                        "training/news-commentary-v9.fr-en.fr": "NC un\n"}),
+    "training-giga-fren.tar": tar({"giga-fren.release2.fixed.en.gz": gz("Giga one\nGiga two\n"),
+                                   "giga-fren.release2.fixed.fr.gz": gz("Giga un\nGiga deux\n")}),
+}
+
+
+def pin_fr(monkeypatch: pytest.MonkeyPatch, archives: dict[str, bytes]) -> None:
+    real = wmt14.TRAINING["fr"]
+    names = list(FR_ARCHIVES)
+    fr = tuple(wmt14.Corpus(c.name, Pinned(f"http://127.0.0.1:1/{name}", size=len(archives[name]),
+                                           sha256=hashlib.sha256(FR_ARCHIVES[name]).hexdigest()), c.members, c.gzipped)
+               for c, name in zip(real, names, strict=True))
+    monkeypatch.setitem(wmt14.TRAINING, "fr", fr)
+
+
+def test_english_french_from_a_mirror_gzip_inside_tar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§5.1's five corpora in order, giga-fren's gzip members read out of its plain tar."""
+    assert [c.archive.name for c in wmt14.TRAINING["fr"]] == list(FR_ARCHIVES)
+    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
+    pin_fr(monkeypatch, FR_ARCHIVES)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, body in FR_ARCHIVES.items():
+        (mirror / name).write_bytes(body)
+    data, logged = data_spec(dataset="wmt14", train=str(tmp_path / "wmt" / "train"), target_lang="fr"), []
+    ensure_data(data, logged.append, mirror=mirror)
+    assert read_parallel(*split_files(data, "train"), "data.train") == (
+        ["Europarl one", "Crawl one", "UN one", "UN two", "NC one", "Giga one", "Giga two"],
+        ["Europarl un", "Crawl un", "ONU un", "ONU deux", "NC un", "Giga un", "Giga deux"])
+    assert any("7 sentence pairs" in line for line in logged)
+    french_first = data_spec(dataset="wmt14", train=str(tmp_path / "fr-en" / "train"), source_lang="fr",
+                             target_lang="en")
+    ensure_data(french_first, mirror=mirror)
+    assert read_parallel(*split_files(french_first, "train"), "data.train")[0][-1] == "Giga deux"
+
+
+def test_english_french_refuses_an_archive_that_fails_its_checksum(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
+    pin_fr(monkeypatch, FR_ARCHIVES)
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    for name, body in FR_ARCHIVES.items():
+        (mirror / name).write_bytes(body)
+    giga = FR_ARCHIVES["training-giga-fren.tar"]
+    (mirror / "training-giga-fren.tar").write_bytes(giga[:-1] + bytes([giga[-1] ^ 1]))  # same size, one bit off
+    with pytest.raises(DataError, match="training-giga-fren.tar"):
+        ensure_data(data_spec(dataset="wmt14", train=str(tmp_path / "wmt" / "train"), target_lang="fr"),
+                    mirror=mirror)
+    assert not (tmp_path / "wmt" / "train.en").exists()
 
 
 def test_offline_without_mirror_names_the_mirror_option(tmp_path: Path, fake: dict[str, bytes]) -> None:
