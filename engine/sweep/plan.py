@@ -49,8 +49,10 @@ class PlannedRow:
 
 
 def spec_hash(loaded: LoadedSpec) -> str:
-    """What makes two rows the same experiment: the resolved spec, wherever it trains."""
-    data = loaded.spec.model_dump(mode="json", exclude={"extends", "output_dir", "name"})
+    """What makes two rows the same experiment: the resolved spec, wherever and on how many threads it
+    trains."""
+    data = loaded.spec.model_dump(mode="json", exclude={"extends": True, "output_dir": True, "name": True,
+                                                        "train": {"threads"}})
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:8]
 
 

@@ -108,14 +108,22 @@ def test_table3_rows_match_the_papers_params() -> None:
             assert round(p.params / 1e6) == paper, p.row.name
 
 
-def test_table3_small_plan_prints_its_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_table3_small_plan_prints_its_budgets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from tbuild.cli.app import app
 
     monkeypatch.chdir(tmp_path)  # runs/sweeps/table3-small/ here: nothing finished
     result = runner.invoke(app, ["sweep", str(REPO / "specs" / "sweeps" / "table3-small.yaml"), "--dry-run"],
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "20 rows, about 3.7 h of training left" in result.output  # 19 × 10 min + 30 min
+    assert "20 rows" in result.output and result.output.count("│ 600 steps") == 19
+    assert result.output.count("1,200 steps") == 1 and "to train" in result.output
+
+
+def test_threads_do_not_change_a_rows_folder() -> None:
+    sweep = load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml")
+    one, two = plan(sweep, ["train.threads=1"], ["base"]), plan(sweep, ["train.threads=2"], ["base"])
+    assert one[0].loaded.spec.train.threads == 1 and one[0].folder == two[0].folder
+    assert plan(sweep, ["train.seed=2"], ["base"])[0].folder != one[0].folder
 
 
 def test_table3_small_scales_every_row() -> None:
@@ -125,7 +133,7 @@ def test_table3_small_scales_every_row() -> None:
         enc = spec.model.encoder
         if name.startswith("A-"):  # h · d_k = d_model, as in the paper's (A) rows
             assert enc.heads * enc.d_k == spec.model.d_model
-        assert spec.train.max_minutes == (30 if name == "big" else 10)
+        assert spec.train.max_steps == (1200 if name == "big" else 600) and spec.train.max_minutes is None
 
 
 def test_trend() -> None:
