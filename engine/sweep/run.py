@@ -26,9 +26,13 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     """Train one row to its budget and score it (``sweep_row.json``); stop early on Ctrl-C."""
     import json
 
+    import torch
+
     from ..decoding.evaluation import evaluate
     from ..decoding.translator import load_translator
 
+    if planned.loaded.spec.train.threads:  # as `tbuild train` does; the rows of one sweep may differ
+        torch.set_num_threads(planned.loaded.spec.train.threads)
     started = time.monotonic()
     result = Trainer(planned.loaded, emit).setup().train()
     if result["reason"] == "interrupted":

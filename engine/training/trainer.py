@@ -107,7 +107,7 @@ class Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
         self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
-                  f"device {self.policy.device.type}, {torch.get_num_threads()} threads")
+                  f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         self.info(self.policy.note or f"precision {self.policy.precision}")
         if self.policy.warning:
             self.emit("warning", {"message": self.policy.warning})
@@ -375,3 +375,7 @@ def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False, policy: Polic
     validation perplexity and training seconds."""
     return Trainer(loaded, emit, policy=policy, rank=rank, after_step=after_step, fresh=fresh,
                    minutes=minutes).setup().train()
+
+
+def _threads(n: int) -> str:
+    return "1 thread" if n == 1 else f"{n} threads"

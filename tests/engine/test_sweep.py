@@ -56,9 +56,24 @@ def test_two_rows_train_score_and_tabulate(tmp_path: Path, tiny_corpus: Path) ->
     assert (tmp_path / "out" / "results.csv").read_text().splitlines()[0].startswith("row,label,N,")
     assert (tmp_path / "out" / "results.png").read_bytes()[:4] == b"\x89PNG"
     assert "A: " in result.output and "held" in result.output  # the trend of group A, in one line
-    again = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
-    assert again.exit_code == 0, again.output
+    again = runner.invoke(app, ["sweep", str(sweep), "--set", "train.threads=1"], env={"COLUMNS": "250"})
+    assert again.exit_code == 0, again.output  # threads do not make another experiment
     assert again.output.count("finished earlier") == 2 and "training in" not in again.output
+
+
+def test_a_row_trains_on_the_threads_it_asks_for(tmp_path: Path, tiny_corpus: Path) -> None:
+    import torch
+
+    from tbuild.cli.app import app
+
+    before = torch.get_num_threads()
+    sweep = _sweep(tmp_path, tiny_corpus, "  - {name: one, set: {train.threads: 1}}\n")
+    try:
+        result = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    finally:
+        torch.set_num_threads(before)
+    assert result.exit_code == 0, result.output
+    assert "device cpu, 1 thread\n" in result.output
 
 
 def test_a_bad_row_is_refused_with_its_line_before_training(tmp_path: Path, tiny_corpus: Path) -> None:
