@@ -69,9 +69,10 @@ def sweep(
 
 
 def _print_plan(name: str, rows) -> None:  # noqa: ANN001 - list[PlannedRow] (lazy import)
-    todo = [p.loaded.spec.train.max_minutes for p in rows if not p.finished]
-    timed = sum(m for m in todo if m)  # rows with a time budget; step budgets depend on the hardware
-    estimate = f", about {timed / 60:.1f} h of training left" if timed and all(todo) else ""
+    from tbuild.engine.sweep.plan import minutes_left
+
+    left = minutes_left(rows)
+    estimate = f", about {left / 60:.1f} h of training left" if left else ""
     grid = Table(title=f"sweep {name}: {len(rows)} rows{estimate}", title_justify="left")
     for column in ("row", "label", "params", "MFLOP/token", "budget", "state"):
         grid.add_column(column, justify="right" if column in ("params", "MFLOP/token") else "left")

@@ -79,3 +79,23 @@ def plan(sweep: Sweep, overrides: list[str] | None = None, only: list[str] | Non
     if errors:
         raise SpecError("\n".join(errors))
     return planned
+
+
+def minutes_left(rows: list[PlannedRow]) -> float | None:
+    """Training minutes the unfinished rows need: a time budget as it stands; a step budget at the
+    speed of the finished rows (minutes per step and FLOP per token), None before one has finished."""
+    done = [(p, r) for p in rows if p.finished and (r := p.result()) and r.get("steps")]
+    work = sum(r["steps"] * p.flops_per_token for p, r in done)
+    per_work = sum(r["train_minutes"] for _, r in done) / work if work else None
+    total = 0.0
+    for p in rows:
+        if p.finished:
+            continue
+        t = p.loaded.spec.train
+        if t.max_minutes:
+            total += t.max_minutes
+        elif t.max_steps and per_work is not None:
+            total += t.max_steps * p.flops_per_token * per_work
+        else:
+            return None
+    return total

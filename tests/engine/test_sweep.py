@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import SpecError
-from tbuild.engine.sweep.plan import plan
+from tbuild.engine.sweep.plan import minutes_left, plan
 from tbuild.engine.sweep.spec import load_sweep
 from tbuild.engine.sweep.table import group_trends, trend
 from tests.conftest import REPO, tiny_train_spec
@@ -59,6 +60,38 @@ def test_two_rows_train_score_and_tabulate(tmp_path: Path, tiny_corpus: Path) ->
     again = runner.invoke(app, ["sweep", str(sweep), "--set", "train.threads=1"], env={"COLUMNS": "250"})
     assert again.exit_code == 0, again.output  # threads do not make another experiment
     assert again.output.count("finished earlier") == 2 and "training in" not in again.output
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes_its_row_and_skips_the_finished_one(tmp_path: Path, tiny_corpus: Path) -> None:
+    """SIGKILL while the second row trains; the same command then skips the first row and resumes
+    the second from its last checkpoint."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tbuild.engine.run_dir import RunDir
+
+    rows = "  - {name: first}\n  - {name: second, set: {train.max_steps: 150, train.checkpoint_every: 2}}\n"
+    sweep = _sweep(tmp_path, tiny_corpus, rows)
+    command = [sys.executable, "-c", "from tbuild.cli.app import main; main()", "sweep", str(sweep)]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 180
+    second = []
+    while time.monotonic() < deadline and not (second and len(RunDir(second[0]).step_checkpoints()) >= 2):
+        second = sorted(out.glob("second-*")) if out.exists() else []
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    saved = RunDir(second[0]).step_checkpoints()
+    assert saved and not (second[0] / "sweep_row.json").exists()
+    again = subprocess.run([*command], capture_output=True, text=True, timeout=300,
+                           env={**os.environ, "COLUMNS": "250"})
+    assert again.returncode == 0, again.stderr
+    assert "first: finished earlier" in again.stdout and "resumed from step_" in again.stdout
+    assert json.loads((second[0] / "sweep_row.json").read_text())["steps"] == 150
 
 
 def test_a_row_trains_on_the_threads_it_asks_for(tmp_path: Path, tiny_corpus: Path) -> None:
@@ -132,6 +165,21 @@ def test_table3_small_plan_prints_its_budgets(tmp_path: Path, monkeypatch: pytes
     assert result.exit_code == 0, result.output
     assert "20 rows" in result.output and result.output.count("│ 600 steps") == 19
     assert result.output.count("1,200 steps") == 1 and "to train" in result.output
+
+
+def test_time_left_comes_from_the_finished_rows_speed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    sweep = load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml")
+    rows = plan(sweep, only=["base", "A-h1", "big"])
+    assert minutes_left(rows) is None  # step budgets: no speed known yet
+    rows[0].folder.mkdir(parents=True)
+    rows[0].result_file.write_text(json.dumps({"steps": 600, "train_minutes": 6.0}))
+    base, h1, big = rows
+    assert h1.flops_per_token == base.flops_per_token  # one head of 256 costs what four of 64 do
+    assert minutes_left([base, h1]) == pytest.approx(6.0)
+    assert minutes_left(rows) == pytest.approx(6.0 + 12.0 * big.flops_per_token / base.flops_per_token)
+    timed = plan(sweep, ["train.max_steps=null", "train.max_minutes=10"], ["A-h1", "A-h2"])
+    assert minutes_left(timed) == 20.0
 
 
 def test_threads_do_not_change_a_rows_folder() -> None:
