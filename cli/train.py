@@ -31,11 +31,16 @@ def train(
     nnodes: str | None = typer.Option(None, "--nnodes", help="With --nproc: machines taking part (torchrun)."),
     rdzv: str | None = typer.Option(None, "--rdzv-endpoint", help="With --nproc on several machines: HOST:PORT "
                                     "of the rendezvous (torchrun's c10d backend)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Say what changed since the run directory's last "
+                                 "training call and what each change does (or why it is refused); train nothing."),
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped (on any number
     of processes)."""
     if spec.is_dir():  # a run directory trains on in place, wherever it is
         set_ = [f"output_dir={json.dumps(str(spec))}", *(set_ or [])]
+    if dry_run:
+        _changes(spec, list(set_ or []))
+        return
     if nproc is not None and "WORLD_SIZE" not in os.environ:
         from tbuild.engine.training.distributed import check_update_freq
 
@@ -46,6 +51,23 @@ def train(
         _launch(nproc, args, nnodes, rdzv)
         return
     _train_here(spec, list(set_ or []), fresh, device, minutes)
+
+
+def _changes(spec: Path, overrides: list[str]) -> None:
+    from tbuild.engine.training.changes import changes_since_last_call
+
+    run, changes = changes_since_last_call(load(spec, overrides))
+    if changes is None:
+        console.print(f"{run.path}: no run there yet; training would start one", highlight=False,
+                      soft_wrap=True)
+    elif not changes:
+        console.print(f"{run.path}: nothing changed since its last call; training would resume", highlight=False,
+                      soft_wrap=True)
+    else:
+        console.print(f"{run.path}: {len(changes)} change{'s' if len(changes) > 1 else ''} since its last call; "
+                      "training would resume with:", highlight=False, soft_wrap=True)
+        for change in changes:
+            console.print(f"  {change.line()}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str, minutes: float | None) -> None:

@@ -6,6 +6,8 @@ resumed run starts without encoding anything."""
 from __future__ import annotations
 
 import errno
+import hashlib
+import json
 import multiprocessing
 import os
 import sys
@@ -48,6 +50,13 @@ def prepared_train(spec: Spec, tok: Tokenizer, run: RunDir, log: Log, *, workers
     log(f"data.train: preparing {folder} ({stale})")
     prepare(spec, tok, folder, made_from, log, workers=workers)
     return MappedPairs(folder)
+
+
+def prepared_id(folder: Path) -> str | None:
+    """An identity of the prepared data in ``folder`` (its header's digest), for checkpoints to say
+    which data their position counts in."""
+    header = read_header(folder)
+    return None if header is None else hashlib.sha256(json.dumps(header, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:

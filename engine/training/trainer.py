@@ -34,13 +34,14 @@ from tbuild.builder.tokens import PAD
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, Bucketing, collate
 from ..data.pairs import load_pairs
-from ..data.prepare import prepared_train
+from ..data.prepare import prepared_id, prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import delete_run, run_dir_of
 from . import distributed
+from .changes import stored_changes
 from .compiled import compile_model
 from .distributed import Rank
 from .metrics import LogWindow, MetricsLog
@@ -75,6 +76,7 @@ class Trainer:
         self.run = run_dir_of(loaded)
         self.state = TrainState()
         self.saved_step = -1
+        self.data_id = self.resumed_data_id = None
 
     def info(self, message: str) -> None:
         self.emit("info", {"message": message})
@@ -95,6 +97,7 @@ class Trainer:
         self._setup_model()
         self._setup_optimizer()
         self.state = TrainState() if self.fresh else self._restore()
+        self._restart_data_if_changed()
         self.elapsed_before = self.state.elapsed
         self._seed_dropout()
         data, (epoch, index) = self.train_pairs, self._position()
@@ -134,16 +137,20 @@ class Trainer:
             key = hashlib.sha256(f"{self.cfg.seed}:{self.state.step}:{self.rank.index}".encode()).digest()
             torch.manual_seed(int.from_bytes(key[:8], "little"))
     def _setup_spec(self) -> Spec:
-        """The run's tokenizer, and the spec resolved against it (stored in the run directory)."""
+        """The run's tokenizer, and the spec resolved against it (stored in the run directory); on a
+        run trained before, each change since is said with what it does, or refused."""
         self.tokenizer = prepare_tokenizer(self.loaded.spec, self.run, self.info)
         spec = fit_vocab(self.loaded.spec, self.tokenizer, self.info)
         spec = spec.model_copy(update={"name": self.loaded.name})
         if self.rank.is_main:
+            for change in stored_changes(self.run, spec):
+                self.info(f"changed since the run's last call: {change.line()}")
             self.run.write_spec(spec)
         return spec
 
     def _setup_data(self) -> None:
         self.train_pairs = prepared_train(self.spec, self.tokenizer, self.run, self.info)
+        self.data_id = prepared_id(self.run.prepared("train"))
         self.valid_pairs = None
         if self.spec.data.valid is not None:
             self.valid_pairs = load_pairs(self.spec, "valid", self.tokenizer, self.info)
@@ -187,12 +194,19 @@ class Trainer:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
                 continue
             state = TrainState.from_meta(meta)
-            self.saved_step = state.step
+            self.saved_step, self.resumed_data_id = state.step, meta.get("data")
             if meta.get("grad_scale") is not None and self.scaler.is_enabled():
                 self.scaler.update(float(meta["grad_scale"]))
             self.info(f"resumed from {path.name} (step {state.step}, epoch {state.epoch + 1})")
             return state
         return TrainState()
+
+    def _restart_data_if_changed(self) -> None:
+        """A checkpoint's data position means nothing in other prepared data: start a new epoch."""
+        if self.state.step and self.resumed_data_id not in (None, self.data_id):
+            self.state.epoch, self.state.batch_index = self.state.epoch + 1, 0
+            self.info(f"data.train was prepared anew since step {self.state.step}: reading it from the start "
+                      f"of epoch {self.state.epoch + 1}")
 
     # ------------------------------------------------------------------ one update
 
@@ -277,6 +291,7 @@ class Trainer:
             return  # already saved at this step
         self.saved_step = self.state.step
         meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train",
+                "data": self.data_id,
                 "grad_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None}
         if self.sharded:
             _sharded().save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,
