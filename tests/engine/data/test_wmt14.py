@@ -40,12 +40,15 @@ ARCHIVES = {
     "test.tgz": {  # sacreBLEU keeps the <seg> lines, whitespace collapsed
         "test/newstest2013-src.en.sgm": '<doc docid="a">\n<seg id="1">Hello  world </seg>\n<seg id="2">Bye</seg>\n',
         "test/newstest2013-src.de.sgm": '<doc docid="a">\n<seg id="1">Hallo Welt</seg>\n<seg id="2">Tschüss</seg>\n',
+        "test/newstest2013-src.fr.sgm": '<doc docid="a">\n<seg id="1">Bonjour</seg>\n<seg id="2">Salut</seg>\n',
     },
     "test-full.tgz": {
         "test-full/newstest2014-deen-src.en.sgm": '<doc docid="b">\n<seg id="1">Good day</seg>\n</doc>\n',
         "test-full/newstest2014-deen-ref.de.sgm": '<doc docid="b">\n<seg id="1">Guten Tag</seg>\n</doc>\n',
         "test-full/newstest2014-deen-src.de.sgm": '<doc docid="c">\n<seg id="1">Gute Nacht</seg>\n</doc>\n',
         "test-full/newstest2014-deen-ref.en.sgm": '<doc docid="c">\n<seg id="1">Good night</seg>\n</doc>\n',
+        "test-full/newstest2014-fren-src.en.sgm": '<doc docid="d">\n<seg id="1">Good evening</seg>\n</doc>\n',
+        "test-full/newstest2014-fren-ref.fr.sgm": '<doc docid="d">\n<seg id="1">Bonsoir</seg>\n</doc>\n',
     },
 }
 MEMBERS = ("training/europarl-v7.de-en", "commoncrawl.de-en", "training/news-commentary-v9.de-en")
@@ -82,7 +85,7 @@ def point_at(monkeypatch: pytest.MonkeyPatch, archives: dict[str, bytes], base: 
     monkeypatch.setattr("sacrebleu.dataset.base.SACREBLEU_DIR", str(sacrebleu_dir))
     for name, archive in (("wmt13", "test.tgz"), ("wmt14/full", "test-full.tgz")):
         real = SACREBLEU[name]
-        pairs = {pair: real.langpairs[pair] for pair in ("en-de", "de-en")}
+        pairs = {pair: real.langpairs[pair] for pair in ("en-de", "de-en", "en-fr")}
         fake = FakeSGMLDataset(name, data=[f"{base}/{archive}"], md5=[hashlib.md5(archives[archive]).hexdigest()],
                                langpairs=pairs)
         monkeypatch.setitem(SACREBLEU, name, fake)
@@ -276,3 +279,16 @@ def test_reading_one_split_fetches_that_split_only(tmp_path: Path, fake: dict[st
     assert read_split(data, "test", lambda _: None) == (["Good day"], ["Guten Tag"])
     assert [path for path, _ in site.requests] == ["/test-full.tgz"]
     assert not (tmp_path / "wmt" / "train.en").exists()
+
+
+def test_english_french_test_sets_come_from_sacrebleu(tmp_path: Path, fake: dict[str, bytes], site: Site,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """newstest2013 (valid) and newstest2014 full (test) for en-fr, as sacreBLEU's catalogue has them."""
+    site.files = {f"/{name}": body for name, body in fake.items()}
+    point_at(monkeypatch, fake, site.url, tmp_path / "sacrebleu")
+    data = data_spec(dataset="wmt14", train=None, valid=str(tmp_path / "wmt" / "newstest2013"),
+                     test=str(tmp_path / "wmt" / "newstest2014"), target_lang="fr")
+    ensure_data(data)
+    assert read_parallel(*split_files(data, "valid"), "data.valid") == (["Hello world", "Bye"],
+                                                                         ["Bonjour", "Salut"])
+    assert read_parallel(*split_files(data, "test"), "data.test") == (["Good evening"], ["Bonsoir"])
