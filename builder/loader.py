@@ -242,7 +242,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
         if isinstance(node, Kinds):  # the part is the union's tag (a ``kind``)
             node = node.registry[part].spec if isinstance(part, str) and part in node.registry else None
         else:
-            fields = getattr(node, "model_fields", None)
+            fields = _fields_by_key(node)
             if fields is None:
                 return []
             if part in fields:
@@ -251,7 +251,13 @@ def _allowed_keys(loc: tuple) -> list[str]:
                 return []
         if node is None:
             return []
-    return list(getattr(node, "model_fields", {}))
+    return list(_fields_by_key(node) or {})
+
+
+def _fields_by_key(model: Any) -> dict[str, FieldInfo] | None:
+    """A model's fields under the keys a spec file writes (a field's alias where it has one, e.g. from)."""
+    fields = getattr(model, "model_fields", None)
+    return None if fields is None else {f.alias or name: f for name, f in fields.items()}
 
 
 def _model_of(field: FieldInfo) -> Any:

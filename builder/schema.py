@@ -12,7 +12,7 @@ import hashlib
 import json
 from typing import Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
 from tbuild.components.registry import Registry
@@ -322,6 +322,35 @@ class DistributedSpec(StrictModel):
     )
 
 
+class InitSpec(StrictModel):
+    """Start a new run from a trained model's weights (fine-tuning): what is loaded, how the vocabulary
+    is matched, what stays frozen and what starts fresh. Shown as a load plan before the first step."""
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+    source: str = Field(..., alias="from", description="A run directory, a spec (its run directory) or a "
+                        "checkpoint file, relative to the working directory (as output_dir is).")
+    average: int | None = Field(None, ge=0, description="Start from the average of the source's newest K "
+                                "checkpoints (0: its train.average_last); None: its best, else newest, weights.")
+    include: list[str] = Field(["*"], description="Parameter-name patterns (fnmatch) to load.")
+    exclude: list[str] = Field([], description="Parameter-name patterns not to load (they start as the spec's "
+                               "initialisation), e.g. ['output.*'].")
+    vocab: Literal["refuse", "remap"] = Field(
+        "refuse", description="refuse: the two tokenizers must be the same file (sha256); a run that names no "
+        "tokenizer takes the source's. remap: the run trains (or names) its own tokenizer, and embedding and "
+        "output rows are copied by piece string; pieces the source lacks start as the spec's init.")
+    freeze: list[str] = Field([], description="Parts that get no gradient and no optimizer state: embeddings, "
+                              "encoder, decoder, encoder.layers.I or I-J, decoder.layers.I or I-J, "
+                              "encoder.norm, decoder.norm.")
+    reset: list[Literal["optimizer", "schedule"]] = Field(
+        ["optimizer", "schedule"], description="What starts fresh, as in a new run: optimizer (Adam's moment "
+        "estimates; otherwise the source's, for the tensors loaded unchanged) and schedule (the learning-rate "
+        "step; otherwise the schedule goes on from the source's step).")
+    copy_: dict[str, str] = Field({}, alias="copy", description="Initialise parameters the source lacks from "
+                                  "named ones it has, by prefix, e.g. {decoder.layers.6: decoder.layers.5} to "
+                                  "deepen a model.")
+
+
 class TrainSpec(StrictModel):
     """Training (§5). Defaults are the paper's base-model settings."""
 
@@ -360,6 +389,8 @@ class TrainSpec(StrictModel):
         None, ge=1, description="Pad each batch's source and target length up to a multiple of this, so few "
         "distinct shapes occur (GPU kernels are planned per shape); None: 8 on CUDA, 1 on CPU.",
     )
+    init: InitSpec | None = Field(None, description="Start from a trained model's weights (fine-tuning); "
+                                  "None: the spec's initialisation.")
     row_steps: int | None = Field(
         None, ge=0, description="Round each batch's row count up to one of this many sizes per doubling (a power "
         "of two; extra rows carry no loss); 0: exact; None: 8 on CUDA, 0 on CPU.",

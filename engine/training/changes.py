@@ -19,13 +19,15 @@ RULES: tuple[tuple[str, str, str], ...] = (
     ("data.valid", "evaluation", "validation reads the new split from now on"),
     ("data.test", "evaluation", "free: read by `tbuild evaluate`"),
     ("data.", "data", "the training split is prepared again and read from the start of a new epoch"),
+    ("train.init.freeze", "freeze", "refused: the optimizer holds the trainable tensors as they were"),
+    ("train.init", "init", "no effect on a run already started: it began from its source (init.json)"),
     ("train.schedule.", "schedule", "the learning rate follows the new schedule from the step resumed at"),
     ("train.optimizer.", "optimizer", "takes effect from the step resumed at; Adam's moment estimates are kept"),
     ("train.max_", "budget", "the run's stops, checked from now on"),
     ("train.", "training", "takes effect from the step resumed at"),
     ("decode.", "decoding", "free: used when decoding"),
 )
-REFUSED = {"architecture", "tokenizer"}
+REFUSED = {"architecture", "tokenizer", "freeze"}
 IGNORED = {"name", "output_dir", "extends"}  # where the run lives and what it is called, not what it is
 
 
@@ -63,9 +65,8 @@ def refusal(changes: list[Change], where: str) -> str | None:
     if not refused:
         return None
     fields = "; ".join(f"{c.field}: {_show(c.old)} → {_show(c.new)}" for c in refused)
-    return (f"{where} was trained with another model or tokenizer ({fields}); its checkpoints and tokenizer "
-            "hold them as they were. Train into another directory (--set output_dir=...) or start this one "
-            "over with --fresh")
+    return (f"{where} cannot go on with {fields}: its checkpoints, tokenizer and optimizer hold them as they "
+            "were. Train into another directory (--set output_dir=...) or start this one over with --fresh")
 
 
 def stored_changes(run: RunDir, spec: Spec) -> list[Change]:

@@ -37,6 +37,7 @@ from ..data.pairs import load_pairs
 from ..data.prepare import prepared_id, prepared_train
 from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
+from ..finetune.start import Start
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import delete_run, run_dir_of
@@ -77,6 +78,8 @@ class Trainer:
         self.state = TrainState()
         self.saved_step = -1
         self.data_id = self.resumed_data_id = None
+        init = loaded.spec.train.init
+        self.start = Start(init, self.run) if init is not None else None
 
     def info(self, message: str) -> None:
         self.emit("info", {"message": message})
@@ -139,6 +142,8 @@ class Trainer:
     def _setup_spec(self) -> Spec:
         """The run's tokenizer, and the spec resolved against it (stored in the run directory); on a
         run trained before, each change since is said with what it does, or refused."""
+        if self.start is not None and self.rank.is_main:
+            self.start.take_tokenizer(self.loaded.spec.data.tokenizer.model, self.info)
         self.tokenizer = prepare_tokenizer(self.loaded.spec, self.run, self.info)
         spec = fit_vocab(self.loaded.spec, self.tokenizer, self.info)
         spec = spec.model_copy(update={"name": self.loaded.name})
@@ -159,6 +164,10 @@ class Trainer:
         torch.manual_seed(self.cfg.seed)
         random.seed(self.cfg.seed)
         self.model = build_model(self.spec).to(self.policy.device)
+        if self.start is not None:  # before wrapping: DDP keeps the parameters that train when it is built
+            self.start.apply(self.model, self.tokenizer, self.info if self.rank.is_main else lambda _: None)
+            if self.rank.is_main:
+                self.start.record()
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
         self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
@@ -176,11 +185,16 @@ class Trainer:
         opt = self.cfg.optimizer
         # Adam (§5.3); AdamW with weight_decay 0 is exactly Adam, and decoupled decay when asked for.
         # The fused kernel (one launch for all parameters) on CUDA; CPU has no fused AdamW to gain from.
-        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=0.0, betas=opt.betas, eps=opt.eps,
+        trained = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
+        self.optimizer = torch.optim.AdamW(trained, lr=0.0, betas=opt.betas, eps=opt.eps,
                                            weight_decay=opt.weight_decay,
                                            fused=True if self.policy.device.type == "cuda" else None)
         self.optimizer.zero_grad(set_to_none=True)
-        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        self.params = trained
+        self.schedule_offset = 0
+        if self.start is not None:
+            self.start.carry_optimizer(self.model, self.optimizer)
+            self.schedule_offset = self.start.schedule_offset()
 
     def _restore(self) -> TrainState:
         """The state of the newest readable checkpoint; a corrupt one is reported and the previous one used."""
@@ -247,7 +261,7 @@ class Trainer:
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.clip_norm or math.inf)
         if hasattr(grad_norm, "full_tensor"):
             grad_norm = grad_norm.full_tensor()  # a DTensor under FSDP2
-        lr = self.cfg.schedule.rate(self.state.step + 1, self.spec.model.d_model)
+        lr = self.cfg.schedule.rate(self.schedule_offset + self.state.step + 1, self.spec.model.d_model)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.scaler.step(self.optimizer)
@@ -291,7 +305,7 @@ class Trainer:
             return  # already saved at this step
         self.saved_step = self.state.step
         meta = {**self.state.meta(), "architecture": self.spec.architecture_hash(), "kind": "train",
-                "data": self.data_id,
+                "data": self.data_id, "param_names": [n for n, p in self.model.named_parameters() if p.requires_grad],
                 "grad_scale": self.scaler.get_scale() if self.scaler.is_enabled() else None}
         if self.sharded:
             _sharded().save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,

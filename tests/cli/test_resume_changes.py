@@ -64,7 +64,7 @@ def test_resume_says_what_changed_and_refuses_another_model(tiny_corpus: Path, t
 
     wider = runner.invoke(app, ["train", str(spec), *lr, "--set", "model.d_model=64"], env={"COLUMNS": "300"})
     assert wider.exit_code == 2
-    assert "another model or tokenizer (model.d_model: 32 → 64;" in wider.output and "--fresh" in wider.output
+    assert "cannot go on with model.d_model: 32 → 64;" in wider.output and "--fresh" in wider.output
     assert "d_model: 32" in (run / "spec.yaml").read_text()  # the stored spec is kept
 
 

@@ -1,0 +1,66 @@
+"""The trained model a run starts from: its weights (best, newest, a named checkpoint or an average),
+step, tokenizer and run directory."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.schema import InitSpec
+
+from ..checkpoint import average_checkpoints, read_checkpoint
+from ..data.download import sha256_of
+from ..run_dir import Run, resolve_run
+from ..weights import weights_files
+
+
+@dataclass(frozen=True)
+class Source:
+    run: Run
+    weights: str  # which weights, in words (a file name, or the average of several)
+    step: int
+    tensors: dict[str, torch.Tensor]  # parameter name -> tensor (optimizer slots under "optim.")
+    optimizer_state: dict[str, dict[str, torch.Tensor]]  # parameter name -> Adam's slots, where saved
+
+    @property
+    def tokenizer(self) -> Path:
+        return self.run.tokenizer
+
+    @property
+    def tokenizer_sha256(self) -> str:
+        return sha256_of(self.tokenizer)
+
+    def lineage(self) -> dict[str, object]:
+        """What the new run records of where it came from."""
+        return {"from": str(self.run.dir.path.resolve()), "weights": self.weights, "step": self.step,
+                "tokenizer_sha256": self.tokenizer_sha256, "name": self.run.spec.name}
+
+
+def load_source(init: InitSpec) -> Source:
+    run = resolve_run(Path(init.source))
+    paths = weights_files(run, checkpoint=run.checkpoint, average=init.average)
+    if init.average is not None:
+        tensors, meta = average_checkpoints(paths)
+        weights = f"average of {', '.join(p.name for p in paths)}"
+    else:
+        tensors, meta = read_checkpoint(paths[0])
+        weights = paths[0].name
+    model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    return Source(run, weights, int(meta.get("step", 0)), model, _optimizer_slots(tensors, meta))
+
+
+def _optimizer_slots(tensors: dict[str, torch.Tensor], meta: dict) -> dict[str, dict[str, torch.Tensor]]:
+    """Adam's slots per parameter name, from a training checkpoint that saved them (its one param group
+    lists the parameters in the order of ``named_parameters``, which meta records)."""
+    names = meta.get("param_names")
+    if not names:
+        return {}
+    slots: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, index, slot = key.split(".", 2)
+            if int(index) < len(names):
+                slots.setdefault(names[int(index)], {})[slot] = value
+    return slots
