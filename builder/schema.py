@@ -335,10 +335,12 @@ class InitSpec(StrictModel):
     include: list[str] = Field(["*"], description="Parameter-name patterns (fnmatch) to load.")
     exclude: list[str] = Field([], description="Parameter-name patterns not to load (they start as the spec's "
                                "initialisation), e.g. ['output.*'].")
-    vocab: Literal["refuse", "remap"] = Field(
+    vocab: Literal["refuse", "remap", "extend"] = Field(
         "refuse", description="refuse: the two tokenizers must be the same file (sha256); a run that names no "
         "tokenizer takes the source's. remap: the run trains (or names) its own tokenizer, and embedding and "
-        "output rows are copied by piece string; pieces the source lacks start as the spec's init.")
+        "output rows are copied by piece string; pieces the source lacks start as the spec's init. extend: the "
+        "source's tokenizer is kept and the pieces of one trained on this run's data that it lacks are appended "
+        "(every source piece keeps its id and row; the new ones start as the spec's init).")
     freeze: list[str] = Field([], description="Parts that get no gradient and no optimizer state: embeddings, "
                               "encoder, decoder, encoder.layers.I or I-J, decoder.layers.I or I-J, "
                               "encoder.norm, decoder.norm.")

@@ -48,6 +48,11 @@ def inspect(
     console.print(f"weights: {4 * report.total / 2**20:,.1f} MiB fp32, {2 * report.total / 2**20:,.1f} MiB bf16")
     for line in describe_targets(loaded.spec):
         console.print(f"export to {line}", highlight=False, soft_wrap=True)
+    if loaded.spec.train.init is not None:
+        from tbuild.engine.finetune.preview import preview_plan
+
+        for line in preview_plan(loaded):
+            console.print(line, highlight=False, soft_wrap=True)
     if gpus is not None:
         _print_estimate(loaded.spec, report, gpus, gpu_type, mfu)
 

@@ -122,7 +122,8 @@ def _status(name: str, param: torch.Tensor, init: InitSpec, source: Source, copi
 
 
 def _vocabulary(init: InitSpec, source: Source, tokenizer: Tokenizer) -> dict[int, int]:
-    """refuse: the same tokenizer file or an error; remap: new id -> source id for every shared piece."""
+    """refuse: the same tokenizer file or an error; remap and extend: new id -> source id for every shared
+    piece (extend keeps the source's ids, so that is every source piece)."""
     if init.vocab == "refuse":
         ours, theirs = sha256_of(tokenizer.path), source.tokenizer_sha256
         if ours != theirs:

@@ -22,6 +22,7 @@ from ..run_dir import RunDir
 from .parts import frozen_names
 from .plan import LoadPlan, apply_plan, make_plan
 from .source import Source, load_source
+from .vocab import extend_tokenizer
 
 LINEAGE = "init.json"
 Log = Callable[[str], None]
@@ -53,6 +54,23 @@ class Start:
         shutil.copyfile(source.tokenizer, tmp)
         tmp.replace(self.run.tokenizer)
         log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {self.run.tokenizer})")
+
+    def extend_tokenizer(self, tokenizer: Tokenizer, log: Log) -> Tokenizer:
+        """vocab extend, at the start: the run's own tokenizer (just trained on its data) becomes the source's
+        with the pieces it lacks appended."""
+        if not self.starting or self.init.vocab != "extend":
+            return tokenizer
+        if tokenizer.path.resolve() != self.run.tokenizer.resolve():
+            raise TbuildError(f"train.init.vocab extend: the run trains its own tokenizer to find the new pieces; "
+                              f"leave data.tokenizer.model unset (it names {tokenizer.path})")
+        source = self._source().tokenizer
+        added = extend_tokenizer(source, tokenizer.path, tokenizer.path)
+        extended = Tokenizer.load(tokenizer.path)
+        vocab = "".join(f"{extended.sp.id_to_piece(i)}\t{extended.sp.get_score(i)}\n" for i in range(extended.vocab_size))
+        atomic_write(tokenizer.path.with_suffix(".vocab"), vocab.encode())
+        log(f"tokenizer: {source}'s {extended.vocab_size - added:,} pieces kept, {added:,} of this run's own "
+            f"appended -> {tokenizer.path} ({extended.vocab_size:,} pieces)")
+        return extended
 
     def apply(self, model: nn.Module, tokenizer: Tokenizer, log: Log) -> None:
         """At the start: plan, load and freeze, and say so; later calls freeze the same parts."""

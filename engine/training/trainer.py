@@ -145,6 +145,8 @@ class Trainer:
         if self.start is not None and self.rank.is_main:
             self.start.take_tokenizer(self.loaded.spec.data.tokenizer.model, self.info)
         self.tokenizer = prepare_tokenizer(self.loaded.spec, self.run, self.info)
+        if self.start is not None and self.rank.is_main:
+            self.tokenizer = self.start.extend_tokenizer(self.tokenizer, self.info)
         spec = fit_vocab(self.loaded.spec, self.tokenizer, self.info)
         spec = spec.model_copy(update={"name": self.loaded.name})
         if self.rank.is_main:

@@ -1,0 +1,60 @@
+"""The load plan of a spec's ``train.init`` before any training (``tbuild inspect``): built on the meta
+device against the source's checkpoint, with the tokenizer the run will use where it is known."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from tbuild.builder import build_model
+from tbuild.builder.loader import LoadedSpec
+
+from ..data.tokenizer import Tokenizer, fit_vocab
+from ..run_dir import RunDir, run_dir_of
+from .plan import make_plan
+from .source import Source, load_source
+from .start import read_lineage
+from .vocab import extend_tokenizer
+
+
+def preview_plan(loaded: LoadedSpec) -> list[str]:
+    """Lines saying what ``train.init`` loads, remaps, leaves new and freezes (per block), or where the run
+    already started from."""
+    init = loaded.spec.train.init
+    if init is None:
+        return []
+    run = run_dir_of(loaded)
+    lineage = read_lineage(run)
+    if lineage is not None and run.resume_points():
+        return [f"train.init: {run.path} started from {lineage['from']} ({lineage['weights']}, step "
+                f"{lineage['step']:,}); training resumes it"]
+    source = load_source(init)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = _tokenizer_path(loaded, run, source, Path(tmp))
+        if path is None:
+            return [f"train.init: from {source.run.dir.path} ({source.weights}, step {source.step:,})",
+                    f"  vocab {init.vocab}: the plan needs this run's own tokenizer, trained when training starts "
+                    "(`tbuild data prepare SPEC` trains it now)"]
+        tokenizer = Tokenizer.load(path)
+        spec = fit_vocab(loaded.spec, tokenizer, lambda _: None)
+        with torch.device("meta"):  # shapes only: nothing allocated
+            model = build_model(spec)
+        plan = make_plan(model, source, init, tokenizer)
+    return [plan.header(), *plan.block_lines(), plan.summary()]
+
+
+def _tokenizer_path(loaded: LoadedSpec, run: RunDir, source: Source, tmp: Path) -> Path | None:
+    """The tokenizer the run will train with, where it is known before training."""
+    init, named = loaded.spec.train.init, loaded.spec.data.tokenizer.model
+    if named is not None:
+        return Path(named)
+    if init.vocab == "refuse":
+        return run.tokenizer if run.tokenizer.is_file() else source.tokenizer
+    if not run.tokenizer.is_file():
+        return None
+    if init.vocab == "extend":  # the run's own, not yet extended: extend a copy
+        extend_tokenizer(source.tokenizer, run.tokenizer, tmp / "spm.model")
+        return tmp / "spm.model"
+    return run.tokenizer
