@@ -28,6 +28,7 @@ def export(
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
+    from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.export.targets import TARGETS
     from tbuild.engine.run_dir import resolve_run
 
@@ -45,6 +46,7 @@ def export(
         weights = hf.export_run(run, out, checkpoint=checkpoint, average=average)
     else:
         weights = ctranslate2.export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
+    write_provenance(run, out, to, weights)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none" and check_src is None:
         return

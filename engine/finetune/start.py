@@ -66,7 +66,8 @@ class Start:
         source = self._source().tokenizer
         added = extend_tokenizer(source, tokenizer.path, tokenizer.path)
         extended = Tokenizer.load(tokenizer.path)
-        vocab = "".join(f"{extended.sp.id_to_piece(i)}\t{extended.sp.get_score(i)}\n" for i in range(extended.vocab_size))
+        sp = extended.sp
+        vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i)}\n" for i in range(extended.vocab_size))
         atomic_write(tokenizer.path.with_suffix(".vocab"), vocab.encode())
         log(f"tokenizer: {source}'s {extended.vocab_size - added:,} pieces kept, {added:,} of this run's own "
             f"appended -> {tokenizer.path} ({extended.vocab_size:,} pieces)")

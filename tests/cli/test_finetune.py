@@ -67,6 +67,12 @@ def test_fine_tuning_continues_from_the_sources_loss(source: Path, tiny_corpus: 
     assert lineage["from"] == str(source.resolve()) and lineage["step"] == 40 and lineage["schedule_offset"] == 0
     assert len(lineage["tokenizer_sha256"]) == 64 and set(lineage["tensors"].values()) == {"loaded"}
 
+    pytest.importorskip("ctranslate2", reason="the export extra is not installed")
+    exported = runner.invoke(app, ["export", str(tmp_path / "ft"), "--check", "none", "-o", str(tmp_path / "ct2")])
+    assert exported.exit_code == 0, exported.output
+    provenance = json.loads((tmp_path / "ct2" / "tbuild.json").read_text())
+    assert provenance["lineage"]["from"] == str(source.resolve()) and provenance["lineage"]["step"] == 40
+
     again = runner.invoke(app, ["train", str(spec), "--set", "train.max_steps=3"], env=WIDE)
     assert again.exit_code == 0, again.output
     assert f"train.init: started from {source.resolve()}" in again.output and "resumed from" in again.output
