@@ -70,3 +70,6 @@ def _print_estimate(spec, report, gpus: int, gpu_type: str, mfu: float) -> None:
                   f"on {gpus} × {gpu_type} at {mfu:.0%} MFU: {est.seconds / 3600:.1f} h "
                   f"({est.seconds / 60:,.0f} min)", highlight=False,
                   soft_wrap=True)
+    # §5.2: 8 P100s; base 100K steps (12 hours), big 300K steps (3.5 days)
+    console.print("the paper (§5.2), on 8 × p100: base 100,000 steps in 12 h, big 300,000 steps in 3.5 days (84 h)",
+                  highlight=False, soft_wrap=True)

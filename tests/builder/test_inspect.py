@@ -143,5 +143,6 @@ def test_inspect_prints_the_estimate(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["inspect", str(path), "--gpus", "2", "--gpu-type", "v100", "--mfu", "0.25"])
     assert result.exit_code == 0, result.output
     assert "on 2 × v100 at 25% MFU" in result.output
+    assert "big 300,000 steps in 3.5 days" in result.output  # the paper's figure beside the estimate
     bad = CliRunner().invoke(app, ["inspect", str(path), "--gpus", "2", "--gpu-type", "tpu"])
     assert bad.exit_code == 2 and "unknown GPU type 'tpu'" in bad.output
