@@ -157,3 +157,14 @@ def test_refusals_are_one_line(source: Path, tiny_corpus: Path, tmp_path: Path, 
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not list((tmp_path / "ft").glob("checkpoints/step_*"))
+
+
+def test_copy_deepens_a_model_from_a_named_layer(source: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    spec = _write(tmp_path, tiny_corpus, source, {"copy": {"decoder.layers.1": "decoder.layers.0"},
+                                                  "freeze": ["decoder"]}, max_steps=1)
+    result = runner.invoke(app, ["train", str(spec), "--set", "model.decoder.layers=2"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "decoder.layers.1" in result.output and "copied" in result.output
+    src, new = load_file(source / "best.safetensors"), _newest(tmp_path / "ft")
+    layer0 = [k for k in src if k.startswith("model.decoder.0.")]
+    assert layer0 and all(new[k.replace(".decoder.0.", ".decoder.1.")].equal(src[k]) for k in layer0)
