@@ -52,7 +52,8 @@ def sweep(
 
         completed = run_submitit(file, rows, list(set_ or []), list(slurm or []), say, cluster)
     else:
-        completed = run_local(rows, lambda _: Reporter(), say, process.after_batch)
+        # after_step trims the heap that configure_process keeps (without it resident memory grows a few GB a row)
+        completed = run_local(rows, lambda _: Reporter(), say, process.after_batch, process.after_step)
     results = table.results(rows, sweep_file.spec.reference)
     written = table.write(sweep_file.folder, results)
     _print_results(sweep_file.name, results)

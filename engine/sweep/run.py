@@ -22,7 +22,7 @@ class RowOutcome:
 
 
 def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[], None] = lambda: None,
-            ) -> RowOutcome:
+            after_step: Callable[[int], None] = lambda step: None) -> RowOutcome:
     """Train one row to its budget and score it (``sweep_row.json``); stop early on Ctrl-C."""
     import json
 
@@ -34,7 +34,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     if planned.loaded.spec.train.threads:  # as `tbuild train` does; the rows of one sweep may differ
         torch.set_num_threads(planned.loaded.spec.train.threads)
     started = time.monotonic()
-    result = Trainer(planned.loaded, emit).setup().train()
+    result = Trainer(planned.loaded, emit, after_step=after_step).setup().train()
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
     run = Run(planned.loaded.spec, RunDir(planned.folder))
@@ -55,7 +55,8 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
 
 
 def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], say: Say,
-              after_batch: Callable[[], None] = lambda: None) -> bool:
+              after_batch: Callable[[], None] = lambda: None,
+              after_step: Callable[[int], None] = lambda step: None) -> bool:
     """Every unfinished row in order; False when one was interrupted (the rest are left for the
     next call, which resumes that row)."""
     for planned in rows:
@@ -63,6 +64,6 @@ def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], s
             say(f"{planned.row.name}: finished earlier ({planned.folder}), skipped")
             continue
         say(f"{planned.row.name}: training in {planned.folder} ({planned.budget()})")
-        if run_row(planned, emit_for(planned), say, after_batch).interrupted:
+        if run_row(planned, emit_for(planned), say, after_batch, after_step).interrupted:
             return False
     return True

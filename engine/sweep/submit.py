@@ -30,7 +30,7 @@ def row_job(sweep_file: str, row: str, overrides: list[str], cwd: str) -> str:
         if kind in ("log", "valid", "end", "info", "warning"):
             print(kind, {k: v for k, v in data.items() if not isinstance(v, dict)}, flush=True)
 
-    if run_row(planned, log, lambda line: print(line, flush=True), process.after_batch).interrupted:
+    if run_row(planned, log, lambda line: print(line, flush=True), process.after_batch, process.after_step).interrupted:
         raise TbuildError(f"row {row}: interrupted; submit the sweep again to resume it")
     return row
 
