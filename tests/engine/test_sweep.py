@@ -222,3 +222,14 @@ def test_submitit_runs_each_row_as_a_job(tmp_path: Path, tiny_corpus: Path) -> N
     assert all(r["train steps"] == 3 and r["dev BLEU"] is not None for r in table)
     again = runner.invoke(app, ["sweep", str(sweep), "--launcher", "submitit", "--cluster", "local"])
     assert again.exit_code == 0 and again.output.count("finished earlier") == 2
+
+
+def test_rows_call_after_step_every_step(tmp_path: Path, tiny_corpus: Path) -> None:
+    """The process's heap trim runs during a row's training, as in `tbuild train` (resident memory grew
+    by gigabytes per row without it)."""
+    from tbuild.engine.sweep.run import run_local
+
+    rows = plan(load_sweep(_sweep(tmp_path, tiny_corpus, TWO_ROWS)), [], ["base"])
+    steps: list[int] = []
+    assert run_local(rows, lambda _: (lambda kind, data: None), lambda line: None, after_step=steps.append)
+    assert steps == [1, 2, 3]
