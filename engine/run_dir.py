@@ -129,7 +129,8 @@ def is_run_dir(path: Path) -> bool:
 def delete_run(path: Path) -> None:
     """Delete a run directory (``tbuild train --fresh``); refuse anything else, and any folder that
     holds the working directory."""
-    if not path.exists() or (path.is_dir() and not any(path.iterdir())):
+    if not path.exists() or (path.is_dir() and all(p.name == ".lock" for p in path.iterdir())):
+        shutil.rmtree(path, ignore_errors=True)  # empty, or the lock of a run that never got further
         return
     where = path.resolve()
     if where == Path.cwd().resolve() or where in Path.cwd().resolve().parents:

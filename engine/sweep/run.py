@@ -51,7 +51,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
               "train_minutes": result["elapsed"] / 60, "wall_minutes": (time.monotonic() - started) / 60,
               "params": planned.params, "scores": scores}
     atomic_write(planned.result_file, (json.dumps(record, indent=1) + "\n").encode())
-    return RowOutcome(planned, False)
+    return RowOutcome(planned, bool(result.get("stop_requested")))  # Ctrl-C on the row's last step: stop after it
 
 
 def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], say: Say,

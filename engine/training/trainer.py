@@ -41,6 +41,7 @@ from ..finetune.start import Start
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import delete_run, run_dir_of
+from ..run_lock import RunLock
 from . import distributed
 from .changes import stored_changes
 from .compiled import compile_model
@@ -78,6 +79,7 @@ class Trainer:
         self.state = TrainState()
         self.saved_step = -1
         self.data_id = self.resumed_data_id = None
+        self.lock = RunLock(self.run.path)  # acquired by the main process in setup
         init = loaded.spec.train.init
         self.start = Start(init, self.run) if init is not None else None
 
@@ -90,9 +92,11 @@ class Trainer:
         world = self.rank.world
         distributed.check_update_freq(self.cfg.update_freq, world)
         if self.rank.is_main:  # the others wait, then read what it wrote
-            if self.fresh:
+            if self.fresh and self.run.path.is_dir():  # never delete a run another process is training
+                RunLock(self.run.path).acquire().release()
                 delete_run(self.run.path)
             self.run.path.mkdir(parents=True, exist_ok=True)
+            self.lock = RunLock(self.run.path).acquire()
             self._setup_files()
         distributed.barrier(self.rank)
         if not self.rank.is_main:
@@ -393,8 +397,11 @@ class Trainer:
                 self.validate()
             self.save_checkpoint()
         reason = reason or "interrupted"
+        self.lock.release()
+        # stop_requested: a Ctrl-C that came with another stop (the last step) still asks the caller to stop
         result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
-                  "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before}
+                  "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before,
+                  "stop_requested": stop.requested}
         self.emit("end", result)
         return result
 

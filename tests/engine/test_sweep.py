@@ -175,10 +175,10 @@ def test_time_left_comes_from_the_finished_rows_speed(tmp_path: Path, monkeypatc
     rows[0].folder.mkdir(parents=True)
     rows[0].result_file.write_text(json.dumps({"steps": 600, "train_minutes": 6.0}))
     base, h1, big = rows
-    assert h1.flops_per_token == base.flops_per_token  # one head of 256 costs what four of 64 do
+    assert h1.flops_per_token == base.flops_per_token  # one head of 128 costs what eight of 16 do
     assert minutes_left([base, h1]) == pytest.approx(6.0)
     assert minutes_left(rows) == pytest.approx(6.0 + 12.0 * big.flops_per_token / base.flops_per_token)
-    timed = plan(sweep, ["train.max_steps=null", "train.max_minutes=10"], ["A-h1", "A-h2"])
+    timed = plan(sweep, ["train.max_steps=null", "train.max_minutes=10"], ["A-h1", "A-h4"])
     assert minutes_left(timed) == 20.0
 
 

@@ -203,3 +203,21 @@ def test_steps_read_no_tensor_values_between_logging_steps(tiny_corpus: Path, tm
         monkeypatch.setattr(torch.Tensor, name, counted)
     trainer.train()
     assert reads and set(reads) == {4}, reads  # loss, NLL and gradient norm, read once at the final log
+
+
+def test_a_run_directory_trains_in_one_process_at_a_time(tiny_corpus: Path, tmp_path: Path) -> None:
+    """A second trainer on a run directory is refused, naming the process that holds it (as is --fresh);
+    the lock is free again once training ends."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.run_lock import RunLock
+    from tbuild.engine.training.trainer import Trainer
+
+    loaded = load_spec(tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=1))
+    (tmp_path / "run").mkdir()
+    holder = RunLock(tmp_path / "run").acquire()  # as another process training it would
+    for fresh in (False, True):
+        with pytest.raises(TbuildError, match=rf"run is being trained by process {os.getpid()}"):
+            Trainer(loaded, lambda kind, data: None, fresh=fresh).setup()
+    holder.release()
+    assert Trainer(loaded, lambda kind, data: None).setup().train()["step"] == 1
+    RunLock(tmp_path / "run").acquire().release()  # released at the end of training
