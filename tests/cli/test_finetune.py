@@ -168,3 +168,11 @@ def test_copy_deepens_a_model_from_a_named_layer(source: Path, tiny_corpus: Path
     src, new = load_file(source / "best.safetensors"), _newest(tmp_path / "ft")
     layer0 = [k for k in src if k.startswith("model.decoder.0.")]
     assert layer0 and all(new[k.replace(".decoder.0.", ".decoder.1.")].equal(src[k]) for k in layer0)
+
+
+@pytest.mark.parametrize("spec", sorted((Path(__file__).parents[2] / "specs" / "finetune").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_fine_tuning_specs_validate(spec: Path) -> None:
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "init:" in result.output or "small-de" in spec.name
