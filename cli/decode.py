@@ -109,7 +109,8 @@ def decode(
                   console=err_console, disable=not show, transient=True) as bar:
         task = bar.add_task("decode", total=len(lines))
         results = translator.translate(lines, spec, warn, lambda n: bar.advance(task, n),
-                                       after_batch=process.after_batch, prefixes=prefixes)
+                                       after_batch=process.after_batch, prefixes=prefixes,
+                                       scores=format_ == "jsonl")
     tok = translator.tokenizer
     if format_ == "jsonl":
         alignments = translator.alignments(lines, results) if align else [None] * len(lines)

@@ -137,10 +137,10 @@ class CTranslate2Translator:
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None) -> list[list[Hypothesis]]:
+                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
         with the same warning; sampling (seeded by ``spec.seed``), target prefixes and n-gram blocking
-        map to CTranslate2's own options."""
+        map to CTranslate2's own options. No per-token log-probabilities (``scores`` is ignored)."""
         import ctranslate2
 
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)

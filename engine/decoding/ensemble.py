@@ -47,7 +47,6 @@ class Ensemble:
         self.models, self.combine = models, combine
         total = sum(weights)
         self.weights = [w / total for w in weights]
-        self.decoder = models[0].decoder  # alignments come from the first model
 
     def encode(self, src: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """Each model's memory (a tuple) and the padding mask they share."""

@@ -144,7 +144,8 @@ class Rules:
         """Max |Y| per sentence, long enough for each prefix and its EOS."""
         if self.prefix is None:
             return limit
-        return torch.maximum(limit, self.prefix.ne(PAD).sum(1).to(limit.device) + 1).clamp(max=cap)
+        limit = torch.maximum(limit, self.prefix.ne(PAD).sum(1).to(limit.device) + 1)
+        return limit if cap is None else limit.clamp(max=cap)  # a prefix past the cap is cut there
 
 
 @dataclass
@@ -159,12 +160,12 @@ class _Beams:
     cache: DecoderCache
     last: torch.Tensor  # (N, 1) tokens fed this step
     history: torch.Tensor  # (N, t) tokens so far
-    token_lp: torch.Tensor  # (N, t) each token's log-prob
+    token_lp: torch.Tensor | None  # (N, t) each token's log-prob, when asked for
     logp: torch.Tensor  # (n, r) cumulative log-prob of each row
     rows: int = 1
 
 
-def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules) -> _Beams:
+def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules, scores: bool) -> _Beams:
     """Encode the source once; one BOS row per sentence."""
     memory, pad = model.encode(src)
     batch, device = src.size(0), pad.device
@@ -175,7 +176,8 @@ def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, r
                   memory=memory, pad=pad, cache=new_cache(),
                   last=torch.full((batch, 1), BOS, dtype=torch.long, device=device),
                   history=torch.empty(batch, 0, dtype=torch.long, device=device),
-                  token_lp=torch.empty(batch, 0, device=device), logp=torch.zeros(batch, 1, device=device))
+                  token_lp=torch.empty(batch, 0, device=device) if scores else None,
+                  logp=torch.zeros(batch, 1, device=device))
 
 
 def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rules) -> torch.Tensor:
@@ -203,7 +205,8 @@ def _sample(lprobs: torch.Tensor, logp: torch.Tensor, k: int, sampling: Sampling
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
                 max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: int | None = None,
-                rules: Rules | None = None, sampling: Sampling | None = None) -> list[list[Hypothesis]]:
+                rules: Rules | None = None, sampling: Sampling | None = None,
+                token_scores: bool = False) -> list[list[Hypothesis]]:
     """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
     distinct hypotheses, best score first (fewer only if fewer outputs have non-zero probability).
 
@@ -213,6 +216,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     bounds every max_len (a decoder with learned positions has no position past max_positions).
     ``rules`` forces target prefixes and blocks repeated n-grams. With ``sampling``, the k rows are k
     independent samples (``nbest`` = k of them, sorted by score): each draws its token instead of ranking.
+    ``token_scores`` fills each hypothesis' ``token_log_probs``.
 
     Stopping. A sentence stops when its live beams cannot change its n-best list, which is then the
     list that running every beam to max_len would give. A live prefix with log-prob L (≤ 0) ends
@@ -236,7 +240,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return finished
-    b = _start(model, src, alpha, (max_len_a, max_len_b, max_len_cap), rules)
+    b = _start(model, src, alpha, (max_len_a, max_len_b, max_len_cap), rules, token_scores)
     # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended.
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
     for t in range(int(b.limit.max())):
@@ -246,7 +250,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
         else:
             top, parent, token = _sample(lprobs, b.logp, k, sampling)
         row = torch.arange(top.size(0), device=top.device).unsqueeze(1) * b.rows + parent  # (n, c) in N
-        step_lp = lprobs[row, token]  # (n, c) each candidate token's own log-prob
+        step_lp = lprobs[row, token] if token_scores else None  # (n, c) each candidate token's own log-prob
         is_eos = token.eq(EOS)
         ends = is_eos[:, :k] & top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
@@ -280,13 +284,14 @@ def _top_candidates(lprobs: torch.Tensor, logp: torch.Tensor, width: int, k: int
     return top, parent, token
 
 
-def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: torch.Tensor, step_lp: torch.Tensor,
+def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: torch.Tensor, step_lp: torch.Tensor | None,
              is_eos: torch.Tensor, k: int, alpha: float, threshold: torch.Tensor) -> bool:
     """Keep the k best non-EOS candidates of each sentence (in rank order: a stable sort puts EOS
     last), drop the sentences that are done (module docstring: stopping) and follow the kept rows.
     False when no sentence is left."""
     keep_rank = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (n, k)
-    index, new_token, new_lp = row.gather(1, keep_rank), token.gather(1, keep_rank), step_lp.gather(1, keep_rank)
+    index, new_token = row.gather(1, keep_rank), token.gather(1, keep_rank)
+    new_lp = None if step_lp is None else step_lp.gather(1, keep_rank)
     new_logp = top.gather(1, keep_rank).masked_fill(is_eos.gather(1, keep_rank), NEG_INF)  # (n, k)
     lp_future = torch.clamp(b.lp_limit, min=length_penalty(t + 2, alpha))  # (n,)
     done = (t + 1 >= b.limit) | (new_logp.amax(1).double() / lp_future <= threshold[b.sent])  # (n,)
@@ -295,13 +300,15 @@ def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: tor
         kept = (~done).nonzero().squeeze(1)  # live sentences that stay
         if kept.numel() == 0:
             return False
-        index, new_token, new_lp, new_logp = index[kept], new_token[kept], new_lp[kept], new_logp[kept]
+        index, new_token, new_logp = index[kept], new_token[kept], new_logp[kept]
+        new_lp = None if new_lp is None else new_lp[kept]
         b.sent, b.limit, b.lp_limit, b.pad = b.sent[kept], b.limit[kept], b.lp_limit[kept], b.pad[kept]
         b.memory = _select(b.memory, kept)
     index = index.view(-1)  # (n'·k,)
     b.cache.reorder(index, sources=kept)
     b.history = torch.cat([b.history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
-    b.token_lp = torch.cat([b.token_lp.index_select(0, index), new_lp.view(-1, 1)], 1)
+    if b.token_lp is not None and new_lp is not None:
+        b.token_lp = torch.cat([b.token_lp.index_select(0, index), new_lp.view(-1, 1)], 1)
     b.last, b.logp, b.rows = new_token.view(-1, 1), new_logp, k
     return True
 
@@ -313,7 +320,7 @@ def _select(memory: torch.Tensor | tuple, kept: torch.Tensor) -> torch.Tensor | 
     return memory.index_select(0, kept)
 
 
-def _collect(ends: torch.Tensor, top: torch.Tensor, row: torch.Tensor, step_lp: torch.Tensor, b: _Beams,
+def _collect(ends: torch.Tensor, top: torch.Tensor, row: torch.Tensor, step_lp: torch.Tensor | None, b: _Beams,
              length: int, alpha: float, nbest: int, k: int, finished: list[list[Hypothesis]],
              threshold: torch.Tensor) -> None:
     """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates, ``row`` their
@@ -322,13 +329,15 @@ def _collect(ends: torch.Tensor, top: torch.Tensor, row: torch.Tensor, step_lp: 
     lp = length_penalty(length, alpha)
     where = ends.nonzero()
     src_rows = row[where[:, 0], where[:, 1]]
-    prefixes, token_lps = b.history[src_rows].tolist(), b.token_lp[src_rows].tolist()
-    eos_lps = step_lp[where[:, 0], where[:, 1]].tolist()
-    for (i, j), tokens, lps, eos_lp in zip(where.tolist(), prefixes, token_lps, eos_lps, strict=True):
+    prefixes = b.history[src_rows].tolist()
+    token_lps = [[] for _ in prefixes] if b.token_lp is None else b.token_lp[src_rows].tolist()
+    eos_lps = [] if step_lp is None else step_lp[where[:, 0], where[:, 1]].tolist()
+    for n, ((i, j), tokens) in enumerate(zip(where.tolist(), prefixes, strict=True)):
         s = int(b.sent[i])
         log_prob = float(top[i, j])
         hyps = finished[s]
-        hyp = Hypothesis(tokens=tokens, score=log_prob / lp, log_prob=log_prob, token_log_probs=lps + [eos_lp])
+        hyp = Hypothesis(tokens=tokens, score=log_prob / lp, log_prob=log_prob,
+                         token_log_probs=token_lps[n] + eos_lps[n : n + 1])
         # after any equal score: the earlier hypothesis keeps its place
         pos = bisect.bisect_right([-h.score for h in hyps], -hyp.score)
         if pos < nbest:

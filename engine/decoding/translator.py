@@ -42,16 +42,18 @@ class Translator:
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None) -> list[list[Hypothesis]]:
+                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
         """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
-        return translate(self, lines, spec, warn, progress, after_batch, prefixes)
+        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores)
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
-        """A source position per output token of each line's best hypothesis (``alignment.align``)."""
+        """A source position per output token of each line's best hypothesis (``alignment.align``; an
+        ensemble's first model)."""
         from .alignment import align
 
+        model = getattr(self.model, "models", [self.model])[0]
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens)
-        return [align(self.model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
+        return [align(model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
                 for source, hyps in zip(sources, results, strict=True)]
 
 
@@ -125,10 +127,11 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
               warn: Callable[[str], None] = lambda _: None,
               progress: Callable[[int], None] = lambda _: None,
               after_batch: Callable[[], None] = lambda: None,
-              prefixes: list[str] | None = None) -> list[list[Hypothesis]]:
+              prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
     lines over the model's source limit are truncated with a warning. ``prefixes`` (one per line, ""
-    for none) are forced at the start of each output, which includes them. ``after_batch`` is the
+    for none) are forced at the start of each output, which includes them; ``scores``: with each
+    token's log-probability. ``after_batch`` is the
     entry point's housekeeping between batches."""
     model, policy = translator.model, translator.policy
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, warn)
@@ -145,7 +148,7 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
         with policy.autocast():
             hyps = beam_search(model, src, beam=width, alpha=spec.alpha, max_len_a=spec.max_len_a,
                                max_len_b=spec.max_len_b, nbest=spec.nbest, max_len_cap=translator.max_output_len,
-                               rules=rules, sampling=sampling)
+                               rules=rules, sampling=sampling, token_scores=scores)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         after_batch()
