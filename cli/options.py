@@ -78,9 +78,11 @@ def decode_overrides(beam: int | None, alpha: float | None, nbest: int | None, s
 
 def parse_weights(text: str | None) -> list[float] | None:
     """--weights 0.6,0.4 -> [0.6, 0.4]."""
+    from tbuild.engine.errors import TbuildError
+
     if text is None:
         return None
     try:
         return [float(w) for w in text.split(",")]
     except ValueError:
-        raise typer.BadParameter(f"--weights {text!r}: expected comma-separated numbers such as 0.6,0.4") from None
+        raise TbuildError(f"--weights {text!r}: expected comma-separated numbers such as 0.6,0.4") from None

@@ -31,8 +31,8 @@ def validate(
                          indent=2))
     else:
         print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
-        print("".join(f"# export to {line}\n" for line in describe_targets(loaded)), end="")
         print("".join(f"# {line}\n" for line in describe_profiles(loaded)), end="")
+        print("".join(f"# export to {line}\n" for line in describe_targets(loaded)), end="")
 
 
 def schema() -> None:

@@ -141,3 +141,27 @@ def test_ctranslate2_prefix_and_sampling(run: Path) -> None:
     assert decode(str(run), *sample)[1] == first
     code, _, err = decode(str(run), *ct2, "--format", "jsonl", "--align")
     assert code == 2 and err.strip().splitlines()[-1].startswith("error: --engine ctranslate2 gives no alignments")
+
+
+def test_validate_and_export_say_which_profiles_each_target_honours(run: Path, tmp_path: Path) -> None:
+    spec = Path(__file__).parents[2] / "specs" / "multi30k.yaml"
+    shown = runner.invoke(app, ["validate", str(spec)])
+    assert shown.exit_code == 0
+    assert "# ctranslate2 honours decode profiles: decode, paper, sample, fast\n" in shown.stdout
+    assert "# hf honours decode profiles: decode, paper, sample\n" in shown.stdout
+    assert "# hf cannot honour decode profile 'fast': quantization int8 (the hf export is float32)\n" in shown.stdout
+    verdicts = json.loads(runner.invoke(app, ["validate", str(spec), "--json"]).stdout)["decode_profiles"]
+    assert verdicts["ctranslate2"] == {"decode": None, "paper": None, "sample": None, "fast": None}
+    cold = ["--set", "decode.profiles={cold: {sampling: temperature, temperature: 0}}"]
+    refused = runner.invoke(app, ["export", str(run), "--to", "hf", "--check", "none", "-o", str(tmp_path / "hf"),
+                                  *cold, "--profile", "cold"])
+    assert refused.exit_code == 2 and not (tmp_path / "hf").exists()
+    assert refused.output.strip() == ("error: hf cannot honour decode profile 'cold': sampling at temperature 0 "
+                                      "(transformers needs a positive temperature)")
+    pytest.importorskip("ctranslate2")
+    done = runner.invoke(app, ["export", str(run), "--check", "none", "-o", str(tmp_path / "ct2"), *cold,
+                               "--profile", "cold"])
+    assert done.exit_code == 0, done.output
+    assert "decode profiles ctranslate2 honours: decode, cold" in done.output
+    code, out, _ = decode(str(run), *cold, "--profile", "cold", "--engine", "ctranslate2", text="A dog runs.\n")
+    assert code == 0 and out == decode(str(run), "--beam", "1", text="A dog runs.\n")[1]  # temperature 0 = greedy
