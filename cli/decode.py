@@ -1,4 +1,5 @@
-"""`tbuild decode`: translate lines from stdin or a file with beam search (§6.1)."""
+"""`tbuild decode`: translate lines from stdin or a file with beam search (§6.1) or sampling, one run
+or an ensemble of runs."""
 
 from __future__ import annotations
 
@@ -14,23 +15,51 @@ from .options import (
     AVERAGE,
     BEAM,
     CHECKPOINT,
+    COMBINE,
     DEVICE,
     ENGINE,
+    NO_REPEAT_NGRAM,
+    PROFILE,
     QUANTIZATION,
+    SAMPLING,
+    SEED,
     SET_OPTION,
-    TARGET,
+    TEMPERATURE,
+    TOPK,
+    TOPP,
+    WEIGHTS,
     decode_overrides,
+    parse_weights,
 )
+
+TARGETS = typer.Argument(..., help="A spec, run directory or checkpoint; several: an ensemble of them.")
 
 
 @guarded
 def decode(
-    target: Path = TARGET,
-    input_: Path | None = typer.Option(None, "--input", "-i", help="Read this file instead of stdin."),
+    targets: list[Path] = TARGETS,
+    input_: Path | None = typer.Option(None, "--input", "-i", help="Read this file instead of stdin (a line: "
+                                       "source, or source TAB target prefix)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
     beam: int | None = BEAM,
     alpha: float | None = ALPHA,
-    nbest: int | None = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score`."),
+    nbest: int | None = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score` (with "
+                                     "--sampling: N samples)."),
+    sampling: str | None = SAMPLING,
+    topk: int | None = TOPK,
+    topp: float | None = TOPP,
+    temperature: float | None = TEMPERATURE,
+    seed: int | None = SEED,
+    no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
+    prefix_file: Path | None = typer.Option(None, "--prefix-file", help="One target prefix per input line, "
+                                            "forced at the start of its output."),
+    format_: str = typer.Option("text", "--format", help="text (translations) or jsonl (one object per line: "
+                                "source, output, scores, token log-probabilities, n-best list)."),
+    align: bool = typer.Option(False, "--align", help="jsonl: a source position per output token "
+                               "(cross-attention of the last decoder layer)."),
+    profile: str | None = PROFILE,
+    weights: str | None = WEIGHTS,
+    combine: str = COMBINE,
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
@@ -39,42 +68,55 @@ def decode(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
-    from tbuild.engine.decoding.engines import load_engine
+    from tbuild.engine.decoding.engines import load_engines
+    from tbuild.engine.decoding.records import FORMATS, jsonl_line, read_prefixes, split_columns, text_lines
+    from tbuild.engine.decoding.settings import profile_overrides
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
 
-    run = resolve_run(target, decode_overrides(beam, alpha, nbest, set_))
+    if format_ not in FORMATS:
+        raise TbuildError(f"--format {format_!r}: choose one of {', '.join(FORMATS)}")
+    if align and format_ != "jsonl":
+        raise TbuildError("--align writes alignments into --format jsonl")
+    flags = decode_overrides(beam, alpha, nbest, set_, sampling=sampling, topk=topk, topp=topp,
+                             temperature=temperature, seed=seed, no_repeat_ngram=no_repeat_ngram)
+    first = resolve_run(targets[0], set_)
+    runs = [resolve_run(t, profile_overrides(first.spec.decode, profile) + flags) for t in targets]
+    spec = runs[0].spec.decode
     name = str(input_) if input_ else "stdin"
     if input_ is not None and not input_.is_file():
         raise TbuildError(f"{input_}: input file not found")
     data = input_.read_bytes() if input_ else sys.stdin.buffer.read()
-    lines = decode_lines(data, name)
+    lines, prefixes = split_columns(decode_lines(data, name), name)
+    if prefix_file is not None:
+        if prefixes is not None:
+            raise TbuildError("--prefix-file: the input already has a prefix column")
+        if not prefix_file.is_file():
+            raise TbuildError(f"{prefix_file}: prefix file not found")
+        prefixes = read_prefixes(prefix_file.read_bytes(), str(prefix_file), len(lines))
     process = configure_process()
 
     def warn(message: str) -> None:
         err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
 
-    translator = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                             device=device, notify=notify)
-
+    translator = load_engines(runs, engine, quantization=quantization, checkpoint=checkpoint, average=average,
+                              device=device, notify=notify, weights=parse_weights(weights), combine=combine)
     show = input_ is not None and err_console.is_terminal
     with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar:
         task = bar.add_task("decode", total=len(lines))
-        results = translator.translate(lines, run.spec.decode, warn, lambda n: bar.advance(task, n),
-                                       after_batch=process.after_batch)
+        results = translator.translate(lines, spec, warn, lambda n: bar.advance(task, n),
+                                       after_batch=process.after_batch, prefixes=prefixes,
+                                       scores=format_ == "jsonl")
     tok = translator.tokenizer
-    out_lines = []
-    for i, hyps in enumerate(results):
-        if run.spec.decode.nbest == 1:
-            out_lines.append(tok.decode(hyps[0].tokens) if hyps else "")
-        else:
-            out_lines.extend(f"{i} ||| {tok.decode(h.tokens)} ||| {h.score:.4f}" for h in hyps)
-            if not hyps:
-                out_lines.append(f"{i} |||  ||| 0.0000")
+    if format_ == "jsonl":
+        alignments = translator.alignments(lines, results) if align else [None] * len(lines)
+        out_lines = [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
+    else:
+        out_lines = text_lines(tok, results, spec.nbest)
     text = "".join(line + "\n" for line in out_lines)
     if output is not None:
         atomic_write(output, text.encode())

@@ -14,18 +14,25 @@ from .options import (
     AVERAGE,
     BEAM,
     CHECKPOINT,
+    COMBINE,
     DEVICE,
     ENGINE,
+    NO_REPEAT_NGRAM,
+    PROFILE,
     QUANTIZATION,
     SET_OPTION,
-    TARGET,
+    WEIGHTS,
     decode_overrides,
+    parse_weights,
 )
+
+TARGETS = typer.Argument(..., help="A spec, run directory or checkpoint; several: an ensemble of them (the "
+                         "perplexity is the first one's).")
 
 
 @guarded
 def evaluate(
-    target: Path = TARGET,
+    targets: list[Path] = TARGETS,
     split: str = typer.Option("test", "--split", help="test or valid (files from the spec's data section)."),
     src: Path | None = typer.Option(None, "--src", help="Score this source file instead of a split (with --ref)."),
     ref: Path | None = typer.Option(None, "--ref", help="References for --src."),
@@ -33,6 +40,10 @@ def evaluate(
     beam: int | None = BEAM,
     alpha: float | None = ALPHA,
     show: int = typer.Option(3, "--show", help="Print this many example translations."),
+    no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
+    profile: str | None = PROFILE,
+    weights: str | None = WEIGHTS,
+    combine: str = COMBINE,
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
@@ -41,8 +52,9 @@ def evaluate(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
-    from tbuild.engine.decoding.engines import load_engine
+    from tbuild.engine.decoding.engines import load_engines
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
+    from tbuild.engine.decoding.settings import profile_overrides
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
@@ -53,14 +65,17 @@ def evaluate(
         raise TbuildError(f"--split must be test or valid, not {split!r}")
     if (src is None) != (ref is None):
         raise TbuildError("--src and --ref go together")
-    run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
+    flags = decode_overrides(beam, alpha, None, set_, no_repeat_ngram=no_repeat_ngram)
+    first = resolve_run(targets[0], set_)
+    runs = [resolve_run(t, profile_overrides(first.spec.decode, profile) + flags) for t in targets]
+    run = runs[0]
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
     translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     quantization = quantization or run.spec.decode.quantization
-    decoder = None if engine == "native" and quantization == "float32" else load_engine(
-        run, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
-        notify=notify)
+    decoder = None if engine == "native" and quantization == "float32" and len(runs) == 1 else load_engines(
+        runs, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
+        notify=notify, weights=parse_weights(weights), combine=combine)
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
                                                        ref=ref, after_batch=process.after_batch)
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:

@@ -20,6 +20,8 @@ def export(
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
     check_src: Path | None = typer.Option(None, "--check-src", help="Check parity on this source file."),
     check_ref: Path | None = typer.Option(None, "--check-ref", help="References for --check-src."),
+    profile: str | None = typer.Option(None, "--profile", help="Refuse to export unless the target's runtime "
+                                       "honours this decode profile (decode: the decode section itself)."),
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
@@ -29,7 +31,7 @@ def export(
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.provenance import write_provenance
-    from tbuild.engine.export.targets import TARGETS
+    from tbuild.engine.export.targets import TARGETS, check_profile, profile_verdicts
     from tbuild.engine.run_dir import resolve_run
 
     if to not in TARGETS:
@@ -41,6 +43,8 @@ def export(
     if to == "hf" and quantization not in (None, "float32"):
         raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
+    if profile is not None:
+        check_profile(run.spec, to, profile)
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
     if to == "hf":
         weights = hf.export_run(run, out, checkpoint=checkpoint, average=average)
@@ -48,6 +52,10 @@ def export(
         weights = ctranslate2.export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
     write_provenance(run, out, to, weights)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
+    verdicts = profile_verdicts(run.spec)[to]
+    honoured = ", ".join(n for n, why in verdicts.items() if why is None) or "none"
+    refused = "".join(f"\n  {why}" for why in verdicts.values() if why is not None)
+    console.print(f"decode profiles {to} honours: {honoured}{refused}", highlight=False)
     if check == "none" and check_src is None:
         return
     _parity(run, to, out, check_src, check_ref, checkpoint, average, device)

@@ -50,10 +50,39 @@ MIRROR = typer.Option(
 )
 
 
-def decode_overrides(beam: int | None, alpha: float | None, nbest: int | None, sets: list[str] | None) -> list[str]:
-    """--set overrides for the decoding options given on the command line."""
+SAMPLING = typer.Option(None, "--sampling", help="Sample instead of beam search: topk, topp or temperature "
+                        "(default: decode.sampling); --nbest N gives N samples.")
+TOPK = typer.Option(None, "--topk", help="Sampling topk: draw from the K most probable tokens (default: decode.topk).")
+TOPP = typer.Option(None, "--topp", help="Sampling topp: draw from the smallest set of most probable tokens "
+                    "holding this mass (default: decode.topp).")
+TEMPERATURE = typer.Option(None, "--temperature", help="Sampling temperature (default: decode.temperature).")
+SEED = typer.Option(None, "--seed", help="Sampling seed: the same seed gives the same outputs (default: decode.seed).")
+NO_REPEAT_NGRAM = typer.Option(None, "--no-repeat-ngram", help="No n-gram of this size twice in an output.")
+PROFILE = typer.Option(None, "--profile", help="Decode with the spec's decode.profiles.NAME settings (options given "
+                       "here still override them).")
+WEIGHTS = typer.Option(None, "--weights", help="Ensembles: one weight per model, comma-separated (default: equal).")
+COMBINE = typer.Option("logprob", "--combine", help="Ensembles: average log-probabilities (logprob) or "
+                       "probabilities (prob) of the models' next tokens.")
+
+
+def decode_overrides(beam: int | None, alpha: float | None, nbest: int | None, sets: list[str] | None,
+                     **more: object) -> list[str]:
+    """--set overrides for the decoding options given on the command line (``more``: other decode
+    fields by name, None when not given)."""
     overrides = list(sets or [])
-    for key, value in (("beam", beam), ("alpha", alpha), ("nbest", nbest)):
+    for key, value in (("beam", beam), ("alpha", alpha), ("nbest", nbest), *more.items()):
         if value is not None:
             overrides.append(f"decode.{key}={value}")
     return overrides
+
+
+def parse_weights(text: str | None) -> list[float] | None:
+    """--weights 0.6,0.4 -> [0.6, 0.4]."""
+    from tbuild.engine.errors import TbuildError
+
+    if text is None:
+        return None
+    try:
+        return [float(w) for w in text.split(",")]
+    except ValueError:
+        raise TbuildError(f"--weights {text!r}: expected comma-separated numbers such as 0.6,0.4") from None

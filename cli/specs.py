@@ -20,15 +20,18 @@ def validate(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of YAML."),
 ) -> None:
     """Check a spec and print it fully resolved (extends merged, overrides applied, defaults filled),
-    then which export targets can hold its model (as YAML comments, or an "export" key in JSON)."""
-    from tbuild.engine.export.targets import describe_targets, export_targets
+    then which export targets can hold its model and honour its decode profiles (as YAML comments, or
+    "export" and "decode_profiles" keys in JSON)."""
+    from tbuild.engine.export.targets import describe_profiles, describe_targets, export_targets, profile_verdicts
 
     loaded = load(spec, set_).spec
     resolved = loaded.model_dump(mode="json", exclude={"extends"})
     if as_json:
-        print(json.dumps(resolved | {"export": export_targets(loaded)}, indent=2))
+        print(json.dumps(resolved | {"export": export_targets(loaded), "decode_profiles": profile_verdicts(loaded)},
+                         indent=2))
     else:
         print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
+        print("".join(f"# {line}\n" for line in describe_profiles(loaded)), end="")
         print("".join(f"# export to {line}\n" for line in describe_targets(loaded)), end="")
 
 

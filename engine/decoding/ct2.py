@@ -36,40 +36,77 @@ STAMP = "tbuild-export.json"  # the cache key beside the exported model, written
 
 def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
                progress: Callable[[int], None] = lambda _: None,
-               after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+               after_batch: Callable[[], None] = lambda: None,
+               prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
     from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
 
-    The runtime takes one length limit per call, tbuild one per sentence. Each batch runs once at its
-    largest limit; a row whose hypotheses all stay below its own limit got what a run at that limit
-    gives (with length penalty 0 the search ends when its ``beam``-th hypothesis finishes, so it never
-    reached the own limit), and only the other rows run again at their own limits (one call per limit).
-    (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run twice.)"""
+    The runtime takes one length limit per call, tbuild one per sentence. Beam search runs each batch
+    once at its largest limit; a row whose hypotheses all stay below its own limit got what a run at
+    that limit gives (with length penalty 0 the search ends when its ``beam``-th hypothesis finishes,
+    so it never reached the own limit), and only the other rows run again at their own limits (one
+    call per limit). (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run
+    twice.) Sampling and target prefixes run one call per limit at once (a second draw would differ;
+    a prefix raises its row's limit as the native search does)."""
     results: list[list[Hypothesis]] = [[] for _ in sources]
+    once = spec.sampling is not None or prefixes is not None
     for rows, row_limits in limited_batches(sources, spec, max_output_len):
+        if prefixes is not None:
+            row_limits = [min(max(lim, len(prefixes[i]) + 1), max_output_len or lim + len(prefixes[i]) + 1)
+                          for i, lim in zip(rows, row_limits, strict=True)]
         limits = dict(zip(rows, row_limits, strict=True))
         by_limit: dict[int, list[int]] = {}
-        top = max(limits.values())
-        for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top), strict=True):
-            if limits[i] == top or max(len(h) for h in out.hypotheses) < limits[i] - 1:
-                results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
-            else:
+        if once:
+            for i in rows:
                 by_limit.setdefault(limits[i], []).append(i)
+        else:
+            by_limit = _first_pass(ct2, tok, sources, spec, limits, results)
         for limit, group in by_limit.items():
-            for i, out in zip(group, _translate(ct2, tok, [sources[i] for i in group], spec, limit), strict=True):
+            group_prefixes = None if prefixes is None else [prefixes[i] for i in group]
+            for i, out in zip(group, _translate(ct2, tok, [sources[i] for i in group], spec, limit, group_prefixes),
+                              strict=True):
                 results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         after_batch()
         progress(len(rows))
     return results
 
 
-def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int) -> list[Any]:
-    """CTranslate2's ``beam`` finished hypotheses per source at output length limit ``limit`` (EOS counted)."""
+def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limits: dict[int, int],
+                results: list[list[Hypothesis]]) -> dict[int, list[int]]:
+    """Beam search of a batch at its largest limit: fills ``results`` for the rows it settles and
+    returns the others grouped by their own limit."""
+    rows, top = list(limits), max(limits.values())
+    again: dict[int, list[int]] = {}
+    for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top), strict=True):
+        if limits[i] == top or max(len(h) for h in out.hypotheses) < limits[i] - 1:
+            results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
+        else:
+            again.setdefault(limits[i], []).append(i)
+    return again
+
+
+def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int,
+               prefixes: list[list[int]] | None = None) -> list[Any]:
+    """CTranslate2's finished hypotheses per source at output length limit ``limit`` (EOS counted): the
+    ``beam`` best, or ``nbest`` samples."""
     pieces = [[tok.sp.id_to_piece(t) for t in source[:-1]] for source in sources]  # the runtime adds EOS
     banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
-    return ct2.translate_batch(pieces, beam_size=spec.beam, num_hypotheses=spec.beam, length_penalty=0.0,
-                               return_scores=True, min_decoding_length=0, max_decoding_length=limit - 1,
-                               max_input_length=0, suppress_sequences=banned)
+    options: dict[str, Any] = {"beam_size": spec.beam, "num_hypotheses": spec.beam}
+    if spec.sampling is not None:
+        options = {"beam_size": 1, "num_hypotheses": spec.nbest, "sampling_temperature": spec.temperature,
+                   "sampling_topk": spec.topk if spec.sampling == "topk" else 0,
+                   "sampling_topp": spec.topp if spec.sampling == "topp" else 1.0}
+    if prefixes is not None:
+        options["target_prefix"] = [[tok.sp.id_to_piece(t) for t in p] or None for p in prefixes]
+    return ct2.translate_batch(pieces, length_penalty=0.0, return_scores=True, min_decoding_length=0,
+                               max_decoding_length=limit - 1, max_input_length=0, suppress_sequences=banned,
+                               no_repeat_ngram_size=spec.no_repeat_ngram, **options)
+
+
+def check_supported(spec: DecodeSpec, align: bool = False) -> None:
+    """Refuse, in one line, what CTranslate2's search cannot do as tbuild defines it."""
+    if align:
+        raise TbuildError("--engine ctranslate2 gives no alignments (--align): use --engine native")
 
 
 def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:
@@ -99,11 +136,22 @@ class CTranslate2Translator:
 
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
-                  after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+                  after_batch: Callable[[], None] = lambda: None,
+                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
-        with the same warning."""
+        with the same warning; sampling (seeded by ``spec.seed``), target prefixes and n-gram blocking
+        map to CTranslate2's own options. No per-token log-probabilities (``scores`` is ignored)."""
+        import ctranslate2
+
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
-        return ct2_search(self.ct2, self.tokenizer, sources, spec, self.max_output_len, progress, after_batch)
+        targets = self.tokenizer.encode(prefixes) if prefixes else None
+        ctranslate2.set_random_seed(spec.seed)
+        return ct2_search(self.ct2, self.tokenizer, sources, spec, self.max_output_len, progress, after_batch,
+                          targets)
+
+    def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
+        check_supported(DecodeSpec(), align=True)
+        return []
 
 
 def load_ct2_translator(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,

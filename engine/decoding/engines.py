@@ -28,7 +28,9 @@ class Engine(Protocol):
 
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = ...,
                   progress: Callable[[int], None] = ..., after_batch: Callable[[], None] = ...,
-                  ) -> list[list[Hypothesis]]: ...
+                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]: ...
+
+    def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]: ...
 
 
 def load_engine(run: Run, engine: str = "native", *, quantization: str | None = None,
@@ -49,3 +51,26 @@ def load_engine(run: Run, engine: str = "native", *, quantization: str | None = 
                                notify=notify)
     return load_ct2_translator(run, quantization=quantization, checkpoint=checkpoint,
                                average=average, device=device, notify=notify)
+
+
+def load_engines(runs: list[Run], engine: str = "native", *, quantization: str | None = None,
+                 checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
+                 notify: Callable[[str], None] = lambda _: None, weights: list[float] | None = None,
+                 combine: str = "logprob") -> Engine:
+    """``load_engine`` of one run; several runs: their ensemble (native engine only), checked for a
+    shared tokenizer before any model is loaded, its combination rule told to ``notify``."""
+    from .ensemble import ensemble_header, load_ensemble
+
+    if len(runs) == 1:
+        if weights is not None:
+            raise TbuildError("--weights needs several runs (an ensemble)")
+        return load_engine(runs[0], engine, quantization=quantization, checkpoint=checkpoint, average=average,
+                           device=device, notify=notify)
+    if engine != "native":
+        raise TbuildError(f"--engine {engine}: ensembles decode with the native engine only")
+    if checkpoint is not None:
+        raise TbuildError("--checkpoint names one run's weights; an ensemble takes runs or checkpoint files")
+    translator = load_ensemble(runs, weights, combine, load=lambda run: load_engine(
+        run, "native", quantization=quantization, average=average, device=device, notify=notify))
+    notify(ensemble_header(len(runs), weights or [1.0] * len(runs), combine))
+    return translator

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import torch
@@ -43,6 +43,7 @@ class Hypothesis:
     tokens: list[int]  # output ids without BOS, without EOS
     score: float  # log P(Y|X) / lp(|Y|)
     log_prob: float  # log P(Y|X) including the EOS step
+    token_log_probs: list[float] = field(default_factory=list)  # log P of each token, EOS last (native only)
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -91,29 +92,121 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
     return values, index.gather(1, pick)
 
 
-def _top_candidates(logits: torch.Tensor, logp: torch.Tensor, width: int, length: int, min_len: int,
-                    forced: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The ``width`` best (prefix, token) extensions of each sentence, best first.
+@dataclass
+class Sampling:
+    """Random sampling instead of ranking: each row draws its next token from the model's distribution
+    at ``temperature``, cut to the ``topk`` best tokens (kind topk) or to the smallest set of best
+    tokens holding ``topp`` of the mass (kind topp; nucleus sampling, Holtzman et al. 2020)."""
 
-    logits (N, V) of the n·r live rows, logp (n, r) their prefixes' log-probs. Returns the candidates'
-    cumulative log-probs (n, c), parent row within the sentence and token (n, c), c ≤ width.
-    A sentence's best ``width`` candidates are among its rows' own best ``width``, so each row's top
-    ``width`` is taken first (N parallel searches) and only those n·r·width get the prefix log-prob
-    and a second ranking: the same candidates as ranking all r·V of a sentence at once.
-    """
+    kind: str = "temperature"  # topk, topp or temperature
+    topk: int = 0
+    topp: float = 1.0
+    temperature: float = 1.0
+    generator: torch.Generator | None = None
+
+    def weights(self, lprobs: torch.Tensor) -> torch.Tensor:
+        """(N, V) log-weights to draw from: tempered, then cut (-inf outside the kept tokens)."""
+        x = lprobs / max(self.temperature, 1e-6)  # temperature -> 0: all mass on the argmax (greedy)
+        if self.kind == "topk" and 0 < self.topk < x.size(-1):
+            values, index = row_topk(x, self.topk)
+            x = torch.full_like(x, NEG_INF).scatter_(1, index, values)
+        elif self.kind == "topp" and self.topp < 1.0:
+            values, index = x.sort(dim=-1, descending=True)
+            probs = values.softmax(-1)
+            before = probs.cumsum(-1) - probs  # mass of the better tokens: keep while it is below p
+            values = values.masked_fill(before >= self.topp, NEG_INF)
+            x = torch.empty_like(x).scatter_(1, index, values)
+        return x
+
+
+@dataclass
+class Rules:
+    """What constrains each step besides the length limits: a forced target prefix per sentence and
+    n-gram blocking."""
+
+    prefix: torch.Tensor | None = None  # (B, P) target ids forced first, PAD-padded
+    no_repeat_ngram: int = 0  # n: no n-gram twice in an output (0: off)
+
+    def apply(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int) -> None:
+        """Ban, in place on (N, V) log-probs, what the rules forbid at step t = history.size(1)."""
+        t, n = history.size(1), self.no_repeat_ngram
+        if 0 < n <= t:
+            grams = history.unfold(1, n, 1)  # (N, G, n) the n-grams so far
+            match = grams[..., :-1].eq(history[:, t - n + 1:].unsqueeze(1)).all(-1)  # (N, G) same n-1 prefix
+            lprobs.scatter_(1, grams[..., -1].masked_fill(~match, PAD), NEG_INF)  # PAD is banned anyway
+        if self.prefix is not None and t < self.prefix.size(1):
+            token = self.prefix[sent, t].repeat_interleave(rows).unsqueeze(1)  # (N, 1), PAD past a prefix
+            kept = lprobs.gather(1, token)
+            lprobs.masked_fill_(token.ne(PAD), NEG_INF)
+            lprobs.scatter_(1, token, kept)  # the model's log-prob of the forced token
+
+    def limits(self, limit: torch.Tensor, cap: int | None) -> torch.Tensor:
+        """Max |Y| per sentence, long enough for each prefix and its EOS."""
+        if self.prefix is None:
+            return limit
+        limit = torch.maximum(limit, self.prefix.ne(PAD).sum(1).to(limit.device) + 1)
+        return limit if cap is None else limit.clamp(max=cap)  # a prefix past the cap is cut there
+
+
+@dataclass
+class _Beams:
+    """The live part of a search. n live sentences, r rows each (N = n·r), t tokens so far."""
+
+    sent: torch.Tensor  # (n,) original index of each live sentence
+    limit: torch.Tensor  # (n,) max |Y|
+    lp_limit: torch.Tensor  # (n,) lp(max |Y|)
+    memory: torch.Tensor  # (n, S, D) one row per sentence, shared by its beams (or an ensemble's tuple)
+    pad: torch.Tensor  # (n, S)
+    cache: DecoderCache
+    last: torch.Tensor  # (N, 1) tokens fed this step
+    history: torch.Tensor  # (N, t) tokens so far
+    token_lp: torch.Tensor | None  # (N, t) each token's log-prob, when asked for
+    logp: torch.Tensor  # (n, r) cumulative log-prob of each row
+    rows: int = 1
+
+
+def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules, scores: bool) -> _Beams:
+    """Encode the source once; one BOS row per sentence."""
+    memory, pad = model.encode(src)
+    batch, device = src.size(0), pad.device
+    max_len_a, max_len_b, cap = limit_args
+    limit = rules.limits(max_lengths(pad, max_len_a, max_len_b, cap).to(device), cap)
+    new_cache = getattr(model, "new_cache", DecoderCache)
+    return _Beams(sent=torch.arange(batch, device=device), limit=limit, lp_limit=((5 + limit.double()) / 6) ** alpha,
+                  memory=memory, pad=pad, cache=new_cache(),
+                  last=torch.full((batch, 1), BOS, dtype=torch.long, device=device),
+                  history=torch.empty(batch, 0, dtype=torch.long, device=device),
+                  token_lp=torch.empty(batch, 0, device=device) if scores else None,
+                  logp=torch.zeros(batch, 1, device=device))
+
+
+def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rules) -> torch.Tensor:
+    """(N, V) log-probs of the next token, with every banned token at -inf."""
+    forced = (t + 1 >= b.limit).repeat_interleave(b.rows)  # (N,)
+    logits = model.decode(b.last, b.memory, b.pad, b.cache, beams=b.rows)[:, -1]  # (N, V)
+    lprobs = _ban(logits.float().log_softmax(-1), t + 1, min_len, forced)  # the model's, not renormalised
+    rules.apply(lprobs, b.history, b.sent, b.rows)
+    return lprobs
+
+
+def _sample(lprobs: torch.Tensor, logp: torch.Tensor, k: int, sampling: Sampling
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """k drawn candidates per sentence: k draws from its one row at the first step, then one per row.
+    Returns cumulative log-probs (the model's), parent rows and tokens, each (n, k)."""
     n, rows = logp.shape
-    lprobs = _ban(logits.float().log_softmax(-1), length, min_len, forced)  # the model's, not renormalised
-    per_row = min(width, lprobs.size(-1))
-    top, token = row_topk(lprobs, per_row)  # (N, w)
-    top = top.add_(logp.view(-1, 1)).view(n, rows * per_row)
-    top, pick = top.topk(min(width, rows * per_row), dim=1)  # (n, c)
-    return top, pick.div(per_row, rounding_mode="floor"), token.view(n, rows * per_row).gather(1, pick)
+    draws = k // rows
+    probs = sampling.weights(lprobs).softmax(-1)
+    token = torch.multinomial(probs, draws, replacement=True, generator=sampling.generator)  # (N, draws)
+    top = lprobs.gather(1, token).add_(logp.view(-1, 1)).view(n, k)
+    parent = torch.arange(rows, device=logp.device).repeat_interleave(draws).expand(n, k)
+    return top, parent, token.view(n, k)
 
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
-                max_len_b: int, nbest: int = 1, min_len: int = 0,
-                max_len_cap: int | None = None) -> list[list[Hypothesis]]:
+                max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: int | None = None,
+                rules: Rules | None = None, sampling: Sampling | None = None,
+                token_scores: bool = False) -> list[list[Hypothesis]]:
     """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
     distinct hypotheses, best score first (fewer only if fewer outputs have non-zero probability).
 
@@ -121,14 +214,17 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     among the first k become finished hypotheses and the k best others stay alive (fairseq and
     Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len; ``max_len_cap``
     bounds every max_len (a decoder with learned positions has no position past max_positions).
+    ``rules`` forces target prefixes and blocks repeated n-grams. With ``sampling``, the k rows are k
+    independent samples (``nbest`` = k of them, sorted by score): each draws its token instead of ranking.
+    ``token_scores`` fills each hypothesis' ``token_log_probs``.
 
     Stopping. A sentence stops when its live beams cannot change its n-best list, which is then the
     list that running every beam to max_len would give. A live prefix with log-prob L (≤ 0) ends
     with log P ≤ L (log-probs only decrease) at some length m ≤ max_len, so it scores at most
     L / lp(m) ≤ L / max(lp(next length), lp(max_len)): for alpha ≥ 0 that is L / lp(max_len) (the
-    longest ending is the least penalised); the max() also covers alpha < 0. Live beams are sorted,
-    so the sentence stops once it has ``nbest`` finished hypotheses and the best live bound is ≤ the
-    nbest-th finished score (the bound over the k-th would give the same list, only later).
+    longest ending is the least penalised); the max() also covers alpha < 0. The sentence stops once
+    it has ``nbest`` finished hypotheses and the best live bound is ≤ the nbest-th finished score
+    (the bound over the k-th would give the same list, only later), or when no row is alive.
     With beam = 1 the search is greedy, as in fairseq, tensor2tensor and Hugging Face: it stops at
     the first EOS, since the bound would otherwise keep a single beam looking for a longer output
     when alpha > 0, and returns exactly ``greedy_search``'s tokens.
@@ -140,75 +236,108 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     """
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam (got beam={beam}, nbest={nbest})")
-    k, batch = beam, src.size(0)
+    k, batch, rules = beam, src.size(0), rules or Rules()
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return finished
-    memory, pad = model.encode(src)  # one row per live sentence, shared by its beams
-    device = memory.device
-    limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(device)  # (n,) max |Y| per live sentence
-    lp_limit = ((5 + limit.double()) / 6) ** alpha
+    b = _start(model, src, alpha, (max_len_a, max_len_b, max_len_cap), rules, token_scores)
     # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended.
-    threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=device)
-    sent = torch.arange(batch, device=device)  # (n,) original index of each live sentence
-    cache = DecoderCache()
-    last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)  # (N, 1) tokens fed this step
-    history = torch.empty(batch, 0, dtype=torch.long, device=device)  # (N, t) tokens so far
-    logp = torch.zeros(batch, 1, device=device)  # (n, r) cumulative log-prob of each row
-    rows = 1
-    for t in range(int(limit.max())):
-        n = sent.numel()
-        forced = (t + 1 >= limit).repeat_interleave(rows)  # (N,)
-        logits = model.decode(last, memory, pad, cache, beams=rows)[:, -1]  # (N, V)
-        top, parent, token = _top_candidates(logits, logp, 2 * k, t + 1, min_len, forced)  # (n, c) each
-        if top.size(1) < k:  # tiny vocabularies: pad with impossible candidates
-            short = k - top.size(1)
-            top = torch.cat([top, top.new_full((n, short), NEG_INF)], 1)
-            parent, token = (torch.cat([x, x.new_zeros(n, short)], 1) for x in (parent, token))
+    threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
+    for t in range(int(b.limit.max())):
+        lprobs = _step_log_probs(model, b, t, min_len, rules)
+        if sampling is None:
+            top, parent, token = _top_candidates(lprobs, b.logp, 2 * k, k)  # (n, c) each
+        else:
+            top, parent, token = _sample(lprobs, b.logp, k, sampling)
+        row = torch.arange(top.size(0), device=top.device).unsqueeze(1) * b.rows + parent  # (n, c) in N
+        step_lp = lprobs[row, token] if token_scores else None  # (n, c) each candidate token's own log-prob
         is_eos = token.eq(EOS)
-
         ends = is_eos[:, :k] & top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
-            _collect(ends, top, parent, history, sent, rows, t + 1, alpha, nbest, k, finished, threshold)
-
-        # The k best non-EOS candidates, in rank order (a stable sort puts EOS last).
-        keep_rank = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (n, k)
-        new_parent, new_token = parent.gather(1, keep_rank), token.gather(1, keep_rank)
-        new_logp = top.gather(1, keep_rank).masked_fill(is_eos.gather(1, keep_rank), NEG_INF)  # (n, k)
-
-        lp_future = torch.clamp(lp_limit, min=length_penalty(t + 2, alpha))  # (n,)
-        bound = new_logp[:, 0].double() / lp_future
-        done = (t + 1 >= limit) | (bound <= threshold[sent])  # (n,)
-        index = torch.arange(n, device=device).unsqueeze(1) * rows + new_parent  # (n, k) rows to follow
-        kept = None
-        if done.any():
-            kept = (~done).nonzero().squeeze(1)  # live sentences that stay
-            if kept.numel() == 0:
-                break
-            index, new_token, new_logp = index[kept], new_token[kept], new_logp[kept]
-            sent, limit, lp_limit = sent[kept], limit[kept], lp_limit[kept]
-            memory, pad = memory.index_select(0, kept), pad.index_select(0, kept)
-        index = index.view(-1)  # (n'·k,)
-        cache.reorder(index, sources=kept)
-        history = torch.cat([history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
-        last, logp, rows = new_token.view(-1, 1), new_logp, k
+            _collect(ends, top, row, step_lp, b, t + 1, alpha, nbest, k, finished, threshold)
+        if not _advance(b, t, top, row, token, step_lp, is_eos, k, alpha, threshold):
+            break
     return finished
 
 
-def _collect(ends: torch.Tensor, top: torch.Tensor, parent: torch.Tensor, history: torch.Tensor,
-             sent: torch.Tensor, rows: int, length: int, alpha: float, nbest: int, k: int,
-             finished: list[list[Hypothesis]], threshold: torch.Tensor) -> None:
-    """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates) to ``finished``,
-    each sentence's list kept sorted best first and at most ``nbest`` long, and update ``threshold``."""
+def _top_candidates(lprobs: torch.Tensor, logp: torch.Tensor, width: int, k: int
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The ``width`` best (prefix, token) extensions of each sentence, best first.
+
+    lprobs (N, V) of the n·r live rows, logp (n, r) their prefixes' log-probs. Returns the candidates'
+    cumulative log-probs, parent row within the sentence and token, each (n, c) with c ≥ k (padded
+    with impossible candidates for tiny vocabularies). A sentence's best ``width`` candidates are among
+    its rows' own best ``width``, so each row's top ``width`` is taken first (N parallel searches) and
+    only those n·r·width get the prefix log-prob and a second ranking: the same candidates as ranking
+    all r·V of a sentence at once.
+    """
+    n, rows = logp.shape
+    per_row = min(width, lprobs.size(-1))
+    top, token = row_topk(lprobs, per_row)  # (N, w)
+    top = top.add_(logp.view(-1, 1)).view(n, rows * per_row)
+    top, pick = top.topk(min(width, rows * per_row), dim=1)  # (n, c)
+    parent, token = pick.div(per_row, rounding_mode="floor"), token.view(n, rows * per_row).gather(1, pick)
+    if top.size(1) < k:  # tiny vocabularies
+        short = k - top.size(1)
+        top = torch.cat([top, top.new_full((n, short), NEG_INF)], 1)
+        parent, token = (torch.cat([x, x.new_zeros(n, short)], 1) for x in (parent, token))
+    return top, parent, token
+
+
+def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: torch.Tensor, step_lp: torch.Tensor | None,
+             is_eos: torch.Tensor, k: int, alpha: float, threshold: torch.Tensor) -> bool:
+    """Keep the k best non-EOS candidates of each sentence (in rank order: a stable sort puts EOS
+    last), drop the sentences that are done (module docstring: stopping) and follow the kept rows.
+    False when no sentence is left."""
+    keep_rank = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (n, k)
+    index, new_token = row.gather(1, keep_rank), token.gather(1, keep_rank)
+    new_lp = None if step_lp is None else step_lp.gather(1, keep_rank)
+    new_logp = top.gather(1, keep_rank).masked_fill(is_eos.gather(1, keep_rank), NEG_INF)  # (n, k)
+    lp_future = torch.clamp(b.lp_limit, min=length_penalty(t + 2, alpha))  # (n,)
+    done = (t + 1 >= b.limit) | (new_logp.amax(1).double() / lp_future <= threshold[b.sent])  # (n,)
+    kept = None
+    if done.any():
+        kept = (~done).nonzero().squeeze(1)  # live sentences that stay
+        if kept.numel() == 0:
+            return False
+        index, new_token, new_logp = index[kept], new_token[kept], new_logp[kept]
+        new_lp = None if new_lp is None else new_lp[kept]
+        b.sent, b.limit, b.lp_limit, b.pad = b.sent[kept], b.limit[kept], b.lp_limit[kept], b.pad[kept]
+        b.memory = _select(b.memory, kept)
+    index = index.view(-1)  # (n'·k,)
+    b.cache.reorder(index, sources=kept)
+    b.history = torch.cat([b.history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
+    if b.token_lp is not None and new_lp is not None:
+        b.token_lp = torch.cat([b.token_lp.index_select(0, index), new_lp.view(-1, 1)], 1)
+    b.last, b.logp, b.rows = new_token.view(-1, 1), new_logp, k
+    return True
+
+
+def _select(memory: torch.Tensor | tuple, kept: torch.Tensor) -> torch.Tensor | tuple:
+    """Memory rows ``kept``; an ensemble's memory is a tuple, one per model."""
+    if isinstance(memory, tuple):
+        return tuple(m.index_select(0, kept) for m in memory)
+    return memory.index_select(0, kept)
+
+
+def _collect(ends: torch.Tensor, top: torch.Tensor, row: torch.Tensor, step_lp: torch.Tensor | None, b: _Beams,
+             length: int, alpha: float, nbest: int, k: int, finished: list[list[Hypothesis]],
+             threshold: torch.Tensor) -> None:
+    """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates, ``row`` their
+    parent rows) to ``finished``, each sentence's list kept sorted best first and at most ``nbest``
+    long, and update ``threshold``."""
     lp = length_penalty(length, alpha)
-    where = ends.nonzero().tolist()
-    src_rows = [i * rows + int(parent[i, j]) for i, j in where]
-    prefixes = history[src_rows].tolist()
-    for (i, j), tokens in zip(where, prefixes, strict=True):
-        s = int(sent[i])
+    where = ends.nonzero()
+    src_rows = row[where[:, 0], where[:, 1]]
+    prefixes = b.history[src_rows].tolist()
+    token_lps = [[] for _ in prefixes] if b.token_lp is None else b.token_lp[src_rows].tolist()
+    eos_lps = [] if step_lp is None else step_lp[where[:, 0], where[:, 1]].tolist()
+    for n, ((i, j), tokens) in enumerate(zip(where.tolist(), prefixes, strict=True)):
+        s = int(b.sent[i])
         log_prob = float(top[i, j])
         hyps = finished[s]
-        hyp = Hypothesis(tokens=tokens, score=log_prob / lp, log_prob=log_prob)
+        hyp = Hypothesis(tokens=tokens, score=log_prob / lp, log_prob=log_prob,
+                         token_log_probs=token_lps[n] + eos_lps[n : n + 1])
         # after any equal score: the earlier hypothesis keeps its place
         pos = bisect.bisect_right([-h.score for h in hyps], -hyp.score)
         if pos < nbest:

@@ -19,7 +19,7 @@ from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
 from ..weights import load_weights, weights_files
 from .quantize import check_quantization, quantize_model
-from .search import Hypothesis, beam_search, max_lengths
+from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
 
@@ -41,9 +41,20 @@ class Translator:
 
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
-                  after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+                  after_batch: Callable[[], None] = lambda: None,
+                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
         """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
-        return translate(self, lines, spec, warn, progress, after_batch)
+        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores)
+
+    def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
+        """A source position per output token of each line's best hypothesis (``alignment.align``; an
+        ensemble's first model)."""
+        from .alignment import align
+
+        model = getattr(self.model, "models", [self.model])[0]
+        sources = encode_sources(self.tokenizer, lines, self.max_source_tokens)
+        return [align(model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
+                for source, hyps in zip(sources, results, strict=True)]
 
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
@@ -115,29 +126,51 @@ def limited_batches(sources: list[list[int]], spec: DecodeSpec,
 def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
               warn: Callable[[str], None] = lambda _: None,
               progress: Callable[[int], None] = lambda _: None,
-              after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
+              after_batch: Callable[[], None] = lambda: None,
+              prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
-    lines over the model's source limit are truncated with a warning. ``after_batch`` is the entry
-    point's housekeeping between batches."""
+    lines over the model's source limit are truncated with a warning. ``prefixes`` (one per line, ""
+    for none) are forced at the start of each output, which includes them; ``scores``: with each
+    token's log-probability. ``after_batch`` is the
+    entry point's housekeeping between batches."""
     model, policy = translator.model, translator.policy
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, warn)
+    targets = translator.tokenizer.encode(prefixes) if prefixes else None
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
+    sampling = sampler(spec, policy.device)
     for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
         rows = [todo[j] for j in batch]
-        width = max(len(sources[i]) for i in rows)
-        src = torch.full((len(rows), width), PAD, dtype=torch.long)
-        for r, i in enumerate(rows):
-            src[r, : len(sources[i])] = torch.tensor(sources[i])
+        src = padded([sources[i] for i in rows]).to(policy.device)
+        rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
+                      no_repeat_ngram=spec.no_repeat_ngram)
+        width = spec.beam if sampling is None else spec.nbest
         with policy.autocast():
-            hyps = beam_search(model, src.to(policy.device), beam=spec.beam, alpha=spec.alpha,
-                               max_len_a=spec.max_len_a, max_len_b=spec.max_len_b, nbest=spec.nbest,
-                               max_len_cap=translator.max_output_len)
+            hyps = beam_search(model, src, beam=width, alpha=spec.alpha, max_len_a=spec.max_len_a,
+                               max_len_b=spec.max_len_b, nbest=spec.nbest, max_len_cap=translator.max_output_len,
+                               rules=rules, sampling=sampling, token_scores=scores)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         after_batch()
         progress(len(rows))
     return results
+
+
+def padded(rows: list[list[int]]) -> torch.Tensor:
+    """(B, max length) ids, PAD after each row (at least one column)."""
+    out = torch.full((len(rows), max(1, *(len(r) for r in rows))), PAD, dtype=torch.long)
+    for r, ids in enumerate(rows):
+        out[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def sampler(spec: DecodeSpec, device: torch.device) -> Sampling | None:
+    """The spec's sampling settings with a generator seeded by ``spec.seed`` (None: beam search)."""
+    if spec.sampling is None:
+        return None
+    generator = torch.Generator(device=device)
+    generator.manual_seed(spec.seed)
+    return Sampling(spec.sampling, spec.topk, spec.topp, spec.temperature, generator)
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:

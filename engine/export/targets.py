@@ -1,5 +1,6 @@
 """What each export target can represent, keyed by the registries' ``kind`` strings, and the one
-check that refuses everything else (so a newly registered kind is refused, never mis-exported)."""
+check that refuses everything else (so a newly registered kind is refused, never mis-exported); and
+which decode profiles each target's runtime can honour."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.schema import DecodeSpec, Spec
 
 from ..errors import TbuildError
 
@@ -156,3 +157,46 @@ def _check_stack(stack: ResolvedStack, placement: str, refuse: Refuse) -> None:
     kv = {a.kv_heads or stack.heads for a in attentions}  # type: ignore[attr-defined]
     if len(kv) > 1:
         refuse(f"{stack.name} attentions use different kv_heads ({', '.join(map(str, sorted(kv)))})")
+
+
+# Decoding settings an export target's runtime cannot honour: (field test, why), per target. CTranslate2
+# runs every setting a profile holds (beam, sampling topk/topp/temperature, n-gram blocking; target
+# prefixes are runtime input); what it lacks (ensembles, alignments) is refused by --engine ctranslate2.
+_PROFILE_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
+    "ctranslate2": [],
+    "hf": [
+        (lambda d: d.quantization == "int8", "quantization int8 (the hf export is float32)"),
+        (lambda d: d.sampling is not None and d.temperature == 0,
+         "sampling at temperature 0 (transformers needs a positive temperature)"),
+    ],
+}
+
+
+def profile_verdicts(spec: Spec) -> dict[str, dict[str, str | None]]:
+    """For every target, for the decode section (``decode``) and each named profile: None if the
+    target's runtime honours those settings, else the one-line reason it cannot."""
+    profiles = {"decode": spec.decode} | {name: spec.decode.with_profile(name) for name in spec.decode.profiles}
+    return {target: {name: next((f"{target} cannot honour decode profile {name!r}: {why}"
+                                 for test, why in limits if test(settings)), None)
+                     for name, settings in profiles.items()}
+            for target, limits in _PROFILE_LIMITS.items()}
+
+
+def describe_profiles(spec: Spec) -> list[str]:
+    """One line per target: ``ctranslate2 honours decode profiles: decode, sample`` and the refusals."""
+    lines = []
+    for target, verdicts in profile_verdicts(spec).items():
+        yes = [name for name, why in verdicts.items() if why is None]
+        lines.append(f"{target} honours decode profiles: {', '.join(yes) or 'none'}")
+        lines.extend(why for why in verdicts.values() if why is not None)
+    return lines
+
+
+def check_profile(spec: Spec, target: str, profile: str) -> None:
+    """Raise ``UnsupportedExport`` if ``target`` cannot honour decode profile ``profile``."""
+    if profile != "decode" and profile not in spec.decode.profiles:
+        known = ", ".join(["decode", *spec.decode.profiles])
+        raise TbuildError(f"--profile {profile!r}: no such decode profile (the spec has: {known})")
+    why = profile_verdicts(spec)[target][profile]
+    if why is not None:
+        raise UnsupportedExport(why)

@@ -56,6 +56,26 @@ def test_every_command_takes_every_target_form(command: str, form: str, trained:
         assert len(result.stdout.splitlines()) == 1
 
 
+# decode's modes: its arguments after the target ("TARGET": the target again), stdin, output lines
+DECODE_MODES = {
+    "sampling": (["--sampling", "topk", "--topk", "3", "--nbest", "2", "--seed", "4"], SENTENCE, 2),
+    "prefix": ([], "A dog runs in the snow.\tEin\n", 1),
+    "no-repeat-ngram": (["--no-repeat-ngram", "2"], SENTENCE, 1),
+    "jsonl": (["--format", "jsonl", "--align"], SENTENCE, 1),
+    "ensemble": (["TARGET", "--combine", "prob"], SENTENCE, 1),
+}
+
+
+@pytest.mark.parametrize("form", ["spec", "run", "checkpoint"])
+@pytest.mark.parametrize("mode", DECODE_MODES)
+def test_every_decode_mode_takes_every_target_form(mode: str, form: str, trained: dict[str, Path]) -> None:
+    args, stdin, lines = DECODE_MODES[mode]
+    args = [str(trained[form]) if a == "TARGET" else a for a in args]
+    result = runner.invoke(app, ["decode", str(trained[form]), *args], input=stdin)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == lines
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_missing_target_is_one_line_exit_2(command: str, tmp_path: Path) -> None:
     args, stdin, _ = COMMANDS[command]
@@ -82,6 +102,14 @@ def test_user_errors_exit_2(trained: dict[str, Path], tmp_path: Path) -> None:
         (["export", str(trained["run"]), "--to", "onnx"], "targets are"),
         (["inspect", str(trained["spec"]), "--set", "model.d_model", "64"], "did you forget the '='?"),
         (["decode", str(trained["run"]), "--bogus"], "No such option"),
+        (["decode", str(trained["run"]), "--format", "xml"], "--format 'xml': choose one of text, jsonl"),
+        (["decode", str(trained["run"]), "--align"], "--align writes alignments into --format jsonl"),
+        (["decode", str(trained["run"]), "--profile", "nope"], "no such decode profile"),
+        (["decode", str(trained["run"]), "--sampling", "beam"], "decode.sampling: Input should be"),
+        (["decode", str(trained["run"]), "--weights", "1"], "--weights needs several runs"),
+        (["decode", str(trained["run"]), str(trained["run"]), "--weights", "a,b"], "expected comma-separated numbers"),
+        (["decode", str(trained["run"]), str(trained["run"]), "--combine", "max"], "--combine 'max': choose one of"),
+        (["evaluate", str(trained["run"]), "--profile", "nope"], "no such decode profile"),
     ]
     for args, says in cases:
         result = runner.invoke(app, args, input=SENTENCE, env={"COLUMNS": "200"})

@@ -1,0 +1,133 @@
+"""Ensembles: several runs decoding as one model, their next-token distributions combined at every
+step. Runs must share the tokenizer (same file, sha256), vocabulary and special ids; this is checked
+before any model is loaded.
+
+Combination rules (weights w normalised to sum 1):
+- ``prob`` (fairseq): log Σ_i w_i P_i(y | ·), a mixture, already normalised.
+- ``logprob`` (Eole): Σ_i w_i log P_i(y | ·), renormalised over the vocabulary by the search's
+  log-softmax (a weighted geometric mean of the distributions)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.schema import Spec
+from tbuild.components.transformer import DecoderCache
+
+from ..data.tokenizer import Tokenizer
+from ..errors import TbuildError
+from ..run_dir import Run
+
+COMBINE = ("logprob", "prob")
+RULES = {"logprob": "log P(y) = log-softmax(Σ_i w_i log P_i(y)) (weighted log-probabilities, renormalised)",
+         "prob": "log P(y) = log Σ_i w_i P_i(y) (weighted probabilities)"}
+
+
+@dataclass
+class EnsembleCache:
+    """One decoder cache per model, reordered together."""
+
+    caches: list[DecoderCache]
+
+    def reorder(self, index: torch.Tensor, *, sources: torch.Tensor | None = None) -> None:
+        for cache in self.caches:
+            cache.reorder(index, sources=sources)
+
+
+class Ensemble:
+    """Models with the search's ``Seq2Seq`` shape; ``decode`` returns the combined log-probabilities."""
+
+    def __init__(self, models: list[torch.nn.Module], weights: list[float], combine: str) -> None:
+        self.models, self.combine = models, combine
+        total = sum(weights)
+        self.weights = [w / total for w in weights]
+
+    def encode(self, src: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """Each model's memory (a tuple) and the padding mask they share."""
+        outs = [m.encode(src) for m in self.models]
+        return tuple(memory for memory, _ in outs), outs[0][1]
+
+    def new_cache(self) -> EnsembleCache:
+        return EnsembleCache([DecoderCache() for _ in self.models])
+
+    def decode(self, tgt: torch.Tensor, memory: tuple[torch.Tensor, ...], memory_pad: torch.Tensor | None,
+               cache: EnsembleCache | None = None, *, beams: int = 1) -> torch.Tensor:
+        caches = cache.caches if cache is not None else [None] * len(self.models)
+        lprobs = torch.stack([m.decode(tgt, mem, memory_pad, c, beams=beams).float().log_softmax(-1)
+                              for m, mem, c in zip(self.models, memory, caches, strict=True)])  # (M, N, T, V)
+        if self.combine == "prob":
+            log_w = torch.tensor([math.log(w) for w in self.weights], device=lprobs.device).view(-1, 1, 1, 1)
+            return torch.logsumexp(lprobs + log_w, 0)
+        w = torch.tensor(self.weights, device=lprobs.device).view(-1, 1, 1, 1)
+        return (lprobs * w).sum(0)
+
+    def __call__(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced combined log-probabilities (B, T, V)."""
+        memory, pad = self.encode(src)
+        return self.decode(tgt, memory, pad)
+
+
+def check_weights(count: int, weights: list[float] | None, combine: str) -> list[float]:
+    """One positive weight per model (default: equal)."""
+    if combine not in COMBINE:
+        raise TbuildError(f"--combine {combine!r}: choose one of {', '.join(COMBINE)}")
+    if weights is None:
+        return [1.0] * count
+    if len(weights) != count:
+        raise TbuildError(f"--weights: {len(weights)} weights for {count} models")
+    if any(not w > 0 for w in weights):
+        raise TbuildError("--weights must all be positive")
+    return weights
+
+
+def check_compatible(runs: list[Run]) -> None:
+    """Refuse, naming the field, runs that do not share vocabulary size, special ids and tokenizer
+    (sha256 of the tokenizer model): read from the files, before any model is loaded."""
+    first = _identity(runs[0])
+    for run in runs[1:]:
+        other = _identity(run)
+        for field, value in first.items():
+            if other[field] != value:
+                raise TbuildError(f"ensemble: {run.dir.path} has a different {field} than {runs[0].dir.path} "
+                                  f"({other[field]} vs {value}); models of an ensemble share one tokenizer")
+
+
+def _identity(run: Run) -> dict[str, object]:
+    if not run.tokenizer.exists():
+        raise TbuildError(f"{run.dir.path}: no tokenizer; train the run first")
+    tok = Tokenizer.load(run.tokenizer)
+    sp = tok.sp
+    return {"vocabulary size": _vocab(run.spec, tok),
+            "special ids (pad, unk, bos, eos)": (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()),
+            "tokenizer sha256": hashlib.sha256(Path(run.tokenizer).read_bytes()).hexdigest()[:16]}
+
+
+def _vocab(spec: Spec, tok: Tokenizer) -> int:
+    size = spec.model.vocab_size
+    return size if isinstance(size, int) else tok.vocab_size
+
+
+def ensemble_header(count: int, weights: list[float], combine: str) -> str:
+    """The rule stated in the output header."""
+    total = sum(weights)
+    shares = ", ".join(f"{w / total:.3g}" for w in weights)
+    return f"ensemble of {count} models, --combine {combine}: {RULES[combine]}, weights {shares}"
+
+
+def load_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *, load: Callable):
+    """``load(run)`` each run's native translator (after ``check_compatible``) and join them in one
+    translator whose model is the ``Ensemble``."""
+    from dataclasses import replace
+
+    weights = check_weights(len(runs), weights, combine)
+    check_compatible(runs)
+    parts = [load(run) for run in runs]
+    model = Ensemble([p.model for p in parts], weights, combine)
+    return replace(parts[0], model=model, weights=" + ".join(p.weights for p in parts),
+                   max_source_tokens=min(p.max_source_tokens for p in parts))
