@@ -43,6 +43,7 @@ def decode(
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
 
@@ -68,6 +69,16 @@ def decode(
                                        after_batch=process.after_batch)
     tok = translator.tokenizer
     out_lines = []
+    if is_parsing(run.spec):  # §6.3: each output repaired into a tree over exactly its line's words
+        nbest, repairs = nbest_trees(results, lines, tok.decode, style_of(run.spec))
+        for i, trees in enumerate(nbest):
+            if run.spec.decode.nbest == 1:
+                out_lines.append(trees[0][0] if trees else "")
+            else:
+                out_lines.extend([f"{i} ||| {tree} ||| {score:.4f}" for tree, score in trees]
+                                 or [f"{i} |||  ||| 0.0000"])
+        notify(f"parsing: {repairs.summary()}")
+        results = []
     for i, hyps in enumerate(results):
         if run.spec.decode.nbest == 1:
             out_lines.append(tok.decode(hyps[0].tokens) if hyps else "")

@@ -313,7 +313,8 @@ class Totals:
     def to_json(self) -> dict:
         return {"sentences": self.sentences, "error_sentences": self.errors, "skipped_sentences": self.skipped,
                 "valid_sentences": self.valid, "recall": self.recall, "precision": self.precision,
-                "f1": self.fmeasure, "complete_match": self.complete_match,
+                "f1": 0.0 if math.isnan(self.fmeasure) else self.fmeasure,  # EVALB prints -nan
+                "complete_match": self.complete_match,
                 "average_crossing": self.average_crossing, "tagging_accuracy": self.tagging_accuracy}
 
 

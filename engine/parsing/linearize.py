@@ -45,6 +45,7 @@ class Repair:
     leaves_added: int = 0  # fewer leaves than words: the rest attached at the end
     leaves_dropped: int = 0  # more leaves than words: the extra ones dropped
     empty_removed: int = 0  # constituents left with no word: removed
+    junk_dropped: int = 0  # style xx: tokens neither a bracket nor XX (pieces of words): dropped
 
     @property
     def needed(self) -> bool:
@@ -68,10 +69,11 @@ def _prune(node: Tree, fix: Repair) -> bool:
     return bool(kept)
 
 
-def repair(sequence: str, words: list[str], tags: list[str] | None = None) -> tuple[Tree, Repair]:
+def repair(sequence: str, words: list[str], tags: list[str] | None = None, style: Style = "xx",
+           ) -> tuple[Tree, Repair]:
     """The tree a decoded ``sequence`` stands for, over exactly ``words``, and how it was repaired.
     Leaf ``i`` gets ``words[i]`` and the tag ``tags[i]`` if given (the gold tags, when scoring), else
-    the leaf token itself (a predicted tag; ``XX`` in the xx style)."""
+    ``XX`` (style xx) or the leaf token itself, a predicted tag (style tags)."""
     fix = Repair()
     root = Tree("TOP")
     stack = [root]
@@ -87,6 +89,8 @@ def repair(sequence: str, words: list[str], tags: list[str] | None = None) -> tu
                 continue
             node = stack.pop()
             fix.mismatched_close += len(tok) > 1 and tok[1:] != node.label
+        elif style == "xx" and tok != LEAF:
+            fix.junk_dropped += 1
         elif n < len(words):
             stack[-1].children.append(_leaf(words, tags, n, tok))
             n += 1

@@ -54,10 +54,12 @@ def test_linearize_styles() -> None:
 
 def test_repair_counts_each_fix() -> None:
     words, tags = ["It", "purred", "."], ["PRP", "VBD", "."]
-    tree, fix = repair(")S (S (NP XX )VP (VP XX XX XX (ADVP", words, tags)
+    tree, fix = repair(")S (S (NP XX )VP ed (VP XX XX XX (ADVP", words, tags)
     assert str(tree) == "(TOP (S (NP (PRP It)) (VP (VBD purred) (. .))))"
     assert fix.counts() == {"extra_close": 1, "unclosed": 3, "mismatched_close": 1, "leaves_added": 0,
-                            "leaves_dropped": 1, "empty_removed": 1}
+                            "leaves_dropped": 1, "empty_removed": 1, "junk_dropped": 1}
+    tree, fix = repair("(S (NP PRP )NP (VP VBD )VP . )S", words, None, "tags")  # predicted tags kept
+    assert str(tree) == "(TOP (S (NP (PRP It)) (VP (VBD purred)) (. .)))" and not fix.needed
     tree, fix = repair("(S (NP XX )NP )S", words, None)
     assert str(tree) == "(TOP (S (NP (XX It)) (XX purred) (XX .)))" and fix.leaves_added == 2
     tree, fix = repair("", ["(", "a"], None)
