@@ -81,6 +81,6 @@ def test_round_trip_on_real_trees(style: str) -> None:
     trees = _sample_trees()
     assert len(trees) > 500
     for tree in trees:
-        back, fix = repair(linearize(tree, style), tree.words(), tree.tags() if style == "xx" else None)
+        back, fix = repair(linearize(tree, style), tree.words(), tree.tags() if style == "xx" else None, style)
         assert str(back) == str(tree) and not fix.needed
         assert str(read_trees(str(back), "again")[0]) == str(tree)
