@@ -45,7 +45,8 @@ def serve(site: Site, monkeypatch: pytest.MonkeyPatch, body: bytes, sha256: str 
     monkeypatch.delenv("TBUILD_DATA_MIRROR", raising=False)
 
 
-def test_downloads_the_sample_and_splits_it_by_file(tmp_path: Path, site: Site, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_downloads_the_sample_and_splits_it_by_file(tmp_path: Path, site: Site,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     serve(site, monkeypatch, fake_zip())
     data = data_spec(tmp_path)
     ensure_data(data)
