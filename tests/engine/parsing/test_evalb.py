@@ -91,3 +91,18 @@ def test_parameter_file_errors() -> None:
         parse_params("EQ_LABEL ADVP", "x.prm")
     with pytest.raises(TbuildError, match="QUOTE_LABEL: not supported"):
         parse_params("QUOTE_LABEL POS")
+
+
+def test_the_evalb_command_prints_evalb_report(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+
+    out = CliRunner().invoke(app, ["evalb", str(EVALB / "sample.gld"), str(EVALB / "sample.tst"), "-p",
+                                   str(EVALB / "COLLINS.prm")])
+    assert out.exit_code == 0 and out.stdout == (EVALB / "sample.collins.out").read_text()
+    assert "19 : Words unmatch (this|This)" in out.stderr
+    (tmp_path / "bad.prm").write_text("QUOTE_LABEL POS\n")
+    bad = CliRunner().invoke(app, ["evalb", str(EVALB / "sample.gld"), str(EVALB / "sample.tst"), "-p",
+                                   str(tmp_path / "bad.prm")])
+    assert bad.exit_code == 2 and "bad.prm:1: QUOTE_LABEL: not supported" in bad.output
