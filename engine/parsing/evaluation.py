@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tbuild.builder.schema import Spec, TreebankDataset
@@ -41,13 +41,18 @@ class Repairs:
 
     outputs: int = 0
     repaired: int = 0
-    fixes: Repair | None = None
+    fixes: Repair = field(default_factory=Repair)
+
+    def add(self, fix: Repair) -> None:
+        self.outputs += 1
+        self.repaired += fix.needed
+        self.fixes.add(fix)
 
     def summary(self) -> str:
         return describe_repairs(self.to_json())
 
     def to_json(self) -> dict:
-        return {"outputs": self.outputs, "repaired": self.repaired, **(self.fixes.counts() if self.fixes else {})}
+        return {"outputs": self.outputs, "repaired": self.repaired, **self.fixes.counts()}
 
 
 def describe_repairs(counts: dict) -> str:
@@ -61,7 +66,7 @@ def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | Non
              ) -> tuple[list[str], Repairs]:
     """One bracketed tree per source line (an empty line for an empty source): each decoded output
     repaired into a tree over exactly that line's words, with ``tags`` (gold) or the predicted ones."""
-    counts = Repairs(fixes=Repair())
+    counts = Repairs()
     trees = []
     for i, (output, source) in enumerate(zip(outputs, sources, strict=True)):
         words = source.split()
@@ -69,9 +74,7 @@ def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | Non
             trees.append("")
             continue
         tree, fix = repair(output, words, tags[i] if tags is not None else None, style)
-        counts.outputs += 1
-        counts.repaired += fix.needed
-        counts.fixes.add(fix)  # type: ignore[union-attr]
+        counts.add(fix)
         trees.append(str(tree))
     return trees, counts
 
@@ -79,13 +82,16 @@ def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | Non
 def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Callable[[list[int]], str],
                 style: Style = "xx") -> tuple[list[list[tuple[str, float]]], Repairs]:
     """Every hypothesis of every line as a repaired tree with its score (``tbuild decode --nbest``)."""
-    total = Repairs(fixes=Repair())
+    total = Repairs()
     out = []
     for hyps, source in zip(results, sources, strict=True):
-        trees, counts = to_trees([decode(h.tokens) for h in hyps], [source] * len(hyps), style=style)
-        total.outputs, total.repaired = total.outputs + counts.outputs, total.repaired + counts.repaired
-        total.fixes.add(counts.fixes)  # type: ignore[union-attr, arg-type]
-        out.append([(t, h.score) for t, h in zip(trees, hyps, strict=True)])
+        words = source.split()
+        trees = []
+        for h in hyps:
+            tree, fix = repair(decode(h.tokens), words, None, style)
+            total.add(fix)
+            trees.append((str(tree), h.score))
+        out.append(trees)
     return out, total
 
 
@@ -135,7 +141,7 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     """Decode the split (or ``src``, gold trees in ``ref``), repair the outputs with the gold tags put
     back, and score them with EVALB; also returns the sources, gold and test trees and EVALB's result."""
     split, sources, gold = _gold(run, split, src, ref)
-    gold_trees = [read_treebank(line, f"gold tree {i}").__next__() for i, line in enumerate(gold, 1)]
+    gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]
     started = time.perf_counter()
     decoder = engine or translator
     results = decoder.translate(sources, run.spec.decode, after_batch=after_batch)
