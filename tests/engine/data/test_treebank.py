@@ -113,3 +113,19 @@ def test_wsj_needs_its_folder() -> None:
 
     with pytest.raises(SpecError, match="source wsj needs the folder"):
         load_spec({"data": {"dataset": {"kind": "treebank", "source": "wsj"}}})
+
+
+def test_brackets_are_whole_pieces(tmp_path: Path) -> None:
+    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens
+
+    spec = load_spec({"data": {"dataset": "treebank"}}).spec
+    targets = ["(S (NP XX XX )NP (VP XX (NP XX )NP )VP XX )S", "(S (NP XX )NP (VP XX )VP )S"] * 20
+    whole = whole_target_tokens(spec, targets)
+    assert whole == ["(NP", "(S", "(VP", ")NP", ")S", ")VP", "XX"]
+    assert whole_target_tokens(load_spec({}).spec, targets) == []  # translation: subwords as before
+    words = ["the dog saw a cat .", "It purred ."] * 20
+    tok = Tokenizer.train(words + targets, TokenizerSpec(vocab_size=60), tmp_path / "spm", whole=whole)
+    pieces = tok.sp.encode(targets[0], out_type=str)
+    assert pieces == ["▁" + t for t in targets[0].split()]
+    assert tok.decode(tok.encode([targets[1]])[0]) == targets[1]
