@@ -56,6 +56,7 @@ PATH_KEYS: dict[Path_, tuple[str, ...]] = {
     ("data", "valid"): ("", "source", "target"),
     ("data", "test"): ("", "source", "target"),
     ("data", "tokenizer", "model"): ("",),
+    ("data", "dataset", "wsj"): ("",),
 }
 
 

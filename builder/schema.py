@@ -184,6 +184,11 @@ class TokenizerSpec(StrictModel):
         None, ge=1, description="Train the tokenizer on a seeded random sample of this many pairs, drawn while "
         "the corpus streams by (None: all pairs)."
     )
+    target_tokens: Literal["auto", "subwords", "whole"] = Field(
+        "auto", description="whole: every whitespace-separated token of the training targets is one piece, "
+        "never split (a linearized tree's brackets, §6.3); subwords: split as the source is; auto: whole for "
+        "the treebank data set, else subwords."
+    )
 
 
 DATASETS = Registry("dataset", plugins=False)
@@ -220,6 +225,31 @@ class FilesDataset(DatasetSpec):
     kind: Literal["files"] = "files"
 
 
+@DATASETS.declare
+class TreebankDataset(DatasetSpec):
+    """English constituency parsing (§6.3): Penn Treebank trees as pairs, the words of a sentence →
+    its linearized tree; each split is written as PREFIX.<source_lang> (words), PREFIX.<target_lang>
+    (linearized trees) and PREFIX.gold (the cleaned gold trees EVALB scores against). Sources: the
+    NLTK sample (WSJ files 0001-0199, downloaded pinned and checked; split by file 0001-0159 train,
+    0160-0179 valid, 0180-0199 test) or your LDC WSJ folder (sections 02-21 train, 22 valid, 23 test)."""
+
+    kind: Literal["treebank"] = "treebank"
+    source: Literal["nltk-sample", "wsj"] = Field(
+        "nltk-sample", description="nltk-sample: NLTK's 199-file sample, fetched; wsj: your LDC copy (`wsj`).")
+    wsj: str | None = Field(
+        None, description="For source wsj: the folder holding the section folders 00-24 of .mrg files "
+        "(e.g. treebank_3/parsed/mrg/wsj), relative to the spec file.")
+    linearization: Literal["xx", "tags"] = Field(
+        "xx", description="xx: pre-terminals as XX, as Vinyals & Kaiser et al. (2014); tags: the "
+        "part-of-speech tags kept (tensor2tensor).")
+
+    @model_validator(mode="after")
+    def _wsj_folder(self) -> TreebankDataset:
+        if self.source == "wsj" and not self.wsj:
+            raise FieldError(("wsj",), "source wsj needs the folder of your LDC WSJ sections: set wsj")
+        return self
+
+
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
 
 
@@ -230,8 +260,8 @@ class DataSpec(StrictModel):
     target_lang: str = Field("de", description="Target language code.")
     dataset: DatasetKind | None = Field(
         None, description="Where the split files come from: `multi30k` or `wmt14` (fetched when missing), "
-        "`files` (your own, checked up front); none: your own files, read as given. "
-        "(`wmt14` is short for `{kind: wmt14}`.)"
+        "`files` (your own, checked up front), `treebank` (parsing, §6.3); none: your own files, read as "
+        "given. (`wmt14` is short for `{kind: wmt14}`.)"
     )
     train: str | ParallelFiles | None = Field(None, description="Training data.")
     valid: str | ParallelFiles | None = Field(None, description="Validation data.")

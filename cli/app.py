@@ -9,6 +9,7 @@ from .attention import attention
 from .average import average
 from .data import data_app
 from .decode import decode
+from .evalb import evalb
 from .evaluate import evaluate
 from .export import export
 from .inspect import inspect
@@ -42,8 +43,8 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, export, attention,
-                plot):
+for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, evalb, export,
+                attention, plot):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

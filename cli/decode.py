@@ -74,6 +74,7 @@ def decode(
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
 
@@ -115,6 +116,16 @@ def decode(
     if format_ == "jsonl":
         alignments = translator.alignments(lines, results) if align else [None] * len(lines)
         out_lines = [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
+    elif is_parsing(runs[0].spec):  # §6.3: each output repaired into a tree over exactly its line's words
+        nbest, repairs = nbest_trees(results, lines, tok.decode, style_of(runs[0].spec))
+        out_lines = []
+        for i, trees in enumerate(nbest):
+            if spec.nbest == 1:
+                out_lines.append(trees[0][0] if trees else "")
+            else:
+                out_lines.extend([f"{i} ||| {tree} ||| {score:.4f}" for tree, score in trees]
+                                 or [f"{i} |||  ||| 0.0000"])
+        notify(f"parsing: {repairs.summary()}")
     else:
         out_lines = text_lines(tok, results, spec.nbest)
     text = "".join(line + "\n" for line in out_lines)

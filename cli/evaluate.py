@@ -49,15 +49,19 @@ def evaluate(
     device: str = DEVICE,
     engine: str = ENGINE,
     quantization: str | None = QUANTIZATION,
+    evalb: Path | None = typer.Option(None, "--evalb", help="Parsing runs: an EVALB parameter file (default: "
+                                      "COLLINS.prm's rules, built in)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
-    """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references."""
+    """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
+    parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
     from tbuild.engine.decoding.engines import load_engines
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.settings import profile_overrides
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.evaluation import is_parsing
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
 
@@ -76,6 +80,10 @@ def evaluate(
     decoder = None if engine == "native" and quantization == "float32" and len(runs) == 1 else load_engines(
         runs, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
         notify=notify, weights=parse_weights(weights), combine=combine)
+    if is_parsing(run.spec):
+        _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
+                 after_batch=process.after_batch)
+        return
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
                                                        ref=ref, after_batch=process.after_batch)
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:
@@ -101,3 +109,41 @@ def evaluate(
     out = run.dir.path / f"eval_{result.split}.json"
     atomic_write(out, (json.dumps(result.to_json(), indent=2) + "\n").encode())
     console.print(f"[dim]wrote {out}[/]")
+
+
+def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Path | None,  # noqa: ANN001
+             evalb: Path | None, show: int, after_batch) -> None:  # noqa: ANN001
+    """A parsing run: EVALB's figures (COLLINS.prm) and the repairs; writes eval_SPLIT.json, the
+    repaired trees (eval_SPLIT.trees) and EVALB's full report (eval_SPLIT.evalb)."""
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.evalb import read_params
+    from tbuild.engine.parsing.evaluation import describe_repairs, evaluate_parsing
+
+    params = read_params(evalb) if evalb is not None else None
+    result, sources, gold, tests, scored = evaluate_parsing(
+        run, translator, engine=decoder, split=split, src=src, ref=ref, params=params,
+        params_name=str(evalb) if evalb else "COLLINS.prm", after_batch=after_batch)
+    for s, g, t in list(zip(sources, gold, tests, strict=True))[:show]:
+        console.print(f"[dim]src[/]  {s}\n[dim]gold[/] {g}\n[bold]test[/] {t}\n", highlight=False)
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
+                        f"EVALB {result.params})", title_justify="left")
+    table.add_column("metric")
+    table.add_column("all", justify="right")
+    table.add_column(f"len<={result.cutoff}", justify="right")
+    rows = [("Bracketing F1", "f1"), ("Bracketing recall", "recall"), ("Bracketing precision", "precision"),
+            ("Complete match", "complete_match"), ("Average crossing", "average_crossing")]
+    for name, key in rows:
+        table.add_row(name, f"{result.all[key]:.2f}", f"{result.short[key]:.2f}")
+    for name, key in (("Sentences", "sentences"), ("Error sentences", "error_sentences"),
+                      ("Skipped sentences", "skipped_sentences")):
+        table.add_row(name, str(result.all[key]), str(result.short[key]))
+    console.print(table)
+    console.print(f"repairs: {describe_repairs(result.repairs)}", highlight=False)
+    console.print(f"perplexity {result.perplexity:.2f} (teacher-forced on the linearized gold trees); "
+                  f"{result.sentences_per_second:.1f} sentences/s (beam {result.beam}, α {result.alpha}, "
+                  f"{result.precision}, {result.decode_seconds:.1f} s)", highlight=False)
+    base = run.dir.path / f"eval_{result.split}"
+    atomic_write(base.with_suffix(".trees"), "".join(t + "\n" for t in tests).encode())
+    atomic_write(base.with_suffix(".evalb"), scored.report().encode())
+    atomic_write(base.with_suffix(".json"), (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    console.print(f"[dim]wrote {base}.json, {base.name}.trees, {base.name}.evalb[/]")

@@ -10,7 +10,7 @@ from pathlib import Path
 from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset
 
 from ..errors import DataError
-from . import multi30k, wmt14  # noqa: F401  (register the multi30k and wmt14 providers)
+from . import multi30k, treebank, wmt14  # noqa: F401  (register the multi30k, treebank and wmt14 providers)
 from .corpus import SPLITS, read_parallel, split_files
 
 Log = Callable[[str], None]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from tbuild.builder.schema import Spec, TokenizerSpec
+from tbuild.builder.schema import Spec, TokenizerSpec, TreebankDataset
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from ..errors import DataError
@@ -38,9 +38,11 @@ class Tokenizer:
 
     @classmethod
     def train(
-        cls, sentences: Iterable[str], spec: TokenizerSpec, model_prefix: Path, seed: int = 1
+        cls, sentences: Iterable[str], spec: TokenizerSpec, model_prefix: Path, seed: int = 1,
+        whole: Iterable[str] = (),
     ) -> Tokenizer:
         """Train on the non-empty ``sentences``; write ``<model_prefix>.model`` and ``.vocab``.
+        ``whole``: tokens that are each one piece wherever they start a word, never split.
         Deterministic for the same input and seed."""
         lines = [s for s in sentences if s]
         if not lines:
@@ -57,6 +59,9 @@ class Tokenizer:
                 **{f"{name}_id": value for name, value in _SPECIAL.items()},
                 num_threads=max(1, min(os.cpu_count() or 1, 16)),
                 minloglevel=2,
+                # "▁(NP" is one piece: the bracket with the word boundary before it, so a linearized
+                # tree costs one piece per token
+                **({"user_defined_symbols": [f"▁{t}" for t in sorted(set(whole))]} if whole else {}),
             )
         except RuntimeError as e:
             reason = str(e).split("] ", 1)[-1].strip() or str(e)
@@ -118,14 +123,25 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
     source, target = [s for s, _ in kept], [t for _, t in kept]
     del kept
+    whole = whole_target_tokens(spec, target)
     log(f"tokenizer: training a shared {tspec.kind} model, vocab {tspec.vocab_size}, "
-        f"on {len(source)} + {len(target)} sentences -> {run.tokenizer}")
+        f"on {len(source)} + {len(target)} sentences -> {run.tokenizer}"
+        + (f"; {len(whole)} target tokens kept whole" if whole else ""))
     run.path.mkdir(parents=True, exist_ok=True)
     tmp_prefix = run.path / f".spm.{os.getpid()}"
-    Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed)
+    Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed, whole=whole)
     for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
         os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))
     return Tokenizer.load(run.tokenizer)
+
+
+def whole_target_tokens(spec: Spec, target: list[str]) -> list[str]:
+    """The target tokens made whole pieces (``data.tokenizer.target_tokens``): every distinct one of the
+    training targets for ``whole`` (and ``auto`` with the treebank data set), else none."""
+    mode = spec.data.tokenizer.target_tokens
+    if mode == "auto":
+        mode = "whole" if isinstance(spec.data.dataset, TreebankDataset) else "subwords"
+    return sorted({tok for line in target for tok in line.split()}) if mode == "whole" else []
 
 
 def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, *, seed: int) -> list[tuple[str, str]]:

@@ -104,7 +104,7 @@ def test_a_wmt14_spec_trains_and_evaluates_from_a_mirror(tiny_corpus: Path, tmp_
     assert trained.exit_code == 0, trained.output
     header = yaml.safe_load((tmp_path / "run" / "prepared" / "train" / "header.json").read_text())
     assert header["source_pairs"] == 400 + 2  # the Multi30k slice as Europarl, one pair each of the others
-    assert "fetching the WMT14 training corpora" in trained.output
+    assert "fetching the WMT14 en-de training corpora" in trained.output
     assert f"kept {header['pairs']} of 402 pairs" in trained.output
     scored = runner.invoke(app, ["evaluate", str(tmp_path / "run"), "--split", "test", "--beam", "1"], env=ENV)
     assert scored.exit_code == 0, scored.output

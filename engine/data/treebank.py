@@ -1,0 +1,112 @@
+"""The ``treebank`` data set (§6.3, English constituency parsing): Penn Treebank trees written as
+parallel files, the words of each sentence → its linearized tree, and beside them the cleaned gold
+trees that EVALB scores against. From NLTK's sample of the treebank (fetched from its official
+address pinned to one commit, size, md5 and sha256 checked; a mirror folder offline) or from a
+user's own LDC WSJ folder."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from tbuild.builder.schema import DATASETS, DataSpec, ParallelFiles, TreebankDataset
+
+from ..errors import DataError
+from ..files import atomic_write
+from ..parsing.linearize import linearize
+from ..parsing.trees import Tree, read_treebank
+from .corpus import SPLITS, split_files
+from .download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
+
+Log = Callable[[str], None]
+
+COMMIT = "5db857e6f7df11eabb5e5665836db9ec8df07e28"  # nltk/nltk_data; the blob is unchanged since 2016-08-21
+SAMPLE = Pinned(f"https://raw.githubusercontent.com/nltk/nltk_data/{COMMIT}/packages/corpora/treebank.zip",
+                sha256="9da92d76c3666cfb6cddeaed0f7e86b344cce0f0928a286d439e555f19c37399", size=1740034,
+                md5="78c24a97940c2504d0ad35dd3f8a560b")
+MIRROR_NAME = "treebank-sample"  # $TBUILD_DATA_MIRROR/treebank-sample/treebank.zip
+# The sample's 199 files (WSJ 0001-0199) split by file number: about 80 / 10 / 10 % of the trees.
+SAMPLE_FILES = {"train": range(1, 160), "valid": range(160, 180), "test": range(180, 200)}
+# The standard WSJ split: sections 02-21 train, 22 development, 23 test (§6.3).
+WSJ_SECTIONS = {"train": range(2, 22), "valid": range(22, 23), "test": range(23, 24)}
+GOLD = "gold"
+HINT = offline_hint("treebank.zip (NLTK's treebank sample)")
+
+
+def gold_file(data: DataSpec, split: str) -> Path:
+    """The cleaned gold trees of a split, one per line: PREFIX.gold beside PREFIX.<lang>."""
+    value = getattr(data, split)
+    if not isinstance(value, str):
+        raise DataError(f"data.{split}: the treebank data set writes PREFIX.{data.source_lang}, "
+                        f"PREFIX.{data.target_lang} and PREFIX.{GOLD}: give a prefix, not source/target files")
+    return Path(f"{value}.{GOLD}")
+
+
+@DATASETS.register(TreebankDataset)
+class Treebank:
+    """The ``treebank`` data set: writes each configured split's three files when any is missing."""
+
+    def __init__(self, spec: TreebankDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
+        self.spec, self.mirror, self.progress = spec, mirror, progress
+
+    def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
+        for split in splits:
+            if getattr(data, split) is None:
+                continue
+            if isinstance(getattr(data, split), ParallelFiles):
+                gold_file(data, split)  # the error
+            files = (*split_files(data, split), gold_file(data, split))
+            if all(p.is_file() for p in files):
+                continue
+            where = "NLTK's treebank sample" if self.spec.source == "nltk-sample" else f"WSJ in {self.spec.wsj}"
+            log(f"data.{split}: {files[0]} is missing; writing the {split} trees of {where}")
+            trees = list(self._trees(split, files[0].parent))  # all read (and checked) before any is written
+            write_split(trees, files, self.spec.linearization)
+            log(f"data.{split}: {len(trees)} trees, {sum(len(t.words()) for t in trees)} words")
+
+    def _trees(self, split: str, dest: Path) -> Iterator[Tree]:
+        if self.spec.source == "wsj":
+            yield from wsj_trees(Path(self.spec.wsj or ""), WSJ_SECTIONS[split])
+            return
+        archive = dest / "downloads" / "treebank.zip"
+        if not (archive.is_file() and sha256_of(archive) == SAMPLE.sha256):
+            fetch(SAMPLE, archive, mirror=resolve_mirror(self.mirror, MIRROR_NAME), progress=self.progress,
+                  hint=HINT)
+        yield from sample_trees(archive, SAMPLE_FILES[split])
+
+
+def sample_trees(archive: Path, numbers: range) -> Iterator[Tree]:
+    """The cleaned trees of the sample's files ``wsj_NNNN.mrg`` numbered ``numbers``, in order."""
+    try:
+        with zipfile.ZipFile(archive) as z:
+            for n in numbers:
+                member = f"treebank/combined/wsj_{n:04d}.mrg"
+                yield from read_treebank(z.read(member).decode("utf-8"), f"{archive}:{member}")
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError) as e:
+        raise DataError(f"{archive}: not NLTK's treebank sample ({e})") from None
+
+
+def wsj_trees(folder: Path, sections: range) -> Iterator[Tree]:
+    """The cleaned trees of the LDC WSJ ``sections`` (folders 00-24 of ``wsj_SSNN.mrg`` files), in order."""
+    if not folder.is_dir():
+        raise DataError(f"data.dataset.wsj: not a folder: {folder}")
+    for section in sections:
+        path = folder / f"{section:02d}"
+        files = sorted(p for p in path.glob("*") if p.suffix.lower() == ".mrg") if path.is_dir() else []
+        if not files:
+            raise DataError(f"data.dataset.wsj: {folder} has no section {section:02d} ({path}/*.mrg)")
+        for file in files:
+            try:
+                text = file.read_text(encoding="utf-8", errors="strict")
+            except (OSError, UnicodeDecodeError) as e:
+                raise DataError(f"{file}: cannot read ({e})") from None
+            yield from read_treebank(text, str(file))
+
+
+def write_split(trees: list[Tree], files: tuple[Path, Path, Path], style: str) -> None:
+    """Write the words, the linearized trees and the gold trees, each file atomically, gold last."""
+    source, target, gold = files
+    atomic_write(source, "".join(" ".join(t.words()) + "\n" for t in trees).encode())
+    atomic_write(target, "".join(linearize(t, style) + "\n" for t in trees).encode())  # type: ignore[arg-type]
+    atomic_write(gold, "".join(f"{t}\n" for t in trees).encode())

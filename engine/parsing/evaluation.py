@@ -1,0 +1,165 @@
+"""Decode and score a parsing run (§6.3, Table 4): each output repaired into a tree over its input
+words, then EVALB with COLLINS.prm (or a given parameter file) against the gold trees."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from tbuild.builder.schema import Spec, TreebankDataset
+from tbuild.builder.tokens import EOS
+
+from ..data.datasets import read_split
+from ..data.pairs import Pairs
+from ..data.treebank import gold_file
+from ..decoding.engines import Engine
+from ..decoding.search import Hypothesis
+from ..decoding.translator import Translator, encode_sources
+from ..errors import DataError
+from ..loss import evaluate_loss
+from ..run_dir import Run
+from .evalb import Evalb, Params, collins, evalb, read_lines
+from .linearize import Repair, Style, linearize, repair
+from .trees import read_treebank
+
+
+def is_parsing(spec: Spec) -> bool:
+    """Whether a run parses (its data set is the treebank) rather than translates."""
+    return isinstance(spec.data.dataset, TreebankDataset)
+
+
+def style_of(spec: Spec) -> Style:
+    dataset = spec.data.dataset
+    return dataset.linearization if isinstance(dataset, TreebankDataset) else "xx"
+
+
+@dataclass
+class Repairs:
+    """How many outputs needed repair, and the fixes summed over all of them."""
+
+    outputs: int = 0
+    repaired: int = 0
+    fixes: Repair = field(default_factory=Repair)
+
+    def add(self, fix: Repair) -> None:
+        self.outputs += 1
+        self.repaired += fix.needed
+        self.fixes.add(fix)
+
+    def summary(self) -> str:
+        return describe_repairs(self.to_json())
+
+    def to_json(self) -> dict:
+        return {"outputs": self.outputs, "repaired": self.repaired, **self.fixes.counts()}
+
+
+def describe_repairs(counts: dict) -> str:
+    """``12 of 245 outputs repaired into trees (unclosed 5, leaves added 3)`` from ``Repairs.to_json()``."""
+    how = ", ".join(f"{name.replace('_', ' ')} {n}" for name, n in counts.items()
+                    if name not in ("outputs", "repaired") and n)
+    return f"{counts['repaired']} of {counts['outputs']} outputs repaired into trees" + (f" ({how})" if how else "")
+
+
+def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | None = None, style: Style = "xx",
+             ) -> tuple[list[str], Repairs]:
+    """One bracketed tree per source line (an empty line for an empty source): each decoded output
+    repaired into a tree over exactly that line's words, with ``tags`` (gold) or the predicted ones."""
+    counts = Repairs()
+    trees = []
+    for i, (output, source) in enumerate(zip(outputs, sources, strict=True)):
+        words = source.split()
+        if not words:
+            trees.append("")
+            continue
+        tree, fix = repair(output, words, tags[i] if tags is not None else None, style)
+        counts.add(fix)
+        trees.append(str(tree))
+    return trees, counts
+
+
+def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Callable[[list[int]], str],
+                style: Style = "xx") -> tuple[list[list[tuple[str, float]]], Repairs]:
+    """Every hypothesis of every line as a repaired tree with its score (``tbuild decode --nbest``)."""
+    total = Repairs()
+    out = []
+    for hyps, source in zip(results, sources, strict=True):
+        words = source.split()
+        trees = []
+        for h in hyps:
+            tree, fix = repair(decode(h.tokens), words, None, style)
+            total.add(fix)
+            trees.append((str(tree), h.score))
+        out.append(trees)
+    return out, total
+
+
+@dataclass
+class ParsingEvaluation:
+    split: str
+    sentences: int
+    weights: str
+    params: str  # the EVALB parameter file
+    all: dict  # EVALB's summary for all sentences (evalb.Totals.to_json)
+    short: dict  # ... for those of length <= cutoff
+    cutoff: int
+    repairs: dict
+    perplexity: float
+    decode_seconds: float
+    sentences_per_second: float
+    beam: int
+    alpha: float
+    precision: str
+    engine: str = "native"
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def _gold(run: Run, split: str, src: Path | None, ref: Path | None) -> tuple[str, list[str], list[str]]:
+    """The split's name, source lines and cleaned gold trees (one per line)."""
+    if src is None or ref is None:
+        sources, _ = read_split(run.spec.data, split, lambda _: None)
+        gold = read_lines(gold_file(run.spec.data, split))
+    else:
+        sources = read_lines(src)
+        try:
+            gold = [str(t) for t in read_treebank(ref.read_text(encoding="utf-8"), str(ref))]
+        except (OSError, UnicodeDecodeError) as e:
+            raise DataError(f"--ref: cannot read {ref} ({e})") from None
+        split = src.name
+    if len(gold) != len(sources):
+        raise DataError(f"{split}: {len(sources)} source lines but {len(gold)} gold trees")
+    return split, sources, gold
+
+
+def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
+                     src: Path | None = None, ref: Path | None = None, params: Params | None = None,
+                     params_name: str = "COLLINS.prm", after_batch: Callable[[], None] = lambda: None,
+                     ) -> tuple[ParsingEvaluation, list[str], list[str], list[str], Evalb]:
+    """Decode the split (or ``src``, gold trees in ``ref``), repair the outputs with the gold tags put
+    back, and score them with EVALB; also returns the sources, gold and test trees and EVALB's result."""
+    split, sources, gold = _gold(run, split, src, ref)
+    gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]
+    started = time.perf_counter()
+    decoder = engine or translator
+    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch)
+    seconds = time.perf_counter() - started
+    outputs = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
+    # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)
+    style = style_of(run.spec)
+    tests, repairs = to_trees(outputs, sources, [t.tags() for t in gold_trees], style)
+    scored = evalb(gold, tests, params or collins())
+    tok = translator.tokenizer
+    pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
+                  [ids + [EOS] for ids in tok.encode([linearize(t, style) for t in gold_trees])])
+    ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
+                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
+    result = ParsingEvaluation(
+        split=split, sentences=len(sources), weights=translator.weights, params=params_name,
+        all=scored.all.to_json(), short=scored.short.to_json(), cutoff=scored.params.cutoff_len,
+        repairs=repairs.to_json(), perplexity=ppl, decode_seconds=seconds,
+        sentences_per_second=len(sources) / max(seconds, 1e-9), beam=run.spec.decode.beam,
+        alpha=run.spec.decode.alpha, precision=decoder.precision, engine=decoder.name)
+    return result, sources, gold, tests, scored

@@ -1,0 +1,76 @@
+"""A tiny parsing spec trained a few steps from the mirror's treebank sample, then decoded and scored
+through the CLI (§6.3: trees out, EVALB in)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+from tbuild.engine.parsing.evalb import evalb, read_lines
+from tbuild.engine.parsing.trees import read_trees
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def parsing_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    mirror = os.environ.get("TBUILD_DATA_MIRROR")
+    if not mirror or not (Path(mirror) / "treebank-sample" / "treebank.zip").is_file():
+        pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
+    root = tmp_path_factory.mktemp("parsing")
+    spec = {
+        "output_dir": str(root / "run"),
+        "model": {"d_model": 32, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
+                  "decoder": {"layers": 1, "heads": 2, "d_ff": 64}},
+        "data": {"dataset": "treebank", "target_lang": "parse", "train": str(root / "data" / "train"),
+                 "valid": str(root / "data" / "valid"), "test": str(root / "data" / "test"),
+                 "tokenizer": {"vocab_size": 400, "max_sentences": 1000}, "max_length": 128},
+        "train": {"batch_tokens": 800, "max_steps": 2, "log_every": 1, "validate_every": 2, "checkpoint_every": 2,
+                  "checkpoint_minutes": None, "precision": "fp32",
+                  "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 2}},
+        "decode": {"beam": 2, "alpha": 0.3, "max_len_a": 1.0, "max_len_b": 8},
+    }
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "target tokens kept whole" in result.output
+    return root / "run"
+
+
+def test_decode_writes_one_tree_per_line_over_the_input_words(parsing_run: Path) -> None:
+    text = "The cat sat .\n\nIt ( purred ) .\n"
+    result = runner.invoke(app, ["decode", str(parsing_run)], input=text)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    assert read_trees(lines[0], "out")[0].words() == ["The", "cat", "sat", "."]
+    assert read_trees(lines[2], "out")[0].words() == ["It", "-LRB-", "purred", "-RRB-", "."]
+    assert lines[0].startswith("(TOP ") and "outputs repaired into trees" in result.stderr
+    nbest = runner.invoke(app, ["decode", str(parsing_run), "--nbest", "2"], input="The cat sat .\n")
+    assert [r.split(" ||| ")[0] for r in nbest.stdout.splitlines()] == ["0", "0"]
+
+
+def test_evaluate_reports_evalb(parsing_run: Path, tmp_path: Path) -> None:
+    data = parsing_run.parent / "data"
+    (tmp_path / "src").write_text("".join(read_lines(data / "valid.en")[:6][i] + "\n" for i in range(6)))
+    (tmp_path / "ref").write_text("".join(line + "\n" for line in read_lines(data / "valid.gold")[:6]))
+    result = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"),
+                                 "--ref", str(tmp_path / "ref"), "--show", "1"])
+    assert result.exit_code == 0, result.output
+    assert "Bracketing F1" in result.output and "EVALB COLLINS.prm" in result.output
+    assert "outputs repaired into trees" in result.output
+    report = json.loads((parsing_run / "eval_src.json").read_text())
+    trees = read_lines(parsing_run / "eval_src.trees")
+    again = evalb(read_lines(tmp_path / "ref"), trees)
+    assert report["all"]["f1"] == again.all.to_json()["f1"] and report["all"]["error_sentences"] == 0
+    assert report["all"]["sentences"] == 6 and report["repairs"]["outputs"] == 6
+    assert (parsing_run / "eval_src.evalb").read_text() == again.report()
+    bad = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
+                              str(data / "valid.gold")])
+    assert bad.exit_code == 2 and "6 source lines but 273 gold trees" in bad.output
