@@ -92,8 +92,9 @@ class Trainer:
         world = self.rank.world
         distributed.check_update_freq(self.cfg.update_freq, world)
         if self.rank.is_main:  # the others wait, then read what it wrote
-            if self.fresh and self.run.path.is_dir():  # never delete a run another process is training
-                RunLock(self.run.path).acquire().release()
+            if self.fresh:
+                if self.run.path.is_dir():  # never delete a run another process is training
+                    RunLock(self.run.path).acquire().release()
                 delete_run(self.run.path)
             self.run.path.mkdir(parents=True, exist_ok=True)
             self.lock = RunLock(self.run.path).acquire()
