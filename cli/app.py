@@ -13,6 +13,7 @@ from .evaluate import evaluate
 from .export import export
 from .inspect import inspect
 from .plot import plot
+from .serve import serve
 from .specs import components, schema, validate
 from .sweep import sweep
 from .train import train
@@ -43,7 +44,7 @@ def _options(
 
 
 for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, export, attention,
-                plot):
+                plot, serve):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 
