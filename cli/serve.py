@@ -7,7 +7,18 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, notify
-from .options import ALPHA, AVERAGE, BEAM, CHECKPOINT, DEVICE, ENGINE, QUANTIZATION, SET_OPTION, TARGET, decode_overrides
+from .options import (
+    ALPHA,
+    AVERAGE,
+    BEAM,
+    CHECKPOINT,
+    DEVICE,
+    ENGINE,
+    QUANTIZATION,
+    SET_OPTION,
+    TARGET,
+    decode_overrides,
+)
 
 
 @guarded

@@ -46,9 +46,10 @@ _STOP = object()
 
 
 class Batcher:
-    """Gathers jobs into batches of at most ``budget`` source tokens counted as the engine's batches
-    count them (longest source · sentences, padding included, so that a batch is one engine batch), waiting at most ``max_wait``
-    seconds after a batch's first job for others (``enabled=False``: one job per batch, no wait)."""
+    """Gathers jobs into batches of at most ``budget`` source tokens, counted as the engine counts its
+    batches (longest source · sentences, padding included: a gathered batch is one engine batch),
+    waiting at most ``max_wait`` seconds after a batch's first job for others (``enabled=False``: one
+    job per batch, no wait)."""
 
     def __init__(self, decode: Decode, *, budget: int, max_wait: float, enabled: bool = True,
                  after_batch: Callable[[], None] = lambda: None) -> None:

@@ -56,9 +56,9 @@ def test_every_command_takes_every_target_form(command: str, form: str, trained:
         assert len(result.stdout.splitlines()) == 1
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "serve"])  # serve runs until stopped: tests/cli/test_serve.py
 def test_a_missing_target_is_one_line_exit_2(command: str, tmp_path: Path) -> None:
-    args, stdin, _ = COMMANDS[command]
+    args, stdin, _ = COMMANDS.get(command, ([], None, None))
     result = runner.invoke(app, [*command.split(), str(tmp_path / "nope.yaml"), *args], input=stdin)
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [f"error: {tmp_path / 'nope.yaml'}: no such spec, run directory or "
@@ -82,6 +82,7 @@ def test_user_errors_exit_2(trained: dict[str, Path], tmp_path: Path) -> None:
         (["export", str(trained["run"]), "--to", "onnx"], "targets are"),
         (["inspect", str(trained["spec"]), "--set", "model.d_model", "64"], "did you forget the '='?"),
         (["decode", str(trained["run"]), "--bogus"], "No such option"),
+        (["serve", str(trained["run"]), "--max-lines", "0"], "--max-lines must be positive"),
     ]
     for args, says in cases:
         result = runner.invoke(app, args, input=SENTENCE, env={"COLUMNS": "200"})
