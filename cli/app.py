@@ -7,6 +7,7 @@ import typer
 from . import common
 from .attention import attention
 from .average import average
+from .card import card
 from .data import data_app
 from .decode import decode
 from .evaluate import evaluate
@@ -44,7 +45,7 @@ def _options(
 
 
 for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, export, attention,
-                plot, serve):
+                plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

@@ -41,6 +41,7 @@ COMMANDS = {
     "average": (["--last", "2"], None, "averaged step_00000020.safetensors, step_00000030.safetensors"),
     "plot": ([], None, "curves.png"),
     "data prepare": ([], None, "pairs"),
+    "card": ([], None, "## Intended use and limits"),
 }
 
 
