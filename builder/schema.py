@@ -417,6 +417,10 @@ class TrainSpec(StrictModel):
         default_factory=DistributedSpec, description="Training on several processes (torchrun, --nproc)."
     )
     threads: int | None = Field(None, ge=1, description="CPU threads (None: all cores).")
+    log: list[str] = Field(
+        ["jsonl"], description="Where training metrics go: jsonl (metrics.jsonl, valid.jsonl; always on), "
+        "tensorboard (RUN/tensorboard), mlflow (RUN/mlruns or $MLFLOW_TRACKING_URI), or a plugin's logger.",
+    )
     pad_multiple: int | None = Field(
         None, ge=1, description="Pad each batch's source and target length up to a multiple of this, so few "
         "distinct shapes occur (GPU kernels are planned per shape); None: 8 on CUDA, 1 on CPU.",

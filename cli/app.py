@@ -7,6 +7,7 @@ import typer
 from . import common
 from .attention import attention
 from .average import average
+from .card import card
 from .data import data_app
 from .decode import decode
 from .evalb import evalb
@@ -14,6 +15,7 @@ from .evaluate import evaluate
 from .export import export
 from .inspect import inspect
 from .plot import plot
+from .serve import serve
 from .specs import components, schema, validate
 from .sweep import sweep
 from .train import train
@@ -44,7 +46,7 @@ def _options(
 
 
 for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, evalb, export,
-                attention, plot):
+                attention, plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperCommand
 
 console = Console()
@@ -63,7 +64,8 @@ def guarded(fn: F) -> F:
             for kind, code in _known_errors().items():
                 if isinstance(e, kind):
                     for line in str(e).splitlines() or [type(e).__name__]:
-                        err_console.print(f"[bold red]error:[/] {line}", highlight=False, soft_wrap=True)
+                        # escaped: a message's brackets (pip install 'tbuild[serve]') are text, not rich markup
+                        err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
                     raise typer.Exit(code) from None
             raise
 

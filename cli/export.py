@@ -56,9 +56,13 @@ def export(
     honoured = ", ".join(n for n, why in verdicts.items() if why is None) or "none"
     refused = "".join(f"\n  {why}" for why in verdicts.values() if why is not None)
     console.print(f"decode profiles {to} honours: {honoured}{refused}", highlight=False)
-    if check == "none" and check_src is None:
-        return
-    _parity(run, to, out, check_src, check_ref, checkpoint, average, device)
+    if check != "none" or check_src is not None:
+        _parity(run, to, out, check_src, check_ref, checkpoint, average, device)
+    if to == "hf":  # the hub shows the folder's README.md as the model card
+        from tbuild.engine.card import CARD, write_card
+
+        write_card(run, out / CARD, exports=(out,))
+        console.print(f"wrote {out / CARD} (model card)", highlight=False)
 
 
 def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa: ANN001
@@ -66,7 +70,7 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.export.parity import SEARCH_DIFFERENCES, TEACHER_FORCED_LINES, check_parity
+    from tbuild.engine.export.parity import SEARCH_DIFFERENCES, TEACHER_FORCED_LINES, check_parity, save_parity
     from tbuild.engine.process import configure_process
 
     if src is not None and ref is not None:
@@ -76,6 +80,7 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
     process = configure_process()
     translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     r = check_parity(run, translator, out, sources, references, target=to, after_batch=process.after_batch)
+    save_parity(r, out)
     console.print(f"parity on {r.sentences} sentences (beam {r.beam}, α {r.alpha}):", highlight=False)
     console.print(f"  BLEU tbuild {r.bleu_tbuild:.2f}, export {r.bleu_export:.2f}, delta {r.delta:+.2f}",
                   highlight=False)

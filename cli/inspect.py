@@ -21,6 +21,10 @@ def inspect(
     gpus: int | None = typer.Option(None, "--gpus", help="Estimate the training wall time on this many GPUs."),
     gpu_type: str = typer.Option("h100", "--gpu-type", help="With --gpus: h200, h100, a100, l4, v100, t4 or p100."),
     mfu: float = typer.Option(0.3, "--mfu", help="With --gpus: the assumed fraction of the GPUs' peak FLOPS."),
+    draw: Path | None = typer.Option(
+        None, "--draw", help="Draw the architecture into this .svg or .png file (instead of the table)."),
+    as_mermaid: bool = typer.Option(
+        False, "--mermaid", help="Print the architecture as a mermaid flowchart (instead of the table)."),
 ) -> None:
     """Show what a spec builds: parameter counts per block (the paper's Table 3), FLOPs, memory."""
     from tbuild.builder.inspect import inspect_model
@@ -28,6 +32,17 @@ def inspect(
 
     loaded = load(spec, set_)
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
+    if draw is not None or as_mermaid:
+        from tbuild.builder.diagram import diagram, mermaid
+        from tbuild.engine.drawing import draw as draw_diagram
+
+        picture = diagram(loaded.spec, report, loaded.name)
+        if draw is not None:
+            draw_diagram(picture, draw)
+            console.print(f"wrote {draw}", highlight=False)
+        if as_mermaid:
+            print(mermaid(picture), end="")
+        return
     if as_json:
         print(json.dumps(report.to_json() | {"export": export_targets(loaded.spec)}, indent=2))
         return

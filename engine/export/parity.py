@@ -178,3 +178,16 @@ def check_parity(run: Run, translator: Translator, exported: Path, sources: list
         identical=_share(ours, theirs), identical_greedy=greedy, first_difference=first,
         max_logprob_diff=teacher_forced_diff(peer, translator, sources, references),
     )
+
+
+PARITY_FILE = "parity.json"
+
+
+def save_parity(report: ParityReport, folder: Path) -> None:
+    """The report as ``folder/parity.json`` (the model card reads it)."""
+    import dataclasses
+    import json
+
+    from ..files import atomic_write
+
+    atomic_write(folder / PARITY_FILE, (json.dumps(dataclasses.asdict(report), indent=2) + "\n").encode())

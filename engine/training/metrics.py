@@ -26,8 +26,11 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 class MetricsLog:
-    def __init__(self, run_dir: Path) -> None:
+    """The JSON-lines logs, and the experiment trackers of ``train.log`` (``loggers.py``) beside them."""
+
+    def __init__(self, run_dir: Path, trackers: list | None = None) -> None:
         self.train_path, self.valid_path = run_dir / TRAIN_FILE, run_dir / VALID_FILE
+        self.trackers = trackers or []
 
     def truncate_after(self, step: int) -> None:
         """Forget records past ``step`` (written after the checkpoint a resumed run starts from)."""
@@ -42,9 +45,17 @@ class MetricsLog:
 
     def write_train(self, record: dict[str, Any]) -> None:
         self._append(self.train_path, record)
+        for tracker in self.trackers:
+            tracker.train(record)
 
     def write_valid(self, record: dict[str, Any]) -> None:
         self._append(self.valid_path, record)
+        for tracker in self.trackers:
+            tracker.valid(record)
+
+    def close(self) -> None:
+        for tracker in self.trackers:
+            tracker.close()
 
 
 class LogWindow:

@@ -46,6 +46,7 @@ from . import distributed
 from .changes import stored_changes
 from .compiled import compile_model
 from .distributed import Rank
+from .loggers import check_loggers, open_loggers
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
 
@@ -90,6 +91,7 @@ class Trainer:
 
     def setup(self) -> Trainer:
         world = self.rank.world
+        check_loggers(self.cfg.log)  # a tracker not installed: say so before any data is prepared
         distributed.check_update_freq(self.cfg.update_freq, world)
         if self.rank.is_main:  # the others wait, then read what it wrote
             if self.fresh:
@@ -112,7 +114,8 @@ class Trainer:
         self.batches = BatchCursor(data.src_lengths, data.tgt_lengths, self.cfg.batch_tokens, seed=self.cfg.seed,
                                    epoch=epoch, index=index, shard=(self.rank.index, world),
                                    per_update=self.cfg.update_freq)
-        self.metrics = MetricsLog(self.run.path) if self.rank.is_main else None
+        self.metrics = (MetricsLog(self.run.path, open_loggers(self.cfg.log, self.spec, self.run.path))
+                        if self.rank.is_main else None)
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
         n_params = sum(p.numel() for p in self.model.parameters())
@@ -403,6 +406,8 @@ class Trainer:
         result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
                   "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before,
                   "stop_requested": stop.requested}
+        if self.metrics is not None:
+            self.metrics.close()
         self.emit("end", result)
         return result
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,9 @@ def test_export_hf_writes_a_loadable_marian_folder_and_prints_parity(hf_run: Pat
     assert "(greedy, both sides: 100.0%)" in flat  # greedy search has no convention to differ in
     logprob = float(result.output.split("teacher-forced (up to 16 lines): ")[1].split()[0])
     assert logprob < 1e-4
+    card = (out / "README.md").read_text()  # the model card, with this export's parity
+    parity = json.loads((out / "parity.json").read_text())
+    assert "### Export parity" in card and f"| hf | 40 | {parity['bleu_tbuild']:.2f} |" in card
     tok = transformers.MarianTokenizer.from_pretrained(str(out))
     model = transformers.MarianMTModel.from_pretrained(str(out))
     batch = tok(["A man is riding a bike."], return_tensors="pt")

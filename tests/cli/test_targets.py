@@ -41,6 +41,7 @@ COMMANDS = {
     "average": (["--last", "2"], None, "averaged step_00000020.safetensors, step_00000030.safetensors"),
     "plot": ([], None, "curves.png"),
     "data prepare": ([], None, "pairs"),
+    "card": ([], None, "## Intended use and limits"),
 }
 
 
@@ -76,9 +77,9 @@ def test_every_decode_mode_takes_every_target_form(mode: str, form: str, trained
     assert len(result.stdout.splitlines()) == lines
 
 
-@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("command", [*COMMANDS, "serve"])  # serve runs until stopped: tests/cli/test_serve.py
 def test_a_missing_target_is_one_line_exit_2(command: str, tmp_path: Path) -> None:
-    args, stdin, _ = COMMANDS[command]
+    args, stdin, _ = COMMANDS.get(command, ([], None, None))
     result = runner.invoke(app, [*command.split(), str(tmp_path / "nope.yaml"), *args], input=stdin)
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [f"error: {tmp_path / 'nope.yaml'}: no such spec, run directory or "
@@ -110,6 +111,7 @@ def test_user_errors_exit_2(trained: dict[str, Path], tmp_path: Path) -> None:
         (["decode", str(trained["run"]), str(trained["run"]), "--weights", "a,b"], "expected comma-separated numbers"),
         (["decode", str(trained["run"]), str(trained["run"]), "--combine", "max"], "--combine 'max': choose one of"),
         (["evaluate", str(trained["run"]), "--profile", "nope"], "no such decode profile"),
+        (["serve", str(trained["run"]), "--max-lines", "0"], "--max-lines must be positive"),
     ]
     for args, says in cases:
         result = runner.invoke(app, args, input=SENTENCE, env={"COLUMNS": "200"})

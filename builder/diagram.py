@@ -1,0 +1,99 @@
+"""What a spec builds, as boxes to draw: each stack's embedding, its layer groups (attention, FFN and
+norm kinds, norm placement, cross-attention, parameters) and final norm, and the output projection —
+read from the resolved spec (``resolved.py``) and the parameter table of ``inspect_model``, nothing
+traced. ``mermaid`` writes it as a Markdown-renderable flowchart; ``engine/drawing.py`` draws it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tbuild.components.spec_base import ComponentSpec
+
+from .inspect import Report
+from .resolved import resolve
+from .schema import Spec
+
+
+@dataclass(frozen=True)
+class Box:
+    key: str  # an identifier (mermaid node id)
+    title: str
+    lines: tuple[str, ...]
+    cross: bool = False  # a decoder group that attends to the encoder's output
+
+
+@dataclass(frozen=True)
+class Diagram:
+    name: str
+    encoder: tuple[Box, ...]  # bottom (embedding) to top (final norm)
+    decoder: tuple[Box, ...]
+    output: Box
+    notes: tuple[str, ...]  # positional scheme, tying, norm placement, totals
+
+
+def describe(spec: ComponentSpec) -> str:
+    """``kind (field=value, …)`` with the fields that differ from their defaults."""
+    fields = spec.model_dump(exclude={"kind"}, exclude_defaults=True)
+    return spec.kind + (f" ({', '.join(f'{k}={v}' for k, v in fields.items())})" if fields else "")
+
+
+def diagram(spec: Spec, report: Report, name: str | None = None) -> Diagram:
+    """The boxes of ``spec``'s model; ``report`` (``inspect_model(spec)``) gives the parameter counts."""
+    model, view = spec.model, resolve(spec.model)
+    params = {row.block: row.params for row in report.rows}
+    stacks: list[tuple[Box, ...]] = []
+    for stack in view.stacks:
+        side = "source" if stack.name == "encoder" else "target"
+        own = f"{side} embedding" in params  # three-way tying: one table, counted on the source side
+        embed = params.get(f"{side} embedding", 0) + params.get(f"{stack.name} positions", 0)
+        shared = {"three_way": "shared by source, target and output", "decoder": "shared with the output projection"}
+        note = shared.get(model.tie_embeddings, "") if side == "target" or model.tie_embeddings == "three_way" else ""
+        lines = ([f"{embed:,} params"] if own else []) + ([note] if note else [])
+        boxes = [Box(f"{stack.name[0]}emb", f"{side} embedding + {describe(view.positional)} positions",
+                     tuple(lines))]
+        start = 0
+        for n, group in enumerate(stack.groups):
+            label = f"{stack.name} layers {start}–{start + group.repeat - 1} (×{group.repeat})"
+            lines = [f"self-attention: {describe(group.attention)}, {stack.heads} heads"
+                     + (", causal" if stack.causal else "")]
+            if group.cross_attention is not None:
+                lines.append(f"cross-attention: {describe(group.cross_attention)}")
+            lines += [f"FFN: {describe(group.ffn)}, d_ff {stack.d_ff}",
+                      f"norm: {describe(group.norm)}, {model.norm_placement}-norm",
+                      f"{params.get(label, 0):,} params"
+                      + (f" ({params.get(label, 0) // group.repeat:,} per layer)" if group.repeat > 1 else "")]
+            last = start + group.repeat - 1
+            title = f"layer {start}" if group.repeat == 1 else f"layers {start}–{last} ×{group.repeat}"
+            boxes.append(Box(f"{stack.name[0]}{n}", title,
+                             tuple(lines), group.cross_attention is not None))
+            start += group.repeat
+        if stack.final_norm is not None:
+            boxes.append(Box(f"{stack.name[0]}norm", f"final norm: {describe(stack.final_norm)}",
+                             (f"{params.get(f'{stack.name} final norm', 0):,} params",)))
+        stacks.append(tuple(boxes))
+    out = params.get("output projection", 0)
+    output = Box("out", "output projection + softmax",
+                 (f"{out:,} params" if out else "tied to the target embedding",))
+    notes = (f"d_model {model.d_model}, positions: {describe(view.positional)}, tying: {model.tie_embeddings}, "
+             f"{model.norm_placement}-norm", f"{report.total:,} parameters, {report.flops_per_token:,} FLOPs/token")
+    return Diagram(name or spec.name or "model", stacks[0], stacks[1], output, notes)
+
+
+def _node(box: Box) -> str:
+    text = "<br/>".join([f"<b>{box.title}</b>", *box.lines]).replace('"', "#quot;")
+    return f'{box.key}["{text}"]'
+
+
+def mermaid(d: Diagram) -> str:
+    """A mermaid flowchart (bottom to top, as the paper's Figure 1) of the diagram."""
+    lines = ["flowchart BT"]
+    for name, boxes in (("encoder", d.encoder), ("decoder", d.decoder)):
+        lines.append(f'  subgraph {name}["{name.capitalize()}"]')
+        lines.append("    direction BT")
+        lines += [f"    {_node(b)}" for b in boxes]
+        lines += [f"    {a.key} --> {b.key}" for a, b in zip(boxes, boxes[1:], strict=False)]
+        lines.append("  end")
+    lines.append(f"  {_node(d.output)}")
+    lines.append(f"  {d.decoder[-1].key} --> {d.output.key}")
+    lines += [f"  {d.encoder[-1].key} -. encoder output .-> {b.key}" for b in d.decoder if b.cross]
+    return "\n".join(lines) + "\n"

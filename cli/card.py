@@ -1,0 +1,23 @@
+"""`tbuild card`: a run's model card (Markdown for a model hub)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import console, guarded
+from .options import OUTPUT, SET_OPTION, TARGET
+
+
+@guarded
+def card(target: Path = TARGET, output: Path | None = OUTPUT("stdout"), set_: list[str] = SET_OPTION) -> None:
+    """Write the model card: the spec as a table, parameters, FLOPs, data, tokenizer, training, sacreBLEU
+    scores with their signatures, export parity, decoding, intended use and limits, the architecture."""
+    from tbuild.engine.card import model_card, write_card
+    from tbuild.engine.run_dir import resolve_run
+
+    run = resolve_run(target, set_)
+    if output is None:
+        print(model_card(run), end="")
+    else:
+        write_card(run, output)
+        console.print(f"wrote {output}", highlight=False)

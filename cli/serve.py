@@ -1,0 +1,71 @@
+"""`tbuild serve`: a run behind HTTP, with sentences of concurrent requests decoded together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, guarded, notify
+from .options import (
+    ALPHA,
+    AVERAGE,
+    BEAM,
+    CHECKPOINT,
+    DEVICE,
+    ENGINE,
+    QUANTIZATION,
+    SET_OPTION,
+    TARGET,
+    decode_overrides,
+)
+
+
+@guarded
+def serve(
+    target: Path = TARGET,
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port to listen on."),
+    batch_tokens: int | None = typer.Option(
+        None, "--batch-tokens", help="Batch budget in source tokens, padding included (default: decode.batch_tokens)."),
+    max_wait_ms: float = typer.Option(
+        10.0, "--max-wait-ms", help="How long a batch waits for more requests after its first (milliseconds)."),
+    batching: bool = typer.Option(
+        True, "--batching/--no-batching", help="Decode concurrent requests together (off: one request at a time)."),
+    timeout: float = typer.Option(30.0, "--timeout", help="Seconds before a request is cancelled with 503."),
+    max_lines: int = typer.Option(256, "--max-lines", help="Most sentences in one request (413 above)."),
+    max_chars: int = typer.Option(2000, "--max-chars", help="Most characters in one sentence (413 above)."),
+    beam: int | None = BEAM,
+    alpha: float | None = ALPHA,
+    checkpoint: Path | None = CHECKPOINT,
+    average: int | None = AVERAGE,
+    device: str = DEVICE,
+    engine: str = ENGINE,
+    quantization: str | None = QUANTIZATION,
+    set_: list[str] = SET_OPTION,
+) -> None:
+    """Serve a trained run over HTTP: `POST /translate` `{"src": [...]}`, `GET /health`, `GET /info`
+    (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after answering the requests queued."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.run_dir import resolve_run
+
+    try:
+        from tbuild.engine.serving.app import create_app
+        from tbuild.engine.serving.server import run_server
+    except ImportError as e:
+        raise TbuildError(f"tbuild serve needs FastAPI and uvicorn ({e.name} is missing): "
+                          "pip install 'tbuild[serve]'") from None
+    from tbuild.engine.serving.service import open_service
+
+    run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
+    process = configure_process()
+    service = open_service(run, engine=engine, quantization=quantization, device=device, checkpoint=checkpoint,
+                           average=average, batch_tokens=batch_tokens, max_wait_ms=max_wait_ms, batching=batching,
+                           timeout=timeout, max_lines=max_lines, max_chars=max_chars,
+                           after_batch=process.after_batch, notify=notify)
+    s = service.settings
+    console.print(f"serving {run.spec.name} ({service.engine.name}, {service.engine.precision}) on "
+                  f"http://{host}:{port}; batching {'on' if s.batching else 'off'} ({s.batch_tokens} tokens, "
+                  f"{max_wait_ms:g} ms)", highlight=False)
+    run_server(create_app(service), host, port)

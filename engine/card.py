@@ -1,0 +1,150 @@
+"""A run's model card: Markdown (with the Hugging Face hub's YAML front matter) saying what the model
+is (the resolved spec as a table, parameters, FLOPs per token, the architecture as a mermaid chart),
+its data and tokenizer, its training (steps, time, device, precision, lineage), its results (every
+``eval_<split>.json`` with its sacreBLEU signatures), export parity where checked, its decoding
+settings, and its intended use and limits. Everything is read from the run directory."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from tbuild.builder.diagram import diagram, mermaid
+from tbuild.builder.inspect import inspect_model
+
+from .run_dir import Run
+from .training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
+
+CARD = "README.md"
+
+
+def _flat(data: Any, prefix: str = "") -> list[tuple[str, str]]:
+    if isinstance(data, dict) and data:
+        return [row for key, value in data.items() for row in _flat(value, f"{prefix}.{key}" if prefix else key)]
+    return [(prefix, json.dumps(data) if isinstance(data, list | dict) else str(data))]
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _dataset(run: Run) -> str:
+    dataset = run.spec.data.dataset
+    return getattr(dataset, "kind", None) or "its own files"
+
+
+def _model(run: Run) -> list[str]:
+    spec = run.spec
+    report = inspect_model(spec)
+    rows = "\n".join(f"| `model.{k}` | `{v}` |" for k, v in _flat(spec.model.model_dump(mode="json")))
+    return [
+        "## Model", "",
+        f"A Transformer encoder-decoder (Vaswani et al., 2017) translating {spec.data.source_lang} → "
+        f"{spec.data.target_lang}, built and trained by tbuild from a YAML spec.", "",
+        f"- parameters: {report.total:,} ({report.non_embedding:,} without embeddings)",
+        f"- forward FLOPs per token (n={report.context}): {report.flops_per_token:,}",
+        f"- weights: {4 * report.total / 2**20:,.1f} MiB in float32", "",
+        "```mermaid", mermaid(diagram(spec, report, spec.name)).rstrip(), "```", "",
+        "<details><summary>The resolved model spec</summary>", "", "| field | value |", "| --- | --- |", rows, "",
+        "</details>", "",
+    ]
+
+
+def _data(run: Run) -> list[str]:
+    data, tok = run.spec.data, run.spec.data.tokenizer
+    lines = ["## Data", "", "| | |", "| --- | --- |", f"| data set | {_dataset(run)} |"]
+    for split in ("train", "valid", "test"):
+        header = _json(run.dir.prepared(split) / "header.json")
+        size = f" ({header['pairs']:,} pairs)" if header and "pairs" in header else ""
+        lines.append(f"| {split} | `{getattr(data, split, None)}`{size} |")
+    digest = hashlib.sha256(run.tokenizer.read_bytes()).hexdigest() if run.dir.tokenizer.is_file() else "—"
+    lines += [f"| max length | {data.max_length} tokens |",
+              f"| tokenizer | sentencepiece {tok.kind}, vocabulary {run.spec.model.vocab_size} (shared), "
+              f"sha256 `{digest[:16]}…` |", ""]
+    return lines
+
+
+def _training(run: Run) -> list[str]:
+    train = run.spec.train
+    steps = read_jsonl(run.dir.path / TRAIN_FILE)
+    valid = read_jsonl(run.dir.path / VALID_FILE)
+    lines = ["## Training", ""]
+    if steps:
+        last = steps[-1]
+        lines += [f"- steps: {last['step']:,} (epoch {last.get('epoch', '?')}), "
+                  f"{last.get('elapsed', 0) / 60:,.1f} minutes, {last.get('tokens_per_s', 0):,.0f} tokens/s at the end",
+                  f"- final training loss {last.get('loss', float('nan')):.3f}, perplexity {last.get('ppl', 0):,.2f}"]
+    else:
+        lines.append("- not trained yet (no metrics.jsonl)")
+    best = min((v["ppl"] for v in valid if "ppl" in v), default=None)
+    if best is not None:
+        lines.append(f"- best validation perplexity: {best:,.2f}")
+    lines += [f"- batch: {train.batch_tokens:,} tokens, schedule {train.schedule.kind}, label smoothing "
+              f"{train.label_smoothing}, seed {train.seed}",
+              f"- precision: {train.precision}; threads: {train.threads or 'all cores'} (hardware is not recorded "
+              "in the run directory)"]
+    lineage = _json(run.dir.path / "init.json")
+    if lineage:
+        lines.append(f"- fine-tuned from `{lineage.get('from')}` ({lineage.get('name')}, step {lineage.get('step')}, "
+                     f"weights {lineage.get('weights')}); frozen: {', '.join(lineage.get('frozen') or []) or 'none'}")
+    return [*lines, ""]
+
+
+def _results(run: Run, exports: tuple[Path, ...]) -> list[str]:
+    lines = ["## Results", ""]
+    evals = [e for e in (_json(p) for p in sorted(run.dir.path.glob("eval_*.json"))) if e]
+    if not evals:
+        lines += ["Not evaluated yet: `tbuild evaluate RUN --split test` writes the scores this card shows.", ""]
+    else:
+        lines += ["| split | sentences | BLEU | chrF | perplexity | beam | α | engine | signature |",
+                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
+        lines += [f"| {e['split']} | {e['sentences']:,} | {e['bleu']:.2f} | {e['chrf']:.2f} | {e['perplexity']:.2f} | "
+                  f"{e['beam']} | {e['alpha']} | {e.get('engine', 'native')} | `{e['bleu_signature']}` |"
+                  for e in evals]
+        lines += ["", "chrF signatures: " + ", ".join(f"`{e['chrf_signature']}`" for e in evals[:1]), ""]
+    folders = dict.fromkeys([*sorted(run.dir.path.glob("export/*")), *exports])  # in order, once each
+    parities = [(f.name, _json(f / "parity.json")) for f in folders if (f / "parity.json").is_file()]
+    if parities:
+        lines += ["### Export parity", "", "| export | sentences | BLEU tbuild | BLEU export | identical lines | "
+                  "identical (greedy) |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [f"| {name} | {p['sentences']} | {p['bleu_tbuild']:.2f} | {p['bleu_export']:.2f} | "
+                  f"{100 * p['identical']:.1f}% | {100 * p['identical_greedy']:.1f}% |" for name, p in parities if p]
+        lines.append("")
+    return lines
+
+
+def _use(run: Run) -> list[str]:
+    d, data = run.spec.decode, run.spec.data
+    return [
+        "## Decoding", "",
+        f"Beam {d.beam}, length penalty α {d.alpha}, output length ≤ {d.max_len_a}·|source| + {d.max_len_b}, "
+        f"precision {d.precision}, quantization {d.quantization}. `tbuild decode RUN` or `tbuild serve RUN`.", "",
+        "## Intended use and limits", "",
+        f"- Research and teaching: {data.source_lang} → {data.target_lang} sentences resembling the training data "
+        f"({_dataset(run)}); quality outside that domain is unknown and likely much lower.",
+        f"- One sentence at a time, at most {run.spec.model.max_positions or 1024} source tokens; longer input is "
+        "refused by the server and truncated by `tbuild decode`.",
+        "- Not for decisions about people or for safety-critical use; translations can be fluent and wrong, "
+        "and reproduce biases of the training data.", "",
+    ]
+
+
+def model_card(run: Run, exports: tuple[Path, ...] = ()) -> str:
+    """The card of ``run`` as Markdown; the parity of its exports in RUN/export/ and in ``exports``."""
+    spec = run.spec
+    front = ["---", f"language: [{spec.data.source_lang}, {spec.data.target_lang}]",
+             "tags: [translation, transformer, tbuild]", "pipeline_tag: translation", "---", ""]
+    title = [f"# {spec.name or run.dir.path.name}", ""]
+    return "\n".join(front + title + _model(run) + _data(run) + _training(run) + _results(run, exports) + _use(run))
+
+
+def write_card(run: Run, path: Path, exports: tuple[Path, ...] = ()) -> None:
+    """Write ``run``'s card to ``path``."""
+    from .files import atomic_write
+
+    atomic_write(path, model_card(run, exports).encode())

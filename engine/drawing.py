@@ -1,0 +1,84 @@
+"""Draw a spec's ``Diagram`` (``builder/diagram.py``) with matplotlib: the encoder on the left and the
+decoder on the right, bottom to top as in the paper's Figure 1, the encoder's output feeding each
+decoder group with cross-attention. SVG or PNG by the file's suffix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tbuild.builder.diagram import Box, Diagram
+
+from .errors import TbuildError
+
+LINE = 0.22  # inches per text line
+GAP = 0.35  # inches between boxes
+WIDTH = 4.6  # inches per column
+COLOURS = {"emb": "#fde7c8", "layer": "#dbe9f6", "cross": "#d9f0dc", "norm": "#eeeeee", "out": "#f6d6d6"}
+
+
+def _height(box: Box) -> float:
+    return LINE * (len(box.lines) + 1) + 0.2
+
+
+def _colour(box: Box) -> str:
+    if box.key.endswith("emb"):
+        return COLOURS["emb"]
+    if box.key.endswith("norm"):
+        return COLOURS["norm"]
+    return COLOURS["cross"] if box.cross else COLOURS["layer"]
+
+
+def _column(ax, boxes: tuple[Box, ...], x: float, y: float) -> dict[str, tuple[float, float]]:  # noqa: ANN001
+    """Draw ``boxes`` upwards from ``y``; returns each box's (bottom, top)."""
+    from matplotlib.patches import FancyBboxPatch
+
+    spans = {}
+    for i, box in enumerate(boxes):
+        h = _height(box)
+        ax.add_patch(FancyBboxPatch((x, y), WIDTH - 0.4, h, boxstyle="round,pad=0.02,rounding_size=0.08",
+                                    facecolor=box.key == "out" and COLOURS["out"] or _colour(box),
+                                    edgecolor="#555555", linewidth=1))
+        ax.text(x + 0.1, y + h - 0.12, box.title, fontsize=8.5, fontweight="bold", va="top")
+        for n, line in enumerate(box.lines):
+            ax.text(x + 0.1, y + h - 0.12 - LINE * (n + 1), line, fontsize=7.5, va="top")
+        spans[box.key] = (y, y + h)
+        if i:
+            ax.annotate("", (x + WIDTH / 2 - 0.2, y), (x + WIDTH / 2 - 0.2, y - GAP),
+                        arrowprops={"arrowstyle": "->", "color": "#333333"})
+        y += h + GAP
+    return spans
+
+
+def draw(d: Diagram, path: Path) -> None:
+    """Write the drawing to ``path`` (.svg or .png)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if path.suffix.lower() not in (".svg", ".png"):
+        raise TbuildError(f"--draw {path}: the file must end in .svg or .png")
+    heights = [sum(_height(b) + GAP for b in boxes) for boxes in (d.encoder, (*d.decoder, d.output))]
+    top = max(heights) + 0.3
+    fig = plt.figure(figsize=(2 * WIDTH, top + 0.8 + LINE * len(d.notes)))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, 2 * WIDTH)
+    ax.set_ylim(-0.2 - LINE * len(d.notes), top + 0.6)
+    ax.axis("off")
+    ax.text(0.2, top + 0.35, d.name, fontsize=12, fontweight="bold", va="center")
+    ax.text(0.2, top + 0.05, "Encoder", fontsize=10, va="center")
+    ax.text(WIDTH + 0.2, top + 0.05, "Decoder", fontsize=10, va="center")
+    enc = _column(ax, d.encoder, 0.2, 0.2)
+    dec = _column(ax, (*d.decoder, d.output), WIDTH + 0.2, 0.2)
+    enc_top = enc[d.encoder[-1].key][1]
+    for box in d.decoder:
+        if box.cross:
+            bottom, topy = dec[box.key]
+            ax.annotate("", (WIDTH + 0.2, (bottom + topy) / 2), (WIDTH - 0.2, enc_top - 0.1),
+                        arrowprops={"arrowstyle": "->", "color": "#2a7a3b", "linestyle": "--",
+                                    "connectionstyle": "arc3,rad=-0.15"})
+    for n, note in enumerate(d.notes):
+        ax.text(0.2, -LINE * (n + 0.5), note, fontsize=8, color="#444444", va="center")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

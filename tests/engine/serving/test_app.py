@@ -1,0 +1,114 @@
+"""The HTTP API through FastAPI's test client, on the tiny run: outputs equal `tbuild decode`'s, every
+bad input gets a JSON 4xx naming the problem (and the server keeps serving), a slow request a 503,
+a failing engine a 500 with no traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="tbuild serve needs the serve extra (pip install 'tbuild[serve]')")
+from fastapi.testclient import TestClient  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+from tbuild.cli.app import app as cli  # noqa: E402
+from tbuild.engine.run_dir import resolve_run  # noqa: E402
+from tbuild.engine.serving.app import create_app  # noqa: E402
+from tbuild.engine.serving.service import Service, open_service  # noqa: E402
+
+LINES = ["A dog runs in the snow.", "Two men are talking.", "", "A little girl in a pink dress is climbing stairs."]
+
+
+def decoded(run: Path, lines: list[str], *args: str) -> list[str]:
+    result = CliRunner().invoke(cli, ["decode", str(run), *args], input="".join(f"{line}\n" for line in lines))
+    assert result.exit_code == 0, result.output
+    return result.stdout.splitlines()
+
+
+@pytest.fixture(scope="module")
+def service(tiny_run: Path) -> Iterator[Service]:
+    service = open_service(resolve_run(tiny_run), max_wait_ms=5, max_lines=8, max_chars=200)
+    yield service
+    service.close()
+
+
+@pytest.fixture(scope="module")
+def client(service: Service) -> Iterator[TestClient]:
+    with TestClient(create_app(service), raise_server_exceptions=False) as client:
+        yield client
+
+
+def test_translations_equal_tbuild_decode(client: TestClient, tiny_run: Path) -> None:
+    response = client.post("/translate", json={"src": LINES})
+    assert response.status_code == 200, response.text
+    assert response.json() == {"translations": decoded(tiny_run, LINES)}
+
+
+def test_scores_and_nbest_when_asked(client: TestClient, tiny_run: Path) -> None:
+    body = client.post("/translate", json={"src": LINES[:2], "nbest": 2, "beam": 3, "scores": True}).json()
+    assert len(body["scores"]) == 2 and len(body["nbest"]) == 2 and all(len(n) == 2 for n in body["nbest"])
+    want = decoded(tiny_run, LINES[:2], "--nbest", "2", "--beam", "3")  # `i ||| text ||| score`
+    got = [f"{i} ||| {h['text']} ||| {h['score']:.4f}" for i, n in enumerate(body["nbest"]) for h in n]
+    assert got == want
+    assert body["translations"] == [n[0]["text"] for n in body["nbest"]]
+
+
+def test_health_and_info(client: TestClient) -> None:
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["pending"] == 0
+    info = client.get("/info").json()
+    assert info["engine"] == "native" and info["source_lang"] == "en" and info["target_lang"] == "de"
+    assert info["params"] > 0 and len(info["tokenizer_sha256"]) == 64
+
+
+BAD = [
+    (b'{"src": ["a", }', 400, "not valid JSON"),
+    (b'{"src": ["caf\xc3\xa9", "\xff"]}', 400, "not valid UTF-8"),
+    (b'["a dog"]', 422, "JSON object"),
+    (b'{"text": ["a dog"]}', 422, "src"),
+    (b'{"src": "a dog"}', 422, "src"),
+    (b'{"src": [1, 2]}', 422, "src.0"),
+    (b'{"src": []}', 422, "empty"),
+    (b'{"src": ["a"], "beam": 0}', 422, "beam"),
+    (b'{"src": ["a"], "beam": 2, "nbest": 3}', 422, "nbest (3) cannot exceed beam (2)"),
+    (b'{"src": ["a"], "colour": "red"}', 422, "colour"),
+    (b'{"src": ["a", "b", "c", "d", "e", "f", "g", "h", "i"]}', 413, "9 sentences, more than the limit of 8"),
+    (b'{"src": ["' + b"x" * 201 + b'"]}', 413, "src[0]: 201 characters"),
+    (b'{"src": ["ok", "' + b"a b " * 45 + b'"]}', 413, "src[1]: "),  # under 200 characters, over 40 tokens
+]
+
+
+@pytest.mark.parametrize(("body", "status", "says"), BAD, ids=[str(i) for i in range(len(BAD))])
+def test_bad_input_is_a_json_4xx_naming_it(client: TestClient, body: bytes, status: int, says: str) -> None:
+    response = client.post("/translate", content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    assert says in response.json()["error"]
+    assert "Traceback" not in response.text
+    assert client.post("/translate", json={"src": ["A dog."]}).status_code == 200  # still serving
+
+
+def test_unknown_routes_and_methods_are_json(client: TestClient) -> None:
+    assert client.get("/nope").json() == {"error": "Not Found"}
+    assert client.get("/translate").status_code == 405 and "error" in client.get("/translate").json()
+
+
+def test_a_slow_request_is_cancelled_with_503(tiny_run: Path) -> None:
+    slow = open_service(resolve_run(tiny_run), max_wait_ms=500, timeout=0.05)  # the batch waits longer than that
+    with TestClient(create_app(slow)) as client:
+        response = client.post("/translate", json={"src": ["A dog."]})
+        assert response.status_code == 503 and "took more than 0.05 s" in response.json()["error"]
+
+
+def test_an_engine_failure_is_a_500_without_traceback(tiny_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    broken = open_service(resolve_run(tiny_run), max_wait_ms=0)
+
+    def fail(*_: object, **__: object) -> None:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(broken.batcher, "decode", fail)
+    with TestClient(create_app(broken), raise_server_exceptions=False) as client:
+        response = client.post("/translate", json={"src": ["A dog."]})
+        assert response.status_code == 500 and "secret" not in response.text and "Traceback" not in response.text
+        assert client.get("/health").json()["status"] == "ok"

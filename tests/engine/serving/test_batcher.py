@@ -1,0 +1,98 @@
+"""The batcher gathers concurrent jobs into one engine call up to its budget and its wait, splits the
+results back in order, answers a failed batch with its error and drains its queue when closed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tbuild.builder.schema import DecodeSpec
+from tbuild.engine.decoding.search import Hypothesis
+from tbuild.engine.serving.batcher import Batcher, Job
+
+SPEC = DecodeSpec()
+
+
+class Recorder:
+    """A fake engine: each line's output is its own text's length; records the batches it is given."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.batches: list[list[str]] = []
+        self.delay = delay
+
+    def __call__(self, lines: list[str], spec: DecodeSpec) -> list[list[Hypothesis]]:
+        self.batches.append(lines)
+        time.sleep(self.delay)
+        return [[Hypothesis(tokens=[len(line)], score=-1.0, log_prob=-1.0)] for line in lines]
+
+
+def job(*lines: str, spec: DecodeSpec = SPEC) -> Job:
+    return Job(list(lines), [len(line) for line in lines], spec)
+
+
+def test_concurrent_jobs_are_decoded_together_and_split_back() -> None:
+    engine = Recorder()
+    batcher = Batcher(engine, budget=1000, max_wait=0.3)
+    jobs = [job("a" * n, "b" * (n + 10)) for n in range(1, 7)]
+    futures = [batcher.submit(j) for j in jobs]
+    results = [f.result(timeout=5) for f in futures]
+    batcher.close()
+    assert len(engine.batches) == 1 and len(engine.batches[0]) == 12
+    for n, result in enumerate(results, 1):
+        assert [h[0].tokens for h in result] == [[n], [n + 10]]
+    assert batcher.stats.to_json() == {"batches": 1, "requests": 6, "sentences": 12, "largest_batch": 12}
+
+
+def test_the_budget_cuts_batches_and_off_means_one_job_each() -> None:
+    engine = Recorder()
+    batcher = Batcher(engine, budget=30, max_wait=0.3)  # 10 tokens each: 3 jobs fit (10 · 3 ≤ 30)
+    for f in [batcher.submit(job("x" * 10)) for _ in range(7)]:
+        f.result(timeout=5)
+    batcher.close()
+    assert [len(b) for b in engine.batches] == [3, 3, 1]
+    alone = Recorder()
+    off = Batcher(alone, budget=1000, max_wait=0.3, enabled=False)
+    for f in [off.submit(job("x")) for _ in range(4)]:
+        f.result(timeout=5)
+    off.close()
+    assert [len(b) for b in alone.batches] == [1, 1, 1, 1]
+
+
+def test_different_options_are_decoded_apart() -> None:
+    engine = Recorder()
+    batcher = Batcher(engine, budget=1000, max_wait=0.2)
+    futures = [batcher.submit(job("a")), batcher.submit(job("b", spec=DecodeSpec(beam=1))), batcher.submit(job("c"))]
+    [f.result(timeout=5) for f in futures]
+    batcher.close()
+    assert sorted(engine.batches) == [["a", "c"], ["b"]]
+
+
+def test_a_failing_batch_answers_its_requests_with_the_error_and_the_next_works() -> None:
+    calls = []
+
+    def flaky(lines: list[str], spec: DecodeSpec) -> list[list[Hypothesis]]:
+        calls.append(lines)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return [[] for _ in lines]
+
+    batcher = Batcher(flaky, budget=1000, max_wait=0.0)
+    with pytest.raises(RuntimeError, match="boom"):
+        batcher.submit(job("a")).result(timeout=5)
+    assert batcher.submit(job("b")).result(timeout=5) == [[]]
+    batcher.close()
+
+
+def test_close_decodes_every_queued_job_then_stops() -> None:
+    engine = Recorder(delay=0.05)
+    batcher = Batcher(engine, budget=10, max_wait=0.01)  # one 10-token job per batch: a queue builds up
+    futures = [batcher.submit(job("y" * 10)) for _ in range(5)]
+    closer = threading.Thread(target=batcher.close)
+    closer.start()
+    closer.join(timeout=5)
+    assert not closer.is_alive()
+    assert all(f.done() and f.result() == [[Hypothesis(tokens=[10], score=-1.0, log_prob=-1.0)]] for f in futures)
+    with pytest.raises(RuntimeError, match="closed"):
+        batcher.submit(job("z"))
