@@ -110,19 +110,31 @@ def measure(d_model: int, d_ff: int, timer: Measure = time_linear) -> Probe:
 
 def bf16_probe(d_model: int, d_ff: int, timer: Measure = time_linear, cache: Path | None = None) -> Probe:
     """The probe for these widths on this machine: from the cache when it holds this machine's
-    measurement (same CPU, flags, torch, threads), else measured now and cached. An unreadable cache
-    is measured over; an unwritable one only means measuring next time too."""
+    measurement (same CPU, flags, torch, threads), else measured now and cached, unless the machine is
+    busy. An unreadable cache is measured over; an unwritable one only means measuring next time too."""
     path = (cache or cache_dir()) / "precision.json"
     key = json.dumps({**cpu_identity(), "d_model": d_model, "d_ff": d_ff}, sort_keys=True)
     entries = _read_cache(path)
     with contextlib.suppress(KeyError, TypeError, ValueError):
         return Probe(float(entries[key]["fp32_gflops"]), float(entries[key]["bf16_gflops"]), cached=True)
     probe = measure(d_model, d_ff, timer)
+    if machine_busy():  # other work skews the timings (seen: bf16 0.77× on a CPU where it is 2.7×): not kept
+        return probe
     entries[key] = {"fp32_gflops": round(probe.fp32_gflops, 2), "bf16_gflops": round(probe.bf16_gflops, 2),
                     "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
     with contextlib.suppress(OSError):
         atomic_write(path, (json.dumps(entries, indent=1, sort_keys=True) + "\n").encode())
     return probe
+
+
+def machine_busy() -> bool:
+    """More runnable processes than cores over the last minute (the load average), so a timing taken now
+    may not hold on this machine later."""
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # not available on this platform
+        return False
+    return load > (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
 def _read_cache(path: Path) -> dict:

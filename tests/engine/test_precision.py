@@ -28,6 +28,24 @@ def stand_in(bf16_speed: float, calls: list | None = None):  # noqa: ANN201
 
 
 NATIVE_FAST, NATIVE_SLOW, EMULATED = 2.5, 0.5, 0.02  # AMX / Zen 4; a Xeon seen at half; avx2 only
+MACHINE_BUSY = precision.machine_busy  # the real one (the fixture below stands in for it)
+
+
+@pytest.fixture(autouse=True)
+def _idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache tests see an idle machine, whatever else runs while the suite does."""
+    monkeypatch.setattr(precision, "machine_busy", lambda: False)
+
+
+def test_a_busy_machines_measurement_is_used_but_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precision, "machine_busy", MACHINE_BUSY)
+    monkeypatch.setattr(precision.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert precision.machine_busy()
+    calls: list = []
+    busy = bf16_probe(256, 1024, stand_in(NATIVE_SLOW, calls), cache=tmp_path)
+    assert not busy.cached and busy.ratio == pytest.approx(NATIVE_SLOW) and not (tmp_path / "precision.json").exists()
+    monkeypatch.setattr(precision.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    assert not precision.machine_busy()
 
 
 @pytest.mark.parametrize(("speed", "chosen"), [(NATIVE_FAST, "bf16"), (NATIVE_SLOW, "fp32"), (EMULATED, "fp32"),
