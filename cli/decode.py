@@ -39,7 +39,8 @@ TARGETS = typer.Argument(..., help="A spec, run directory or checkpoint; several
 def decode(
     targets: list[Path] = TARGETS,
     input_: Path | None = typer.Option(None, "--input", "-i", help="Read this file instead of stdin (a line: "
-                                       "source, or source TAB target prefix)."),
+                                       "source [TAB target prefix [TAB phrases to include [TAB phrases to "
+                                       "exclude]]], phrases separated by |||)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
     beam: int | None = BEAM,
     alpha: float | None = ALPHA,
@@ -53,6 +54,9 @@ def decode(
     no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
     prefix_file: Path | None = typer.Option(None, "--prefix-file", help="One target prefix per input line, "
                                             "forced at the start of its output."),
+    constraints_file: Path | None = typer.Option(None, "--constraints-file", help="Lexical constraints, one "
+                                                 'JSON object per input line: {"include": [phrases the output '
+                                                 'must contain], "exclude": [phrases it must not contain]}.'),
     format_: str = typer.Option("text", "--format", help="text (translations) or jsonl (one object per line: "
                                 "source, output, scores, token log-probabilities, n-best list)."),
     align: bool = typer.Option(False, "--align", help="jsonl: a source position per output token "
@@ -69,7 +73,14 @@ def decode(
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
     from tbuild.engine.decoding.engines import load_engines
-    from tbuild.engine.decoding.records import FORMATS, jsonl_line, read_prefixes, split_columns, text_lines
+    from tbuild.engine.decoding.records import (
+        FORMATS,
+        jsonl_line,
+        read_constraints,
+        read_prefixes,
+        split_columns,
+        text_lines,
+    )
     from tbuild.engine.decoding.settings import profile_overrides
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
@@ -91,13 +102,19 @@ def decode(
     if input_ is not None and not input_.is_file():
         raise TbuildError(f"{input_}: input file not found")
     data = input_.read_bytes() if input_ else sys.stdin.buffer.read()
-    lines, prefixes = split_columns(decode_lines(data, name), name)
+    lines, prefixes, constraints = split_columns(decode_lines(data, name), name)
     if prefix_file is not None:
         if prefixes is not None:
             raise TbuildError("--prefix-file: the input already has a prefix column")
         if not prefix_file.is_file():
             raise TbuildError(f"{prefix_file}: prefix file not found")
         prefixes = read_prefixes(prefix_file.read_bytes(), str(prefix_file), len(lines))
+    if constraints_file is not None:
+        if constraints is not None:
+            raise TbuildError("--constraints-file: the input already has constraint columns")
+        if not constraints_file.is_file():
+            raise TbuildError(f"{constraints_file}: constraints file not found")
+        constraints = read_constraints(constraints_file.read_bytes(), str(constraints_file), len(lines))
     process = configure_process()
 
     def warn(message: str) -> None:
@@ -111,7 +128,7 @@ def decode(
         task = bar.add_task("decode", total=len(lines))
         results = translator.translate(lines, spec, warn, lambda n: bar.advance(task, n),
                                        after_batch=process.after_batch, prefixes=prefixes,
-                                       scores=format_ == "jsonl")
+                                       scores=format_ == "jsonl", constraints=constraints)
     tok = translator.tokenizer
     if format_ == "jsonl":
         alignments = translator.alignments(lines, results) if align else [None] * len(lines)

@@ -28,8 +28,9 @@ from ..errors import TbuildError
 from ..files import atomic_write
 from ..run_dir import Run
 from ..weights import weights_files
+from .constraints import LineConstraints
 from .search import Hypothesis, length_penalty
-from .translator import DEFAULT_MAX_SOURCE, encode_sources, limited_batches
+from .translator import DEFAULT_MAX_SOURCE, encode_constraints, encode_sources, limited_batches
 
 STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
 
@@ -37,7 +38,7 @@ STAMP = "tbuild-export.json"  # the cache key beside the exported model, written
 def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
                progress: Callable[[int], None] = lambda _: None,
                after_batch: Callable[[], None] = lambda: None,
-               prefixes: list[list[int]] | None = None) -> list[list[Hypothesis]]:
+               prefixes: list[list[int]] | None = None, banned: list[list[int]] = ()) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
     from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
 
@@ -47,7 +48,8 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     so it never reached the own limit), and only the other rows run again at their own limits (one
     call per limit). (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run
     twice.) Sampling and target prefixes run one call per limit at once (a second draw would differ;
-    a prefix raises its row's limit as the native search does)."""
+    a prefix raises its row's limit as the native search does). ``banned``: phrases (ids) no output
+    may contain, for every source (the runtime's ``suppress_sequences``)."""
     results: list[list[Hypothesis]] = [[] for _ in sources]
     once = spec.sampling is not None or prefixes is not None
     for rows, row_limits in limited_batches(sources, spec, max_output_len):
@@ -60,11 +62,11 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
             for i in rows:
                 by_limit.setdefault(limits[i], []).append(i)
         else:
-            by_limit = _first_pass(ct2, tok, sources, spec, limits, results)
+            by_limit = _first_pass(ct2, tok, sources, spec, limits, results, banned)
         for limit, group in by_limit.items():
             group_prefixes = None if prefixes is None else [prefixes[i] for i in group]
-            for i, out in zip(group, _translate(ct2, tok, [sources[i] for i in group], spec, limit, group_prefixes),
-                              strict=True):
+            outs = _translate(ct2, tok, [sources[i] for i in group], spec, limit, group_prefixes, banned)
+            for i, out in zip(group, outs, strict=True):
                 results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         after_batch()
         progress(len(rows))
@@ -72,12 +74,12 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
 
 
 def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limits: dict[int, int],
-                results: list[list[Hypothesis]]) -> dict[int, list[int]]:
+                results: list[list[Hypothesis]], banned: list[list[int]] = ()) -> dict[int, list[int]]:
     """Beam search of a batch at its largest limit: fills ``results`` for the rows it settles and
     returns the others grouped by their own limit."""
     rows, top = list(limits), max(limits.values())
     again: dict[int, list[int]] = {}
-    for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top), strict=True):
+    for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top, banned=banned), strict=True):
         if limits[i] == top or max(len(h) for h in out.hypotheses) < limits[i] - 1:
             results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         else:
@@ -86,11 +88,11 @@ def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: Decode
 
 
 def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int,
-               prefixes: list[list[int]] | None = None) -> list[Any]:
+               prefixes: list[list[int]] | None = None, banned: list[list[int]] = ()) -> list[Any]:
     """CTranslate2's finished hypotheses per source at output length limit ``limit`` (EOS counted): the
-    ``beam`` best, or ``nbest`` samples."""
+    ``beam`` best, or ``nbest`` samples; never PAD, BOS or a ``banned`` phrase."""
     pieces = [[tok.sp.id_to_piece(t) for t in source[:-1]] for source in sources]  # the runtime adds EOS
-    banned = [[tok.sp.id_to_piece(PAD)], [tok.sp.id_to_piece(BOS)]]
+    suppress = [[tok.sp.id_to_piece(t) for t in phrase] for phrase in [[PAD], [BOS], *banned]]
     options: dict[str, Any] = {"beam_size": spec.beam, "num_hypotheses": spec.beam}
     if spec.sampling is not None:
         options = {"beam_size": 1, "num_hypotheses": spec.nbest, "sampling_temperature": spec.temperature,
@@ -99,7 +101,7 @@ def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     if prefixes is not None:
         options["target_prefix"] = [[tok.sp.id_to_piece(t) for t in p] or None for p in prefixes]
     return ct2.translate_batch(pieces, length_penalty=0.0, return_scores=True, min_decoding_length=0,
-                               max_decoding_length=limit - 1, max_input_length=0, suppress_sequences=banned,
+                               max_decoding_length=limit - 1, max_input_length=0, suppress_sequences=suppress,
                                no_repeat_ngram_size=spec.no_repeat_ngram, **options)
 
 
@@ -137,17 +139,33 @@ class CTranslate2Translator:
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
+                  prefixes: list[str] | None = None, scores: bool = False,
+                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
-        with the same warning; sampling (seeded by ``spec.seed``), target prefixes and n-gram blocking
-        map to CTranslate2's own options. No per-token log-probabilities (``scores`` is ignored)."""
+        with the same warning; sampling (seeded by ``spec.seed``), target prefixes, n-gram blocking and
+        phrases to exclude map to CTranslate2's own options (lines grouped by their excluded phrases,
+        which the runtime takes per call); phrases to include are refused. No per-token
+        log-probabilities (``scores`` is ignored)."""
         import ctranslate2
 
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
         targets = self.tokenizer.encode(prefixes) if prefixes else None
+        include, exclude = encode_constraints(self.tokenizer, constraints)
+        if include is not None:
+            raise TbuildError("--engine ctranslate2 cannot force phrases into outputs (positive constraints): "
+                              "use --engine native")
+        groups: dict[str, list[int]] = {}
+        for i in range(len(sources)):
+            groups.setdefault(json.dumps(exclude[i] if exclude else []), []).append(i)
+        results: list[list[Hypothesis]] = [[] for _ in sources]
         ctranslate2.set_random_seed(spec.seed)
-        return ct2_search(self.ct2, self.tokenizer, sources, spec, self.max_output_len, progress, after_batch,
-                          targets)
+        for key, rows in groups.items():
+            found = ct2_search(self.ct2, self.tokenizer, [sources[i] for i in rows], spec, self.max_output_len,
+                               progress, after_batch, None if targets is None else [targets[i] for i in rows],
+                               json.loads(key))
+            for i, hyps in zip(rows, found, strict=True):
+                results[i] = hyps
+        return results
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
         check_supported(DecodeSpec(), align=True)

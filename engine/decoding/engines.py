@@ -13,6 +13,7 @@ from tbuild.builder.schema import DecodeSpec
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
 from ..run_dir import Run
+from .constraints import LineConstraints
 from .search import Hypothesis
 
 ENGINES = ("native", "ctranslate2")
@@ -28,7 +29,8 @@ class Engine(Protocol):
 
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = ...,
                   progress: Callable[[int], None] = ..., after_batch: Callable[[], None] = ...,
-                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]: ...
+                  prefixes: list[str] | None = None, scores: bool = False,
+                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]: ...
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]: ...
 

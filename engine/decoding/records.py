@@ -1,5 +1,5 @@
 """What ``tbuild decode`` reads and writes besides plain lines: tab-separated columns (source, target
-prefix) and one JSON object per line (``--format jsonl``)."""
+prefix, lexical constraints), a constraints file, and one JSON object per line (``--format jsonl``)."""
 
 from __future__ import annotations
 
@@ -7,22 +7,65 @@ import json
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
+from .constraints import LineConstraints
 from .search import Hypothesis
 
 FORMATS = ("text", "jsonl")
+PHRASES = "|||"  # separates the phrases of a constraints column
 
 
-def split_columns(lines: list[str], name: str) -> tuple[list[str], list[str] | None]:
-    """Sources and, when any line has a second tab-separated column, each line's target prefix ("" for
-    none). A third column is refused in one line naming it."""
+def split_columns(lines: list[str], name: str
+                  ) -> tuple[list[str], list[str] | None, list[LineConstraints] | None]:
+    """Sources and, when any line has more tab-separated columns, each line's target prefix (column 2,
+    "" for none) and lexical constraints (column 3: phrases the output must contain, column 4: phrases
+    it must not contain; phrases separated by ``|||``). A fifth column is refused in one line."""
     columns = [line.split("\t") for line in lines]
     for n, parts in enumerate(columns, 1):
-        if len(parts) > 2:
-            raise TbuildError(f"{name}: line {n} has {len(parts)} tab-separated columns; decode reads a source "
-                              "and a target prefix")
-    if all(len(parts) == 1 for parts in columns):
-        return lines, None
-    return [parts[0].strip() for parts in columns], [parts[1].strip() if len(parts) > 1 else "" for parts in columns]
+        if len(parts) > 4:
+            raise TbuildError(f"{name}: line {n} has {len(parts)} tab-separated columns; decode reads a source, "
+                              f"a target prefix, phrases to include and phrases to exclude")
+    width = max((len(parts) for parts in columns), default=1)
+    if width == 1:
+        return lines, None, None
+    cells = [[c.strip() for c in parts] + [""] * (4 - len(parts)) for parts in columns]
+    prefixes = [row[1] for row in cells]
+    if width == 2:
+        return [row[0] for row in cells], prefixes, None
+    constraints = [LineConstraints(_phrases(row[2], name, n), _phrases(row[3], name, n))
+                   for n, row in enumerate(cells, 1)]
+    return [row[0] for row in cells], prefixes if any(prefixes) else None, constraints
+
+
+def _phrases(cell: str, name: str, line: int) -> tuple[str, ...]:
+    if not cell:
+        return ()
+    phrases = tuple(p.strip() for p in cell.split(PHRASES))
+    if not all(phrases):
+        raise TbuildError(f"{name}: line {line}: an empty constraint phrase (phrases are separated by {PHRASES})")
+    return phrases
+
+
+def read_constraints(data: bytes, name: str, count: int) -> list[LineConstraints]:
+    """``--constraints-file``: one JSON object per input line, ``{"include": [phrases], "exclude":
+    [phrases]}`` (either key may be left out; an empty line: no constraints)."""
+    from .translator import decode_lines
+
+    lines = decode_lines(data, name)
+    if len(lines) != count:
+        raise TbuildError(f"{name}: {len(lines)} lines of constraints for {count} input lines")
+    out = []
+    for n, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line) if line else {}
+        except ValueError as e:
+            raise TbuildError(f"{name}: line {n} is not JSON ({e.msg})") from None
+        if not isinstance(record, dict) or set(record) - {"include", "exclude"}:
+            raise TbuildError(f'{name}: line {n}: expected {{"include": [...], "exclude": [...]}}')
+        kinds = [record.get(key, []) for key in ("include", "exclude")]
+        if not all(isinstance(k, list) and all(isinstance(p, str) and p.strip() for p in k) for k in kinds):
+            raise TbuildError(f"{name}: line {n}: include and exclude must be lists of non-empty phrases")
+        out.append(LineConstraints(*(tuple(p.strip() for p in k) for k in kinds)))
+    return out
 
 
 def read_prefixes(data: bytes, name: str, count: int) -> list[str]:
@@ -55,10 +98,10 @@ def jsonl_line(tok: Tokenizer, source: str, hyps: list[Hypothesis], alignment: l
     def entry(h: Hypothesis) -> dict:
         return {"output": tok.decode(h.tokens), "score": h.log_prob, "normalized_score": h.score,
                 "tokens": [tok.sp.id_to_piece(t) for t in h.tokens] + ["</s>"],
-                "token_log_probs": h.token_log_probs}
+                "token_log_probs": h.token_log_probs, "constraints_met": h.complete}
 
     best = entry(hyps[0]) if hyps else {"output": "", "score": 0.0, "normalized_score": 0.0, "tokens": [],
-                                         "token_log_probs": []}
+                                         "token_log_probs": [], "constraints_met": True}
     record = {"source": source, **best, "nbest": [entry(h) for h in hyps]}
     if alignment is not None:
         record["alignment"] = alignment

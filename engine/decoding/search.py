@@ -24,6 +24,8 @@ import torch
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache
 
+from .constraints import Phrases, Progress, ban_phrases, constrained_candidates
+
 NEG_INF = float("-inf")
 
 
@@ -44,6 +46,7 @@ class Hypothesis:
     score: float  # log P(Y|X) / lp(|Y|)
     log_prob: float  # log P(Y|X) including the EOS step
     token_log_probs: list[float] = field(default_factory=list)  # log P of each token, EOS last (native only)
+    complete: bool = True  # every positive lexical constraint is in the output
 
 
 def length_penalty(length: int, alpha: float) -> float:
@@ -121,11 +124,13 @@ class Sampling:
 
 @dataclass
 class Rules:
-    """What constrains each step besides the length limits: a forced target prefix per sentence and
-    n-gram blocking."""
+    """What constrains each step besides the length limits: a forced target prefix per sentence,
+    n-gram blocking and lexical constraints (``constraints.py``)."""
 
     prefix: torch.Tensor | None = None  # (B, P) target ids forced first, PAD-padded
     no_repeat_ngram: int = 0  # n: no n-gram twice in an output (0: off)
+    include: Phrases | None = None  # phrases each output must contain (B sentences)
+    exclude: Phrases | None = None  # phrases no output may contain, right-aligned (B sentences)
 
     def apply(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int) -> None:
         """Ban, in place on (N, V) log-probs, what the rules forbid at step t = history.size(1)."""
@@ -134,6 +139,8 @@ class Rules:
             grams = history.unfold(1, n, 1)  # (N, G, n) the n-grams so far
             match = grams[..., :-1].eq(history[:, t - n + 1:].unsqueeze(1)).all(-1)  # (N, G) same n-1 prefix
             lprobs.scatter_(1, grams[..., -1].masked_fill(~match, PAD), NEG_INF)  # PAD is banned anyway
+        if self.exclude is not None:
+            ban_phrases(lprobs, history, self.exclude.rows(sent, rows))
         if self.prefix is not None and t < self.prefix.size(1):
             token = self.prefix[sent, t].repeat_interleave(rows).unsqueeze(1)  # (N, 1), PAD past a prefix
             kept = lprobs.gather(1, token)
@@ -141,10 +148,15 @@ class Rules:
             lprobs.scatter_(1, token, kept)  # the model's log-prob of the forced token
 
     def limits(self, limit: torch.Tensor, cap: int | None) -> torch.Tensor:
-        """Max |Y| per sentence, long enough for each prefix and its EOS."""
-        if self.prefix is None:
+        """Max |Y| per sentence, long enough for each prefix, its positive constraints and EOS."""
+        if self.prefix is None and self.include is None:
             return limit
-        limit = torch.maximum(limit, self.prefix.ne(PAD).sum(1).to(limit.device) + 1)
+        need = torch.ones_like(limit)
+        if self.prefix is not None:
+            need += self.prefix.ne(PAD).sum(1).to(limit.device)
+        if self.include is not None:
+            need += self.include.total().to(limit.device)
+        limit = torch.maximum(limit, need)
         return limit if cap is None else limit.clamp(max=cap)  # a prefix past the cap is cut there
 
 
@@ -162,6 +174,7 @@ class _Beams:
     history: torch.Tensor  # (N, t) tokens so far
     token_lp: torch.Tensor | None  # (N, t) each token's log-prob, when asked for
     logp: torch.Tensor  # (n, r) cumulative log-prob of each row
+    progress: Progress | None = None  # (N) each row's positive constraints, when there are some
     rows: int = 1
 
 
@@ -177,7 +190,8 @@ def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, r
                   last=torch.full((batch, 1), BOS, dtype=torch.long, device=device),
                   history=torch.empty(batch, 0, dtype=torch.long, device=device),
                   token_lp=torch.empty(batch, 0, device=device) if scores else None,
-                  logp=torch.zeros(batch, 1, device=device))
+                  logp=torch.zeros(batch, 1, device=device),
+                  progress=None if rules.include is None else Progress.start(rules.include))
 
 
 def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rules) -> torch.Tensor:
@@ -186,6 +200,9 @@ def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rule
     logits = model.decode(b.last, b.memory, b.pad, b.cache, beams=b.rows)[:, -1]  # (N, V)
     lprobs = _ban(logits.float().log_softmax(-1), t + 1, min_len, forced)  # the model's, not renormalised
     rules.apply(lprobs, b.history, b.sent, b.rows)
+    if b.progress is not None and rules.include is not None:  # no EOS before every constraint is met
+        unmet = b.progress.unmet(rules.include.lengths[b.sent].repeat_interleave(b.rows, 0))
+        lprobs[:, EOS].masked_fill_(unmet & ~forced, NEG_INF)
     return lprobs
 
 
@@ -214,7 +231,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     among the first k become finished hypotheses and the k best others stay alive (fairseq and
     Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len; ``max_len_cap``
     bounds every max_len (a decoder with learned positions has no position past max_positions).
-    ``rules`` forces target prefixes and blocks repeated n-grams. With ``sampling``, the k rows are k
+    ``rules`` forces target prefixes, blocks repeated n-grams and holds lexical constraints (positive
+    ones choose the beam by dynamic beam allocation, ``constraints.py``). With ``sampling``, the k rows are k
     independent samples (``nbest`` = k of them, sorted by score): each draws its token instead of ranking.
     ``token_scores`` fills each hypothesis' ``token_log_probs``.
 
@@ -237,6 +255,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam (got beam={beam}, nbest={nbest})")
     k, batch, rules = beam, src.size(0), rules or Rules()
+    if sampling is not None and rules.include is not None:
+        raise ValueError("positive lexical constraints need beam search, not sampling")
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return finished
@@ -245,19 +265,46 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
     for t in range(int(b.limit.max())):
         lprobs = _step_log_probs(model, b, t, min_len, rules)
-        if sampling is None:
-            top, parent, token = _top_candidates(lprobs, b.logp, 2 * k, k)  # (n, c) each
-        else:
-            top, parent, token = _sample(lprobs, b.logp, k, sampling)
-        row = torch.arange(top.size(0), device=top.device).unsqueeze(1) * b.rows + parent  # (n, c) in N
-        step_lp = lprobs[row, token] if token_scores else None  # (n, c) each candidate token's own log-prob
-        is_eos = token.eq(EOS)
-        ends = is_eos[:, :k] & top[:, :k].isfinite()  # (n, k) finished hypotheses this step
+        cand = _candidates(lprobs, b, k, rules, sampling, token_scores)
+        is_eos = cand.token.eq(EOS)
+        ends = is_eos[:, :k] & cand.top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
-            _collect(ends, top, row, step_lp, b, t + 1, alpha, nbest, k, finished, threshold)
-        if not _advance(b, t, top, row, token, step_lp, is_eos, k, alpha, threshold):
+            _collect(ends, cand, b, t + 1, alpha, nbest, k, finished, threshold)
+        if not _advance(b, t, cand, is_eos, k, alpha, threshold):
             break
     return finished
+
+
+@dataclass
+class _Candidates:
+    """A step's candidates per live sentence, in the order the beam takes them, each (n, c)."""
+
+    top: torch.Tensor  # cumulative log-prob
+    row: torch.Tensor  # parent decoder row (in N)
+    token: torch.Tensor
+    step_lp: torch.Tensor | None  # the token's own log-prob, when asked for
+    progress: Progress | None  # positive constraints after the token, when there are some
+    complete: torch.Tensor | None  # True where the output holds every positive constraint
+
+
+def _candidates(lprobs: torch.Tensor, b: _Beams, k: int, rules: Rules, sampling: Sampling | None,
+                token_scores: bool) -> _Candidates:
+    """Ranked (beam search), drawn (sampling) or allocated to constraint banks (``constraints.py``)."""
+    progress = complete = None
+    if sampling is not None:
+        top, parent, token = _sample(lprobs, b.logp, k, sampling)
+    elif b.progress is None or rules.include is None:
+        top, parent, token = _top_candidates(lprobs, b.logp, 2 * k, k)
+    else:
+        per_row = row_topk(lprobs, min(2 * k, lprobs.size(-1)))[1]
+        if per_row.size(1) < 2 * k:  # tiny vocabularies: impossible candidates (PAD) fill the width
+            per_row = torch.cat([per_row, per_row.new_full((per_row.size(0), 2 * k - per_row.size(1)), PAD)], 1)
+        top, parent, token, progress = constrained_candidates(lprobs, b.logp, b.progress,
+                                                              rules.include.rows(b.sent, b.rows), 2 * k, per_row)
+        complete = ~progress.unmet(rules.include.lengths[b.sent][:, None, :])
+    row = torch.arange(top.size(0), device=top.device).unsqueeze(1) * b.rows + parent  # (n, c) in N
+    step_lp = lprobs[row, token] if token_scores else None
+    return _Candidates(top, row, token, step_lp, progress, complete)
 
 
 def _top_candidates(lprobs: torch.Tensor, logp: torch.Tensor, width: int, k: int
@@ -284,15 +331,15 @@ def _top_candidates(lprobs: torch.Tensor, logp: torch.Tensor, width: int, k: int
     return top, parent, token
 
 
-def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: torch.Tensor, step_lp: torch.Tensor | None,
-             is_eos: torch.Tensor, k: int, alpha: float, threshold: torch.Tensor) -> bool:
+def _advance(b: _Beams, t: int, cand: _Candidates, is_eos: torch.Tensor, k: int, alpha: float,
+             threshold: torch.Tensor) -> bool:
     """Keep the k best non-EOS candidates of each sentence (in rank order: a stable sort puts EOS
     last), drop the sentences that are done (module docstring: stopping) and follow the kept rows.
     False when no sentence is left."""
     keep_rank = is_eos.to(torch.uint8).argsort(dim=1, stable=True)[:, :k]  # (n, k)
-    index, new_token = row.gather(1, keep_rank), token.gather(1, keep_rank)
-    new_lp = None if step_lp is None else step_lp.gather(1, keep_rank)
-    new_logp = top.gather(1, keep_rank).masked_fill(is_eos.gather(1, keep_rank), NEG_INF)  # (n, k)
+    index, new_token = cand.row.gather(1, keep_rank), cand.token.gather(1, keep_rank)
+    new_lp = None if cand.step_lp is None else cand.step_lp.gather(1, keep_rank)
+    new_logp = cand.top.gather(1, keep_rank).masked_fill(is_eos.gather(1, keep_rank), NEG_INF)  # (n, k)
     lp_future = torch.clamp(b.lp_limit, min=length_penalty(t + 2, alpha))  # (n,)
     done = (t + 1 >= b.limit) | (new_logp.amax(1).double() / lp_future <= threshold[b.sent])  # (n,)
     kept = None
@@ -304,6 +351,8 @@ def _advance(b: _Beams, t: int, top: torch.Tensor, row: torch.Tensor, token: tor
         new_lp = None if new_lp is None else new_lp[kept]
         b.sent, b.limit, b.lp_limit, b.pad = b.sent[kept], b.limit[kept], b.lp_limit[kept], b.pad[kept]
         b.memory = _select(b.memory, kept)
+    if cand.progress is not None:
+        b.progress = cand.progress.take(keep_rank, kept)
     index = index.view(-1)  # (n'·k,)
     b.cache.reorder(index, sources=kept)
     b.history = torch.cat([b.history.index_select(0, index), new_token.view(-1, 1)], 1)  # (n'·k, t+1)
@@ -320,29 +369,32 @@ def _select(memory: torch.Tensor | tuple, kept: torch.Tensor) -> torch.Tensor | 
     return memory.index_select(0, kept)
 
 
-def _collect(ends: torch.Tensor, top: torch.Tensor, row: torch.Tensor, step_lp: torch.Tensor | None, b: _Beams,
-             length: int, alpha: float, nbest: int, k: int, finished: list[list[Hypothesis]],
-             threshold: torch.Tensor) -> None:
-    """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates, ``row`` their
-    parent rows) to ``finished``, each sentence's list kept sorted best first and at most ``nbest``
-    long, and update ``threshold``."""
+def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alpha: float, nbest: int, k: int,
+             finished: list[list[Hypothesis]], threshold: torch.Tensor) -> None:
+    """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates) to
+    ``finished``, each sentence's list kept sorted best first and at most ``nbest`` long, and update
+    ``threshold``. With positive constraints, an output missing one (ended by its length limit) is
+    kept only while no output holds them all."""
     lp = length_penalty(length, alpha)
     where = ends.nonzero()
-    src_rows = row[where[:, 0], where[:, 1]]
+    src_rows = cand.row[where[:, 0], where[:, 1]]
     prefixes = b.history[src_rows].tolist()
     token_lps = [[] for _ in prefixes] if b.token_lp is None else b.token_lp[src_rows].tolist()
-    eos_lps = [] if step_lp is None else step_lp[where[:, 0], where[:, 1]].tolist()
+    eos_lps = [] if cand.step_lp is None else cand.step_lp[where[:, 0], where[:, 1]].tolist()
+    complete = [True] * len(prefixes) if cand.complete is None else cand.complete[where[:, 0], where[:, 1]].tolist()
     for n, ((i, j), tokens) in enumerate(zip(where.tolist(), prefixes, strict=True)):
         s = int(b.sent[i])
-        log_prob = float(top[i, j])
+        log_prob = float(cand.top[i, j])
         hyps = finished[s]
         hyp = Hypothesis(tokens=tokens, score=log_prob / lp, log_prob=log_prob,
-                         token_log_probs=token_lps[n] + eos_lps[n : n + 1])
+                         token_log_probs=token_lps[n] + eos_lps[n : n + 1], complete=complete[n])
         # after any equal score: the earlier hypothesis keeps its place
-        pos = bisect.bisect_right([-h.score for h in hyps], -hyp.score)
+        pos = bisect.bisect_right([(not h.complete, -h.score) for h in hyps], (not hyp.complete, -hyp.score))
         if pos < nbest:
             hyps.insert(pos, hyp)
             del hyps[nbest:]
+        if hyps[0].complete and not hyps[-1].complete:
+            hyps[:] = [h for h in hyps if h.complete]
         if len(hyps) == nbest:
             threshold[s] = math.inf if k == 1 else hyps[-1].score
 

@@ -18,6 +18,7 @@ from ..errors import TbuildError
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
 from ..weights import load_weights, weights_files
+from .constraints import LineConstraints, Phrases
 from .quantize import check_quantization, quantize_model
 from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths
 
@@ -42,9 +43,10 @@ class Translator:
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
+                  prefixes: list[str] | None = None, scores: bool = False,
+                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
         """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
-        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores)
+        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores, constraints)
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
         """A source position per output token of each line's best hypothesis (``alignment.align``; an
@@ -127,23 +129,30 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
               warn: Callable[[str], None] = lambda _: None,
               progress: Callable[[int], None] = lambda _: None,
               after_batch: Callable[[], None] = lambda: None,
-              prefixes: list[str] | None = None, scores: bool = False) -> list[list[Hypothesis]]:
+              prefixes: list[str] | None = None, scores: bool = False,
+              constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
     lines over the model's source limit are truncated with a warning. ``prefixes`` (one per line, ""
-    for none) are forced at the start of each output, which includes them; ``scores``: with each
-    token's log-probability. ``after_batch`` is the
-    entry point's housekeeping between batches."""
+    for none) are forced at the start of each output, which includes them; ``constraints`` (one per
+    line) name phrases each output must or must not contain (``constraints.py``); ``scores``: with each
+    token's log-probability. ``after_batch`` is the entry point's housekeeping between batches."""
     model, policy = translator.model, translator.policy
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, warn)
     targets = translator.tokenizer.encode(prefixes) if prefixes else None
+    include, exclude = encode_constraints(translator.tokenizer, constraints)
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
     sampling = sampler(spec, policy.device)
+    if sampling is not None and include is not None:
+        raise TbuildError("phrases to include (positive constraints) need beam search, not --sampling")
     for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
         rows = [todo[j] for j in batch]
         src = padded([sources[i] for i in rows]).to(policy.device)
         rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
-                      no_repeat_ngram=spec.no_repeat_ngram)
+                      no_repeat_ngram=spec.no_repeat_ngram,
+                      include=None if include is None else Phrases.of([include[i] for i in rows], device=policy.device),
+                      exclude=None if exclude is None else Phrases.of([exclude[i] for i in rows], right=True,
+                                                                      device=policy.device))
         width = spec.beam if sampling is None else spec.nbest
         with policy.autocast():
             hyps = beam_search(model, src, beam=width, alpha=spec.alpha, max_len_a=spec.max_len_a,
@@ -154,6 +163,21 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
         after_batch()
         progress(len(rows))
     return results
+
+
+def encode_constraints(tok: Tokenizer, constraints: list[LineConstraints] | None
+                       ) -> tuple[list[list[list[int]]] | None, list[list[list[int]]] | None]:
+    """Each line's phrases to include and to exclude as token ids (each phrase tokenized alone); None
+    for a kind no line has."""
+    if not constraints:
+        return None, None
+
+    def ids(kind: str) -> list[list[list[int]]] | None:
+        if not any(getattr(c, kind) for c in constraints):
+            return None
+        return [tok.encode(list(getattr(c, kind))) if getattr(c, kind) else [] for c in constraints]
+
+    return ids("include"), ids("exclude")
 
 
 def padded(rows: list[list[int]]) -> torch.Tensor:

@@ -161,7 +161,8 @@ def _check_stack(stack: ResolvedStack, placement: str, refuse: Refuse) -> None:
 
 # Decoding settings an export target's runtime cannot honour: (field test, why), per target. CTranslate2
 # runs every setting a profile holds (beam, sampling topk/topp/temperature, n-gram blocking; target
-# prefixes are runtime input); what it lacks (ensembles, alignments) is refused by --engine ctranslate2.
+# prefixes and phrases to exclude are runtime input); what it lacks (_RUNTIME_LACKS) is refused by
+# --engine ctranslate2.
 _PROFILE_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
     "ctranslate2": [],
     "hf": [
@@ -170,6 +171,9 @@ _PROFILE_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
          "sampling at temperature 0 (transformers needs a positive temperature)"),
     ],
 }
+
+
+_RUNTIME_LACKS = {"ctranslate2": "ensembles, alignments (--align), phrases to include (positive constraints)"}
 
 
 def profile_verdicts(spec: Spec) -> dict[str, dict[str, str | None]]:
@@ -189,6 +193,8 @@ def describe_profiles(spec: Spec) -> list[str]:
         yes = [name for name, why in verdicts.items() if why is None]
         lines.append(f"{target} honours decode profiles: {', '.join(yes) or 'none'}")
         lines.extend(why for why in verdicts.values() if why is not None)
+        if target in _RUNTIME_LACKS:
+            lines.append(f"{target} runtime lacks: {_RUNTIME_LACKS[target]}")
     return lines
 
 

@@ -3,6 +3,7 @@ alignments, profiles, ensembles, and the CTranslate2 engine's share of them."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -56,8 +57,8 @@ def test_prefix_column_and_prefix_file(run: Path, tmp_path: Path) -> None:
     assert decode(str(run), text="Two men.\n")[1] == "".join(lines[2] + "\n")  # an empty prefix: as without
     code, sampled, _ = decode(str(run), "--sampling", "temperature", "--nbest", "2", text="A dog.\tEin Hund\n")
     assert code == 0 and all(r.split(" ||| ")[1].startswith("Ein Hund") for r in sampled.splitlines())
-    code, _, err = decode(str(run), text="a\tb\tc\n")
-    assert code == 2 and "line 1 has 3 tab-separated columns" in err
+    code, _, err = decode(str(run), text="a\tb\tc\td\te\n")
+    assert code == 2 and "line 1 has 5 tab-separated columns" in err
 
 
 def test_jsonl_scores_are_the_teacher_forced_log_probs(run: Path) -> None:
@@ -126,6 +127,49 @@ def test_mismatched_ensembles_refused_before_loading(run: Path, tmp_path: Path) 
     assert code == 2 and "ensembles decode with the native engine only" in err
 
 
+def test_constraints_by_columns_and_by_file(run: Path, tmp_path: Path) -> None:
+    """Phrases to include appear in the output, phrases to exclude do not; the columns and the JSON
+    file say the same; CTranslate2 excludes as native does and refuses to include."""
+    text = "A dog runs in the snow.\nTwo men are talking.\n"
+    code, free, _ = decode(str(run), text=text)
+    assert code == 0
+    pieces = [json.loads(line)["tokens"] for line in decode(str(run), "--format", "jsonl", text=text)[1].splitlines()]
+    # line 1 bans its output's first word-start piece (the phrase that is that word alone), line 2 nothing
+    first = next(t for t in pieces[0] if t.startswith("\u2581") and len(t) > 1)
+    banned = [first[1:], ""]
+    wanted = [("Katze", "rot"), ("Fahrrad",)]
+    assert not any(w in line for words, line in zip(wanted, free.splitlines(), strict=True) for w in words)
+    columns = "".join(f"{src}\t\t{' ||| '.join(w)}\t{b}\n" for src, w, b in zip(text.splitlines(), wanted, banned,
+                                                                             strict=True))
+    code, held, err = decode(str(run), text=columns)
+    assert code == 0, err
+    for words, line in zip(wanted, held.splitlines(), strict=True):
+        assert all(w in line for w in words), (line, words)
+    (tmp_path / "c.jsonl").write_text("".join(json.dumps({"include": list(w), "exclude": [b] if b else []}) + "\n"
+                                              for w, b in zip(wanted, banned, strict=True)))
+    assert decode(str(run), "--constraints-file", str(tmp_path / "c.jsonl"), text=text)[1] == held
+    code, out, _ = decode(str(run), "--format", "jsonl", text=columns)
+    records = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and all(r["constraints_met"] for r in records)
+    assert first not in records[0]["tokens"]
+    (tmp_path / "bad.jsonl").write_text('{"include": ["x"]}\n{"include": [""]}\n')
+    code, _, err = decode(str(run), "--constraints-file", str(tmp_path / "bad.jsonl"), text=text)
+    assert code == 2 and "line 2: include and exclude must be lists of non-empty phrases" in err
+    code, _, err = decode(str(run), text="a\t\tx |||  \n")
+    assert code == 2 and "line 1: an empty constraint phrase" in err
+    code, _, err = decode(str(run), "--sampling", "topk", text=columns)
+    assert code == 2 and "need beam search" in err
+    if importlib.util.find_spec("ctranslate2") is not None:
+        excluded = "".join(f"{src}\t\t\t{b}\n" for src, b in zip(text.splitlines(), banned, strict=True))
+        native = decode(str(run), text=excluded)
+        theirs = decode(str(run), "--engine", "ctranslate2", text=excluded)
+        assert native[0] == theirs[0] == 0 and theirs[1] == native[1]
+        ours = native[1].splitlines()
+        assert first[1:] not in ours[0].split() and ours[0] != free.splitlines()[0] and ours[1] == free.splitlines()[1]
+        code, _, err = decode(str(run), "--engine", "ctranslate2", text=columns)
+        assert code == 2 and "cannot force phrases into outputs" in err
+
+
 def test_ctranslate2_prefix_and_sampling(run: Path) -> None:
     pytest.importorskip("ctranslate2")
     ct2 = ["--engine", "ctranslate2"]
@@ -148,6 +192,7 @@ def test_validate_and_export_say_which_profiles_each_target_honours(run: Path, t
     shown = runner.invoke(app, ["validate", str(spec)])
     assert shown.exit_code == 0
     assert "# ctranslate2 honours decode profiles: decode, paper, sample, fast\n" in shown.stdout
+    assert "# ctranslate2 runtime lacks: ensembles, alignments (--align), phrases to include" in shown.stdout
     assert "# hf honours decode profiles: decode, paper, sample\n" in shown.stdout
     assert "# hf cannot honour decode profile 'fast': quantization int8 (the hf export is float32)\n" in shown.stdout
     verdicts = json.loads(runner.invoke(app, ["validate", str(spec), "--json"]).stdout)["decode_profiles"]
