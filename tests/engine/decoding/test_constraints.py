@@ -97,6 +97,10 @@ def test_the_length_limit_makes_room_for_the_constraints(model: torch.nn.Module)
                        rules=Rules(include=Phrases.of(phrases)))
     assert sorted(held[0][0].tokens) == [11, 12, 13] and contains(held[0][0].tokens, [11, 12])
     assert held[1][0].tokens == [20]
+    capped = beam_search(model, src, beam=3, nbest=3, alpha=0.6, max_len_a=0.0, max_len_b=1, max_len_cap=2,
+                         rules=Rules(include=Phrases.of(phrases)))
+    # no room under the decoder's position cap: the best outputs that could be made, marked incomplete
+    assert capped[0] and all(len(h.tokens) == 1 and not h.complete for h in capped[0])
 
 
 def test_constraints_with_a_prefix_and_an_ensemble(model: torch.nn.Module) -> None:
