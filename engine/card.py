@@ -14,6 +14,7 @@ from typing import Any
 from tbuild.builder.diagram import diagram, mermaid
 from tbuild.builder.inspect import inspect_model
 
+from .machine import describe_machine, read_machines
 from .run_dir import Run
 from .training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
 
@@ -86,13 +87,26 @@ def _training(run: Run) -> list[str]:
         lines.append(f"- best validation perplexity: {best:,.2f}")
     lines += [f"- batch: {train.batch_tokens:,} tokens, schedule {train.schedule.kind}, label smoothing "
               f"{train.label_smoothing}, seed {train.seed}",
-              f"- precision: {train.precision}; threads: {train.threads or 'all cores'} (hardware is not recorded "
-              "in the run directory)"]
+              f"- precision: {train.precision}; threads: {train.threads or 'all cores'}"]
+    machines = read_machines(run.dir.path)
+    lines += [f"- hardware: {describe_machine(m)}" for m in _distinct(machines)] or [
+        "- hardware: not recorded (trained before tbuild wrote hardware.jsonl)"]
     lineage = _json(run.dir.path / "init.json")
     if lineage:
         lines.append(f"- fine-tuned from `{lineage.get('from')}` ({lineage.get('name')}, step {lineage.get('step')}, "
                      f"weights {lineage.get('weights')}); frozen: {', '.join(lineage.get('frozen') or []) or 'none'}")
     return [*lines, ""]
+
+
+def _distinct(machines: list[dict]) -> list[dict]:
+    """Each machine a run was trained on once (training calls differ only in time)."""
+    seen, out = set(), []
+    for m in machines:
+        key = json.dumps({k: v for k, v in m.items() if k != "time"}, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(m)
+    return out
 
 
 def _results(run: Run, exports: tuple[Path, ...]) -> list[str]:

@@ -39,6 +39,7 @@ from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
 from ..finetune.start import Start
 from ..loss import evaluate_loss, label_smoothed_nll
+from ..machine import machine_facts, record_machine
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import delete_run, run_dir_of
 from ..run_lock import RunLock
@@ -123,6 +124,9 @@ class Trainer:
         self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         self.info(self.policy.note or f"precision {self.policy.precision}")
+        if self.rank.is_main:
+            record_machine(self.run.path, machine_facts(self.policy.device, self.policy.note
+                                                        or f"precision {self.policy.precision}", world))
         if self.policy.warning:
             self.emit("warning", {"message": self.policy.warning})
         return self
