@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tbuild.builder.schema import DecodeSpec
-from tbuild.builder.tokens import BOS, PAD
+from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
@@ -38,7 +38,8 @@ STAMP = "tbuild-export.json"  # the cache key beside the exported model, written
 def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
                progress: Callable[[int], None] = lambda _: None,
                after_batch: Callable[[], None] = lambda: None,
-               prefixes: list[list[int]] | None = None, banned: list[list[int]] = ()) -> list[list[Hypothesis]]:
+               prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
+               token_scores: bool = False) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
     from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
 
@@ -49,7 +50,9 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     call per limit). (300 test2016 sentences at beam 4, a 20-minute model: 15 calls, 30 rows run
     twice.) Sampling and target prefixes run one call per limit at once (a second draw would differ;
     a prefix raises its row's limit as the native search does). ``banned``: phrases (ids) no output
-    may contain, for every source (the runtime's ``suppress_sequences``)."""
+    may contain, for every source (the runtime's ``suppress_sequences``). ``token_scores``: each
+    token's log-probability, where the runtime returns its logits (greedy search only)."""
+    extra = {"banned": banned, "token_scores": token_scores and spec.beam == 1 and spec.sampling is None}
     results: list[list[Hypothesis]] = [[] for _ in sources]
     once = spec.sampling is not None or prefixes is not None
     for rows, row_limits in limited_batches(sources, spec, max_output_len):
@@ -62,10 +65,10 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
             for i in rows:
                 by_limit.setdefault(limits[i], []).append(i)
         else:
-            by_limit = _first_pass(ct2, tok, sources, spec, limits, results, banned)
+            by_limit = _first_pass(ct2, tok, sources, spec, limits, results, extra)
         for limit, group in by_limit.items():
             group_prefixes = None if prefixes is None else [prefixes[i] for i in group]
-            outs = _translate(ct2, tok, [sources[i] for i in group], spec, limit, group_prefixes, banned)
+            outs = _translate(ct2, tok, [sources[i] for i in group], spec, limit, group_prefixes, **extra)
             for i, out in zip(group, outs, strict=True):
                 results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         after_batch()
@@ -74,12 +77,12 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
 
 
 def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limits: dict[int, int],
-                results: list[list[Hypothesis]], banned: list[list[int]] = ()) -> dict[int, list[int]]:
+                results: list[list[Hypothesis]], extra: dict) -> dict[int, list[int]]:
     """Beam search of a batch at its largest limit: fills ``results`` for the rows it settles and
     returns the others grouped by their own limit."""
     rows, top = list(limits), max(limits.values())
     again: dict[int, list[int]] = {}
-    for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top, banned=banned), strict=True):
+    for i, out in zip(rows, _translate(ct2, tok, [sources[i] for i in rows], spec, top, **extra), strict=True):
         if limits[i] == top or max(len(h) for h in out.hypotheses) < limits[i] - 1:
             results[i] = _rerank(tok, out, spec.alpha)[: spec.nbest]
         else:
@@ -88,7 +91,8 @@ def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: Decode
 
 
 def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int,
-               prefixes: list[list[int]] | None = None, banned: list[list[int]] = ()) -> list[Any]:
+               prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
+               token_scores: bool = False) -> list[Any]:
     """CTranslate2's finished hypotheses per source at output length limit ``limit`` (EOS counted): the
     ``beam`` best, or ``nbest`` samples; never PAD, BOS or a ``banned`` phrase."""
     pieces = [[tok.sp.id_to_piece(t) for t in source[:-1]] for source in sources]  # the runtime adds EOS
@@ -100,6 +104,8 @@ def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
                    "sampling_topp": spec.topp if spec.sampling == "topp" else 1.0}
     if prefixes is not None:
         options["target_prefix"] = [[tok.sp.id_to_piece(t) for t in p] or None for p in prefixes]
+    if token_scores:
+        options["return_logits_vocab"] = True
     return ct2.translate_batch(pieces, length_penalty=0.0, return_scores=True, min_decoding_length=0,
                                max_decoding_length=limit - 1, max_input_length=0, suppress_sequences=suppress,
                                no_repeat_ngram_size=spec.no_repeat_ngram, **options)
@@ -113,10 +119,25 @@ def check_supported(spec: DecodeSpec, align: bool = False) -> None:
 
 def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:
     """CTranslate2's finished beams (raw log-probs, EOS step included) ranked by tbuild's score
-    log P / lp(|Y|), |Y| counting EOS."""
-    hyps = [Hypothesis([tok.sp.piece_to_id(p) for p in pieces], log_p / length_penalty(len(pieces) + 1, alpha), log_p)
-            for pieces, log_p in zip(result.hypotheses, result.scores, strict=True)]
+    log P / lp(|Y|), |Y| counting EOS; with each token's log-probability where it returned logits."""
+    logits = getattr(result, "logits", None) or [None] * len(result.hypotheses)
+    hyps = []
+    for pieces, log_p, steps in zip(result.hypotheses, result.scores, logits, strict=True):
+        ids = [tok.sp.piece_to_id(p) for p in pieces]
+        hyps.append(Hypothesis(ids, log_p / length_penalty(len(pieces) + 1, alpha), log_p,
+                               _token_log_probs(steps, ids) if steps else []))
     return sorted(hyps, key=lambda h: -h.score)
+
+
+def _token_log_probs(steps: list[Any], ids: list[int]) -> list[float]:
+    """The log-probability of each token (EOS last, when the runtime took an EOS step) from the
+    runtime's per-step logits over the vocabulary."""
+    import numpy as np
+    import torch
+
+    lprobs = torch.as_tensor(np.stack([np.asarray(step) for step in steps])).float().log_softmax(-1)
+    chosen = (ids + [EOS])[: lprobs.size(0)]
+    return lprobs[torch.arange(len(chosen)), torch.tensor(chosen)].tolist()
 
 
 @dataclass
@@ -144,8 +165,8 @@ class CTranslate2Translator:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
         with the same warning; sampling (seeded by ``spec.seed``), target prefixes, n-gram blocking and
         phrases to exclude map to CTranslate2's own options (lines grouped by their excluded phrases,
-        which the runtime takes per call); phrases to include are refused. No per-token
-        log-probabilities (``scores`` is ignored)."""
+        which the runtime takes per call); phrases to include are refused. ``scores``: per-token
+        log-probabilities with greedy search (the runtime returns no logits from its beam search)."""
         import ctranslate2
 
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
@@ -162,7 +183,7 @@ class CTranslate2Translator:
         for key, rows in groups.items():
             found = ct2_search(self.ct2, self.tokenizer, [sources[i] for i in rows], spec, self.max_output_len,
                                progress, after_batch, None if targets is None else [targets[i] for i in rows],
-                               json.loads(key))
+                               json.loads(key), scores)
             for i, hyps in zip(rows, found, strict=True):
                 results[i] = hyps
         return results

@@ -136,3 +136,24 @@ def test_one_runtime_call_per_batch_unless_a_row_reaches_its_limit(run_copy: Pat
     calls.clear()
     ct2_search(runtime(lambda n: n + 1), engine.tokenizer, sources, run.spec.decode, None)
     assert sorted(calls) == sorted(limit - 1 for limit in limits)  # the batch at the top limit, then the two others
+
+
+def test_greedy_token_log_probs_equal_native(run_copy: Path) -> None:
+    """Greedy: CTranslate2's per-step logits give each token's log-probability (EOS last), as the native
+    search's; its beam search returns no logits, so none there."""
+    run = resolve_run(run_copy, ["decode.beam=1"])
+    lines = ["A man is riding a bike.", "Two dogs play in the snow."]
+    native = load_engine(run, "native", device="cpu").translate(lines, run.spec.decode, scores=True)
+    theirs = load_engine(run, "ctranslate2", device="cpu").translate(lines, run.spec.decode, scores=True)
+    for ours, ct2 in zip(native, theirs, strict=True):
+        # no EOS step where the runtime stopped at the length limit (this barely trained model always does)
+        got = ct2[0].token_log_probs
+        assert ct2[0].tokens == ours[0].tokens and len(got) in (len(ours[0].tokens), len(ours[0].tokens) + 1)
+        # the runtime renormalises after suppressing PAD and BOS (tbuild keeps the model's own log-probs):
+        # higher by log(1 / (1 - P(PAD) - P(BOS))), about 0.01 for this model
+        assert got == pytest.approx(ours[0].token_log_probs[: len(got)], abs=0.05)
+        assert all(g >= o - 1e-4 for g, o in zip(got, ours[0].token_log_probs, strict=False))
+        assert sum(ct2[0].token_log_probs) == pytest.approx(ct2[0].log_prob, abs=1e-3)
+    beam = resolve_run(run_copy, ["decode.beam=3"])
+    hyps = load_engine(beam, "ctranslate2", device="cpu").translate(lines, beam.spec.decode, scores=True)
+    assert all(h[0].token_log_probs == [] for h in hyps)
