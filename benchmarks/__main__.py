@@ -27,7 +27,7 @@ from .decoding import DecodeRun, run_decoding
 from .training import TrainRun, run_training
 from .workload import MULTI30K_LENGTHS, SHAPES, WMT_LENGTHS, Workload, tbuild_spec
 
-PEERS = ("torch", "hf", "ct2")
+PEERS = ("torch", "hf", "ct2", "compiled")  # compiled: tbuild's own decoding with --compile
 DEVICES = ("cpu", "cuda")
 # TrainSpec settings for tbuild on a GPU, applied when this tbuild's TrainSpec has them
 EMULATED_BF16 = 0.25  # bf16 at under this share of fp32 matmul speed: emulated (Zen 3: 0.02); too slow to time

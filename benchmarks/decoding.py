@@ -22,6 +22,7 @@ import torch
 
 from tbuild.builder import build_model
 from tbuild.builder.tokens import EOS, PAD
+from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.policy import Policy
 
@@ -132,6 +133,10 @@ def run_decoding(run: DecodeRun, policy: Policy, peers: list[str]) -> list[dict]
     src = src.to(policy.device)
     with tempfile.TemporaryDirectory(prefix="tbuild-bench-") as tmp:
         engines: dict[str, Engine | str] = {"tbuild": tbuild_engine(model, policy, run.out_len)}
+        if "compiled" in peers:  # the same weights, decoder step through torch.compile (`--compile`)
+            twin = build_model(tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
+            twin.load_state_dict(model.state_dict())
+            engines["tbuild --compile"] = tbuild_engine(compile_decoder(twin), policy, run.out_len)
         if "hf" in peers:
             engines["hf"] = hf_engine(model, run, policy)
         if "ct2" in peers:

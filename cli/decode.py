@@ -16,6 +16,7 @@ from .options import (
     BEAM,
     CHECKPOINT,
     COMBINE,
+    COMPILE,
     DEVICE,
     ENGINE,
     NO_REPEAT_NGRAM,
@@ -67,6 +68,7 @@ def decode(
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
+    compile_: bool = COMPILE,
     engine: str = ENGINE,
     quantization: str | None = QUANTIZATION,
     set_: list[str] = SET_OPTION,
@@ -121,7 +123,8 @@ def decode(
         err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
 
     translator = load_engines(runs, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                              device=device, notify=notify, weights=parse_weights(weights), combine=combine)
+                              device=device, notify=notify, weights=parse_weights(weights), combine=combine,
+                              compiled=compile_)
     show = input_ is not None and err_console.is_terminal
     with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=err_console, disable=not show, transient=True) as bar:

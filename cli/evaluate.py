@@ -15,6 +15,7 @@ from .options import (
     BEAM,
     CHECKPOINT,
     COMBINE,
+    COMPILE,
     DEVICE,
     ENGINE,
     NO_REPEAT_NGRAM,
@@ -47,6 +48,7 @@ def evaluate(
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
+    compile_: bool = COMPILE,
     engine: str = ENGINE,
     quantization: str | None = QUANTIZATION,
     evalb: Path | None = typer.Option(None, "--evalb", help="Parsing runs: an EVALB parameter file (default: "
@@ -75,11 +77,12 @@ def evaluate(
     run = runs[0]
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify,
+                                 compiled=compile_)
     quantization = quantization or run.spec.decode.quantization
     decoder = None if engine == "native" and quantization == "float32" and len(runs) == 1 else load_engines(
         runs, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
-        notify=notify, weights=parse_weights(weights), combine=combine)
+        notify=notify, weights=parse_weights(weights), combine=combine, compiled=compile_)
     if is_parsing(run.spec):
         _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
                  after_batch=process.after_batch)

@@ -33,6 +33,8 @@ AVERAGE = typer.Option(
     help="Use the average of the newest K checkpoints (§6.1); --average alone: the spec's train.average_last.",
 )
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
+COMPILE = typer.Option(False, "--compile", help="Native engine: compile the decoder step with torch.compile (faster "
+                       "decoding after a one-off compilation of about a minute: for long inputs and servers).")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")
 ENGINE = typer.Option(

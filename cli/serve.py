@@ -12,6 +12,7 @@ from .options import (
     AVERAGE,
     BEAM,
     CHECKPOINT,
+    COMPILE,
     DEVICE,
     ENGINE,
     QUANTIZATION,
@@ -40,6 +41,7 @@ def serve(
     checkpoint: Path | None = CHECKPOINT,
     average: int | None = AVERAGE,
     device: str = DEVICE,
+    compile_: bool = COMPILE,
     engine: str = ENGINE,
     quantization: str | None = QUANTIZATION,
     set_: list[str] = SET_OPTION,
@@ -63,7 +65,7 @@ def serve(
     service = open_service(run, engine=engine, quantization=quantization, device=device, checkpoint=checkpoint,
                            average=average, batch_tokens=batch_tokens, max_wait_ms=max_wait_ms, batching=batching,
                            timeout=timeout, max_lines=max_lines, max_chars=max_chars,
-                           after_batch=process.after_batch, notify=notify)
+                           after_batch=process.after_batch, notify=notify, compiled=compile_)
     s = service.settings
     console.print(f"serving {run.spec.name} ({service.engine.name}, {service.engine.precision}) on "
                   f"http://{host}:{port}; batching {'on' if s.batching else 'off'} ({s.batch_tokens} tokens, "

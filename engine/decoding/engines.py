@@ -37,11 +37,12 @@ class Engine(Protocol):
 
 def load_engine(run: Run, engine: str = "native", *, quantization: str | None = None,
                 checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
-                notify: Callable[[str], None] = lambda _: None) -> Engine:
+                notify: Callable[[str], None] = lambda _: None, compiled: bool = False) -> Engine:
     """The run's weights (``load_weights``'s choice) behind ``engine``. ``quantization`` (default: the
     spec's ``decode.quantization``) means the same for both engines: the weights type of the linear
     layers; native decodes float32 or int8 (``quantize.py``), CTranslate2 also int8_float32 and int16.
-    ``notify`` hears about (re-)exports and the precision chosen."""
+    ``notify`` hears about (re-)exports and the precision chosen. ``compiled``: the native decoder step
+    through torch.compile (``compiled.py``; CTranslate2 is compiled code already)."""
     from .ct2 import load_ct2_translator
     from .translator import load_translator
 
@@ -50,7 +51,7 @@ def load_engine(run: Run, engine: str = "native", *, quantization: str | None = 
     quantization = quantization or run.spec.decode.quantization
     if engine == "native":
         return load_translator(run, checkpoint=checkpoint, average=average, device=device, quantization=quantization,
-                               notify=notify)
+                               notify=notify, compiled=compiled)
     return load_ct2_translator(run, quantization=quantization, checkpoint=checkpoint,
                                average=average, device=device, notify=notify)
 
@@ -58,7 +59,7 @@ def load_engine(run: Run, engine: str = "native", *, quantization: str | None = 
 def load_engines(runs: list[Run], engine: str = "native", *, quantization: str | None = None,
                  checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                  notify: Callable[[str], None] = lambda _: None, weights: list[float] | None = None,
-                 combine: str = "logprob") -> Engine:
+                 combine: str = "logprob", compiled: bool = False) -> Engine:
     """``load_engine`` of one run; several runs: their ensemble (native engine only), checked for a
     shared tokenizer before any model is loaded, its combination rule told to ``notify``."""
     from .ensemble import ensemble_header, load_ensemble
@@ -67,12 +68,12 @@ def load_engines(runs: list[Run], engine: str = "native", *, quantization: str |
         if weights is not None:
             raise TbuildError("--weights needs several runs (an ensemble)")
         return load_engine(runs[0], engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                           device=device, notify=notify)
+                           device=device, notify=notify, compiled=compiled)
     if engine != "native":
         raise TbuildError(f"--engine {engine}: ensembles decode with the native engine only")
     if checkpoint is not None:
         raise TbuildError("--checkpoint names one run's weights; an ensemble takes runs or checkpoint files")
     translator = load_ensemble(runs, weights, combine, load=lambda run: load_engine(
-        run, "native", quantization=quantization, average=average, device=device, notify=notify))
+        run, "native", quantization=quantization, average=average, device=device, notify=notify, compiled=compiled))
     notify(ensemble_header(len(runs), weights or [1.0] * len(runs), combine))
     return translator

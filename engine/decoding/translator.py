@@ -61,10 +61,11 @@ class Translator:
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                     device: str = "auto", quantization: str = "float32",
-                    notify: Callable[[str], None] = lambda _: None) -> Translator:
+                    notify: Callable[[str], None] = lambda _: None, compiled: bool = False) -> Translator:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
-    CPU for it and fp32 compute). ``notify`` hears the precision chosen and why."""
+    CPU for it and fp32 compute), its decoder step compiled if asked (``compiled.py``). ``notify``
+    hears the precision chosen and why."""
     if quantization == "int8":
         if device == "auto":
             device = "cpu"
@@ -80,6 +81,11 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     model = quantize_model(model.eval().to(policy.device), quantization)
+    if compiled:
+        from .compiled import compile_decoder
+
+        compile_decoder(model)
+        notify("decoder step compiled with torch.compile (the first batches wait for the compilation)")
     max_positions = run.spec.model.max_positions
     return Translator(model, tokenizer, policy, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions,
                       quantization)

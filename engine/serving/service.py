@@ -107,7 +107,8 @@ def service_info(service: Service) -> dict:
 def open_service(run: Run, *, engine: str = "native", quantization: str | None = None, device: str = "auto",
                  checkpoint: Any = None, average: int | None = None, batch_tokens: int | None = None,
                  max_wait_ms: float = 10.0, batching: bool = True, timeout: float = 30.0, max_lines: int = 256,
-                 max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None) -> Service:
+                 max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
+                 compiled: bool = False) -> Service:
     """Load the run's ``engine`` (``load_engine``) and put it behind a batcher."""
     from ..decoding.engines import load_engine
     from ..decoding.translator import DEFAULT_MAX_SOURCE
@@ -120,7 +121,11 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
     if max_wait_ms < 0:
         raise TbuildError(f"--max-wait-ms must be 0 or more, not {max_wait_ms}")
     loaded = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                         device=device, notify=notify)
+                         device=device, notify=notify, compiled=compiled)
+    if compiled:  # compile before the first request, which would otherwise wait for it
+        notify("compiling the decoder step on warm-up sentences")
+        loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
+                         run.spec.decode)
     limits = Limits(max_lines, max_chars, run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
     settings = Settings(batch_tokens or run.spec.decode.batch_tokens, max_wait_ms / 1000, batching, timeout, limits)
     return Service(loaded, run, settings, after_batch)
