@@ -49,6 +49,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lines", type=int, default=256, help="sentences of the run's test split to send")
     parser.add_argument("--max-wait-ms", type=float, default=10.0, help="the server's --max-wait-ms")
     parser.add_argument("--modes", default="on,off", help="batching modes to measure: on, off or both")
+    parser.add_argument("--compile", action="store_true", help="the server's --compile (it compiles before it "
+                        "listens)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     return parser.parse_args(argv)
 
@@ -90,15 +92,17 @@ def call(url: str, body: dict | None = None, timeout: float = 300) -> tuple[int,
         return e.code, json.loads(e.read() or b"{}")
 
 
-def start_server(run: Path, batching: bool, max_wait_ms: float) -> tuple[subprocess.Popen, str]:
+def start_server(run: Path, batching: bool, max_wait_ms: float, compiled: bool = False
+                 ) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind((HOST, 0))
         port = s.getsockname()[1]
     args = [sys.executable, "-m", "tbuild.cli", "serve", str(run), "--host", HOST, "--port", str(port),
-            "--max-wait-ms", str(max_wait_ms), "--timeout", "600", "--batching" if batching else "--no-batching"]
+            "--max-wait-ms", str(max_wait_ms), "--timeout", "600", "--batching" if batching else "--no-batching",
+            *(["--compile"] if compiled else [])]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://{HOST}:{port}"
-    for _ in range(600):  # at most 120 s to load
+    for _ in range(3000):  # at most 600 s to load (and compile)
         if process.poll() is not None:
             raise SystemExit(f"tbuild serve exited with {process.returncode}: {' '.join(args)}")
         try:
@@ -107,7 +111,7 @@ def start_server(run: Path, batching: bool, max_wait_ms: float) -> tuple[subproc
         except OSError:
             time.sleep(0.2)
     process.kill()
-    raise SystemExit("tbuild serve did not answer within 120 s")
+    raise SystemExit("tbuild serve did not answer within 600 s")
 
 
 def load(url: str, clients: int, lines: list[str], want: list[tuple[str, float]], requests: int, seconds: float,
@@ -164,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     lines, want = reference(args.run, args.lines)
     rows: list[Level] = []
     for mode in args.modes.split(","):
-        process, url = start_server(args.run, mode == "on", args.max_wait_ms)
+        process, url = start_server(args.run, mode == "on", args.max_wait_ms, args.compile)
         try:
             for clients in (int(c) for c in args.clients.split(",")):
                 rows.append(load(url, clients, lines, want, args.requests, args.seconds, mode))
