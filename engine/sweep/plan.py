@@ -24,6 +24,7 @@ class PlannedRow:
     folder: Path
     params: int
     flops_per_token: int
+    splits: tuple[str, ...] = ("valid", "test")  # scored after training (the sweep file's ``splits``)
 
     @property
     def result_file(self) -> Path:
@@ -75,7 +76,7 @@ def plan(sweep: Sweep, overrides: list[str] | None = None, only: list[str] | Non
         folder = sweep.folder / f"{row.name}-{spec_hash(loaded)}"
         loaded.spec = loaded.spec.model_copy(update={"output_dir": str(folder)})
         report = inspect_model(loaded.spec)
-        planned.append(PlannedRow(row, loaded, folder, report.total, report.flops_per_token))
+        planned.append(PlannedRow(row, loaded, folder, report.total, report.flops_per_token, tuple(sweep.spec.splits)))
     if errors:
         raise SpecError("\n".join(errors))
     return planned

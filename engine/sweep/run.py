@@ -40,7 +40,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     run = Run(planned.loaded.spec, RunDir(planned.folder))
     translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
     scores = {}
-    for split in ("valid", "test"):
+    for split in planned.splits:
         if getattr(run.spec.data, split) is None:
             continue
         evaluation, *_ = evaluate(run, translator, split=split, after_batch=after_batch)

@@ -7,7 +7,7 @@ import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
@@ -47,6 +47,9 @@ class SweepSpec(StrictModel):
                                        "is trained at each point of their cross product.")
     reference: str | None = Field(None, description="The row trends compare against (default: the row labelled "
                                                      "base, else the first).")
+    splits: list[Literal["valid", "test"]] = Field(
+        ["valid", "test"], min_length=1, description="The splits every row is scored on; a search on validation "
+        "alone: [valid] (then score the row it picks on test once, with tbuild evaluate).")
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,18 @@ def test_a_row_trains_on_the_threads_it_asks_for(tmp_path: Path, tiny_corpus: Pa
     assert "device cpu, 1 thread\n" in result.output
 
 
+def test_a_search_on_validation_scores_no_test(tmp_path: Path, tiny_corpus: Path) -> None:
+    from tbuild.cli.app import app
+
+    sweep = _sweep(tmp_path, tiny_corpus, "  - {name: one}\n")
+    sweep.write_text(sweep.read_text() + "splits: [valid]\n")
+    result = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "one: valid BLEU" in result.output and "one: test BLEU" not in result.output
+    table = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert table[0]["dev BLEU"] is not None and table[0]["test BLEU"] is None
+
+
 def test_a_bad_row_is_refused_with_its_line_before_training(tmp_path: Path, tiny_corpus: Path) -> None:
     from tbuild.cli.app import app
 
@@ -233,3 +245,11 @@ def test_rows_call_after_step_every_step(tmp_path: Path, tiny_corpus: Path) -> N
     steps: list[int] = []
     assert run_local(rows, lambda _: (lambda kind, data: None), lambda line: None, after_step=steps.append)
     assert steps == [1, 2, 3]
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "specs" / "sweeps").glob("*.yaml")))
+def test_every_shipped_sweep_plans(name: str) -> None:
+    rows = plan(load_sweep(REPO / "specs" / "sweeps" / name))
+    assert rows and len({r.folder for r in rows}) == len(rows)  # distinct experiments
+    if name == "multi30k-recipe.yaml":
+        assert all(r.splits == ("valid",) for r in rows)  # a search on validation
