@@ -242,6 +242,9 @@ class TreebankDataset(DatasetSpec):
     linearization: Literal["xx", "tags"] = Field(
         "xx", description="xx: pre-terminals as XX, as Vinyals & Kaiser et al. (2014); tags: the "
         "part-of-speech tags kept (tensor2tensor).")
+    well_formed: bool = Field(
+        True, description="Decode only well-formed trees over exactly the input words (matched brackets, one "
+        "leaf per word; engine/parsing/constrained.py); false: decode freely, then repair.")
 
     @model_validator(mode="after")
     def _wsj_folder(self) -> TreebankDataset:

@@ -87,7 +87,7 @@ def decode(
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
-    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of
+    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of, tree_rule_for
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
 
@@ -131,7 +131,8 @@ def decode(
         task = bar.add_task("decode", total=len(lines))
         results = translator.translate(lines, spec, warn, lambda n: bar.advance(task, n),
                                        after_batch=process.after_batch, prefixes=prefixes,
-                                       scores=format_ == "jsonl", constraints=constraints)
+                                       scores=format_ == "jsonl", constraints=constraints,
+                                       step_rule=tree_rule_for(runs[0].spec, translator, lines))
     tok = translator.tokenizer
     if format_ == "jsonl":
         alignments = translator.alignments(lines, results) if align else [None] * len(lines)

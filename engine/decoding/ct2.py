@@ -161,7 +161,8 @@ class CTranslate2Translator:
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
                   prefixes: list[str] | None = None, scores: bool = False,
-                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
+                  constraints: list[LineConstraints] | None = None,
+                  step_rule: Callable[[list[int]], Any] | None = None) -> list[list[Hypothesis]]:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
         with the same warning; sampling (seeded by ``spec.seed``), target prefixes, n-gram blocking and
         phrases to exclude map to CTranslate2's own options (lines grouped by their excluded phrases,
@@ -169,6 +170,9 @@ class CTranslate2Translator:
         log-probabilities with greedy search (the runtime returns no logits from its beam search)."""
         import ctranslate2
 
+        if step_rule is not None:
+            raise TbuildError("--engine ctranslate2 cannot keep outputs well-formed trees: use --engine native, or "
+                              "set data.dataset.well_formed: false to decode freely and repair")
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
         targets = self.tokenizer.encode(prefixes) if prefixes else None
         include, exclude = encode_constraints(self.tokenizer, constraints)

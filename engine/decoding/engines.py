@@ -14,7 +14,7 @@ from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
 from ..run_dir import Run
 from .constraints import LineConstraints
-from .search import Hypothesis
+from .search import Hypothesis, StepRule
 
 ENGINES = ("native", "ctranslate2")
 
@@ -30,7 +30,8 @@ class Engine(Protocol):
     def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = ...,
                   progress: Callable[[int], None] = ..., after_batch: Callable[[], None] = ...,
                   prefixes: list[str] | None = None, scores: bool = False,
-                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]: ...
+                  constraints: list[LineConstraints] | None = None,
+                  step_rule: Callable[[list[int]], StepRule] | None = None) -> list[list[Hypothesis]]: ...
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]: ...
 

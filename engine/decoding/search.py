@@ -122,6 +122,15 @@ class Sampling:
         return x
 
 
+class StepRule(Protocol):
+    """A ban applied every step: -inf, in place on (N, V) log-probs, for what rows with ``history`` (N, t)
+    may not take next (``sent``: each live sentence's batch index, ``rows`` per sentence, ``limit`` (n,)
+    each live sentence's max |Y|, EOS counted)."""
+
+    def ban(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int,
+            limit: torch.Tensor | None) -> None: ...
+
+
 @dataclass
 class Rules:
     """What constrains each step besides the length limits: a forced target prefix per sentence,
@@ -131,8 +140,10 @@ class Rules:
     no_repeat_ngram: int = 0  # n: no n-gram twice in an output (0: off)
     include: Phrases | None = None  # phrases each output must contain (B sentences)
     exclude: Phrases | None = None  # phrases no output may contain, right-aligned (B sentences)
+    step_rule: StepRule | None = None  # any other ban, e.g. well-formed trees (parsing/constrained.py)
 
-    def apply(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int) -> None:
+    def apply(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int,
+              limit: torch.Tensor | None = None) -> None:
         """Ban, in place on (N, V) log-probs, what the rules forbid at step t = history.size(1)."""
         t, n = history.size(1), self.no_repeat_ngram
         if 0 < n <= t:
@@ -141,6 +152,8 @@ class Rules:
             lprobs.scatter_(1, grams[..., -1].masked_fill(~match, PAD), NEG_INF)  # PAD is banned anyway
         if self.exclude is not None:
             ban_phrases(lprobs, history, self.exclude.rows(sent, rows))
+        if self.step_rule is not None:
+            self.step_rule.ban(lprobs, history, sent, rows, limit)
         if self.prefix is not None and t < self.prefix.size(1):
             token = self.prefix[sent, t].repeat_interleave(rows).unsqueeze(1)  # (N, 1), PAD past a prefix
             kept = lprobs.gather(1, token)
@@ -199,7 +212,7 @@ def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rule
     forced = (t + 1 >= b.limit).repeat_interleave(b.rows)  # (N,)
     logits = model.decode(b.last, b.memory, b.pad, b.cache, beams=b.rows)[:, -1]  # (N, V)
     lprobs = _ban(logits.float().log_softmax(-1), t + 1, min_len, forced)  # the model's, not renormalised
-    rules.apply(lprobs, b.history, b.sent, b.rows)
+    rules.apply(lprobs, b.history, b.sent, b.rows, b.limit)
     if b.progress is not None and rules.include is not None:  # no EOS before every constraint is met
         unmet = b.progress.unmet(rules.include.lengths[b.sent].repeat_interleave(b.rows, 0))
         lprobs[:, EOS].masked_fill_(unmet & ~forced, NEG_INF)

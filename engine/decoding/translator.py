@@ -20,7 +20,7 @@ from ..run_dir import Run
 from ..weights import load_weights, weights_files
 from .constraints import LineConstraints, Phrases
 from .quantize import check_quantization, quantize_model
-from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths
+from .search import Hypothesis, Rules, Sampling, StepRule, beam_search, max_lengths
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
 
@@ -44,9 +44,10 @@ class Translator:
                   progress: Callable[[int], None] = lambda _: None,
                   after_batch: Callable[[], None] = lambda: None,
                   prefixes: list[str] | None = None, scores: bool = False,
-                  constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
+                  constraints: list[LineConstraints] | None = None,
+                  step_rule: Callable[[list[int]], StepRule] | None = None) -> list[list[Hypothesis]]:
         """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
-        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores, constraints)
+        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores, constraints, step_rule)
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
         """A source position per output token of each line's best hypothesis (``alignment.align``; an
@@ -136,12 +137,14 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
               progress: Callable[[int], None] = lambda _: None,
               after_batch: Callable[[], None] = lambda: None,
               prefixes: list[str] | None = None, scores: bool = False,
-              constraints: list[LineConstraints] | None = None) -> list[list[Hypothesis]]:
+              constraints: list[LineConstraints] | None = None,
+              step_rule: Callable[[list[int]], StepRule] | None = None) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
     lines over the model's source limit are truncated with a warning. ``prefixes`` (one per line, ""
     for none) are forced at the start of each output, which includes them; ``constraints`` (one per
-    line) name phrases each output must or must not contain (``constraints.py``); ``scores``: with each
-    token's log-probability. ``after_batch`` is the entry point's housekeeping between batches."""
+    line) name phrases each output must or must not contain (``constraints.py``); ``step_rule`` gives
+    the search a ban for each batch's line indices (well-formed trees); ``scores``: with each token's
+    log-probability. ``after_batch`` is the entry point's housekeeping between batches."""
     model, policy = translator.model, translator.policy
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, warn)
     targets = translator.tokenizer.encode(prefixes) if prefixes else None
@@ -158,7 +161,8 @@ def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
                       no_repeat_ngram=spec.no_repeat_ngram,
                       include=None if include is None else Phrases.of([include[i] for i in rows], device=policy.device),
                       exclude=None if exclude is None else Phrases.of([exclude[i] for i in rows], right=True,
-                                                                      device=policy.device))
+                                                                      device=policy.device),
+                      step_rule=None if step_rule is None else step_rule(rows))
         width = spec.beam if sampling is None else spec.nbest
         with policy.autocast():
             hyps = beam_search(model, src, beam=width, alpha=spec.alpha, max_len_a=spec.max_len_a,

@@ -20,6 +20,7 @@ from ..decoding.translator import Translator, encode_sources
 from ..errors import DataError
 from ..loss import evaluate_loss
 from ..run_dir import Run
+from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
 from .linearize import Repair, Style, linearize, repair
 from .trees import read_treebank
@@ -33,6 +34,16 @@ def is_parsing(spec: Spec) -> bool:
 def style_of(spec: Spec) -> Style:
     dataset = spec.data.dataset
     return dataset.linearization if isinstance(dataset, TreebankDataset) else "xx"
+
+
+def tree_rule_for(spec: Spec, decoder: Engine, lines: list[str]) -> Callable[[list[int]], WellFormed] | None:
+    """``translate(step_rule=...)`` keeping a parsing run's outputs well-formed trees over ``lines``' words
+    (``data.dataset.well_formed``); None for a translation run or free decoding."""
+    dataset = spec.data.dataset
+    if not isinstance(dataset, TreebankDataset) or not dataset.well_formed:
+        return None
+    policy = getattr(decoder, "policy", None)
+    return tree_rule(decoder.tokenizer, dataset.linearization, lines, policy.device if policy else "cpu")
 
 
 @dataclass
@@ -144,7 +155,8 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]
     started = time.perf_counter()
     decoder = engine or translator
-    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch)
+    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch,
+                                step_rule=tree_rule_for(run.spec, decoder, sources))
     seconds = time.perf_counter() - started
     outputs = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)

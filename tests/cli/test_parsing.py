@@ -69,8 +69,14 @@ def test_evaluate_reports_evalb(parsing_run: Path, tmp_path: Path) -> None:
     trees = read_lines(parsing_run / "eval_src.trees")
     again = evalb(read_lines(tmp_path / "ref"), trees)
     assert report["all"]["f1"] == again.all.to_json()["f1"] and report["all"]["error_sentences"] == 0
+    # well-formed decoding (the default): every output is a tree over its words, nothing to repair
     assert report["all"]["sentences"] == 6 and report["repairs"]["outputs"] == 6
+    assert report["repairs"]["repaired"] == 0 and "0 of 6 outputs repaired" in result.output
     assert (parsing_run / "eval_src.evalb").read_text() == again.report()
+    free = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
+                               str(tmp_path / "ref"), "--set", "data.dataset.well_formed=false"])
+    assert free.exit_code == 0, free.output
+    assert json.loads((parsing_run / "eval_src.json").read_text())["repairs"]["repaired"] > 0  # 2 steps trained
     bad = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
                               str(data / "valid.gold")])
     assert bad.exit_code == 2 and "6 source lines but 273 gold trees" in bad.output
