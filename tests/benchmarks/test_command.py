@@ -55,7 +55,7 @@ def test_quick_run_writes_finite_positive_figures(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--shapes", "huge"], "--shapes 'huge': choose from tiny, base, big"),
-    (["--peers", "onnx"], "--peers 'onnx': choose from torch, hf, ct2"),
+    (["--peers", "onnx"], "--peers 'onnx': choose from torch, hf, ct2, compiled"),
 ])
 def test_bad_choices_are_one_line(args: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as stop:
