@@ -34,7 +34,8 @@ AVERAGE = typer.Option(
 )
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
 COMPILE = typer.Option(False, "--compile", help="Native engine: compile the decoder step with torch.compile (faster "
-                       "decoding after a one-off compilation of about a minute: for long inputs and servers).")
+                       "decoding after a one-off compilation of about a minute, and again for new batch shapes: "
+                       "for long inputs; docs/decoding.md).")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")
 ENGINE = typer.Option(
