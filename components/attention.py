@@ -32,20 +32,25 @@ __all__ = ["AdditiveAttention", "AdditiveSpec", "AttentionBlock", "LocalAttentio
            "MultiHeadSpec", "RelativeAttention", "RelativeSpec"]
 
 
+FEW_QUERIES = 16  # up to this many queries, plain matmuls beat PyTorch's fused kernel on CPU
+
+
 def scaled_dot_product(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: float, *,
     is_causal: bool = False, need_weights: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(QKᵀ/√d_k)V (§3.2.1, Eq. 1); mask: bool (True = attend) or additive, broadcast to (B,H,T,S).
 
-    Uses the fused kernel unless the weights are asked for (attention maps), for a single query (an
+    Uses the fused kernel unless the weights are asked for (attention maps), for a few queries (an
     incremental decoding step: plain matmuls took 340 vs 550 µs for self- and 400 vs 630 µs for
-    cross-attention of 256 beams on CPU; beam search 1.0 s vs 1.3 s in benchmarks/beam_search.py),
+    cross-attention of 256 beams on CPU; beam search 1.0 s vs 1.3 s in benchmarks/beam_search.py; the
+    4 beams of 64 sentences as 4 queries of 20 keys: 250 vs 298 µs, 16 queries: 722 vs 734 µs),
     or for bfloat16 on CPU, where PyTorch's fused kernel is 3-4x slower than plain bf16 matmuls
     (forward + backward at training shapes: 26 ms vs 7 ms; in float32 both take 15 ms).
     """
     cpu_bf16 = q.dtype == torch.bfloat16 and q.device.type == "cpu"
-    fused = not need_weights and not cpu_bf16 and q.size(-2) > 1
+    few = FEW_QUERIES if q.device.type == "cpu" else 1  # measured on CPU only
+    fused = not need_weights and not cpu_bf16 and q.size(-2) > few
     if fused:
         # A branch, not the value: under torch.compile with dynamic shapes is_causal may be a symbolic
         # T == S, which SDPA refuses; branching on it becomes a guard.
@@ -170,8 +175,8 @@ class AttentionBlock(nn.Module):
                 k, v = cache["k"], cache["v"]
             else:
                 k, v = self._keys_values(memory)
-                if cache is not None:
-                    cache["k"], cache["v"] = k, v
+                if cache is not None:  # contiguous once, or every step's matmul copies them (B·H not a view)
+                    k, v = cache["k"], cache["v"] = k.contiguous(), v.contiguous()
             positional = None
         else:
             if beams != 1:
