@@ -11,6 +11,7 @@ says so."""
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tempfile
 import time
@@ -23,6 +24,7 @@ import torch
 from tbuild.builder import build_model
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
+from tbuild.engine.decoding.packed import pack_linears
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.policy import Policy
 
@@ -132,7 +134,11 @@ def run_decoding(run: DecodeRun, policy: Policy, peers: list[str]) -> list[dict]
     src[:, -1] = EOS
     src = src.to(policy.device)
     with tempfile.TemporaryDirectory(prefix="tbuild-bench-") as tmp:
-        engines: dict[str, Engine | str] = {"tbuild": tbuild_engine(model, policy, run.out_len)}
+        ours = model
+        if policy.autocast_dtype is None:  # float32: packed as the translator packs it (engine/decoding/packed.py)
+            ours = copy.deepcopy(model)
+            pack_linears(ours)
+        engines: dict[str, Engine | str] = {"tbuild": tbuild_engine(ours, policy, run.out_len)}
         if "compiled" in peers:  # the same weights, decoder step through torch.compile (`--compile`)
             twin = build_model(tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
             twin.load_state_dict(model.state_dict())

@@ -19,6 +19,7 @@ from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
 from ..weights import load_weights, weights_files
 from .constraints import LineConstraints, Phrases
+from .packed import pack_linears
 from .quantize import check_quantization, quantize_model
 from .search import Hypothesis, Rules, Sampling, StepRule, beam_search, max_lengths
 
@@ -65,7 +66,8 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
                     notify: Callable[[str], None] = lambda _: None, compiled: bool = False) -> Translator:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
-    CPU for it and fp32 compute), its decoder step compiled if asked (``compiled.py``). ``notify``
+    CPU for it and fp32 compute), its decoder step compiled if asked (``compiled.py``), else, in float32
+    on a CPU, its linear weights packed for oneDNN (``packed.py``). ``notify``
     hears the precision chosen and why."""
     if quantization == "int8":
         if device == "auto":
@@ -87,6 +89,8 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
 
         compile_decoder(model)
         notify("decoder step compiled with torch.compile (the first batches wait for the compilation)")
+    elif quantization == "float32" and policy.autocast_dtype is None:
+        pack_linears(model)  # CPU float32 only; elsewhere a no-op (packed.py)
     max_positions = run.spec.model.max_positions
     return Translator(model, tokenizer, policy, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions,
                       quantization)

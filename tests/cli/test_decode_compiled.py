@@ -21,4 +21,14 @@ def test_compiled_decoding_gives_the_same_lines(tiny_run: Path, tmp_path: Path) 
     compiled = runner.invoke(app, ["decode", str(run), "--device", "cpu", "--nbest", "2", "--compile"], input=TEXT)
     assert plain.exit_code == compiled.exit_code == 0, compiled.output
     assert "decoder step compiled with torch.compile" in compiled.stderr
-    assert compiled.stdout == plain.stdout and len(plain.stdout.splitlines()) == 7  # 2 + 1 (empty line) + 2 + 2
+    ours, theirs = _nbest(plain.stdout), _nbest(compiled.stdout)
+    assert len(ours) == 7  # 2 + 1 (empty line) + 2 + 2
+    # the same outputs; scores to float32 rounding (eager float32 runs oneDNN-packed weights, packed.py)
+    assert [line[:2] for line in theirs] == [line[:2] for line in ours]
+    assert [s for line in theirs for s in line[2:]] == pytest.approx([s for line in ours for s in line[2:]], abs=1e-3)
+
+
+def _nbest(stdout: str) -> list[tuple]:
+    """n-best lines "i ||| output ||| score" as (i, output, score); an empty line as ()."""
+    rows = [line.split(" ||| ") for line in stdout.splitlines()]
+    return [(row[0], row[1], float(row[2])) if len(row) == 3 else () for row in rows]
