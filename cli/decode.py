@@ -106,16 +106,10 @@ def decode(
     data = input_.read_bytes() if input_ else sys.stdin.buffer.read()
     lines, prefixes, constraints = split_columns(decode_lines(data, name), name)
     if prefix_file is not None:
-        if prefixes is not None:
-            raise TbuildError("--prefix-file: the input already has a prefix column")
-        if not prefix_file.is_file():
-            raise TbuildError(f"{prefix_file}: prefix file not found")
+        _no_column("--prefix-file", prefixes, "a prefix column", prefix_file, "prefix")
         prefixes = read_prefixes(prefix_file.read_bytes(), str(prefix_file), len(lines))
     if constraints_file is not None:
-        if constraints is not None:
-            raise TbuildError("--constraints-file: the input already has constraint columns")
-        if not constraints_file.is_file():
-            raise TbuildError(f"{constraints_file}: constraints file not found")
+        _no_column("--constraints-file", constraints, "constraint columns", constraints_file, "constraints")
         constraints = read_constraints(constraints_file.read_bytes(), str(constraints_file), len(lines))
     process = configure_process()
 
@@ -154,3 +148,14 @@ def decode(
         atomic_write(output, text.encode())
     else:
         sys.stdout.write(text)
+
+
+def _no_column(option: str, column: object, what: str, path: Path, kind: str) -> None:
+    """Refuse a side file (``option`` at ``path``) when the input already has its ``column``, or when it
+    is missing."""
+    from tbuild.engine.errors import TbuildError
+
+    if column is not None:
+        raise TbuildError(f"{option}: the input already has {what}")
+    if not path.is_file():
+        raise TbuildError(f"{path}: {kind} file not found")

@@ -210,3 +210,18 @@ def test_validate_and_export_say_which_profiles_each_target_honours(run: Path, t
     assert "decode profiles ctranslate2 honours: decode, cold" in done.output
     code, out, _ = decode(str(run), *cold, "--profile", "cold", "--engine", "ctranslate2", text="A dog runs.\n")
     assert code == 0 and out == decode(str(run), "--beam", "1", text="A dog runs.\n")[1]  # temperature 0 = greedy
+
+
+def test_side_files_refused_when_missing_or_doubled(run: Path, tmp_path: Path) -> None:
+    """--prefix-file and --constraints-file: one line naming the problem, exit 2, when the file is
+    missing or the input already carries that column."""
+    prefixes = tmp_path / "prefixes.txt"
+    prefixes.write_text("Ein\n\nZwei\n")
+    code, _, err = decode(str(run), "--prefix-file", str(prefixes), text="A dog.\tEin\n")
+    assert code == 2 and "--prefix-file: the input already has a prefix column" in err
+    code, _, err = decode(str(run), "--prefix-file", str(tmp_path / "none.txt"))
+    assert code == 2 and "none.txt: prefix file not found" in err
+    code, _, err = decode(str(run), "--constraints-file", str(prefixes), text="A dog.\t\tHund\n")
+    assert code == 2 and "--constraints-file: the input already has constraint columns" in err
+    code, _, err = decode(str(run), "--constraints-file", str(tmp_path / "none.jsonl"))
+    assert code == 2 and "none.jsonl: constraints file not found" in err
