@@ -14,10 +14,10 @@ from tbuild.builder.schema import DATASETS, DataSpec, ParallelFiles, TreebankDat
 
 from ..errors import DataError
 from ..files import atomic_write
-from ..parsing.linearize import linearize
-from ..parsing.trees import Tree, read_treebank
 from .corpus import SPLITS, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
+from .linearize import linearize
+from .trees import Tree, read_treebank
 
 Log = Callable[[str], None]
 

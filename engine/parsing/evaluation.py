@@ -12,8 +12,10 @@ from tbuild.builder.schema import Spec, TreebankDataset
 from tbuild.builder.tokens import EOS
 
 from ..data.datasets import read_split
+from ..data.linearize import Repair, Style, linearize, repair
 from ..data.pairs import Pairs
 from ..data.treebank import gold_file
+from ..data.trees import read_treebank
 from ..decoding.engines import Engine
 from ..decoding.search import Hypothesis
 from ..decoding.translator import Translator, encode_sources
@@ -22,8 +24,6 @@ from ..loss import evaluate_loss
 from ..run_dir import Run
 from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
-from .linearize import Repair, Style, linearize, repair
-from .trees import read_treebank
 
 
 def is_parsing(spec: Spec) -> bool:

@@ -12,8 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
+from tbuild.engine.data.trees import read_trees
 from tbuild.engine.parsing.evalb import evalb, read_lines
-from tbuild.engine.parsing.trees import read_trees
 
 runner = CliRunner()
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from tbuild.engine.data.linearize import linearize, repair
+from tbuild.engine.data.trees import read_treebank, read_trees
 from tbuild.engine.errors import DataError
-from tbuild.engine.parsing.linearize import linearize, repair
-from tbuild.engine.parsing.trees import read_treebank, read_trees
 
 MRG = """
 ( (S
