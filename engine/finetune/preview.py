@@ -10,9 +10,10 @@ import torch
 
 from tbuild.builder import build_model
 from tbuild.builder.loader import LoadedSpec
+from tbuild.builder.schema import InitSpec
 
 from ..data.tokenizer import Tokenizer, fit_vocab
-from ..run_dir import RunDir, run_dir_of
+from ..run_dir import RunDir, load_target, run_dir_of
 from .plan import make_plan
 from .source import Source, load_source
 from .start import read_lineage
@@ -30,6 +31,9 @@ def preview_plan(loaded: LoadedSpec) -> list[str]:
     if lineage is not None and run.resume_points():
         return [f"train.init: {run.path} started from {lineage['from']} ({lineage['weights']}, step "
                 f"{lineage['step']:,}); training resumes it"]
+    untrained = _untrained(init)
+    if untrained is not None:
+        return [f"train.init: from {init.source}: {untrained}; the load plan is shown once the source is trained"]
     source = load_source(init)
     with tempfile.TemporaryDirectory() as tmp:
         path = _tokenizer_path(loaded, run, source, Path(tmp))
@@ -43,6 +47,24 @@ def preview_plan(loaded: LoadedSpec) -> list[str]:
             model = build_model(spec)
         plan = make_plan(model, source, init, tokenizer)
     return [plan.header(), *plan.block_lines(), plan.summary()]
+
+
+def _untrained(init: InitSpec) -> str | None:
+    """Why the source has no weights yet (its run not trained, or not started), or None where it has some."""
+    path = Path(init.source)
+    if not path.exists():
+        return "no such run yet"
+    if path.suffix == ".safetensors":
+        return None
+    if path.is_dir():
+        run, hint = RunDir(path), ""
+        if not run.spec_file.exists():
+            return f"not a run directory yet (no {run.spec_file.name})"
+    else:
+        run, hint = run_dir_of(load_target(path, [])), f" (`tbuild train {path}` trains it)"
+    if run.best.exists() or run.step_checkpoints():
+        return None
+    return f"its run {run.path} has no checkpoints yet{hint}"
 
 
 def _tokenizer_path(loaded: LoadedSpec, run: RunDir, source: Source, tmp: Path) -> Path | None:
