@@ -50,10 +50,11 @@ def sweep(
     if launcher == "submitit":
         from tbuild.engine.sweep.submit import run_submitit
 
-        completed = run_submitit(file, rows, list(set_ or []), list(slurm or []), say, cluster)
+        completed = run_submitit(file, rows, list(set_ or []), list(slurm or []), say, row_process, cluster)
     else:
         # after_step trims the heap that configure_process keeps (without it resident memory grows a few GB a row)
-        completed = run_local(rows, lambda _: Reporter(), say, process.after_batch, process.after_step)
+        completed = run_local(rows, lambda _: Reporter(), say, process.after_batch, process.after_step,
+                              before_row=row_process)
     results = table.results(rows, sweep_file.spec.reference)
     written = table.write(sweep_file.folder, results)
     _print_results(sweep_file.name, results)
@@ -67,6 +68,14 @@ def sweep(
     if not completed:
         console.print("interrupted: run the same command to resume the row and go on", highlight=False)
         raise typer.Exit(130)
+
+
+def row_process(planned):  # noqa: ANN001, ANN201 - PlannedRow -> ProcessSettings (lazy imports)
+    """A row's process settings, as `tbuild train` sets them: its train.threads, else every core. Run
+    before each row here, and first in each submitit job's process (it travels there by name)."""
+    from tbuild.engine.process import configure_process
+
+    return configure_process(planned.loaded.spec.train.threads)
 
 
 def _print_plan(name: str, rows) -> None:  # noqa: ANN001 - list[PlannedRow] (lazy import)
@@ -85,11 +94,19 @@ def _print_plan(name: str, rows) -> None:  # noqa: ANN001 - list[PlannedRow] (la
 
 
 def _print_results(name: str, results: list[dict]) -> None:
-    from tbuild.engine.sweep.table import COLUMNS, cell
+    """The results as a table where the console is wide enough for it, else (a log, a pipe, a narrow
+    terminal) as the Markdown table of results.md, one line per row, never squeezed."""
+    from rich.measure import Measurement
+
+    from tbuild.engine.sweep.table import COLUMNS, cell, markdown
 
     grid = Table(title=f"sweep {name}: results", title_justify="left")
     for column in COLUMNS:
         grid.add_column(column)
     for row in results:
         grid.add_row(*(cell(row[c]) for c in COLUMNS))
-    console.print(grid)
+    if Measurement.get(console, console.options.update_width(10**6), grid).maximum <= console.width:
+        console.print(grid)
+        return
+    console.print(f"sweep {name}: results", highlight=False, soft_wrap=True)
+    console.print(markdown(results), end="", markup=False, highlight=False, soft_wrap=True)

@@ -12,9 +12,8 @@ from tbuild.builder import LoadedSpec, SpecError, load_spec
 from tbuild.builder.inspect import inspect_model
 from tbuild.builder.loader import Override
 
+from .result import RowResult, read_result, result_file
 from .spec import Row, Sweep
-
-RESULT = "sweep_row.json"  # in a row's run directory once it is trained and scored
 
 
 @dataclass(frozen=True)
@@ -28,18 +27,15 @@ class PlannedRow:
 
     @property
     def result_file(self) -> Path:
-        return self.folder / RESULT
+        return result_file(self.folder)  # sweep_row.json, once the row is trained and scored
 
     @property
     def finished(self) -> bool:
         return self.result_file.is_file()
 
-    def result(self) -> dict | None:
+    def result(self) -> RowResult | None:
         """The row's scores once it finished (None before, or if the file is unreadable)."""
-        try:
-            return json.loads(self.result_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        return read_result(self.folder)
 
     def budget(self) -> str:
         """The training budget in words, from the spec's stops."""
@@ -85,9 +81,9 @@ def plan(sweep: Sweep, overrides: list[str] | None = None, only: list[str] | Non
 def minutes_left(rows: list[PlannedRow]) -> float | None:
     """Training minutes the unfinished rows need: a time budget as it stands; a step budget at the
     speed of the finished rows (minutes per step and FLOP per token), None before one has finished."""
-    done = [(p, r) for p in rows if p.finished and (r := p.result()) and r.get("steps")]
-    work = sum(r["steps"] * p.flops_per_token for p, r in done)
-    per_work = sum(r["train_minutes"] for _, r in done) / work if work else None
+    done = [(p, r) for p in rows if p.finished and (r := p.result()) and r.steps]
+    work = sum(r.steps * p.flops_per_token for p, r in done)
+    per_work = sum(r.train_minutes for _, r in done) / work if work else None
     total = 0.0
     for p in rows:
         if p.finished:

@@ -7,10 +7,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..files import atomic_write
 from ..run_dir import Run, RunDir
 from ..training.trainer import Event, Trainer
 from .plan import PlannedRow
+from .result import RowResult, SplitScores, write_result
 
 Say = Callable[[str], None]
 
@@ -24,46 +24,40 @@ class RowOutcome:
 def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[], None] = lambda: None,
             after_step: Callable[[int], None] = lambda step: None) -> RowOutcome:
     """Train one row to its budget and score it (``sweep_row.json``); stop early on Ctrl-C."""
-    import json
-
-    import torch
-
     from ..decoding.evaluation import evaluate
     from ..decoding.translator import load_translator
 
-    if planned.loaded.spec.train.threads:  # as `tbuild train` does; the rows of one sweep may differ
-        torch.set_num_threads(planned.loaded.spec.train.threads)
     started = time.monotonic()
     result = Trainer(planned.loaded, emit, after_step=after_step).setup().train()
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
     run = Run(planned.loaded.spec, RunDir(planned.folder))
     translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
-    scores = {}
+    scores: dict[str, SplitScores] = {}
     for split in planned.splits:
         if getattr(run.spec.data, split) is None:
             continue
         evaluation, *_ = evaluate(run, translator, split=split, after_batch=after_batch)
-        scores[split] = {"bleu": evaluation.bleu, "bleu_lowercase": evaluation.bleu_lowercase,
-                         "chrf": evaluation.chrf, "ppl": evaluation.perplexity}
+        scores[split] = SplitScores(evaluation.bleu, evaluation.bleu_lowercase, evaluation.chrf, evaluation.perplexity)
         say(f"{planned.row.name}: {split} BLEU {evaluation.bleu:.2f}, perplexity {evaluation.perplexity:.2f}")
-    record = {"row": planned.row.name, "label": planned.row.label, "steps": result["step"],
-              "train_minutes": result["elapsed"] / 60, "wall_minutes": (time.monotonic() - started) / 60,
-              "params": planned.params, "scores": scores}
-    atomic_write(planned.result_file, (json.dumps(record, indent=1) + "\n").encode())
+    write_result(planned.folder, RowResult(planned.row.name, planned.row.label, result["step"], result["elapsed"] / 60,
+                                           (time.monotonic() - started) / 60, planned.params, scores))
     return RowOutcome(planned, bool(result.get("stop_requested")))  # Ctrl-C on the row's last step: stop after it
 
 
 def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], say: Say,
               after_batch: Callable[[], None] = lambda: None,
-              after_step: Callable[[int], None] = lambda step: None) -> bool:
+              after_step: Callable[[int], None] = lambda step: None,
+              before_row: Callable[[PlannedRow], object] = lambda row: None) -> bool:
     """Every unfinished row in order; False when one was interrupted (the rest are left for the
-    next call, which resumes that row)."""
+    next call, which resumes that row). ``before_row``: the entry point's process settings for a
+    row (its threads; the rows of one sweep may differ), called before it trains."""
     for planned in rows:
         if planned.finished:
             say(f"{planned.row.name}: finished earlier ({planned.folder}), skipped")
             continue
         say(f"{planned.row.name}: training in {planned.folder} ({planned.budget()})")
+        before_row(planned)
         if run_row(planned, emit_for(planned), say, after_batch, after_step).interrupted:
             return False
     return True

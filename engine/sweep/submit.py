@@ -11,20 +11,22 @@ from typing import Any
 import yaml
 
 from ..errors import TbuildError
+from ..process import ProcessSettings
 from .plan import PlannedRow, plan
 from .spec import load_sweep
 
 
-def row_job(sweep_file: str, row: str, overrides: list[str], cwd: str) -> str:
-    """One row, trained and scored in a job (a fresh process on some machine); returns its name."""
+def row_job(sweep_file: str, row: str, overrides: list[str], cwd: str,
+            configure: Callable[[PlannedRow], ProcessSettings]) -> str:
+    """One row, trained and scored in a job (a fresh process on some machine); returns its name.
+    ``configure``: the entry point's process settings for the row (``tbuild sweep`` passes its own)."""
     import os
 
-    from ..process import configure_process
     from .run import run_row
 
     os.chdir(cwd)  # the sweep's relative paths mean what they meant where it was submitted
     (planned,) = plan(load_sweep(Path(sweep_file)), overrides, [row])
-    process = configure_process()
+    process = configure(planned)
 
     def log(kind: str, data: dict[str, Any]) -> None:
         if kind in ("log", "valid", "end", "info", "warning"):
@@ -47,8 +49,10 @@ def parameters(settings: list[str]) -> dict[str, Any]:
 
 
 def run_submitit(sweep_file: Path, rows: list[PlannedRow], overrides: list[str], settings: list[str],
-                 say: Callable[[str], None], cluster: str | None = None) -> bool:
-    """Submit every unfinished row and wait for them all; True when all finished."""
+                 say: Callable[[str], None], configure: Callable[[PlannedRow], ProcessSettings],
+                 cluster: str | None = None) -> bool:
+    """Submit every unfinished row and wait for them all; True when all finished. ``configure``: what
+    each job's process runs first (``row_job``), a module-level function so that it travels by name."""
     try:
         import submitit
     except ImportError:
@@ -63,7 +67,8 @@ def run_submitit(sweep_file: Path, rows: list[PlannedRow], overrides: list[str],
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(name=f"tbuild-{todo[0].folder.parent.name}", **parameters(settings))
     cwd = str(Path.cwd())
-    jobs = [(p, executor.submit(row_job, str(sweep_file.resolve()), p.row.name, overrides, cwd)) for p in todo]
+    jobs = [(p, executor.submit(row_job, str(sweep_file.resolve()), p.row.name, overrides, cwd,
+                                       configure)) for p in todo]
     for p, job in jobs:
         say(f"{p.row.name}: submitted as job {job.job_id} ({executor.cluster}; logs in {folder})")
     failed = []

@@ -45,16 +45,15 @@ def results(rows: list[PlannedRow], reference: str | None = None) -> list[dict]:
 
     def dev_bleu(name: str) -> float | None:
         r = done.get(name)
-        return r["scores"]["valid"]["bleu"] if r and "valid" in r["scores"] else None
+        return r.score("valid", "bleu") if r else None
 
     out = []
     for p in rows:
         r, paper = done[p.row.name], p.row.paper
-        scores = (r or {}).get("scores", {})
         row = {"row": p.row.name, "label": p.row.label, **describe(p.loaded.spec),
-               "train steps": r["steps"] if r else None, "params ×10⁶": round(p.params / 1e6, 1),
-               "dev PPL": scores.get("valid", {}).get("ppl"), "dev BLEU": scores.get("valid", {}).get("bleu"),
-               "test BLEU": scores.get("test", {}).get("bleu"), "train min": r["train_minutes"] if r else None,
+               "train steps": r.steps if r else None, "params ×10⁶": round(p.params / 1e6, 1),
+               "dev PPL": r.score("valid", "ppl") if r else None, "dev BLEU": dev_bleu(p.row.name),
+               "test BLEU": r.score("test", "bleu") if r else None, "train min": r.train_minutes if r else None,
                "paper PPL": paper.ppl if paper else None, "paper BLEU": paper.bleu if paper else None}
         ref_paper = ref.row.paper.bleu if ref is not None and ref.row.paper else None
         row["trend"] = "" if p is ref else trend(row["dev BLEU"], row["paper BLEU"], dev_bleu(ref_name), ref_paper)

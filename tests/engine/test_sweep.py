@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from tbuild.builder import SpecError
 from tbuild.engine.sweep.plan import minutes_left, plan
+from tbuild.engine.sweep.result import RESULT, RowResult, SplitScores, read_result, write_result
 from tbuild.engine.sweep.spec import load_sweep
 from tbuild.engine.sweep.table import group_trends, trend
 from tests.conftest import REPO, tiny_train_spec
@@ -185,7 +186,8 @@ def test_time_left_comes_from_the_finished_rows_speed(tmp_path: Path, monkeypatc
     rows = plan(sweep, only=["base", "A-h1", "big"])
     assert minutes_left(rows) is None  # step budgets: no speed known yet
     rows[0].folder.mkdir(parents=True)
-    rows[0].result_file.write_text(json.dumps({"steps": 600, "train_minutes": 6.0}))
+    write_result(rows[0].folder, RowResult("base", "base", steps=600, train_minutes=6.0, wall_minutes=7.0,
+                                           params=rows[0].params))
     base, h1, big = rows
     assert h1.flops_per_token == base.flops_per_token  # one head of 128 costs what eight of 16 do
     assert minutes_left([base, h1]) == pytest.approx(6.0)
@@ -253,3 +255,83 @@ def test_every_shipped_sweep_plans(name: str) -> None:
     assert rows and len({r.folder for r in rows}) == len(rows)  # distinct experiments
     if name == "multi30k-recipe.yaml":
         assert all(r.splits == ("valid",) for r in rows)  # a search on validation
+
+
+def test_a_rows_result_is_one_typed_record(tmp_path: Path) -> None:
+    """sweep_row.json is written and read in one place, in the layout it always had; an unreadable or
+    foreign file reads as not finished."""
+    result = RowResult("h1", "A", steps=3, train_minutes=0.5, wall_minutes=0.75, params=1234,
+                       scores={"valid": SplitScores(bleu=1.5, bleu_lowercase=1.75, chrf=20.0, ppl=40.0)})
+    path = write_result(tmp_path, result)
+    assert path == tmp_path / RESULT and read_result(tmp_path) == result
+    assert json.loads(path.read_text()) == {
+        "row": "h1", "label": "A", "steps": 3, "train_minutes": 0.5, "wall_minutes": 0.75, "params": 1234,
+        "scores": {"valid": {"bleu": 1.5, "bleu_lowercase": 1.75, "chrf": 20.0, "ppl": 40.0}}}
+    assert result.score("valid", "ppl") == 40.0 and result.score("test", "bleu") is None
+    for text in ("{", "[]", '{"steps": 600}', '{"row": "h1", "scores": {"valid": {"bleu": 1}}}'):
+        path.write_text(text)
+        assert read_result(tmp_path) is None, text
+    assert read_result(tmp_path / "missing") is None
+
+
+def test_the_table_reads_the_rows_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.engine.sweep.table import results
+
+    monkeypatch.chdir(tmp_path)
+    rows = plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"), only=["base", "A-h1"])
+    scores = {"valid": SplitScores(5.0, 5.5, 30.0, 9.0), "test": SplitScores(4.0, 4.5, 29.0, 9.5)}
+    write_result(rows[0].folder, RowResult("base", "base", 600, 6.0, 7.0, rows[0].params, scores))
+    base, h1 = results(rows)
+    assert (base["train steps"], base["dev PPL"], base["dev BLEU"], base["test BLEU"], base["train min"]) == (
+        600, 9.0, 5.0, 4.0, 6.0)
+    assert h1["train steps"] is None and h1["dev BLEU"] is None and h1["trend"] == ""
+
+
+def test_each_row_gets_its_process_settings_before_it_trains(tmp_path: Path, tiny_corpus: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The entry point sets each row's threads (library code sets none): before_row runs before the row
+    trains, for every unfinished row, in order."""
+    from tbuild.engine.sweep import run
+
+    rows = plan(load_sweep(_sweep(tmp_path, tiny_corpus, TWO_ROWS)), ["train.threads=1"])
+    events: list[str] = []
+    monkeypatch.setattr(run, "run_row", lambda planned, *a: events.append(f"train {planned.row.name}")
+                        or run.RowOutcome(planned, False))
+    assert run.run_local(rows, lambda _: (lambda kind, data: None), lambda line: None,
+                         before_row=lambda p: events.append(f"configure {p.row.name}"))
+    assert events == ["configure base", "train base", "configure h1", "train h1"]
+
+
+def test_a_rows_process_takes_its_threads_else_every_core() -> None:
+    import torch
+
+    from tbuild.cli.sweep import row_process
+
+    rows = plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"), ["train.threads=1"], ["base"])
+    before = torch.get_num_threads()
+    try:
+        assert row_process(rows[0]).threads == 1 and torch.get_num_threads() == 1
+        unset = plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"), ["train.threads=null"], ["base"])
+        assert row_process(unset[0]).threads == len(os.sched_getaffinity(0)) == torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_results_in_a_narrow_log_are_the_markdown_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """At 80 columns (a log, a pipe) the 20 columns would each collapse to '…': the Markdown table is
+    printed instead, whole; a console wide enough gets the drawn table."""
+    import io
+
+    from rich.console import Console
+
+    from tbuild.cli import sweep as command
+    from tbuild.engine.sweep.table import COLUMNS, markdown
+
+    table = [{c: (f"{c}-value" if c in ("row", "label") else 1.25) for c in COLUMNS}]
+    for width, drawn in ((80, False), (400, True)):
+        out = io.StringIO()
+        monkeypatch.setattr(command, "console", Console(file=out, width=width))
+        command._print_results("t3", table)
+        text = out.getvalue()
+        assert "…" not in text and "row-value" in text and "label-value" in text
+        assert (markdown(table) in text) is not drawn and ("┃" in text or "|" in text)

@@ -1,0 +1,63 @@
+"""A sweep row's result (``sweep_row.json`` in its run directory), the one place it is written and
+read: written once the row is trained and scored; read for the plan (finished rows, time left) and
+the table."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..files import atomic_write
+
+RESULT = "sweep_row.json"
+
+
+@dataclass(frozen=True)
+class SplitScores:
+    """One split's scores: sacreBLEU BLEU (cased and lowercased), chrF, and perplexity."""
+
+    bleu: float
+    bleu_lowercase: float
+    chrf: float
+    ppl: float
+
+
+@dataclass(frozen=True)
+class RowResult:
+    """What a finished row reports: its name and group, training steps and minutes (training alone,
+    and with scoring), parameters, and the scores of each split it was scored on."""
+
+    row: str
+    label: str
+    steps: int
+    train_minutes: float
+    wall_minutes: float
+    params: int
+    scores: dict[str, SplitScores] = field(default_factory=dict)
+
+    def score(self, split: str, metric: str) -> float | None:
+        """``metric`` (bleu, bleu_lowercase, chrf, ppl) of ``split``; None where it was not scored."""
+        scores = self.scores.get(split)
+        return getattr(scores, metric) if scores is not None else None
+
+
+def result_file(folder: Path) -> Path:
+    return folder / RESULT
+
+
+def write_result(folder: Path, result: RowResult) -> Path:
+    """Write ``result`` into the row's run directory (atomically); its path."""
+    path = result_file(folder)
+    atomic_write(path, (json.dumps(asdict(result), indent=1) + "\n").encode())
+    return path
+
+
+def read_result(folder: Path) -> RowResult | None:
+    """The row's result, None before it finished or if the file is unreadable or not a row's result."""
+    try:
+        data = json.loads(result_file(folder).read_text(encoding="utf-8"))
+        scores = {split: SplitScores(**values) for split, values in data.pop("scores").items()}
+        return RowResult(**data, scores=scores)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
