@@ -62,7 +62,7 @@ def schema() -> None:
 
 
 def components_markdown() -> str:
-    """The registered blocks as Markdown (the README's component reference is this text)."""
+    """The registered blocks as Markdown (docs/components.md holds this text)."""
     from tbuild.components import REGISTRIES, load_plugins
 
     load_plugins()
@@ -81,7 +81,9 @@ def components_markdown() -> str:
     return "\n".join(out)
 
 
-def components(markdown: bool = typer.Option(False, "--markdown", help="Print Markdown (as in the README).")) -> None:
+def components(
+    markdown: bool = typer.Option(False, "--markdown", help="Print Markdown (as in docs/components.md)."),
+) -> None:
     """List every registered block with its spec fields and their help."""
     from tbuild.components import REGISTRIES, load_plugins
 
