@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -15,6 +16,7 @@ from torch import nn
 from .dropout import Dropout
 from .kv_cache import KVBuffer
 from .positional import Positional
+from .weights import LAYER, Names, Stack, WeightTree, params
 
 
 class Residual(nn.Module):
@@ -101,8 +103,63 @@ class Embedding(nn.Module):
         return self.dropout(self.positional(self.tokens(ids) * self.scale, offset))  # (B, T, D)
 
 
+def _ctranslate2_names() -> Names:
+    """CTranslate2's variables (``ctranslate2.specs.transformer_spec``, named as it saves them: ``layer_0`` is
+    ``layer[0]``): each sub-layer owns its norm; self-attention has one fused Q|K|V projection,
+    cross-attention Q and a fused K|V of the memory; SwiGLU's V is the FFN's ``linear_0_noact``."""
+    names: Names = {"encoder/embeddings_0/weight": ("src_embed.tokens.weight",),
+                    "decoder/embeddings/weight": ("tgt_embed.tokens.weight",),
+                    "decoder/projection/weight": ("output.weight",)}  # tied or not, written as is
+    norm = ("gamma", "beta")  # a LayerNormSpec's
+    for stack in ("encoder", "decoder"):
+        ct2, ours = f"{stack}/layer_{LAYER}", f"{stack}.{LAYER}"
+        att = f"{ours}.self_attn.sublayer"
+        names |= params(f"{ct2}/self_attention/layer_norm", f"{ours}.self_attn.norm", sep="/", names=norm)
+        names |= params(f"{ct2}/self_attention/linear_0", f"{att}.w_q", f"{att}.w_k", f"{att}.w_v", sep="/")
+        names |= params(f"{ct2}/self_attention/linear_1", f"{att}.w_o", sep="/")
+        if stack == "decoder":
+            att = f"{ours}.cross_attn.sublayer"
+            names |= params(f"{ct2}/attention/layer_norm", f"{ours}.cross_attn.norm", sep="/", names=norm)
+            names |= params(f"{ct2}/attention/linear_0", f"{att}.w_q", sep="/")
+            names |= params(f"{ct2}/attention/linear_1", f"{att}.w_k", f"{att}.w_v", sep="/")
+            names |= params(f"{ct2}/attention/linear_2", f"{att}.w_o", sep="/")
+        names |= params(f"{ct2}/ffn/layer_norm", f"{ours}.ffn.norm", sep="/", names=norm)
+        for theirs, mine in (("linear_0", "w1"), ("linear_0_noact", "v"), ("linear_1", "w2")):
+            names |= params(f"{ct2}/ffn/{theirs}", f"{ours}.ffn.sublayer.{mine}", sep="/")
+        names |= params(f"{stack}/layer_norm", f"{stack}_norm", sep="/", names=norm)
+    return names
+
+
+def _marian_names() -> Names:
+    """Hugging Face ``MarianMTModel``'s parameters (``model.shared`` only where it shares one table)."""
+    names: Names = {"model.shared.weight": ("src_embed.tokens.weight",),
+                    "model.encoder.embed_tokens.weight": ("src_embed.tokens.weight",),
+                    "model.decoder.embed_tokens.weight": ("tgt_embed.tokens.weight",)}
+    for stack, attentions in (("encoder", {"self_attn": "self_attn"}),
+                              ("decoder", {"self_attn": "self_attn", "cross_attn": "encoder_attn"})):
+        hf, ours = f"model.{stack}.layers.{LAYER}", f"{stack}.{LAYER}"
+        for mine, theirs in attentions.items():
+            for w, proj in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj"), ("w_o", "out_proj")):
+                names |= params(f"{hf}.{theirs}.{proj}", f"{ours}.{mine}.sublayer.{w}")
+            names |= params(f"{hf}.{theirs}_layer_norm", f"{ours}.{mine}.norm")
+        names |= params(f"{hf}.fc1", f"{ours}.ffn.sublayer.w1") | params(f"{hf}.fc2", f"{ours}.ffn.sublayer.w2")
+        names |= params(f"{hf}.final_layer_norm", f"{ours}.ffn.norm")
+    return names | {"lm_head.weight": ("output.weight",)}
+
+
+ENCODER_DECODER = WeightTree(
+    stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),
+            Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm")),
+    output="output",
+    vocab_rows=frozenset({"src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight", "output.bias"}),
+    exports={"ctranslate2": _ctranslate2_names(), "hf": _marian_names()},
+)
+
+
 class EncoderDecoder(nn.Module):
     """The Transformer: ``encode`` the source once, ``decode`` target prefixes to logits."""
+
+    WEIGHTS: ClassVar[WeightTree] = ENCODER_DECODER  # its parts and export names (components/weights.py)
 
     def __init__(self, *, src_embed: Embedding, tgt_embed: Embedding, encoder: list[EncoderLayer],
                  decoder: list[DecoderLayer], encoder_norm: nn.Module | None, decoder_norm: nn.Module | None,
