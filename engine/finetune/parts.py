@@ -1,33 +1,29 @@
-"""Named parts of a built model (embeddings, encoder, decoder, their layers and norms) as parameter-name
-prefixes, for ``train.init.freeze``."""
+"""Named parts of a built model (its kind's ``WEIGHTS``: embeddings, each stack, its layers and final norm) as
+parameter-name prefixes, for ``train.init.freeze``."""
 
 from __future__ import annotations
 
-import re
-
 from torch import nn
 
-from ..errors import TbuildError
+from tbuild.components.weights import weight_tree
 
-LAYERS = re.compile(r"^(encoder|decoder)\.layers\.(\d+)(?:-(\d+))?$")
-FIXED = {"embeddings": ("src_embed.", "tgt_embed.", "output."), "encoder": ("encoder.", "encoder_norm."),
-         "decoder": ("decoder.", "decoder_norm."), "encoder.norm": ("encoder_norm.",),
-         "decoder.norm": ("decoder_norm.",)}
+from ..errors import TbuildError
 
 
 def part_prefixes(name: str, model: nn.Module) -> tuple[str, ...]:
     """The parameter-name prefixes of part ``name``; a TbuildError naming the parts this model has."""
-    if name in FIXED:
-        return FIXED[name]
-    match = LAYERS.match(name)
-    if match:
-        stack, first, last = match.group(1), int(match.group(2)), int(match.group(3) or match.group(2))
-        count = len(getattr(model, stack))
+    tree = weight_tree(model)
+    fixed = tree.fixed_parts()
+    if name in fixed:
+        return fixed[name]
+    layers = tree.layer_range(name)
+    if layers is not None:
+        stack, first, last = layers
+        count = len(getattr(model, stack.layers))
         if first <= last < count:
-            return tuple(f"{stack}.{i}." for i in range(first, last + 1))
-        raise TbuildError(f"train.init.freeze: {name}: the {stack} has layers 0-{count - 1}")
-    raise TbuildError(f"train.init.freeze: unknown part {name!r}; parts: {', '.join(FIXED)}, encoder.layers.I, "
-                      "encoder.layers.I-J, decoder.layers.I, decoder.layers.I-J")
+            return tuple(f"{stack.layers}.{i}." for i in range(first, last + 1))
+        raise TbuildError(f"train.init.freeze: {name}: the {stack.name} has layers 0-{count - 1}")
+    raise TbuildError(f"train.init.freeze: unknown part {name!r}; parts: {', '.join(tree.part_names())}")
 
 
 def frozen_names(parts: list[str], model: nn.Module) -> set[str]:

@@ -4,7 +4,6 @@ and whether it is frozen; refused in one error where shapes differ."""
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 from fnmatch import fnmatch
@@ -13,6 +12,7 @@ import torch
 from torch import nn
 
 from tbuild.builder.schema import InitSpec
+from tbuild.components.weights import weight_tree
 
 from ..data.download import sha256_of
 from ..data.tokenizer import Tokenizer
@@ -20,8 +20,6 @@ from ..errors import TbuildError
 from .parts import frozen_names
 from .source import Source
 
-# Parameters with one row per vocabulary piece (one tokenizer serves both sides).
-VOCAB_ROWS = frozenset({"src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight", "output.bias"})
 STATUSES = ("loaded", "remapped", "copied", "new", "excluded")
 
 
@@ -32,6 +30,7 @@ class Entry:
     status: str  # one of STATUSES
     source_name: str | None
     frozen: bool
+    block: str  # the embeddings, a layer (decoder.layers.6), a norm: the model kind's WEIGHTS.block
 
 
 @dataclass(frozen=True)
@@ -45,7 +44,7 @@ class LoadPlan:
         """One line per block (embeddings, each layer, norms): tensors by status, parameters, frozen."""
         blocks: dict[str, list[Entry]] = {}
         for e in self.entries:
-            blocks.setdefault(_block(e.name), []).append(e)
+            blocks.setdefault(e.block, []).append(e)
         width = max(len(b) for b in blocks)
         lines = []
         for block, entries in blocks.items():
@@ -70,19 +69,21 @@ class LoadPlan:
 
 def make_plan(model: nn.Module, source: Source, init: InitSpec, tokenizer: Tokenizer) -> LoadPlan:
     """The plan for ``model`` (built from the new spec) and ``tokenizer`` (the new run's)."""
+    tree = weight_tree(model)
     rows = _vocabulary(init, source, tokenizer)
     frozen = frozen_names(init.freeze, model)
-    copies = {_internal(new): _internal(old) for new, old in init.copy_.items()}
+    copies = {tree.internal(new): tree.internal(old) for new, old in init.copy_.items()}
+    vocab_rows = tree.vocab_rows if rows else frozenset()  # remapped by piece (one tokenizer serves both sides)
     entries, mismatched, used = [], [], set()
     for name, param in model.named_parameters():
-        status, src = _status(name, param, init, source, copies, remap=bool(rows))
+        status, src = _status(name, init, source, copies, vocab_rows)
         if status in ("loaded", "copied", "remapped") and src is not None:
             wanted = source.tensors[src].shape
             same_but_rows = status == "remapped" and wanted[1:] == param.shape[1:]
             if wanted != param.shape and not same_but_rows:
                 mismatched.append(f"{name}: source {tuple(wanted)}, model {tuple(param.shape)}")
             used.add(src)
-        entries.append(Entry(name, param.numel(), status, src, name in frozen))
+        entries.append(Entry(name, param.numel(), status, src, name in frozen, tree.block(name)))
     if mismatched:
         raise TbuildError(f"train.init: shapes differ from {source.run.dir.path}'s: {'; '.join(mismatched[:5])}"
                           f"{' …' if len(mismatched) > 5 else ''}; list them in train.init.exclude to start "
@@ -108,8 +109,8 @@ def apply_plan(plan: LoadPlan, model: nn.Module) -> None:
             param.requires_grad_(False)
 
 
-def _status(name: str, param: torch.Tensor, init: InitSpec, source: Source, copies: dict[str, str],
-            remap: bool) -> tuple[str, str | None]:
+def _status(name: str, init: InitSpec, source: Source, copies: dict[str, str],
+            vocab_rows: frozenset[str]) -> tuple[str, str | None]:
     if not any(fnmatch(name, p) for p in init.include) or any(fnmatch(name, p) for p in init.exclude):
         return "excluded", None
     for new, old in copies.items():
@@ -118,7 +119,7 @@ def _status(name: str, param: torch.Tensor, init: InitSpec, source: Source, copi
             return ("copied", src) if src in source.tensors else ("new", None)
     if name not in source.tensors:
         return "new", None
-    return ("remapped" if remap and name in VOCAB_ROWS else "loaded"), name
+    return ("remapped" if name in vocab_rows else "loaded"), name
 
 
 def _vocabulary(init: InitSpec, source: Source, tokenizer: Tokenizer) -> dict[int, int]:
@@ -135,14 +136,3 @@ def _vocabulary(init: InitSpec, source: Source, tokenizer: Tokenizer) -> dict[in
     index = {old.sp.id_to_piece(i): i for i in range(old.vocab_size)}
     return {i: index[p] for i in range(tokenizer.vocab_size) if (p := tokenizer.sp.id_to_piece(i)) in index}
 
-
-def _internal(prefix: str) -> str:
-    """The user's part name (decoder.layers.6) as the model's parameter prefix (decoder.6)."""
-    return re.sub(r"^(encoder|decoder)\.layers\.(\d+)", r"\1.\2", prefix.rstrip("."))
-
-
-def _block(name: str) -> str:
-    parts = name.split(".")
-    if parts[0] in ("encoder", "decoder") and len(parts) > 1 and parts[1].isdigit():
-        return f"{parts[0]}.layers.{parts[1]}"
-    return parts[0]
