@@ -1,5 +1,6 @@
-"""Write a tbuild model as a CTranslate2 model through its Python spec API (no converter script):
-one small ``set_*`` function per block copies weights into the runtime's flat spec.
+"""Write a tbuild model as a CTranslate2 model through its Python spec API (no converter script): every
+weight goes where the model kind's CTranslate2 map (``WEIGHTS``, ``components/weights.py``) names it; the
+positions are written as tables.
 
 Layout of the runtime (ctranslate2.specs.transformer_spec): each sub-layer owns its norm
 (``self_attention.layer_norm``, ``attention.layer_norm``, ``ffn.layer_norm``), applied before the
@@ -20,7 +21,8 @@ from tbuild.builder.resolved import ResolvedStack, resolve
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, UNK
 from tbuild.components.positional import Learned, NoPosition, Sinusoidal, sinusoid_table
-from tbuild.components.transformer import EncoderDecoder, Residual
+from tbuild.components.transformer import EncoderDecoder
+from tbuild.components.weights import weight_tree
 
 from .targets import CTRANSLATE2, check_exportable
 
@@ -32,41 +34,27 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
-def set_linear(spec, *linears: nn.Linear) -> None:  # noqa: ANN001 - ctranslate2 specs are untyped
-    """One runtime linear from one or more tbuild projections stacked on the output dimension."""
-    spec.weight = np.concatenate([_np(x.weight) for x in linears])
-    if linears[0].bias is not None:
-        spec.bias = np.concatenate([_np(x.bias) for x in linears])
+def set_weights(root, model: nn.Module) -> None:  # noqa: ANN001 - ctranslate2 specs are untyped
+    """Every weight of ``model``'s CTranslate2 map (its kind's ``WEIGHTS``) into the runtime's spec, the
+    model's tensors fused on the output axis where the map names several; a name whose tensors the model
+    lacks (a bias, RMSNorm's beta, SwiGLU's V, a final norm) is left unset."""
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    for name, sources in weight_tree(model).export_names(CTRANSLATE2.name, model).items():
+        if all(s in tensors for s in sources):
+            *path, leaf = name.split("/")
+            setattr(_walk(root, path), leaf, np.concatenate([_np(tensors[s]) for s in sources]))
 
 
-def set_norm(spec, norm: nn.Module) -> None:  # noqa: ANN001
-    spec.gamma = _np(norm.weight)
-    if getattr(norm, "bias", None) is not None:  # LayerNorm; RMSNorm has a gain only
-        spec.beta = _np(norm.bias)
-
-
-def set_self_attention(spec, residual: Residual) -> None:  # noqa: ANN001
-    attn = residual.sublayer
-    set_norm(spec.layer_norm, residual.norm)
-    set_linear(spec.linear[0], attn.w_q, attn.w_k, attn.w_v)  # fused Q|K|V
-    set_linear(spec.linear[1], attn.w_o)
-
-
-def set_cross_attention(spec, residual: Residual) -> None:  # noqa: ANN001
-    attn = residual.sublayer
-    set_norm(spec.layer_norm, residual.norm)
-    set_linear(spec.linear[0], attn.w_q)
-    set_linear(spec.linear[1], attn.w_k, attn.w_v)  # fused K|V of the memory
-    set_linear(spec.linear[2], attn.w_o)
-
-
-def set_ffn(spec, residual: Residual) -> None:  # noqa: ANN001
-    ffn = residual.sublayer
-    set_norm(spec.layer_norm, residual.norm)
-    set_linear(spec.linear_0, ffn.w1)  # activated
-    if hasattr(ffn, "v"):  # SwiGLU: SiLU(xW1) * xV, the runtime's linear_0_noact is V
-        set_linear(spec.linear_0_noact, ffn.v)
-    set_linear(spec.linear_1, ffn.w2)
+def _walk(spec, path: list[str]):  # noqa: ANN001, ANN202
+    """The spec at ``path`` (the runtime's variable names: ``layer_3`` is ``layer[3]`` where no attribute
+    has that name)."""
+    for part in path:
+        if hasattr(spec, part):
+            spec = getattr(spec, part)
+        else:
+            name, index = part.rsplit("_", 1)
+            spec = getattr(spec, name)[int(index)]
+    return spec
 
 
 def set_positions(spec, positional: nn.Module, d_model: int, rows: int) -> None:  # noqa: ANN001
@@ -105,40 +93,25 @@ def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]):  # noq
     view, m = resolve(spec.model), spec.model
     pre = m.norm_placement == "pre"
     d = m.d_model
-    enc = ts.TransformerEncoderSpec(len(model.encoder), view.encoder.heads, **_stack_options(view.encoder, d, pre))
-    dec = ts.TransformerDecoderSpec(len(model.decoder), view.decoder.heads, **_stack_options(view.decoder, d, pre))
+    tree = weight_tree(model)
+    layers = tree.layer_counts(model)
+    enc = ts.TransformerEncoderSpec(layers["encoder"], view.encoder.heads, **_stack_options(view.encoder, d, pre))
+    dec = ts.TransformerDecoderSpec(layers["decoder"], view.decoder.heads, **_stack_options(view.decoder, d, pre))
     rows = m.max_positions or SINUSOID_ROWS
 
-    enc.embeddings[0].weight = _np(model.src_embed.tokens.weight)
-    enc.scale_embeddings = m.scale_embeddings  # × √d_model (§3.4) or not
-    set_positions(enc.position_encodings, model.src_embed.positional, d, rows)
-    for layer_spec, layer in zip(enc.layer, model.encoder, strict=True):
-        set_self_attention(layer_spec.self_attention, layer.self_attn)
-        set_ffn(layer_spec.ffn, layer.ffn)
-    if model.encoder_norm is not None:
-        set_norm(enc.layer_norm, model.encoder_norm)
-
-    dec.embeddings.weight = _np(model.tgt_embed.tokens.weight)
-    dec.scale_embeddings = m.scale_embeddings
-    set_positions(dec.position_encodings, model.tgt_embed.positional, d, rows)
-    for layer_spec, layer in zip(dec.layer, model.decoder, strict=True):
-        set_self_attention(layer_spec.self_attention, layer.self_attn)
-        set_cross_attention(layer_spec.attention, layer.cross_attn)
-        set_ffn(layer_spec.ffn, layer.ffn)
-    if model.decoder_norm is not None:
-        set_norm(dec.layer_norm, model.decoder_norm)
-    dec.projection.weight = _np(model.output.weight)  # tied or not, written as is
-
     out = ts.TransformerSpec(enc, dec)
+    set_weights(out, model)
+    for stack, side in zip(tree.stacks, (enc, dec), strict=True):
+        side.scale_embeddings = m.scale_embeddings  # × √d_model (§3.4) or not
+        set_positions(side.position_encodings, getattr(model, stack.embedding).positional, d, rows)
     # tbuild sources end with EOS and have no BOS; targets start from BOS (builder/tokens.py).
     out.config.unk_token, out.config.bos_token = vocabulary[UNK], vocabulary[BOS]
     out.config.eos_token, out.config.decoder_start_token = vocabulary[EOS], vocabulary[BOS]
     out.config.add_source_eos = True
     # One epsilon for every norm (check_exportable refuses a mix); the runtime reads it from config.
     out.config.layer_norm_epsilon = view.encoder.groups[0].norm.eps
-    src_rows, tgt_rows = model.src_embed.tokens.num_embeddings, model.tgt_embed.tokens.num_embeddings
-    out.register_source_vocabulary(_names(vocabulary, src_rows))
-    out.register_target_vocabulary(_names(vocabulary, tgt_rows))
+    out.register_source_vocabulary(_names(vocabulary, len(enc.embeddings[0].weight)))
+    out.register_target_vocabulary(_names(vocabulary, len(dec.embeddings.weight)))
     return out
 
 

@@ -20,12 +20,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import torch
-from torch import nn
 
 from tbuild.builder.resolved import resolve
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
-from tbuild.components.transformer import EncoderDecoder, Residual
+from tbuild.components.transformer import EncoderDecoder
+from tbuild.components.weights import weight_tree
 
 from .targets import HF, check_exportable
 
@@ -38,53 +38,41 @@ def marian_order(d_model: int) -> torch.Tensor:
     return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
 
 
-def _linear(prefix: str, linear: nn.Linear, order: torch.Tensor, *, into: bool, out: bool) -> Iterator:
-    """A projection's weight and bias with the model dimension reordered on its input (``into``) and/or
-    output (``out``) side; a projection without bias gets zeros (Marian's always have one)."""
-    w = linear.weight.detach()
-    w = w[:, order] if into else w
-    w = w[order] if out else w
-    b = linear.bias.detach() if linear.bias is not None else torch.zeros(w.size(0))
-    yield f"{prefix}.weight", w
-    yield f"{prefix}.bias", b[order] if out else b
+# Marian's modules whose weight takes the model dimension on its input axis, and those whose output
+# (weight rows and bias) is the model dimension; a norm's parameters are all model dimension.
+INTO = frozenset({"q_proj", "k_proj", "v_proj", "fc1", "shared", "embed_tokens", "lm_head"})
+OUT = frozenset({"out_proj", "fc2"})
 
 
-def _norm(prefix: str, norm: nn.LayerNorm, order: torch.Tensor) -> Iterator:
-    yield f"{prefix}.weight", norm.weight.detach()[order]
-    yield f"{prefix}.bias", norm.bias.detach()[order]
-
-
-def _attention(prefix: str, residual: Residual, norm_name: str, order: torch.Tensor) -> Iterator:
-    attn = residual.sublayer
-    for name, linear in (("q_proj", attn.w_q), ("k_proj", attn.w_k), ("v_proj", attn.w_v)):
-        yield from _linear(f"{prefix}.{name}", linear, order, into=True, out=False)
-    yield from _linear(f"{prefix}.out_proj", attn.w_o, order, into=False, out=True)
-    yield from _norm(f"{prefix.rsplit('.', 1)[0]}.{norm_name}", residual.norm, order)
-
-
-def _ffn(prefix: str, residual: Residual, order: torch.Tensor) -> Iterator:
-    yield from _linear(f"{prefix}.fc1", residual.sublayer.w1, order, into=True, out=False)
-    yield from _linear(f"{prefix}.fc2", residual.sublayer.w2, order, into=False, out=True)
-    yield from _norm(f"{prefix}.final_layer_norm", residual.norm, order)
+def _reordered(name: str, tensor: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``tensor`` with the model dimension reordered where Marian's parameter ``name`` has it."""
+    module, param = name.split(".")[-2:]
+    if module in OUT or module.endswith("layer_norm"):
+        return tensor[order]
+    return tensor[:, order] if module in INTO and param == "weight" else tensor
 
 
 def marian_state(model: EncoderDecoder, shared: bool) -> Iterator[tuple[str, torch.Tensor]]:
-    """(MarianMTModel parameter name, tensor) for every weight of ``model``, model dimension reordered."""
-    order = marian_order(model.src_embed.tokens.embedding_dim)
-    src, tgt = model.src_embed.tokens.weight.detach(), model.tgt_embed.tokens.weight.detach()
-    if shared:
-        yield "model.shared.weight", src[:, order]
-    yield "model.encoder.embed_tokens.weight", src[:, order]
-    yield "model.decoder.embed_tokens.weight", tgt[:, order]
-    for i, layer in enumerate(model.encoder):
-        yield from _attention(f"model.encoder.layers.{i}.self_attn", layer.self_attn, "self_attn_layer_norm", order)
-        yield from _ffn(f"model.encoder.layers.{i}", layer.ffn, order)
-    for i, layer in enumerate(model.decoder):
-        p = f"model.decoder.layers.{i}"
-        yield from _attention(f"{p}.self_attn", layer.self_attn, "self_attn_layer_norm", order)
-        yield from _attention(f"{p}.encoder_attn", layer.cross_attn, "encoder_attn_layer_norm", order)
-        yield from _ffn(p, layer.ffn, order)
-    yield "lm_head.weight", model.output.weight.detach()[:, order]
+    """(MarianMTModel parameter name, tensor) for every weight of ``model`` (its kind's Marian map,
+    ``WEIGHTS``), model dimension reordered; a projection without bias gets zeros (Marian's always have one)."""
+    names = weight_tree(model).export_names(HF.name, model)
+    tensors = {n: p.detach() for n, p in model.named_parameters(remove_duplicate=False)}
+    order = marian_order(tensors[names["lm_head.weight"][0]].size(1))
+    for name, (source,) in names.items():
+        if name == "model.shared.weight" and not shared:
+            continue
+        if source in tensors:
+            yield name, _reordered(name, tensors[source], order)
+        elif name.endswith(".bias"):
+            yield name, torch.zeros(tensors[source.removesuffix(".bias") + ".weight"].size(0))
+
+
+def _embedding_rows(model: EncoderDecoder) -> tuple[int, int]:
+    """Rows of the tables that become Marian's encoder and decoder ``embed_tokens``."""
+    names = weight_tree(model).export_names(HF.name, model)
+    tensors = dict(model.named_parameters(remove_duplicate=False))
+    src, tgt = (tensors[names[f"model.{side}.embed_tokens.weight"][0]].size(0) for side in ("encoder", "decoder"))
+    return src, tgt
 
 
 def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
@@ -93,9 +81,10 @@ def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transfor
     from transformers import MarianConfig
 
     m, view = spec.model, resolve(spec.model)
+    (src_rows, tgt_rows), layers = _embedding_rows(model), weight_tree(model).layer_counts(model)
     return MarianConfig(
-        vocab_size=model.src_embed.tokens.num_embeddings, decoder_vocab_size=model.tgt_embed.tokens.num_embeddings,
-        d_model=m.d_model, encoder_layers=len(model.encoder), decoder_layers=len(model.decoder),
+        vocab_size=src_rows, decoder_vocab_size=tgt_rows,
+        d_model=m.d_model, encoder_layers=layers["encoder"], decoder_layers=layers["decoder"],
         encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
         encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
         activation_function=view.encoder.groups[0].ffn.kind,  # relu or gelu (exact erf), as F.relu/F.gelu
@@ -163,7 +152,7 @@ def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: lis
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
-    rows = max(model.src_embed.tokens.num_embeddings, model.tgt_embed.tokens.num_embeddings)
+    rows = max(_embedding_rows(model))
     names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]  # rows past the tokenizer
     write_tokenizer(spm_model, names, spec, out, hf.config.max_position_embeddings)
 
