@@ -11,6 +11,7 @@ from torch import nn
 from tbuild.components.spec_base import ComponentSpec, Use
 from tbuild.components.specs.attention import AttentionSpecBase, dot_product_flops
 from tbuild.components.transformer import EncoderDecoder
+from tbuild.components.weights import weight_tree
 
 from .build import build_model
 from .resolved import resolve
@@ -97,21 +98,24 @@ def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 
     count = _Counter()
     rows: list[Row] = []
     tied = spec.model.tie_embeddings
-    src_tokens = count(net.src_embed.tokens)
+    tree = weight_tree(net)
+    part = {s.name: s for s in tree.stacks}  # the stack's layers, embedding and final norm in net
+    embeds = {name: getattr(net, s.embedding) for name, s in part.items()}
+    src_tokens = count(embeds["encoder"].tokens)
     rows.append(Row("source embedding", "embedding", src_tokens,
                     "shared: source, target, output (§3.4)" if tied == "three_way" else ""))
-    tgt_tokens = count(net.tgt_embed.tokens)
+    tgt_tokens = count(embeds["decoder"].tokens)
     if tied != "three_way":
         rows.append(Row("target embedding", "embedding", tgt_tokens,
                         "shared with output projection (§3.4)" if tied == "decoder" else ""))
     embedding = src_tokens + tgt_tokens
-    for name, emb in (("encoder positions", net.src_embed), ("decoder positions", net.tgt_embed)):
-        n = count(emb.positional)
+    for stack in view.stacks:
+        n = count(embeds[stack.name].positional)
         embedding += n
-        rows.append(Row(name, view.positional.kind, n))
+        rows.append(Row(f"{stack.name} positions", view.positional.kind, n))
     flops, formulas = 0, {}
-    for stack, layers in ((view.encoder, net.encoder), (view.decoder, net.decoder)):
-        start = 0
+    for stack in view.stacks:
+        layers, start = getattr(net, part[stack.name].layers), 0
         for group in stack.groups:
             block = list(layers[start:start + group.repeat])
             label = f"{stack.name} layers {start}–{start + group.repeat - 1} (×{group.repeat})"
@@ -130,14 +134,16 @@ def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 
                     f, formulas[spec_.kind] = attention_flops(spec_, context, stack.use(role))
                     flops += group.repeat * f
             start += group.repeat
-    for stack, norm in ((view.encoder, net.encoder_norm), (view.decoder, net.decoder_norm)):
+    for stack in view.stacks:
+        norm = getattr(net, part[stack.name].norm)
         if norm is not None and stack.final_norm is not None:
             rows.append(Row(f"{stack.name} final norm", stack.final_norm.kind, count(norm)))
-    out = count(net.output)
+    output = getattr(net, tree.output)
+    out = count(output)
     rows.append(Row("output projection", "linear", out, "tied to the target embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
-    matmul = sum(_linear_weights(layer) for layer in list(net.encoder) + list(net.decoder))
-    matmul += net.output.weight.numel()
+    matmul = sum(_linear_weights(layer) for s in tree.stacks for layer in getattr(net, s.layers))
+    matmul += output.weight.numel()
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tbuild.builder.diagram import Box, Diagram
+from tbuild.components.transformer import EncoderDecoder
 
 from .errors import TbuildError
 
@@ -66,8 +67,8 @@ def draw(d: Diagram, path: Path) -> None:
     ax.set_ylim(-0.2 - LINE * len(d.notes), top + 0.6)
     ax.axis("off")
     ax.text(0.2, top + 0.35, d.name, fontsize=12, fontweight="bold", va="center")
-    ax.text(0.2, top + 0.05, "Encoder", fontsize=10, va="center")
-    ax.text(WIDTH + 0.2, top + 0.05, "Decoder", fontsize=10, va="center")
+    for n, stack in enumerate(EncoderDecoder.WEIGHTS.stacks):  # one column per stack: the encoder, the decoder
+        ax.text(n * WIDTH + 0.2, top + 0.05, stack.name.capitalize(), fontsize=10, va="center")
     enc = _column(ax, d.encoder, 0.2, 0.2)
     dec = _column(ax, (*d.decoder, d.output), WIDTH + 0.2, 0.2)
     enc_top = enc[d.encoder[-1].key][1]
