@@ -105,7 +105,8 @@ def ct2_peer(run: Run, quantization: str, threads: int, device: str) -> Peer:
     import ctranslate2
 
     from tbuild.engine.data.tokenizer import Tokenizer
-    from tbuild.engine.decoding.ct2 import cached_export, ct2_search
+    from tbuild.engine.decoding.ct2 import ct2_search
+    from tbuild.engine.export.cache import cached_export
 
     folder, _ = cached_export(run, quantization=quantization)
     ct2 = ctranslate2.Translator(str(folder), device=device, intra_threads=threads, inter_threads=1)

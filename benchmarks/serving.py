@@ -60,8 +60,9 @@ def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
     longer ones) and the translator's outputs and scores for them (one call, as `tbuild decode` on a
     file). The score tells apart sentences whose outputs read the same (an under-trained model's)."""
     from tbuild.engine.data.datasets import read_split
-    from tbuild.engine.decoding.engines import load_engine
+    from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import DEFAULT_MAX_SOURCE
+    from tbuild.engine.export.engines import load_engine
     from tbuild.engine.run_dir import resolve_run
 
     loaded = resolve_run(run)
@@ -71,7 +72,7 @@ def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
     lines = [line for line, ids in zip(split, engine.tokenizer.encode(split), strict=True)
              if line and len(ids) < limit][:n]
     outputs = [(engine.tokenizer.decode(h[0].tokens), h[0].score) if h else ("", 0.0)
-               for h in engine.translate(lines, loaded.spec.decode)]
+               for h in engine.translate(lines, DecodeRequest.of(loaded.spec.decode))]
     return lines, outputs
 
 

@@ -11,40 +11,33 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .common import err_console, guarded, notify
 from .options import (
-    ALPHA,
-    AVERAGE,
-    BEAM,
-    CHECKPOINT,
-    COMBINE,
-    COMPILE,
-    DEVICE,
-    ENGINE,
     NO_REPEAT_NGRAM,
-    PROFILE,
-    QUANTIZATION,
     SAMPLING,
     SEED,
     SET_OPTION,
     TEMPERATURE,
     TOPK,
     TOPP,
-    WEIGHTS,
-    decode_overrides,
-    parse_weights,
+    Ensembling,
+    Loading,
+    Search,
+    decode_runs,
+    grouped,
+    load_decoder,
 )
 
 TARGETS = typer.Argument(..., help="A spec, run directory or checkpoint; several: an ensemble of them.")
 
 
 @guarded
+@grouped
 def decode(
     targets: list[Path] = TARGETS,
     input_: Path | None = typer.Option(None, "--input", "-i", help="Read this file instead of stdin (a line: "
                                        "source [TAB target prefix [TAB phrases to include [TAB phrases to "
                                        "exclude]]], phrases separated by |||)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
-    beam: int | None = BEAM,
-    alpha: float | None = ALPHA,
+    search: Search = Search(),
     nbest: int | None = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score` (with "
                                      "--sampling: N samples)."),
     sampling: str | None = SAMPLING,
@@ -62,45 +55,52 @@ def decode(
                                 "source, output, scores, token log-probabilities, n-best list)."),
     align: bool = typer.Option(False, "--align", help="jsonl: a source position per output token "
                                "(cross-attention of the last decoder layer)."),
-    profile: str | None = PROFILE,
-    weights: str | None = WEIGHTS,
-    combine: str = COMBINE,
-    checkpoint: Path | None = CHECKPOINT,
-    average: int | None = AVERAGE,
-    device: str = DEVICE,
-    compile_: bool = COMPILE,
-    engine: str = ENGINE,
-    quantization: str | None = QUANTIZATION,
+    ensembling: Ensembling = Ensembling(),
+    loading: Loading = Loading(),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
-    from tbuild.engine.decoding.engines import load_engines
-    from tbuild.engine.decoding.records import (
-        FORMATS,
-        jsonl_line,
-        read_constraints,
-        read_prefixes,
-        split_columns,
-        text_lines,
-    )
-    from tbuild.engine.decoding.settings import profile_overrides
+    from tbuild.engine.decoding.request import DecodeRequest, Hooks
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.evaluation import tree_rule_for
+    from tbuild.engine.process import configure_process
+
+    DecodeRequest(format=format_, align=align)  # a bad --format or --align is refused before any run is read
+    runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha, nbest=nbest,
+                       sampling=sampling, topk=topk, topp=topp, temperature=temperature, seed=seed,
+                       no_repeat_ngram=no_repeat_ngram)
+    name = str(input_) if input_ else "stdin"
+    lines, prefixes, constraints = _read_input(input_, name, prefix_file, constraints_file)
+    request = DecodeRequest.of(runs[0].spec.decode, prefixes=prefixes, constraints=constraints, format=format_,
+                               align=align)
+    process = configure_process()
+
+    def warn(message: str) -> None:
+        err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
+
+    translator = load_decoder(runs, loading, ensembling, notify)
+    request = request.but(step_rule=tree_rule_for(runs[0].spec, translator, lines))
+    show = input_ is not None and err_console.is_terminal
+    with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=err_console, disable=not show, transient=True) as bar:
+        task = bar.add_task("decode", total=len(lines))
+        results = translator.translate(lines, request, Hooks(warn, lambda n: bar.advance(task, n),
+                                                             process.after_batch))
+    text = "".join(line + "\n" for line in _out_lines(runs[0], translator, request, lines, results))
+    if output is not None:
+        atomic_write(output, text.encode())
+    else:
+        sys.stdout.write(text)
+
+
+def _read_input(input_: Path | None, name: str, prefix_file: Path | None, constraints_file: Path | None
+                ) -> tuple[list[str], list[str] | None, list | None]:
+    """The input's lines (stdin without ``input_``), with their target prefixes and lexical constraints
+    from its columns or from the side files."""
+    from tbuild.engine.decoding.records import read_constraints, read_prefixes, split_columns
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.files import atomic_write
-    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of, tree_rule_for
-    from tbuild.engine.process import configure_process
-    from tbuild.engine.run_dir import resolve_run
 
-    if format_ not in FORMATS:
-        raise TbuildError(f"--format {format_!r}: choose one of {', '.join(FORMATS)}")
-    if align and format_ != "jsonl":
-        raise TbuildError("--align writes alignments into --format jsonl")
-    flags = decode_overrides(beam, alpha, nbest, set_, sampling=sampling, topk=topk, topp=topp,
-                             temperature=temperature, seed=seed, no_repeat_ngram=no_repeat_ngram)
-    first = resolve_run(targets[0], set_)
-    runs = [resolve_run(t, profile_overrides(first.spec.decode, profile) + flags) for t in targets]
-    spec = runs[0].spec.decode
-    name = str(input_) if input_ else "stdin"
     if input_ is not None and not input_.is_file():
         raise TbuildError(f"{input_}: input file not found")
     data = input_.read_bytes() if input_ else sys.stdin.buffer.read()
@@ -111,43 +111,31 @@ def decode(
     if constraints_file is not None:
         _no_column("--constraints-file", constraints, "constraint columns", constraints_file, "constraints")
         constraints = read_constraints(constraints_file.read_bytes(), str(constraints_file), len(lines))
-    process = configure_process()
+    return lines, prefixes, constraints
 
-    def warn(message: str) -> None:
-        err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
 
-    translator = load_engines(runs, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                              device=device, notify=notify, weights=parse_weights(weights), combine=combine,
-                              compiled=compile_)
-    show = input_ is not None and err_console.is_terminal
-    with Progress(TextColumn("decoding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=err_console, disable=not show, transient=True) as bar:
-        task = bar.add_task("decode", total=len(lines))
-        results = translator.translate(lines, spec, warn, lambda n: bar.advance(task, n),
-                                       after_batch=process.after_batch, prefixes=prefixes,
-                                       scores=format_ == "jsonl", constraints=constraints,
-                                       step_rule=tree_rule_for(runs[0].spec, translator, lines))
+def _out_lines(run, translator, request, lines: list[str], results: list) -> list[str]:  # noqa: ANN001
+    """What decode prints: jsonl records, repaired trees for a parsing run (§6.3), or translations."""
+    from tbuild.engine.decoding.records import jsonl_line, text_lines
+    from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of
+
     tok = translator.tokenizer
-    if format_ == "jsonl":
-        alignments = translator.alignments(lines, results) if align else [None] * len(lines)
-        out_lines = [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
-    elif is_parsing(runs[0].spec):  # §6.3: each output repaired into a tree over exactly its line's words
-        nbest, repairs = nbest_trees(results, lines, tok.decode, style_of(runs[0].spec))
-        out_lines = []
-        for i, trees in enumerate(nbest):
-            if spec.nbest == 1:
-                out_lines.append(trees[0][0] if trees else "")
-            else:
-                out_lines.extend([f"{i} ||| {tree} ||| {score:.4f}" for tree, score in trees]
-                                 or [f"{i} |||  ||| 0.0000"])
-        notify(f"parsing: {repairs.summary()}")
-    else:
-        out_lines = text_lines(tok, results, spec.nbest)
-    text = "".join(line + "\n" for line in out_lines)
-    if output is not None:
-        atomic_write(output, text.encode())
-    else:
-        sys.stdout.write(text)
+    if request.format == "jsonl":
+        alignments = translator.alignments(lines, results) if request.align else [None] * len(lines)
+        return [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
+    if not is_parsing(run.spec):
+        return text_lines(tok, results, request.nbest)
+    # each output repaired into a tree over exactly its line's words
+    nbest, repairs = nbest_trees(results, lines, tok.decode, style_of(run.spec))
+    out_lines = []
+    for i, trees in enumerate(nbest):
+        if request.nbest == 1:
+            out_lines.append(trees[0][0] if trees else "")
+        else:
+            out_lines.extend([f"{i} ||| {tree} ||| {score:.4f}" for tree, score in trees]
+                             or [f"{i} |||  ||| 0.0000"])
+    notify(f"parsing: {repairs.summary()}")
+    return out_lines
 
 
 def _no_column(option: str, column: object, what: str, path: Path, kind: str) -> None:

@@ -9,88 +9,68 @@ import typer
 from rich.table import Table
 
 from .common import console, guarded, notify
-from .options import (
-    ALPHA,
-    AVERAGE,
-    BEAM,
-    CHECKPOINT,
-    COMBINE,
-    COMPILE,
-    DEVICE,
-    ENGINE,
-    NO_REPEAT_NGRAM,
-    PROFILE,
-    QUANTIZATION,
-    SET_OPTION,
-    WEIGHTS,
-    decode_overrides,
-    parse_weights,
-)
+from .options import NO_REPEAT_NGRAM, SET_OPTION, Ensembling, Loading, Search, decode_runs, grouped, load_decoder
 
 TARGETS = typer.Argument(..., help="A spec, run directory or checkpoint; several: an ensemble of them (the "
                          "perplexity is the first one's).")
 
 
 @guarded
+@grouped
 def evaluate(
     targets: list[Path] = TARGETS,
     split: str = typer.Option("test", "--split", help="test or valid (files from the spec's data section)."),
     src: Path | None = typer.Option(None, "--src", help="Score this source file instead of a split (with --ref)."),
     ref: Path | None = typer.Option(None, "--ref", help="References for --src."),
     lowercase: bool = typer.Option(False, "--lowercase", help="Headline BLEU lowercased (as many papers report)."),
-    beam: int | None = BEAM,
-    alpha: float | None = ALPHA,
+    search: Search = Search(),
     show: int = typer.Option(3, "--show", help="Print this many example translations."),
     no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
-    profile: str | None = PROFILE,
-    weights: str | None = WEIGHTS,
-    combine: str = COMBINE,
-    checkpoint: Path | None = CHECKPOINT,
-    average: int | None = AVERAGE,
-    device: str = DEVICE,
-    compile_: bool = COMPILE,
-    engine: str = ENGINE,
-    quantization: str | None = QUANTIZATION,
+    ensembling: Ensembling = Ensembling(),
+    loading: Loading = Loading(),
     evalb: Path | None = typer.Option(None, "--evalb", help="Parsing runs: an EVALB parameter file (default: "
                                       "COLLINS.prm's rules, built in)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
-    from tbuild.engine.decoding.engines import load_engines
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
-    from tbuild.engine.decoding.settings import profile_overrides
+    from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evaluation import is_parsing
     from tbuild.engine.process import configure_process
-    from tbuild.engine.run_dir import resolve_run
 
     if split not in ("test", "valid"):
         raise TbuildError(f"--split must be test or valid, not {split!r}")
     if (src is None) != (ref is None):
         raise TbuildError("--src and --ref go together")
-    flags = decode_overrides(beam, alpha, None, set_, no_repeat_ngram=no_repeat_ngram)
-    first = resolve_run(targets[0], set_)
-    runs = [resolve_run(t, profile_overrides(first.spec.decode, profile) + flags) for t in targets]
+    runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
+                       no_repeat_ngram=no_repeat_ngram)
     run = runs[0]
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify,
-                                 compiled=compile_)
-    quantization = quantization or run.spec.decode.quantization
-    decoder = None if engine == "native" and quantization == "float32" and len(runs) == 1 else load_engines(
-        runs, engine, quantization=quantization, checkpoint=checkpoint, average=average, device=device,
-        notify=notify, weights=parse_weights(weights), combine=combine, compiled=compile_)
+    translator = load_translator(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                                 notify=notify, compiled=loading.compile_)
+    quantization = loading.quantization or run.spec.decode.quantization
+    same = loading.engine == "native" and quantization == "float32" and len(runs) == 1
+    decoder = None if same else load_decoder(runs, loading, ensembling, notify)
     if is_parsing(run.spec):
         _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
                  after_batch=process.after_batch)
         return
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
-                                                       ref=ref, after_batch=process.after_batch)
+                                                       ref=ref, after_batch=process.after_batch,
+                                                       request=DecodeRequest.of(run.spec.decode))
     for s, r, h in list(zip(sources, references, hyps, strict=True))[:show]:
         console.print(f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n", highlight=False)
+    _report(run, result, lowercase)
+
+
+def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
+    """The scores' table and signatures; writes eval_SPLIT.json."""
+    from tbuild.engine.files import atomic_write
+
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
                         f"{result.engine} engine)",
                   title_justify="left")

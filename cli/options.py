@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
+
 import typer
+
+if TYPE_CHECKING:
+    from tbuild.engine.run_dir import Run
 
 
 def _key_values(values: list[str] | None) -> list[str] | None:
@@ -68,15 +78,91 @@ COMBINE = typer.Option("logprob", "--combine", help="Ensembles: average log-prob
                        "probabilities (prob) of the models' next tokens.")
 
 
-def decode_overrides(beam: int | None, alpha: float | None, nbest: int | None, sets: list[str] | None,
-                     **more: object) -> list[str]:
-    """--set overrides for the decoding options given on the command line (``more``: other decode
-    fields by name, None when not given)."""
-    overrides = list(sets or [])
-    for key, value in (("beam", beam), ("alpha", alpha), ("nbest", nbest), *more.items()):
-        if value is not None:
-            overrides.append(f"decode.{key}={value}")
-    return overrides
+@dataclass(frozen=True)
+class Search:
+    """The search options of decode, evaluate and serve."""
+
+    beam: int | None = BEAM
+    alpha: float | None = ALPHA
+
+
+@dataclass(frozen=True)
+class Ensembling:
+    """decode and evaluate: a decode profile, and how several runs' models are combined."""
+
+    profile: str | None = PROFILE
+    weights: str | None = WEIGHTS
+    combine: str = COMBINE
+
+
+@dataclass(frozen=True)
+class Loading:
+    """decode, evaluate and serve: which weights, on which device, through which engine."""
+
+    checkpoint: Path | None = CHECKPOINT
+    average: int | None = AVERAGE
+    device: str = DEVICE
+    compile_: bool = COMPILE
+    engine: str = ENGINE
+    quantization: str | None = QUANTIZATION
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def grouped(fn: F) -> F:
+    """Let a command take option groups (``Search``, ``Ensembling``, ``Loading``: dataclasses whose
+    defaults are typer options): each group parameter is replaced, in place, by the group's options,
+    and the command receives one value of the group."""
+    hints = get_type_hints(fn)
+    groups = {name: kind for name, kind in hints.items() if is_dataclass(kind)}
+    params: list[inspect.Parameter] = []
+    for p in inspect.signature(fn).parameters.values():
+        if p.name not in groups:
+            params.append(p.replace(annotation=hints[p.name], kind=inspect.Parameter.KEYWORD_ONLY))
+            continue
+        kind_hints = get_type_hints(groups[p.name])
+        params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                     annotation=kind_hints[f.name]) for f in fields(groups[p.name])]
+
+    @functools.wraps(fn)
+    def command(**kwargs: Any) -> Any:
+        for name, kind in groups.items():
+            kwargs[name] = kind(**{f.name: kwargs.pop(f.name) for f in fields(kind)})
+        return fn(**kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params} | {"return": hints.get("return")}
+    return command  # type: ignore[return-value]
+
+
+def decode_runs(targets: list[Path], sets: list[str] | None, profile: str | None = None,
+                **flags: object) -> list[Run]:
+    """The runs ``targets`` name, their decode section as the command line asks: decode profile
+    ``profile`` (read from the first run's spec), then ``--set``, then the decoding options given
+    (``flags``: decode fields by name, None when not given; a bad one is refused as ``--set
+    decode.KEY=VALUE`` would be, as they are documented to mean)."""
+    from tbuild.engine.decoding.settings import profile_overrides
+    from tbuild.engine.run_dir import resolve_run
+
+    given = [f"decode.{key}={value}" for key, value in flags.items() if value is not None]
+    if profile is None:
+        return [resolve_run(t, [*(sets or []), *given]) for t in targets]
+    first = resolve_run(targets[0], sets)
+    overrides = profile_overrides(first.spec.decode, profile) + [*(sets or []), *given]
+    return [resolve_run(t, overrides) for t in targets]
+
+
+def load_decoder(runs: list[Run], loading: Loading, ensembling: Ensembling | None = None,
+                 notify: Callable[[str], None] = lambda _: None):  # noqa: ANN201 - an Engine (lazy import)
+    """The engine ``loading`` names for ``runs`` (several: their ensemble, combined as ``ensembling`` says)."""
+    from tbuild.engine.export.engines import load_engines
+
+    weights, combine = (None, "logprob") if ensembling is None else (parse_weights(ensembling.weights),
+                                                                     ensembling.combine)
+    return load_engines(runs, loading.engine, quantization=loading.quantization, checkpoint=loading.checkpoint,
+                        average=loading.average, device=loading.device, notify=notify, weights=weights,
+                        combine=combine, compiled=loading.compile_)
 
 
 def parse_weights(text: str | None) -> list[float] | None:

@@ -7,22 +7,11 @@ from pathlib import Path
 import typer
 
 from .common import console, guarded, notify
-from .options import (
-    ALPHA,
-    AVERAGE,
-    BEAM,
-    CHECKPOINT,
-    COMPILE,
-    DEVICE,
-    ENGINE,
-    QUANTIZATION,
-    SET_OPTION,
-    TARGET,
-    decode_overrides,
-)
+from .options import SET_OPTION, TARGET, Loading, Search, decode_runs, grouped
 
 
 @guarded
+@grouped
 def serve(
     target: Path = TARGET,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on (0.0.0.0: every interface)."),
@@ -36,21 +25,14 @@ def serve(
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds before a request is cancelled with 503."),
     max_lines: int = typer.Option(256, "--max-lines", help="Most sentences in one request (413 above)."),
     max_chars: int = typer.Option(2000, "--max-chars", help="Most characters in one sentence (413 above)."),
-    beam: int | None = BEAM,
-    alpha: float | None = ALPHA,
-    checkpoint: Path | None = CHECKPOINT,
-    average: int | None = AVERAGE,
-    device: str = DEVICE,
-    compile_: bool = COMPILE,
-    engine: str = ENGINE,
-    quantization: str | None = QUANTIZATION,
+    search: Search = Search(),
+    loading: Loading = Loading(),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Serve a trained run over HTTP: `POST /translate` `{"src": [...]}`, `GET /health`, `GET /info`
     (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after answering the requests queued."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.process import configure_process
-    from tbuild.engine.run_dir import resolve_run
 
     try:
         from tbuild.engine.serving.app import create_app
@@ -60,12 +42,13 @@ def serve(
                           "pip install 'tbuild[serve]'") from None
     from tbuild.engine.serving.service import open_service
 
-    run = resolve_run(target, decode_overrides(beam, alpha, None, set_))
+    [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha)
     process = configure_process()
-    service = open_service(run, engine=engine, quantization=quantization, device=device, checkpoint=checkpoint,
-                           average=average, batch_tokens=batch_tokens, max_wait_ms=max_wait_ms, batching=batching,
-                           timeout=timeout, max_lines=max_lines, max_chars=max_chars,
-                           after_batch=process.after_batch, notify=notify, compiled=compile_)
+    service = open_service(run, engine=loading.engine, quantization=loading.quantization, device=loading.device,
+                           checkpoint=loading.checkpoint, average=loading.average, batch_tokens=batch_tokens,
+                           max_wait_ms=max_wait_ms, batching=batching, timeout=timeout, max_lines=max_lines,
+                           max_chars=max_chars, after_batch=process.after_batch, notify=notify,
+                           compiled=loading.compile_)
     s = service.settings
     console.print(f"serving {run.spec.name} ({service.engine.name}, {service.engine.precision}) on "
                   f"http://{host}:{port}; batching {'on' if s.batching else 'off'} ({s.batch_tokens} tokens, "

@@ -31,15 +31,6 @@ from tbuild.builder.tokens import PAD
 NEG_INF = float("-inf")
 
 
-@dataclass(frozen=True)
-class LineConstraints:
-    """One input line's lexical constraints, as text: phrases its output must contain (``include``)
-    and must not contain (``exclude``)."""
-
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-
-
 @dataclass
 class Phrases:
     """Each sentence's phrases as token ids: ``ids`` (B, C, L) PAD-padded, ``lengths`` (B, C) (0: no phrase)."""

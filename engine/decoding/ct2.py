@@ -1,6 +1,6 @@
-"""Decoding through CTranslate2: the run exported once into ``RUN/ctranslate2-<quantization>/`` (cached,
-re-exported when the weights change) and searched under tbuild's conventions, so that its input and
-output behave as the native engine's (``translator.py``).
+"""Decoding through CTranslate2: the run's export (``RUN/ctranslate2-<quantization>/``, cached by
+``export/cache.py``) searched under tbuild's conventions, so that its input and output behave as the
+native engine's (``translator.py``).
 
 tbuild's conventions in CTranslate2's search (what still differs: ``engine/export/parity.py``):
 - Length penalty: CTranslate2 runs with length_penalty 0 (raw log-probs) and returns its ``beam``
@@ -12,30 +12,22 @@ tbuild's conventions in CTranslate2's search (what still differs: ``engine/expor
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from ..files import atomic_write
 from ..run_dir import Run
-from ..weights import weights_files
-from .constraints import LineConstraints
+from .request import NO_HOOKS, DecodeRequest, Hooks, check_request
 from .search import Hypothesis, length_penalty
 from .translator import DEFAULT_MAX_SOURCE, encode_constraints, encode_sources, limited_batches
 
-STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
 
-
-def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
+def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeRequest, max_output_len: int | None,
                progress: Callable[[int], None] = lambda _: None,
                after_batch: Callable[[], None] = lambda: None,
                prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
@@ -76,7 +68,7 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     return results
 
 
-def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limits: dict[int, int],
+def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeRequest, limits: dict[int, int],
                 results: list[list[Hypothesis]], extra: dict) -> dict[int, list[int]]:
     """Beam search of a batch at its largest limit: fills ``results`` for the rows it settles and
     returns the others grouped by their own limit."""
@@ -90,7 +82,7 @@ def _first_pass(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: Decode
     return again
 
 
-def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeSpec, limit: int,
+def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeRequest, limit: int,
                prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
                token_scores: bool = False) -> list[Any]:
     """CTranslate2's finished hypotheses per source at output length limit ``limit`` (EOS counted): the
@@ -109,12 +101,6 @@ def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeS
     return ct2.translate_batch(pieces, length_penalty=0.0, return_scores=True, min_decoding_length=0,
                                max_decoding_length=limit - 1, max_input_length=0, suppress_sequences=suppress,
                                no_repeat_ngram_size=spec.no_repeat_ngram, **options)
-
-
-def check_supported(spec: DecodeSpec, align: bool = False) -> None:
-    """Refuse, in one line, what CTranslate2's search cannot do as tbuild defines it."""
-    if align:
-        raise TbuildError("--engine ctranslate2 gives no alignments (--align): use --engine native")
 
 
 def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:
@@ -157,28 +143,20 @@ class CTranslate2Translator:
     def precision(self) -> str:
         return f"{self.quantization} ({self.device})"
 
-    def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
-                  progress: Callable[[int], None] = lambda _: None,
-                  after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None, scores: bool = False,
-                  constraints: list[LineConstraints] | None = None,
-                  step_rule: Callable[[list[int]], Any] | None = None) -> list[list[Hypothesis]]:
+    def translate(self, lines: list[str], request: DecodeRequest, hooks: Hooks = NO_HOOKS) -> list[list[Hypothesis]]:
         """As ``translator.translate``: empty lines give no hypothesis, over-long lines are truncated
-        with the same warning; sampling (seeded by ``spec.seed``), target prefixes, n-gram blocking and
-        phrases to exclude map to CTranslate2's own options (lines grouped by their excluded phrases,
-        which the runtime takes per call); phrases to include are refused. ``scores``: per-token
-        log-probabilities with greedy search (the runtime returns no logits from its beam search)."""
+        with the same warning; sampling (seeded by ``request.seed``), target prefixes, n-gram blocking
+        and phrases to exclude map to CTranslate2's own options (lines grouped by their excluded
+        phrases, which the runtime takes per call); what it lacks is refused (``request.LACKS``). Token
+        log-probabilities (jsonl) with greedy search only (the runtime returns no logits from its beam
+        search)."""
         import ctranslate2
 
-        if step_rule is not None:
-            raise TbuildError("--engine ctranslate2 cannot keep outputs well-formed trees: use --engine native, or "
-                              "set data.dataset.well_formed: false to decode freely and repair")
+        check_request(self.name, request)
+        spec, warn = request, hooks.warn
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens, warn)
-        targets = self.tokenizer.encode(prefixes) if prefixes else None
-        include, exclude = encode_constraints(self.tokenizer, constraints)
-        if include is not None:
-            raise TbuildError("--engine ctranslate2 cannot force phrases into outputs (positive constraints): "
-                              "use --engine native")
+        targets = self.tokenizer.encode(list(spec.prefixes)) if spec.prefixes else None
+        _, exclude = encode_constraints(self.tokenizer, spec.constraints)
         groups: dict[str, list[int]] = {}
         for i in range(len(sources)):
             groups.setdefault(json.dumps(exclude[i] if exclude else []), []).append(i)
@@ -186,22 +164,21 @@ class CTranslate2Translator:
         ctranslate2.set_random_seed(spec.seed)
         for key, rows in groups.items():
             found = ct2_search(self.ct2, self.tokenizer, [sources[i] for i in rows], spec, self.max_output_len,
-                               progress, after_batch, None if targets is None else [targets[i] for i in rows],
-                               json.loads(key), scores)
+                               hooks.progress, hooks.after_batch,
+                               None if targets is None else [targets[i] for i in rows], json.loads(key),
+                               spec.token_scores)
             for i, hyps in zip(rows, found, strict=True):
                 results[i] = hyps
         return results
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
-        check_supported(DecodeSpec(), align=True)
+        check_request(self.name, DecodeRequest(format="jsonl", align=True))
         return []
 
 
-def load_ct2_translator(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,
-                        average: int | None = None, device: str = "auto",
-                        notify: Callable[[str], None] = lambda _: None) -> CTranslate2Translator:
-    """The run exported for CTranslate2 (``cached_export``) loaded on ``device`` (auto: CUDA when
-    CTranslate2 sees a GPU)."""
+def ct2_device(device: str) -> str:
+    """``device`` for CTranslate2 (auto: CUDA when CTranslate2 sees a GPU); refuses a missing package
+    or a device it does not know."""
     try:
         import ctranslate2
     except ImportError:
@@ -210,56 +187,15 @@ def load_ct2_translator(run: Run, *, quantization: str = "float32", checkpoint: 
         raise TbuildError(f"--device must be auto, cpu or cuda, not {device!r}")
     if device == "auto":
         device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
-    folder, weights = cached_export(run, quantization=quantization, checkpoint=checkpoint, average=average,
-                                    notify=notify)
+    return device
+
+
+def open_ct2_translator(run: Run, folder: Path, weights: str, *, quantization: str,
+                        device: str) -> CTranslate2Translator:
+    """The run's CTranslate2 export in ``folder`` (holding ``weights``) loaded on ``device`` (``ct2_device``)."""
+    import ctranslate2
+
     max_positions = run.spec.model.max_positions
     return CTranslate2Translator(ctranslate2.Translator(str(folder), device=device),
                                  Tokenizer.load(folder / run.dir.tokenizer.name), weights, quantization, device,
                                  max_positions or DEFAULT_MAX_SOURCE, max_positions)
-
-
-def _stat(path: Path) -> dict:
-    st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-
-
-def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
-    """What an export depends on: the weights files and tokenizer (size, mtime), the quantization,
-    the architecture and the CTranslate2 version."""
-    import ctranslate2
-
-    return {"weights": [_stat(p) for p in files], "tokenizer": _stat(run.tokenizer), "quantization": quantization,
-            "architecture": run.spec.architecture_hash(), "ctranslate2": ctranslate2.__version__}
-
-
-def cached_export(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,
-                  average: int | None = None, notify: Callable[[str], None] = lambda _: None) -> tuple[Path, str]:
-    """``RUN/ctranslate2-<quantization>/``, exported by ``export_run`` unless its stamp holds the key of
-    the weights these options select (``weights_files``); returns the folder and which weights it holds.
-    The export is written to a temporary folder, stamped last and renamed into place."""
-    from ..export.ctranslate2 import QUANTIZATIONS, export_run
-
-    if quantization not in QUANTIZATIONS:
-        raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
-    folder = run.dir.path / f"ctranslate2-{quantization}"
-    key = cache_key(run, weights_files(run, checkpoint=checkpoint, average=average), quantization)
-    try:
-        stamp = json.loads((folder / STAMP).read_text())
-    except (OSError, ValueError):
-        stamp = None
-    if stamp is not None and stamp.get("key") == key:
-        return folder, stamp["weights"]
-    notify(f"{folder}: exported from other weights; exporting again" if folder.exists()
-           else f"exporting to {folder} (first use; cached for later runs)")
-    tmp = Path(tempfile.mkdtemp(dir=run.dir.path, prefix=f".{folder.name}."))
-    try:
-        tmp.chmod(0o755)  # mkdtemp makes it 0700; results are meant to be shared
-        weights = export_run(run, tmp, quantization=quantization, checkpoint=checkpoint, average=average)
-        atomic_write(tmp / STAMP, (json.dumps({"key": key, "weights": weights}, indent=2) + "\n").encode())
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return folder, weights

@@ -5,7 +5,10 @@ before any model is loaded.
 Combination rules (weights w normalised to sum 1):
 - ``prob`` (fairseq): log Σ_i w_i P_i(y | ·), a mixture, already normalised.
 - ``logprob`` (Eole): Σ_i w_i log P_i(y | ·), renormalised over the vocabulary by the search's
-  log-softmax (a weighted geometric mean of the distributions)."""
+  log-softmax (a weighted geometric mean of the distributions).
+
+An ensemble is a ``SearchModel`` (``model.py``), as a single model is: the search does not know which
+it decodes with. An ensemble of one model is that model (its own scores, as ``Single`` gives them)."""
 
 from __future__ import annotations
 
@@ -41,10 +44,11 @@ class EnsembleCache:
 
 
 class Ensemble:
-    """Models with the search's ``Seq2Seq`` shape; ``decode`` returns the combined log-probabilities."""
+    """Models combined into one ``SearchModel``; ``decode`` returns the combined log-probabilities."""
 
     def __init__(self, models: list[torch.nn.Module], weights: list[float], combine: str) -> None:
         self.models, self.combine = models, combine
+        self.members = tuple(models)
         total = sum(weights)
         self.weights = [w / total for w in weights]
 
@@ -61,6 +65,23 @@ class Ensemble:
         caches = cache.caches if cache is not None else [None] * len(self.models)
         lprobs = torch.stack([m.decode(tgt, mem, memory_pad, c, beams=beams).float().log_softmax(-1)
                               for m, mem, c in zip(self.models, memory, caches, strict=True)])  # (M, N, T, V)
+        return self._combine(lprobs)
+
+    def step(self, last: torch.Tensor, memory: tuple[torch.Tensor, ...], pad: torch.Tensor, cache: EnsembleCache,
+             beams: int) -> torch.Tensor:
+        """(N, V) the next token's combined log-probabilities (the search renormalises them); one model:
+        its own scores."""
+        if len(self.models) == 1:
+            return self.models[0].decode(last, memory[0], pad, cache.caches[0], beams=beams)[:, -1].float()
+        return self.decode(last, memory, pad, cache, beams=beams)[:, -1].float()
+
+    @staticmethod
+    def select(memory: tuple[torch.Tensor, ...], kept: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Each model's memory rows ``kept``."""
+        return tuple(m.index_select(0, kept) for m in memory)
+
+    def _combine(self, lprobs: torch.Tensor) -> torch.Tensor:
+        """(M, ...) each model's log-probabilities -> the rule's combination (module docstring)."""
         if self.combine == "prob":
             log_w = torch.tensor([math.log(w) for w in self.weights], device=lprobs.device).view(-1, 1, 1, 1)
             return torch.logsumexp(lprobs + log_w, 0)

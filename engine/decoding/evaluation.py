@@ -17,6 +17,7 @@ from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run_dir import Run
 from .engines import Engine
+from .request import DecodeRequest, Hooks
 from .translator import Translator, encode_sources
 
 
@@ -45,9 +46,11 @@ class Evaluation:
 
 def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
              src: Path | None = None, ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
-             ) -> tuple[Evaluation, list[str], list[str], list[str]]:
-    """Decode the split (or src) with ``engine`` (default: ``translator``) and score it against the
-    references; also returns the texts. The perplexity is ``translator``'s, with its device and precision."""
+             request: DecodeRequest | None = None) -> tuple[Evaluation, list[str], list[str], list[str]]:
+    """Decode the split (or src) with ``engine`` (default: ``translator``) as ``request`` asks (default:
+    the spec's ``decode`` section) and score it against the references; also returns the texts. The
+    perplexity is ``translator``'s, with its device and precision."""
+    request = request or DecodeRequest.of(run.spec.decode)
     if src is None or ref is None:  # the spec's split, fetched by its data set if missing
         sources, references = read_split(run.spec.data, split, lambda _: None)
     else:
@@ -55,7 +58,7 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
         split = src.name
     started = time.perf_counter()
     decoder = engine or translator
-    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch)
+    results = decoder.translate(sources, request, Hooks(after_batch=after_batch))
     seconds = time.perf_counter() - started
     hyps = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     bleu, bleu_lc, chrf = BLEU(), BLEU(lowercase=True), CHRF()
@@ -71,6 +74,6 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
         bleu_lowercase_signature=str(bleu_lc.get_signature()),
         chrf=chrf.corpus_score(hyps, [references]).score, chrf_signature=str(chrf.get_signature()),
         perplexity=ppl, decode_seconds=seconds, sentences_per_second=len(sources) / max(seconds, 1e-9),
-        beam=run.spec.decode.beam, alpha=run.spec.decode.alpha, precision=decoder.precision, engine=decoder.name,
+        beam=request.beam, alpha=request.alpha, precision=decoder.precision, engine=decoder.name,
     )
     return result, sources, references, hyps

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 
+from .request import DecodeRequest
 from .search import Hypothesis, length_penalty
 from .translator import limited_batches
 
@@ -48,7 +48,7 @@ class RowLimits:
         return scores
 
 
-def _generate(hf: Any, sources: list[list[int]], limits: list[int], spec: DecodeSpec) -> list[list[Hypothesis]]:
+def _generate(hf: Any, sources: list[list[int]], limits: list[int], spec: DecodeRequest) -> list[list[Hypothesis]]:
     """One padded batch through ``generate``: up to ``spec.beam`` hypotheses per source, best first."""
     from transformers import LogitsProcessorList
 
@@ -79,7 +79,7 @@ def _generate(hf: Any, sources: list[list[int]], limits: list[int], spec: Decode
     return hyps
 
 
-def hf_search(hf: Any, sources: list[list[int]], spec: DecodeSpec, max_output_len: int | None,
+def hf_search(hf: Any, sources: list[list[int]], spec: DecodeRequest, max_output_len: int | None,
               progress: Callable[[int], None] = lambda _: None,
               after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)

@@ -7,10 +7,11 @@ import json
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from .constraints import LineConstraints
+from .request import FORMATS, LineConstraints
 from .search import Hypothesis
 
-FORMATS = ("text", "jsonl")
+__all__ = ["FORMATS", "jsonl_line", "read_constraints", "read_prefixes", "split_columns", "text_lines"]
+
 PHRASES = "|||"  # separates the phrases of a constraints column
 
 

@@ -16,26 +16,18 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
 from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.components.transformer import DecoderCache
 
 from .constraints import Phrases, Progress, ban_phrases, constrained_candidates
+from .model import Cache, SearchModel, Seq2Seq, search_model
 
 NEG_INF = float("-inf")
-
-
-class Seq2Seq(Protocol):
-    """What the search needs from a model (``EncoderDecoder`` and the tests' toy models)."""
-
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-               cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor: ...
 
 
 @dataclass
@@ -49,8 +41,9 @@ class Hypothesis:
     complete: bool = True  # every positive lexical constraint is in the output
 
 
-def length_penalty(length: int, alpha: float) -> float:
-    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016; §6.1 uses alpha = 0.6); |Y| counts EOS."""
+def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Tensor:
+    """lp(Y) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016; §6.1 uses alpha = 0.6); |Y| counts EOS. The
+    one definition: a length, or a tensor of them (float64 for the search's stopping bound)."""
     return ((5 + length) / 6) ** alpha
 
 
@@ -102,31 +95,80 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
     return values, index.gather(1, pick)
 
 
-@dataclass
-class Sampling:
-    """Random sampling instead of ranking: each row draws its next token from the model's distribution
-    at ``temperature``, cut to the ``topk`` best tokens (kind topk) or to the smallest set of best
-    tokens holding ``topp`` of the mass (kind topp; nucleus sampling, Holtzman et al. 2020)."""
+LogitsFilter = Callable[[torch.Tensor], torch.Tensor]  # (N, V) log-weights -> (N, V), -inf where cut
 
-    kind: str = "temperature"  # topk, topp or temperature
-    topk: int = 0
-    topp: float = 1.0
-    temperature: float = 1.0
+
+def temperature(value: float) -> LogitsFilter:
+    """Divide by ``value`` (-> 0: all mass on the argmax, i.e. greedy)."""
+    scale = max(value, 1e-6)
+    return lambda x: x / scale
+
+
+def top_k(k: int) -> LogitsFilter:
+    """Keep each row's ``k`` best tokens (all of them when k is 0 or at least the vocabulary)."""
+
+    def cut(x: torch.Tensor) -> torch.Tensor:
+        if not 0 < k < x.size(-1):
+            return x
+        values, index = row_topk(x, k)
+        return torch.full_like(x, NEG_INF).scatter_(1, index, values)
+
+    return cut
+
+
+def top_p(p: float) -> LogitsFilter:
+    """Keep each row's smallest set of best tokens holding ``p`` of the mass (nucleus sampling,
+    Holtzman et al. 2020); p = 1 keeps all."""
+
+    def cut(x: torch.Tensor) -> torch.Tensor:
+        if p >= 1.0:
+            return x
+        values, index = x.sort(dim=-1, descending=True)
+        probs = values.softmax(-1)
+        before = probs.cumsum(-1) - probs  # mass of the better tokens: keep while it is below p
+        return torch.empty_like(x).scatter_(1, index, values.masked_fill(before >= p, NEG_INF))
+
+    return cut
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The step that draws instead of ranking: each row draws its next token from the model's
+    distribution passed through ``filters`` in order (e.g. temperature then top-k)."""
+
+    filters: tuple[LogitsFilter, ...] = ()
     generator: torch.Generator | None = None
 
     def weights(self, lprobs: torch.Tensor) -> torch.Tensor:
-        """(N, V) log-weights to draw from: tempered, then cut (-inf outside the kept tokens)."""
-        x = lprobs / max(self.temperature, 1e-6)  # temperature -> 0: all mass on the argmax (greedy)
-        if self.kind == "topk" and 0 < self.topk < x.size(-1):
-            values, index = row_topk(x, self.topk)
-            x = torch.full_like(x, NEG_INF).scatter_(1, index, values)
-        elif self.kind == "topp" and self.topp < 1.0:
-            values, index = x.sort(dim=-1, descending=True)
-            probs = values.softmax(-1)
-            before = probs.cumsum(-1) - probs  # mass of the better tokens: keep while it is below p
-            values = values.masked_fill(before >= self.topp, NEG_INF)
-            x = torch.empty_like(x).scatter_(1, index, values)
+        """(N, V) log-weights to draw from: the filters applied in order."""
+        x = lprobs
+        for keep in self.filters:
+            x = keep(x)
         return x
+
+    def candidates(self, lprobs: torch.Tensor, logp: torch.Tensor, k: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """k drawn candidates per sentence: k draws from its one row at the first step, then one per
+        row. Returns cumulative log-probs (the model's), parent rows and tokens, each (n, k)."""
+        n, rows = logp.shape
+        draws = k // rows
+        probs = self.weights(lprobs).softmax(-1)
+        token = torch.multinomial(probs, draws, replacement=True, generator=self.generator)  # (N, draws)
+        top = lprobs.gather(1, token).add_(logp.view(-1, 1)).view(n, k)
+        parent = torch.arange(rows, device=logp.device).repeat_interleave(draws).expand(n, k)
+        return top, parent, token.view(n, k)
+
+
+class Ranking:
+    """The beam search step: the 2k best (prefix, token) extensions of each sentence (``_top_candidates``)."""
+
+    @staticmethod
+    def candidates(lprobs: torch.Tensor, logp: torch.Tensor, k: int
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return _top_candidates(lprobs, logp, 2 * k, k)
+
+
+RANKING = Ranking()
 
 
 class StepRule(Protocol):
@@ -187,9 +229,9 @@ class _Beams:
     sent: torch.Tensor  # (n,) original index of each live sentence
     limit: torch.Tensor  # (n,) max |Y|
     lp_limit: torch.Tensor  # (n,) lp(max |Y|)
-    memory: torch.Tensor  # (n, S, D) one row per sentence, shared by its beams (or an ensemble's tuple)
+    memory: Any  # the model's memory: one row per sentence, shared by its beams
     pad: torch.Tensor  # (n, S)
-    cache: DecoderCache
+    cache: Cache
     last: torch.Tensor  # (N, 1) tokens fed this step
     history: torch.Tensor  # (N, t) tokens so far
     token_lp: torch.Tensor | None  # (N, t) each token's log-prob, when asked for
@@ -198,15 +240,16 @@ class _Beams:
     rows: int = 1
 
 
-def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules, scores: bool) -> _Beams:
+def _start(model: SearchModel, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules,
+           scores: bool) -> _Beams:
     """Encode the source once; one BOS row per sentence."""
     memory, pad = model.encode(src)
     batch, device = src.size(0), pad.device
     max_len_a, max_len_b, cap = limit_args
     limit = rules.limits(max_lengths(pad, max_len_a, max_len_b, cap).to(device), cap)
-    new_cache = getattr(model, "new_cache", DecoderCache)
-    return _Beams(sent=torch.arange(batch, device=device), limit=limit, lp_limit=((5 + limit.double()) / 6) ** alpha,
-                  memory=memory, pad=pad, cache=new_cache(),
+    return _Beams(sent=torch.arange(batch, device=device), limit=limit,
+                  lp_limit=length_penalty(limit.double(), alpha),  # type: ignore[arg-type]
+                  memory=memory, pad=pad, cache=model.new_cache(),
                   last=torch.full((batch, 1), BOS, dtype=torch.long, device=device),
                   history=torch.empty(batch, 0, dtype=torch.long, device=device),
                   token_lp=torch.empty(batch, 0, device=device) if scores else None,
@@ -214,10 +257,10 @@ def _start(model: Seq2Seq, src: torch.Tensor, alpha: float, limit_args: tuple, r
                   progress=None if rules.include is None else Progress.start(rules.include))
 
 
-def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rules) -> torch.Tensor:
+def _step_log_probs(model: SearchModel, b: _Beams, t: int, min_len: int, rules: Rules) -> torch.Tensor:
     """(N, V) log-probs of the next token, with every banned token at -inf."""
     forced = (t + 1 >= b.limit).repeat_interleave(b.rows)  # (N,)
-    logits = model.decode(b.last, b.memory, b.pad, b.cache, beams=b.rows)[:, -1].float()  # (N, V)
+    logits = model.step(b.last, b.memory, b.pad, b.cache, b.rows)  # (N, V)
     lprobs = _ban(log_softmax_(logits), t + 1, min_len, forced)  # the model's, not renormalised
     rules.apply(lprobs, b.history, b.sent, b.rows, b.limit)
     if b.progress is not None and rules.include is not None:  # no EOS before every constraint is met
@@ -226,21 +269,8 @@ def _step_log_probs(model: Seq2Seq, b: _Beams, t: int, min_len: int, rules: Rule
     return lprobs
 
 
-def _sample(lprobs: torch.Tensor, logp: torch.Tensor, k: int, sampling: Sampling
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """k drawn candidates per sentence: k draws from its one row at the first step, then one per row.
-    Returns cumulative log-probs (the model's), parent rows and tokens, each (n, k)."""
-    n, rows = logp.shape
-    draws = k // rows
-    probs = sampling.weights(lprobs).softmax(-1)
-    token = torch.multinomial(probs, draws, replacement=True, generator=sampling.generator)  # (N, draws)
-    top = lprobs.gather(1, token).add_(logp.view(-1, 1)).view(n, k)
-    parent = torch.arange(rows, device=logp.device).repeat_interleave(draws).expand(n, k)
-    return top, parent, token.view(n, k)
-
-
 @torch.inference_mode()
-def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
+def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
                 max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: int | None = None,
                 rules: Rules | None = None, sampling: Sampling | None = None,
                 token_scores: bool = False) -> list[list[Hypothesis]]:
@@ -252,8 +282,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len; ``max_len_cap``
     bounds every max_len (a decoder with learned positions has no position past max_positions).
     ``rules`` forces target prefixes, blocks repeated n-grams and holds lexical constraints (positive
-    ones choose the beam by dynamic beam allocation, ``constraints.py``). With ``sampling``, the k rows are k
-    independent samples (``nbest`` = k of them, sorted by score): each draws its token instead of ranking.
+    ones choose the beam by dynamic beam allocation, ``constraints.py``). With ``sampling`` (a step that draws
+    through its logits filters), the k rows are k independent samples (``nbest`` = k of them, sorted by
+    score): each draws its token instead of ranking.
     ``token_scores`` fills each hypothesis' ``token_log_probs``.
 
     Stopping. A sentence stops when its live beams cannot change its n-best list, which is then the
@@ -274,7 +305,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     """
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam (got beam={beam}, nbest={nbest})")
-    k, batch, rules = beam, src.size(0), rules or Rules()
+    k, batch, rules, model = beam, src.size(0), rules or Rules(), search_model(model)
+    choose: Sampling | Ranking = RANKING if sampling is None else sampling
     if sampling is not None and rules.include is not None:
         raise ValueError("positive lexical constraints need beam search, not sampling")
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
@@ -285,12 +317,12 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, *, beam: int, alpha: float, m
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
     for t in range(int(b.limit.max())):
         lprobs = _step_log_probs(model, b, t, min_len, rules)
-        cand = _candidates(lprobs, b, k, rules, sampling, token_scores)
+        cand = _candidates(lprobs, b, k, rules, choose, token_scores)
         is_eos = cand.token.eq(EOS)
         ends = is_eos[:, :k] & cand.top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
             _collect(ends, cand, b, t + 1, alpha, nbest, k, finished, threshold)
-        if not _advance(b, t, cand, is_eos, k, alpha, threshold):
+        if not _advance(model, b, t, cand, is_eos, k, alpha, threshold):
             break
     return finished
 
@@ -307,14 +339,13 @@ class _Candidates:
     complete: torch.Tensor | None  # True where the output holds every positive constraint
 
 
-def _candidates(lprobs: torch.Tensor, b: _Beams, k: int, rules: Rules, sampling: Sampling | None,
+def _candidates(lprobs: torch.Tensor, b: _Beams, k: int, rules: Rules, choose: Sampling | Ranking,
                 token_scores: bool) -> _Candidates:
-    """Ranked (beam search), drawn (sampling) or allocated to constraint banks (``constraints.py``)."""
+    """The step's choice (ranked or drawn), or, with positive constraints, the candidates allocated to
+    constraint banks (``constraints.py``)."""
     progress = complete = None
-    if sampling is not None:
-        top, parent, token = _sample(lprobs, b.logp, k, sampling)
-    elif b.progress is None or rules.include is None:
-        top, parent, token = _top_candidates(lprobs, b.logp, 2 * k, k)
+    if b.progress is None or rules.include is None:
+        top, parent, token = choose.candidates(lprobs, b.logp, k)
     else:
         per_row = row_topk(lprobs, min(2 * k, lprobs.size(-1)))[1]
         if per_row.size(1) < 2 * k:  # tiny vocabularies: impossible candidates (PAD) fill the width
@@ -351,8 +382,8 @@ def _top_candidates(lprobs: torch.Tensor, logp: torch.Tensor, width: int, k: int
     return top, parent, token
 
 
-def _advance(b: _Beams, t: int, cand: _Candidates, is_eos: torch.Tensor, k: int, alpha: float,
-             threshold: torch.Tensor) -> bool:
+def _advance(model: SearchModel, b: _Beams, t: int, cand: _Candidates, is_eos: torch.Tensor, k: int,
+             alpha: float, threshold: torch.Tensor) -> bool:
     """Keep the k best non-EOS candidates of each sentence (in rank order: a stable sort puts EOS
     last), drop the sentences that are done (module docstring: stopping) and follow the kept rows.
     False when no sentence is left."""
@@ -370,7 +401,7 @@ def _advance(b: _Beams, t: int, cand: _Candidates, is_eos: torch.Tensor, k: int,
         index, new_token, new_logp = index[kept], new_token[kept], new_logp[kept]
         new_lp = None if new_lp is None else new_lp[kept]
         b.sent, b.limit, b.lp_limit, b.pad = b.sent[kept], b.limit[kept], b.lp_limit[kept], b.pad[kept]
-        b.memory = _select(b.memory, kept)
+        b.memory = model.select(b.memory, kept)
     if cand.progress is not None:
         b.progress = cand.progress.take(keep_rank, kept)
     index = index.view(-1)  # (n'·k,)
@@ -380,13 +411,6 @@ def _advance(b: _Beams, t: int, cand: _Candidates, is_eos: torch.Tensor, k: int,
         b.token_lp = torch.cat([b.token_lp.index_select(0, index), new_lp.view(-1, 1)], 1)
     b.last, b.logp, b.rows = new_token.view(-1, 1), new_logp, k
     return True
-
-
-def _select(memory: torch.Tensor | tuple, kept: torch.Tensor) -> torch.Tensor | tuple:
-    """Memory rows ``kept``; an ensemble's memory is a tuple, one per model."""
-    if isinstance(memory, tuple):
-        return tuple(m.index_select(0, kept) for m in memory)
-    return memory.index_select(0, kept)
 
 
 def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alpha: float, nbest: int, k: int,
@@ -420,7 +444,7 @@ def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alph
 
 
 @torch.inference_mode()
-def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
+def greedy_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
                   max_len_b: int, min_len: int = 0, max_len_cap: int | None = None) -> list[list[int]]:
     """The most probable next token at each step until EOS or max_len (same conventions as
     ``beam_search``); the reference that beam 1 must match. ``alpha`` is unused (accepted so the
@@ -429,14 +453,16 @@ def greedy_search(model: Seq2Seq, src: torch.Tensor, *, alpha: float = 0.0, max_
     batch = src.size(0)
     if batch == 0:
         return []
+    model = search_model(model)
     memory, pad = model.encode(src)
-    limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(memory.device)
-    cache = DecoderCache()
-    last = torch.full((batch, 1), BOS, dtype=torch.long, device=memory.device)
-    ended = torch.zeros(batch, dtype=torch.bool, device=memory.device)
+    device = pad.device
+    limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(device)
+    cache = model.new_cache()
+    last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
+    ended = torch.zeros(batch, dtype=torch.bool, device=device)
     steps: list[torch.Tensor] = []
     for t in range(int(limit.max())):
-        logits = model.decode(last, memory, pad, cache)[:, -1].float()
+        logits = model.step(last, memory, pad, cache, 1)
         last = _ban(logits, t + 1, min_len, t + 1 >= limit).argmax(-1, keepdim=True)  # (B, 1)
         steps.append(last.squeeze(1).masked_fill(ended, EOS))
         ended |= last.squeeze(1).eq(EOS)

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 
@@ -18,17 +17,20 @@ from ..errors import TbuildError
 from ..policy import Policy, choose_policy, model_widths
 from ..run_dir import Run
 from ..weights import load_weights, weights_files
-from .constraints import LineConstraints, Phrases
+from .constraints import Phrases
+from .ensemble import Ensemble
+from .model import search_model
 from .packed import pack_linears
 from .quantize import check_quantization, quantize_model
-from .search import Hypothesis, Rules, Sampling, StepRule, beam_search, max_lengths
+from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
+from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths, temperature, top_k, top_p
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
 
 
 @dataclass
 class Translator:
-    model: EncoderDecoder
+    model: EncoderDecoder | Ensemble  # searched through its ``SearchModel`` (model.py)
     tokenizer: Tokenizer
     policy: Policy  # device and precision of decoding (and of evaluation's perplexity)
     weights: str  # which weights were loaded, for reports
@@ -41,21 +43,16 @@ class Translator:
     def precision(self) -> str:
         return "int8" if self.quantization == "int8" else self.policy.precision
 
-    def translate(self, lines: list[str], spec: DecodeSpec, warn: Callable[[str], None] = lambda _: None,
-                  progress: Callable[[int], None] = lambda _: None,
-                  after_batch: Callable[[], None] = lambda: None,
-                  prefixes: list[str] | None = None, scores: bool = False,
-                  constraints: list[LineConstraints] | None = None,
-                  step_rule: Callable[[list[int]], StepRule] | None = None) -> list[list[Hypothesis]]:
+    def translate(self, lines: list[str], request: DecodeRequest, hooks: Hooks = NO_HOOKS) -> list[list[Hypothesis]]:
         """``translate(self, ...)``: the ``Engine`` protocol of ``engines.py``."""
-        return translate(self, lines, spec, warn, progress, after_batch, prefixes, scores, constraints, step_rule)
+        return translate(self, lines, request, hooks)
 
     def alignments(self, lines: list[str], results: list[list[Hypothesis]]) -> list[list[int]]:
         """A source position per output token of each line's best hypothesis (``alignment.align``; an
         ensemble's first model)."""
         from .alignment import align
 
-        model = getattr(self.model, "models", [self.model])[0]
+        model = search_model(self.model).members[0]
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens)
         return [align(model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
                 for source, hyps in zip(sources, results, strict=True)]
@@ -124,7 +121,7 @@ def length_batches(lengths: list[int], budget: int) -> list[list[int]]:
     return batches
 
 
-def limited_batches(sources: list[list[int]], spec: DecodeSpec,
+def limited_batches(sources: list[list[int]], spec: DecodeRequest,
                     max_output_len: int | None) -> Iterator[tuple[list[int], list[int]]]:
     """For another runtime's search: the non-empty sources' indices in length batches, each with its
     rows' output length limits as the native search computes them (``search.max_lengths``)."""
@@ -136,50 +133,43 @@ def limited_batches(sources: list[list[int]], spec: DecodeSpec,
         yield rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist()
 
 
-def translate(translator: Translator, lines: list[str], spec: DecodeSpec,
-              warn: Callable[[str], None] = lambda _: None,
-              progress: Callable[[int], None] = lambda _: None,
-              after_batch: Callable[[], None] = lambda: None,
-              prefixes: list[str] | None = None, scores: bool = False,
-              constraints: list[LineConstraints] | None = None,
-              step_rule: Callable[[list[int]], StepRule] | None = None) -> list[list[Hypothesis]]:
+def translate(translator: Translator, lines: list[str], request: DecodeRequest,
+              hooks: Hooks = NO_HOOKS) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
-    lines over the model's source limit are truncated with a warning. ``prefixes`` (one per line, ""
-    for none) are forced at the start of each output, which includes them; ``constraints`` (one per
-    line) name phrases each output must or must not contain (``constraints.py``); ``step_rule`` gives
-    the search a ban for each batch's line indices (well-formed trees); ``scores``: with each token's
-    log-probability. ``after_batch`` is the entry point's housekeeping between batches."""
-    model, policy = translator.model, translator.policy
-    sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, warn)
-    targets = translator.tokenizer.encode(prefixes) if prefixes else None
-    include, exclude = encode_constraints(translator.tokenizer, constraints)
+    lines over the model's source limit are truncated with a warning. The request's ``prefixes`` (one
+    per line, "" for none) are forced at the start of each output, which includes them; its
+    ``constraints`` (one per line) name phrases each output must or must not contain (``constraints.py``);
+    its ``step_rule`` gives the search a ban for each batch's line indices (well-formed trees)."""
+    check_request(translator.name, request)
+    model, policy, r = search_model(translator.model), translator.policy, request
+    sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, hooks.warn)
+    targets = translator.tokenizer.encode(list(r.prefixes)) if r.prefixes else None
+    include, exclude = encode_constraints(translator.tokenizer, r.constraints)
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
-    sampling = sampler(spec, policy.device)
-    if sampling is not None and include is not None:
-        raise TbuildError("phrases to include (positive constraints) need beam search, not --sampling")
-    for batch in length_batches([len(sources[i]) for i in todo], spec.batch_tokens):
+    sampling = sampler(r, policy.device)
+    for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens):
         rows = [todo[j] for j in batch]
         src = padded([sources[i] for i in rows]).to(policy.device)
         rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
-                      no_repeat_ngram=spec.no_repeat_ngram,
+                      no_repeat_ngram=r.no_repeat_ngram,
                       include=None if include is None else Phrases.of([include[i] for i in rows], device=policy.device),
                       exclude=None if exclude is None else Phrases.of([exclude[i] for i in rows], right=True,
                                                                       device=policy.device),
-                      step_rule=None if step_rule is None else step_rule(rows))
-        width = spec.beam if sampling is None else spec.nbest
+                      step_rule=None if r.step_rule is None else r.step_rule(rows))
         with policy.autocast():
-            hyps = beam_search(model, src, beam=width, alpha=spec.alpha, max_len_a=spec.max_len_a,
-                               max_len_b=spec.max_len_b, nbest=spec.nbest, max_len_cap=translator.max_output_len,
-                               rules=rules, sampling=sampling, token_scores=scores)
+            hyps = beam_search(model, src, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
+                               max_len_b=r.max_len_b, nbest=r.nbest, min_len=r.min_len,
+                               max_len_cap=translator.max_output_len, rules=rules, sampling=sampling,
+                               token_scores=r.token_scores)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
-        after_batch()
-        progress(len(rows))
+        hooks.after_batch()
+        hooks.progress(len(rows))
     return results
 
 
-def encode_constraints(tok: Tokenizer, constraints: list[LineConstraints] | None
+def encode_constraints(tok: Tokenizer, constraints: Sequence[LineConstraints] | None
                        ) -> tuple[list[list[list[int]]] | None, list[list[list[int]]] | None]:
     """Each line's phrases to include and to exclude as token ids (each phrase tokenized alone); None
     for a kind no line has."""
@@ -202,13 +192,15 @@ def padded(rows: list[list[int]]) -> torch.Tensor:
     return out
 
 
-def sampler(spec: DecodeSpec, device: torch.device) -> Sampling | None:
-    """The spec's sampling settings with a generator seeded by ``spec.seed`` (None: beam search)."""
-    if spec.sampling is None:
+def sampler(request: DecodeRequest, device: torch.device) -> Sampling | None:
+    """The request's sampling as the search's step: its temperature, then its cut (top-k or top-p),
+    drawn with a generator seeded by ``request.seed`` (None: beam search)."""
+    if request.sampling is None:
         return None
     generator = torch.Generator(device=device)
-    generator.manual_seed(spec.seed)
-    return Sampling(spec.sampling, spec.topk, spec.topp, spec.temperature, generator)
+    generator.manual_seed(request.seed)
+    cut = {"topk": (top_k(request.topk),), "topp": (top_p(request.topp),), "temperature": ()}[request.sampling]
+    return Sampling((temperature(request.temperature), *cut), generator)
 
 
 def decode_lines(data: bytes, name: str) -> list[str]:

@@ -32,6 +32,7 @@ from tbuild.builder.tokens import BOS, EOS
 from ..data.tokenizer import Tokenizer
 from ..decoding.ct2 import ct2_search
 from ..decoding.hf import hf_search
+from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, encode_sources, translate
 from ..run_dir import Run
 
@@ -147,7 +148,7 @@ def teacher_forced_diff(peer: Peer, translator: Translator, sources: list[str], 
 def _outputs(translator: Translator, peer: Peer, sources: list[str], decode: DecodeSpec,
              after_batch: Callable[[], None]) -> tuple[list[str], list[str]]:
     """The best line each from tbuild and from the export."""
-    hyps = translate(translator, sources, decode, after_batch=after_batch)
+    hyps = translate(translator, sources, DecodeRequest.of(decode), Hooks(after_batch=after_batch))
     ours = [translator.tokenizer.decode(h[0].tokens) if h else "" for h in hyps]
     return ours, peer.translate(translator, sources, decode)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.schema import DecodeSpec, Spec
 
+from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
 
 
@@ -159,31 +160,32 @@ def _check_stack(stack: ResolvedStack, placement: str, refuse: Refuse) -> None:
         refuse(f"{stack.name} attentions use different kv_heads ({', '.join(map(str, sorted(kv)))})")
 
 
-# Decoding settings an export target's runtime cannot honour: (field test, why), per target. CTranslate2
-# runs every setting a profile holds (beam, sampling topk/topp/temperature, n-gram blocking; target
-# prefixes and phrases to exclude are runtime input); what it lacks (_RUNTIME_LACKS) is refused by
-# --engine ctranslate2.
-_PROFILE_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
+# Decoding settings an export target's runtime cannot honour: the decoding engines' table
+# (decoding/request.py: LACKS, the settings a decode profile can hold) and what an export format itself
+# cannot hold, per target.
+_EXPORT_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
     "ctranslate2": [],
-    "hf": [
-        (lambda d: d.quantization == "int8", "quantization int8 (the hf export is float32)"),
-        (lambda d: d.sampling is not None and d.temperature == 0,
-         "sampling at temperature 0 (transformers needs a positive temperature)"),
-    ],
+    "hf": [(lambda d: d.quantization == "int8", "quantization int8 (the hf export is float32)")],
 }
 
 
-_RUNTIME_LACKS = {"ctranslate2": "ensembles, alignments (--align), phrases to include (positive constraints)"}
+def _profile_refusal(target: str, settings: DecodeSpec) -> str | None:
+    """Why ``target`` cannot honour ``settings`` (None: it can)."""
+    why = next((why for test, why in _EXPORT_LIMITS[target] if test(settings)), None)
+    lacking = unsupported(target, DecodeRequest.of(settings), kinds=("setting",))
+    return why or (lacking.what if lacking is not None else None)
 
 
 def profile_verdicts(spec: Spec) -> dict[str, dict[str, str | None]]:
     """For every target, for the decode section (``decode``) and each named profile: None if the
     target's runtime honours those settings, else the one-line reason it cannot."""
     profiles = {"decode": spec.decode} | {name: spec.decode.with_profile(name) for name in spec.decode.profiles}
-    return {target: {name: next((f"{target} cannot honour decode profile {name!r}: {why}"
-                                 for test, why in limits if test(settings)), None)
-                     for name, settings in profiles.items()}
-            for target, limits in _PROFILE_LIMITS.items()}
+    verdicts: dict[str, dict[str, str | None]] = {}
+    for target in _EXPORT_LIMITS:
+        why = {name: _profile_refusal(target, settings) for name, settings in profiles.items()}
+        verdicts[target] = {name: None if w is None else f"{target} cannot honour decode profile {name!r}: {w}"
+                            for name, w in why.items()}
+    return verdicts
 
 
 def describe_profiles(spec: Spec) -> list[str]:
@@ -193,8 +195,9 @@ def describe_profiles(spec: Spec) -> list[str]:
         yes = [name for name, why in verdicts.items() if why is None]
         lines.append(f"{target} honours decode profiles: {', '.join(yes) or 'none'}")
         lines.extend(why for why in verdicts.values() if why is not None)
-        if target in _RUNTIME_LACKS:
-            lines.append(f"{target} runtime lacks: {_RUNTIME_LACKS[target]}")
+        lacks = runtime_lacks(target)
+        if lacks:
+            lines.append(f"{target} runtime lacks: {', '.join(lacks)}")
     return lines
 
 

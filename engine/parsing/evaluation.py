@@ -17,6 +17,7 @@ from ..data.pairs import Pairs
 from ..data.treebank import gold_file
 from ..data.trees import read_treebank
 from ..decoding.engines import Engine
+from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.search import Hypothesis
 from ..decoding.translator import Translator, encode_sources
 from ..errors import DataError
@@ -155,8 +156,8 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]
     started = time.perf_counter()
     decoder = engine or translator
-    results = decoder.translate(sources, run.spec.decode, after_batch=after_batch,
-                                step_rule=tree_rule_for(run.spec, decoder, sources))
+    results = decoder.translate(sources, DecodeRequest.of(run.spec.decode, step_rule=tree_rule_for(
+        run.spec, decoder, sources)), Hooks(after_batch=after_batch))
     seconds = time.perf_counter() - started
     outputs = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)

@@ -12,21 +12,21 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from tbuild.builder.schema import DecodeSpec
-
+from ..decoding.request import DecodeRequest
 from ..decoding.search import Hypothesis
 
-Decode = Callable[[list[str], DecodeSpec], list[list[Hypothesis]]]
+Decode = Callable[[list[str], DecodeRequest], list[list[Hypothesis]]]
 
 
 @dataclass
 class Job:
-    """One request's lines, their source lengths in tokens and decoding options; ``future`` gets the
-    n-best lists in the lines' order."""
+    """One request's lines, their source lengths in tokens and decoding request (settings only: no
+    per-line inputs, so that jobs with equal requests decode as one); ``future`` gets the n-best lists
+    in the lines' order."""
 
     lines: list[str]
     lengths: list[int]
-    spec: DecodeSpec
+    request: DecodeRequest
     future: Future = field(default_factory=Future)
 
 
@@ -116,15 +116,15 @@ class Batcher:
         return jobs, False
 
     def _decode(self, jobs: list[Job]) -> None:
-        """Decode the jobs still wanted, grouped by their decoding options, and answer each."""
+        """Decode the jobs still wanted, grouped by their decoding requests, and answer each."""
         jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
-        groups: dict[str, list[Job]] = {}
+        groups: dict[DecodeRequest, list[Job]] = {}
         for job in jobs:
-            groups.setdefault(job.spec.model_dump_json(), []).append(job)
+            groups.setdefault(job.request, []).append(job)
         for group in groups.values():
             lines = [line for job in group for line in job.lines]
             try:
-                results = self.decode(lines, group[0].spec)
+                results = self.decode(lines, group[0].request)
             except Exception as e:  # the requests get a 500; the server keeps serving
                 for job in group:
                     job.future.set_exception(e)

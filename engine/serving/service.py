@@ -9,11 +9,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
-from tbuild.builder.schema import DecodeSpec
-
 from ..decoding.engines import Engine
+from ..decoding.request import DecodeRequest, InvalidRequest
 from ..decoding.search import Hypothesis
 from ..run_dir import Run
 from .api import Hyp, Limits, RequestError, TranslateRequest, TranslateResponse, check_lengths
@@ -38,16 +35,14 @@ class Service:
                                enabled=settings.batching, after_batch=after_batch)
         self.closing = False
 
-    def decode_spec(self, request: TranslateRequest) -> DecodeSpec:
+    def decode_request(self, request: TranslateRequest) -> DecodeRequest:
         """The spec's decoding options with the request's beam, α and n-best (422 if they clash)."""
         update = {k: v for k, v in (("beam", request.beam), ("alpha", request.alpha), ("nbest", request.nbest))
                   if v is not None}
         try:
-            return DecodeSpec.model_validate(self.run.spec.decode.model_dump() | update
-                                             | {"batch_tokens": self.settings.batch_tokens})
-        except (ValidationError, ValueError) as e:
-            message = e.errors()[0]["msg"] if isinstance(e, ValidationError) else str(e)
-            raise RequestError(422, message.removeprefix("Value error, ")) from None
+            return DecodeRequest.of(self.run.spec.decode, batch_tokens=self.settings.batch_tokens, **update)
+        except InvalidRequest as e:
+            raise RequestError(422, str(e)) from None
 
     def submit(self, request: TranslateRequest) -> Future:
         """Check the request's sentences against the model's limit and queue them; the future gets
@@ -57,7 +52,7 @@ class Service:
         lines = [line.rstrip("\r").strip() for line in request.src]  # as `tbuild decode` reads its lines
         lengths = [len(ids) + 1 if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
         check_lengths(lengths, self.settings.limits)
-        return self.batcher.submit(Job(lines, lengths, self.decode_spec(request)))
+        return self.batcher.submit(Job(lines, lengths, self.decode_request(request)))
 
     def respond(self, request: TranslateRequest, results: list[list[Hypothesis]]) -> TranslateResponse:
         tok = self.engine.tokenizer
@@ -110,9 +105,9 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
                  max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
                  compiled: bool = False) -> Service:
     """Load the run's ``engine`` (``load_engine``) and put it behind a batcher."""
-    from ..decoding.engines import load_engine
     from ..decoding.translator import DEFAULT_MAX_SOURCE
     from ..errors import TbuildError
+    from ..export.engines import load_engine
 
     for name, value in (("--batch-tokens", batch_tokens or 1), ("--max-lines", max_lines), ("--max-chars", max_chars),
                         ("--timeout", timeout)):
@@ -125,7 +120,7 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
     if compiled:  # compile before the first request, which would otherwise wait for it
         notify("compiling the decoder step on warm-up sentences")
         loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
-                         run.spec.decode)
+                         DecodeRequest.of(run.spec.decode))
     limits = Limits(max_lines, max_chars, run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
     settings = Settings(batch_tokens or run.spec.decode.batch_tokens, max_wait_ms / 1000, batching, timeout, limits)
     return Service(loaded, run, settings, after_batch)

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tbuild.engine.decoding.engines import load_engine
+from tbuild.engine.decoding.request import DecodeRequest, Hooks
 from tbuild.engine.errors import TbuildError
+from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run_dir import resolve_run
 
 pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
@@ -24,7 +25,7 @@ def run_copy(tiny_run: Path, tmp_path: Path) -> Path:
 
 def _texts(engine, lines: list[str], spec) -> tuple[list[str], list[str]]:  # noqa: ANN001
     warnings: list[str] = []
-    hyps = engine.translate(lines, spec, warnings.append)
+    hyps = engine.translate(lines, DecodeRequest.of(spec), Hooks(warn=warnings.append))
     return [engine.tokenizer.decode(h[0].tokens) if h else "" for h in hyps], warnings
 
 
@@ -41,7 +42,7 @@ def test_same_lines_as_native(run_copy: Path) -> None:
 
 def test_nbest_ranked_by_tbuild_score(run_copy: Path) -> None:
     run = resolve_run(run_copy, ["decode.nbest=3"])  # beam 3
-    hyps = load_engine(run, "ctranslate2", device="cpu").translate(LINES, run.spec.decode)
+    hyps = load_engine(run, "ctranslate2", device="cpu").translate(LINES, DecodeRequest.of(run.spec.decode))
     assert [len(h) for h in hyps] == [3, 0, 3, 3, 3]
     for h in hyps:
         assert [x.score for x in h] == sorted((x.score for x in h), reverse=True)
@@ -97,8 +98,8 @@ def test_batched_rows_keep_their_own_length_limits(run_copy: Path) -> None:
     run = resolve_run(run_copy, ["decode.nbest=3", "decode.max_len_b=3"])  # beam 3, limits |X| + 3
     engine = load_engine(run, "ctranslate2", device="cpu")
     sources = _ids(["A man.", "A man is riding a bike down the street.", "Two dogs play.", "Hi"], engine.tokenizer)
-    together = ct2_search(engine.ct2, engine.tokenizer, sources, run.spec.decode, None)
-    alone = [ct2_search(engine.ct2, engine.tokenizer, [s], run.spec.decode, None)[0] for s in sources]
+    together = ct2_search(engine.ct2, engine.tokenizer, sources, DecodeRequest.of(run.spec.decode), None)
+    alone = [ct2_search(engine.ct2, engine.tokenizer, [s], DecodeRequest.of(run.spec.decode), None)[0] for s in sources]
     assert [[h.tokens for h in hyps] for hyps in together] == [[h.tokens for h in hyps] for hyps in alone]
     assert [h.score for hyps in together for h in hyps] == \
         pytest.approx([h.score for hyps in alone for h in hyps], abs=1e-4)  # a padded batch vs one sentence
@@ -131,10 +132,10 @@ def test_one_runtime_call_per_batch_unless_a_row_reaches_its_limit(run_copy: Pat
     sources = _ids(lines, engine.tokenizer)
     limits = [len(s) + 2 for s in sources]
     assert len(set(limits)) == 3
-    ct2_search(runtime(lambda n: n // 2), engine.tokenizer, sources, run.spec.decode, None)
+    ct2_search(runtime(lambda n: n // 2), engine.tokenizer, sources, DecodeRequest.of(run.spec.decode), None)
     assert calls == [max(limits) - 1]  # every row ended below its limit: one call
     calls.clear()
-    ct2_search(runtime(lambda n: n + 1), engine.tokenizer, sources, run.spec.decode, None)
+    ct2_search(runtime(lambda n: n + 1), engine.tokenizer, sources, DecodeRequest.of(run.spec.decode), None)
     assert sorted(calls) == sorted(limit - 1 for limit in limits)  # the batch at the top limit, then the two others
 
 
@@ -143,8 +144,9 @@ def test_greedy_token_log_probs_equal_native(run_copy: Path) -> None:
     search's; its beam search returns no logits, so none there."""
     run = resolve_run(run_copy, ["decode.beam=1"])
     lines = ["A man is riding a bike.", "Two dogs play in the snow."]
-    native = load_engine(run, "native", device="cpu").translate(lines, run.spec.decode, scores=True)
-    theirs = load_engine(run, "ctranslate2", device="cpu").translate(lines, run.spec.decode, scores=True)
+    jsonl = DecodeRequest.of(run.spec.decode, format="jsonl")  # with each token's log-probability
+    native = load_engine(run, "native", device="cpu").translate(lines, jsonl)
+    theirs = load_engine(run, "ctranslate2", device="cpu").translate(lines, jsonl)
     for ours, ct2 in zip(native, theirs, strict=True):
         # no EOS step where the runtime stopped at the length limit (this barely trained model always does)
         got = ct2[0].token_log_probs
@@ -155,5 +157,6 @@ def test_greedy_token_log_probs_equal_native(run_copy: Path) -> None:
         assert all(g >= o - 1e-4 for g, o in zip(got, ours[0].token_log_probs, strict=False))
         assert sum(ct2[0].token_log_probs) == pytest.approx(ct2[0].log_prob, abs=1e-3)
     beam = resolve_run(run_copy, ["decode.beam=3"])
-    hyps = load_engine(beam, "ctranslate2", device="cpu").translate(lines, beam.spec.decode, scores=True)
+    hyps = load_engine(beam, "ctranslate2", device="cpu").translate(lines, DecodeRequest.of(beam.spec.decode,
+                                                                                             format="jsonl"))
     assert all(h[0].token_log_probs == [] for h in hyps)

@@ -10,7 +10,9 @@ import torch
 
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.decoding.ensemble import Ensemble
-from tbuild.engine.decoding.search import Rules, Sampling, beam_search, greedy_search
+from tbuild.engine.decoding.request import DecodeRequest
+from tbuild.engine.decoding.search import Rules, Sampling, beam_search, greedy_search, top_p
+from tbuild.engine.decoding.translator import sampler as translator_sampler
 from tests.conftest import tiny_model
 from tests.engine.decoding.test_search import A, B, C, TableModel, toy_src
 
@@ -19,8 +21,11 @@ RANKED = {None: {A: 0.5, B: 0.3, C: 0.2 - 1e-9, EOS: 1e-9}}
 LIMITS = {"alpha": 0.6, "max_len_a": 0.0, "max_len_b": 6}
 
 
-def sampler(kind: str = "temperature", seed: int = 0, **kw: float) -> Sampling:
-    return Sampling(kind, generator=torch.Generator().manual_seed(seed), **kw)
+def sampler(kind: str = "temperature", seed: int = 0, topk: int = 10, topp: float = 0.9,
+            temperature: float = 1.0) -> Sampling:
+    """The translator's step for sampling ``kind``, seeded."""
+    request = DecodeRequest(sampling=kind, topk=topk, topp=topp, temperature=temperature, seed=seed)
+    return translator_sampler(request, torch.device("cpu"))
 
 
 def random_src(lengths: list[int], vocab: int = 40, seed: int = 0) -> torch.Tensor:
@@ -67,7 +72,7 @@ def test_topk_never_leaves_the_k_best() -> None:
 def test_topp_keeps_the_smallest_set_holding_p() -> None:
     lprobs = torch.tensor([[0.5, 0.3, 0.2 - 1e-9, 1e-9]]).log()
     for p, kept in ((0.5, [0]), (0.6, [0, 1]), (0.85, [0, 1, 2]), (1.0, [0, 1, 2, 3])):
-        weights = Sampling("topp", topp=p).weights(lprobs)
+        weights = Sampling((top_p(p),)).weights(lprobs)
         assert weights.isfinite()[0].nonzero().flatten().tolist() == kept, p
         assert lprobs[0, kept].exp().sum() >= p - 1e-6  # the set holds at least p of the mass
     toy = TableModel([RANKED])

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
+from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search, log_softmax_
 from tbuild.engine.decoding.translator import load_translator
 from tbuild.engine.run_dir import resolve_run
@@ -88,7 +89,7 @@ def test_translator_packs_on_cpu_float32_only(tiny_run: Path) -> None:
                 linear = torch.nn.Linear(child.in_features, child.out_features, bias=child.bias is not None)
                 linear.weight, linear.bias = child.weight, child.bias
                 setattr(parent, name, linear)
-    spec = run.spec.decode
+    spec = DecodeRequest.of(run.spec.decode)
     assert [h[0].tokens for h in fp32.translate(LINES, spec)] == [h[0].tokens for h in plain.translate(LINES, spec)]
     int8 = load_translator(run, quantization="int8")
     assert not any(isinstance(m, PackedLinear) for m in int8.model.modules())

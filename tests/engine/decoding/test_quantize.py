@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 from tbuild.cli.app import app
 from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding.quantize import check_quantization, quantize_model
+from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search
 from tbuild.engine.decoding.translator import load_translator
 from tbuild.engine.errors import TbuildError
@@ -64,10 +65,11 @@ def test_int8_translator_mostly_agrees_with_float32(tiny_run: Path) -> None:
     for beam in (1, 3):
         spec = run.spec.decode.model_copy(update={"beam": beam})
         same = [a[0].tokens == b[0].tokens for a, b in
-                zip(fp32.translate(LINES, spec), int8.translate(LINES, spec), strict=True)]
+                zip(fp32.translate(LINES, DecodeRequest.of(spec)), int8.translate(LINES, DecodeRequest.of(spec)),
+                    strict=True)]
         assert sum(same) >= 0.75 * len(LINES), (beam, same)
     quantized = resolve_run(tiny_run, ["decode.quantization=int8"])
-    from tbuild.engine.decoding.engines import load_engine
+    from tbuild.engine.export.engines import load_engine
 
     assert load_engine(quantized, "native").precision == "int8"
     assert load_engine(quantized, "native", quantization="float32", device="cpu").precision == "fp32"

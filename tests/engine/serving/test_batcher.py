@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import Hypothesis
 from tbuild.engine.serving.batcher import Batcher, Job
 
-SPEC = DecodeSpec()
+SPEC = DecodeRequest()
 
 
 class Recorder:
@@ -22,13 +22,13 @@ class Recorder:
         self.batches: list[list[str]] = []
         self.delay = delay
 
-    def __call__(self, lines: list[str], spec: DecodeSpec) -> list[list[Hypothesis]]:
+    def __call__(self, lines: list[str], spec: DecodeRequest) -> list[list[Hypothesis]]:
         self.batches.append(lines)
         time.sleep(self.delay)
         return [[Hypothesis(tokens=[len(line)], score=-1.0, log_prob=-1.0)] for line in lines]
 
 
-def job(*lines: str, spec: DecodeSpec = SPEC) -> Job:
+def job(*lines: str, spec: DecodeRequest = SPEC) -> Job:
     return Job(list(lines), [len(line) for line in lines], spec)
 
 
@@ -63,7 +63,7 @@ def test_the_budget_cuts_batches_and_off_means_one_job_each() -> None:
 def test_different_options_are_decoded_apart() -> None:
     engine = Recorder()
     batcher = Batcher(engine, budget=1000, max_wait=0.2)
-    futures = [batcher.submit(job("a")), batcher.submit(job("b", spec=DecodeSpec(beam=1))), batcher.submit(job("c"))]
+    futures = [batcher.submit(job("a")), batcher.submit(job("b", spec=DecodeRequest(beam=1))), batcher.submit(job("c"))]
     [f.result(timeout=5) for f in futures]
     batcher.close()
     assert sorted(engine.batches) == [["a", "c"], ["b"]]
@@ -72,7 +72,7 @@ def test_different_options_are_decoded_apart() -> None:
 def test_a_failing_batch_answers_its_requests_with_the_error_and_the_next_works() -> None:
     calls = []
 
-    def flaky(lines: list[str], spec: DecodeSpec) -> list[list[Hypothesis]]:
+    def flaky(lines: list[str], spec: DecodeRequest) -> list[list[Hypothesis]]:
         calls.append(lines)
         if len(calls) == 1:
             raise RuntimeError("boom")
