@@ -4,8 +4,8 @@ answers ``{"ready": ...}`` once set up, ``step I`` runs one optimizer step on ba
 seconds, ``end`` answers the peak memory and exits.
 
 tbuild's step is ``Trainer.step`` itself, fed the benchmark's batches: the model, optimizer,
-autocast policy and loss are what `tbuild train` builds (``Trainer._setup_model`` and
-``_setup_optimizer``). The peers run the textbook PyTorch step: Adam (β 0.9/0.98, ε 1e-9, fused on
+autocast policy and loss are what `tbuild train` builds (a ``Trainer`` made from the benchmark's pairs,
+in a scratch run directory). The peers run the textbook PyTorch step: Adam (β 0.9/0.98, ε 1e-9, fused on
 CUDA as tbuild's), ``F.cross_entropy`` with label smoothing 0.1 under the same autocast."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,8 +26,11 @@ from torch.nn import functional as F
 from tbuild.builder.tokens import PAD
 from tbuild.engine.data.batches import collate
 from tbuild.engine.data.pairs import Pairs
+from tbuild.engine.initial import Initial
 from tbuild.engine.policy import Policy, choose_policy
 from tbuild.engine.process import configure_process
+from tbuild.engine.run_dir import RunDir
+from tbuild.engine.training.run import RunFiles
 from tbuild.engine.training.trainer import Trainer
 
 from .peers import MarianLogits, TorchTransformer, marian_model
@@ -48,10 +53,10 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
                 settings: dict) -> Callable[[int], None]:
     """``Trainer.step`` on batch i of the benchmark's batches, with `tbuild train`'s model and optimizer."""
     loaded = tbuild_spec(work.shape, work.vocab, {"precision": policy.precision, "seed": SEED, **settings})
-    trainer = Trainer(loaded, lambda kind, data: None, policy=policy)
-    trainer.spec, trainer.train_pairs, trainer.batches = loaded.spec, pairs, Replay(batches)
-    trainer._setup_model()
-    trainer._setup_optimizer()
+    files = RunFiles(loaded.spec, None, pairs, None, None, Initial())  # type: ignore[arg-type]  # no tokenizer
+    run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))
+    trainer = Trainer(files, run, lambda kind, data: None, policy=policy)
+    trainer.batches = Replay(batches)  # type: ignore[assignment]
     trainer.model.train()
 
     def step(i: int) -> None:

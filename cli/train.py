@@ -36,27 +36,23 @@ def train(
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped (on any number
     of processes)."""
+    overrides = list(set_ or [])
     if spec.is_dir():  # a run directory trains on in place, wherever it is
-        set_ = [f"output_dir={json.dumps(str(spec))}", *(set_ or [])]
+        overrides = [f"output_dir={json.dumps(str(spec))}", *overrides]
     if dry_run:
-        _changes(spec, list(set_ or []))
-        return
-    if nproc is not None and "WORLD_SIZE" not in os.environ:
-        from tbuild.engine.training.distributed import check_update_freq
-
-        nodes = int(nnodes) if nnodes and nnodes.isdigit() else 1  # a range (MIN:MAX) is checked by each worker
-        check_update_freq(load(spec, list(set_ or [])).spec.train.update_freq, nproc * nodes)
-        args = ["train", str(spec), *(a for s in set_ or [] for a in ("--set", s)), "--device", device]
+        _changes(load(spec, overrides))
+    elif nproc is not None and "WORLD_SIZE" not in os.environ:  # each process checks the spec as it starts
+        args = ["train", str(spec), *(a for s in overrides for a in ("--set", s)), "--device", device]
         args += [*(["--minutes", str(minutes)] if minutes is not None else []), *(["--fresh"] if fresh else [])]
         _launch(nproc, args, nnodes, rdzv)
-        return
-    _train_here(spec, list(set_ or []), fresh, device, minutes)
+    else:
+        _train_here(load(spec, overrides), fresh, device, minutes)
 
 
-def _changes(spec: Path, overrides: list[str]) -> None:
+def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
     from tbuild.engine.training.changes import changes_since_last_call
 
-    run, changes = changes_since_last_call(load(spec, overrides))
+    run, changes = changes_since_last_call(loaded)
     if changes is None:
         console.print(f"{run.path}: no run there yet; training would start one", highlight=False,
                       soft_wrap=True)
@@ -70,36 +66,20 @@ def _changes(spec: Path, overrides: list[str]) -> None:
             console.print(f"  {change.line()}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _train_here(spec: Path, overrides: list[str], fresh: bool, device: str, minutes: float | None) -> None:
+def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None:  # noqa: ANN001
     """Train in this process: alone, or as one of the processes torchrun started."""
-    from dataclasses import replace
-
-    from tbuild.engine.policy import choose_device, choose_policy, model_widths
     from tbuild.engine.process import configure_process
-    from tbuild.engine.training import distributed
-    from tbuild.engine.training.trainer import Trainer
+    from tbuild.engine.training.distributed import rank_from_env
+    from tbuild.engine.training.run import train
 
-    loaded = load(spec, overrides)
-    rank = distributed.rank_from_env()
+    rank = rank_from_env()
     # Processes on one machine share its cores unless train.threads says otherwise.
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     process = configure_process(loaded.spec.train.threads or max(1, cores // local_world))
-    base = distributed.init(rank, choose_device(device))
-    # On a CPU the main process measures bf16 first; the others then read its cached measurement.
-    if not rank.is_main:
-        distributed.barrier(rank)
-    policy = replace(choose_policy(loaded.spec.train.precision, device, widths=model_widths(loaded.spec)),
-                     device=base)
-    if rank.is_main:
-        distributed.barrier(rank)
-    try:
-        emit = Reporter() if rank.is_main else Quiet(rank.index)
-        trainer = Trainer(loaded, emit, policy=policy, rank=rank, after_step=process.after_step, fresh=fresh,
-                          minutes=minutes)
-        result = trainer.setup().train()
-    finally:
-        distributed.shutdown()
+    emit = Reporter() if rank.is_main else Quiet(rank.index)
+    result = train(loaded, emit, device=device, rank=rank, after_step=process.after_step, fresh=fresh,
+                   minutes=minutes)
     if result["reason"] == "interrupted":
         if rank.is_main:
             err_console.print(f"interrupted at step {result['step']}: checkpoint saved; run the same command "

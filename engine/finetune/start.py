@@ -1,26 +1,28 @@
-"""What ``train.init`` does to a run: at its start, take the source's tokenizer, load the planned weights,
-freeze, carry Adam's moments and the schedule's step where asked, and record the lineage (init.json);
-on every later call, freeze the same parts and read the schedule's offset back."""
+"""What ``train.init`` makes of a run, resolved before the trainer exists: at the run's start, the
+tokenizer (the source's, or this run's extended with the source's pieces), the planned weights, the
+frozen parts, Adam's moments and the schedule's step where asked, and the lineage (init.json); on every
+later call, the same frozen parts and the schedule's offset read back. The trainer gets plain
+``Initial`` values and knows nothing of fine-tuning."""
 
 from __future__ import annotations
 
 import json
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from torch import nn
 
-from tbuild.builder.schema import InitSpec
+from tbuild.builder import build_model
+from tbuild.builder.schema import InitSpec, Spec
 
-from ..data.tokenizer import Tokenizer
+from ..data.tokenizer import Tokenizer, prepare_tokenizer
 from ..errors import TbuildError
 from ..files import atomic_write
+from ..initial import Initial, Patch
 from ..run_dir import RunDir
 from .parts import frozen_names
-from .plan import LoadPlan, apply_plan, make_plan
+from .plan import LoadPlan, make_plan
 from .source import Source, load_source
 from .vocab import extend_tokenizer
 
@@ -28,107 +30,96 @@ LINEAGE = "init.json"
 Log = Callable[[str], None]
 
 
-@dataclass
-class Start:
-    """A run's ``train.init``, applied once its model is built (before it is wrapped for several processes)."""
-
-    init: InitSpec
-    run: RunDir
-    source: Source | None = None  # loaded only when the run starts
-    plan: LoadPlan | None = None
-
-    @property
-    def lineage_file(self) -> Path:
-        return self.run.path / LINEAGE
-
-    @property
-    def starting(self) -> bool:
-        return not self.run.resume_points()
-
-    def take_tokenizer(self, given: str | None, log: Log) -> None:
-        """vocab refuse with no tokenizer named: the new run uses the source's (copied as spm.model)."""
-        if not self.starting or self.init.vocab != "refuse" or given is not None or self.run.tokenizer.is_file():
-            return
-        source = self._source()
-        tmp = self.run.tokenizer.with_suffix(".part")
+def start_tokenizer(spec: Spec, run: RunDir, log: Log, *, main: bool = True) -> Tokenizer:
+    """The run's tokenizer (``prepare_tokenizer``); at the start of a run with ``train.init``, the main
+    process first takes the source's (vocab refuse, none named) or then extends its own (vocab extend)."""
+    init, starting = spec.train.init, not run.resume_points()
+    source: Source | None = None
+    if main and init is not None and starting and init.vocab == "refuse" and spec.data.tokenizer.model is None \
+            and not run.tokenizer.is_file():
+        source = load_source(init)
+        tmp = run.tokenizer.with_suffix(".part")
         shutil.copyfile(source.tokenizer, tmp)
-        tmp.replace(self.run.tokenizer)
-        log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {self.run.tokenizer})")
+        tmp.replace(run.tokenizer)
+        log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {run.tokenizer})")
+    tokenizer = prepare_tokenizer(spec, run, log)
+    if main and init is not None and starting and init.vocab == "extend":
+        return _extended(tokenizer, run, (source or load_source(init)).tokenizer, log)
+    return tokenizer
 
-    def extend_tokenizer(self, tokenizer: Tokenizer, log: Log) -> Tokenizer:
-        """vocab extend, at the start: the run's own tokenizer (just trained on its data) becomes the source's
-        with the pieces it lacks appended."""
-        if not self.starting or self.init.vocab != "extend":
-            return tokenizer
-        if tokenizer.path.resolve() != self.run.tokenizer.resolve():
-            raise TbuildError(f"train.init.vocab extend: the run trains its own tokenizer to find the new pieces; "
-                              f"leave data.tokenizer.model unset (it names {tokenizer.path})")
-        source = self._source().tokenizer
-        added = extend_tokenizer(source, tokenizer.path, tokenizer.path)
-        extended = Tokenizer.load(tokenizer.path)
-        sp = extended.sp
-        vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i)}\n" for i in range(extended.vocab_size))
-        atomic_write(tokenizer.path.with_suffix(".vocab"), vocab.encode())
-        log(f"tokenizer: {source}'s {extended.vocab_size - added:,} pieces kept, {added:,} of this run's own "
-            f"appended -> {tokenizer.path} ({extended.vocab_size:,} pieces)")
-        return extended
 
-    def apply(self, model: nn.Module, tokenizer: Tokenizer, log: Log) -> None:
-        """At the start: plan, load and freeze, and say so; later calls freeze the same parts."""
-        if not self.starting:
-            frozen = frozen_names(self.init.freeze, model)
-            for name, param in model.named_parameters():
-                param.requires_grad_(name not in frozen)
-            log(f"train.init: started from {self.lineage().get('from')} (see {self.lineage_file.name})"
-                f"{f'; {len(frozen)} tensors frozen' if frozen else ''}")
-            return
-        self.plan = make_plan(model, self._source(), self.init, tokenizer)
-        apply_plan(self.plan, model)
-        for line in (self.plan.header(), *self.plan.block_lines(), self.plan.summary()):
-            log(line)
+def _extended(tokenizer: Tokenizer, run: RunDir, source: Path, log: Log) -> Tokenizer:
+    """The run's own tokenizer (just trained on its data) made the source's with the pieces it lacks appended."""
+    if tokenizer.path.resolve() != run.tokenizer.resolve():
+        raise TbuildError(f"train.init.vocab extend: the run trains its own tokenizer to find the new pieces; "
+                          f"leave data.tokenizer.model unset (it names {tokenizer.path})")
+    added = extend_tokenizer(source, tokenizer.path, tokenizer.path)
+    extended = Tokenizer.load(tokenizer.path)
+    sp = extended.sp
+    vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i)}\n" for i in range(extended.vocab_size))
+    atomic_write(tokenizer.path.with_suffix(".vocab"), vocab.encode())
+    log(f"tokenizer: {source}'s {extended.vocab_size - added:,} pieces kept, {added:,} of this run's own "
+        f"appended -> {tokenizer.path} ({extended.vocab_size:,} pieces)")
+    return extended
 
-    def carry_optimizer(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Without reset: optimizer, Adam's moments of each tensor loaded unchanged and trained."""
-        if not self.starting or "optimizer" in self.init.reset or self.plan is None:
-            return
-        slots = self.plan.source.optimizer_state
-        if not slots:
-            raise TbuildError(f"train.init.reset without optimizer: {self.plan.source.weights} holds no optimizer "
-                              "state by parameter name; name a step checkpoint of a run trained by this version in "
-                              "train.init.from, or reset the optimizer")
-        params = dict(model.named_parameters())
-        for e in self.plan.entries:
-            if e.status == "loaded" and not e.frozen and e.name in slots:
-                param = params[e.name]
-                optimizer.state[param] = {k: v.clone().to(param.device) if k != "step" else v.clone()
-                                          for k, v in slots[e.name].items()}
 
-    def record(self) -> None:
-        """Write init.json at the start (main process)."""
-        if self.plan is None:
-            return
-        offset = 0 if "schedule" in self.init.reset else self.plan.source.step
-        data = {**self.plan.source.lineage(), "schedule_offset": offset,
-                "tensors": {e.name: e.status for e in self.plan.entries},
-                "frozen": [e.name for e in self.plan.entries if e.frozen]}
-        atomic_write(self.lineage_file, (json.dumps(data, indent=1) + "\n").encode())
+def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, log: Log, *, main: bool = True) -> Initial:
+    """The ``Initial`` values of ``spec`` (resolved against ``tokenizer``) in ``run``: none without
+    ``train.init``; at the start, planned from the source (the main process says the plan and writes
+    init.json); later, the frozen parts and the schedule's offset of the run's start."""
+    init = spec.train.init
+    if init is None:
+        return Initial()
+    with torch.device("meta"):  # names and shapes only: nothing allocated
+        model = build_model(spec)
+    if run.resume_points():
+        frozen = frozen_names(init.freeze, model)
+        lineage = read_lineage(run) or {}
+        log(f"train.init: started from {lineage.get('from')} (see {LINEAGE})"
+            f"{f'; {len(frozen)} tensors frozen' if frozen else ''}")
+        return Initial(frozen=frozenset(frozen), schedule_offset=int(lineage.get("schedule_offset", 0)))
+    plan = make_plan(model, load_source(init), init, tokenizer)
+    for line in (plan.header(), *plan.block_lines(), plan.summary()):
+        log(line)
+    offset = 0 if "schedule" in init.reset else plan.source.step
+    initial = Initial(_patches(plan), frozenset(e.name for e in plan.entries if e.frozen), _moments(plan, init),
+                      offset)
+    if main:
+        _record(plan, run, offset)
+    return initial
 
-    def lineage(self) -> dict:
-        try:
-            return json.loads(self.lineage_file.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return {}
 
-    def schedule_offset(self) -> int:
-        """Steps the learning-rate schedule is ahead of this run's own (the source's, unless reset)."""
-        if self.plan is not None:
-            return 0 if "schedule" in self.init.reset else self.plan.source.step
-        return int(self.lineage().get("schedule_offset", 0))
+def _patches(plan: LoadPlan) -> dict[str, Patch]:
+    """The tensors the plan writes: loaded and copied ones whole, remapped ones by vocabulary row."""
+    patches = {}
+    tensors = plan.source.tensors
+    for e in plan.entries:
+        if e.status in ("loaded", "copied") and e.source_name is not None:
+            patches[e.name] = Patch(tensors[e.source_name])
+        elif e.status == "remapped" and e.source_name is not None:
+            old_ids = torch.tensor(list(plan.rows.values()), dtype=torch.long)
+            patches[e.name] = Patch(tensors[e.source_name][old_ids], torch.tensor(list(plan.rows), dtype=torch.long))
+    return patches
 
-    def _source(self) -> Source:
-        if self.source is None:
-            self.source = load_source(self.init)
-        return self.source
+
+def _moments(plan: LoadPlan, init: InitSpec) -> dict[str, dict[str, torch.Tensor]]:
+    """Without reset: optimizer, Adam's moments of each tensor loaded unchanged and trained."""
+    if "optimizer" in init.reset:
+        return {}
+    slots = plan.source.optimizer_state
+    if not slots:
+        raise TbuildError(f"train.init.reset without optimizer: {plan.source.weights} holds no optimizer "
+                          "state by parameter name; name a step checkpoint of a run trained by this version in "
+                          "train.init.from, or reset the optimizer")
+    return {e.name: slots[e.name] for e in plan.entries if e.status == "loaded" and not e.frozen and e.name in slots}
+
+
+def _record(plan: LoadPlan, run: RunDir, offset: int) -> None:
+    """Write init.json: where the run started from, each tensor's status and the frozen ones."""
+    data = {**plan.source.lineage(), "schedule_offset": offset,
+            "tensors": {e.name: e.status for e in plan.entries},
+            "frozen": [e.name for e in plan.entries if e.frozen]}
+    atomic_write(run.path / LINEAGE, (json.dumps(data, indent=1) + "\n").encode())
 
 
 def read_lineage(run: RunDir) -> dict | None:

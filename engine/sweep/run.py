@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..run_dir import Run, RunDir
-from ..training.trainer import Event, Trainer
+from ..training.run import train
+from ..training.trainer import Event
 from .plan import PlannedRow
 from .result import RowResult, SplitScores, write_result
 
@@ -28,7 +29,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     from ..decoding.translator import load_translator
 
     started = time.monotonic()
-    result = Trainer(planned.loaded, emit, after_step=after_step).setup().train()
+    result = train(planned.loaded, emit, after_step=after_step)
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
     run = Run(planned.loaded.spec, RunDir(planned.folder))

@@ -79,7 +79,7 @@ def check_loggers(names: list[str]) -> None:
 
 
 def open_loggers(names: list[str], spec: Spec, run_dir: Path) -> list[Logger]:
-    check_loggers(names)
+    """The trackers named (checked by ``check_loggers`` when training starts), the JSONL log aside."""
     return [LOGGERS.get(name).factory(spec, run_dir) for name in dict.fromkeys(names) if name != JSONL]
 
 

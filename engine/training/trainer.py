@@ -1,11 +1,12 @@
 """The trainer (§5): token batches, label smoothing, Adam with the §5.3 schedule, validation,
 periodic atomic checkpoints and exact resume.
 
-One ``Trainer`` per process. Each concern has one place: ``Rank`` says which process this is and only
-the main one writes into the run directory (the others wait for its tokenizer and prepared data, then
-read them); ``_setup_model`` wraps the model for several processes (``self.module`` runs the steps,
-``self.model`` is saved and validated; ``distributed.py``); ``BatchCursor``'s shard is this process's
-share of the batches; ``Policy`` chooses device, autocast and the fp16 loss scaler.
+One ``Trainer`` per process, made from plain values (``run.py`` prepares them: the run's files, its
+``Initial`` values, the policy, the lock). Each concern has one place: ``Rank`` says which process this
+is and only the main one writes into the run directory; ``_wrapped`` wraps the model for several
+processes (``self.module`` runs the steps, ``self.model`` is saved and validated; ``distributed.py``);
+``BatchCursor``'s shard is this process's share of the batches; ``Policy`` chooses device, autocast and
+the fp16 loss scaler.
 
 The data rule on N processes: an update is ``update_freq`` consecutive batches of the epoch's list,
 whatever N; process r takes the batches r, r + N, ... of it (``update_freq`` must be a multiple of N).
@@ -23,38 +24,37 @@ import shutil
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from torch import nn
 
-from tbuild.builder import LoadedSpec, build_model
-from tbuild.builder.schema import Spec
+from tbuild.builder import build_model
+from tbuild.builder.schema import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, Bucketing, collate
-from ..data.pairs import load_pairs
-from ..data.prepare import prepared_id, prepared_train
-from ..data.tokenizer import fit_vocab, prepare_tokenizer
 from ..errors import CheckpointError
-from ..finetune.start import Start
+from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..machine import machine_facts, record_machine
-from ..policy import Policy, choose_policy, model_widths
-from ..run_dir import delete_run, run_dir_of
+from ..policy import Policy
+from ..run_dir import RunDir
 from ..run_lock import RunLock
 from . import distributed
-from .changes import stored_changes
 from .compiled import compile_model
 from .distributed import Rank
-from .loggers import check_loggers, open_loggers
+from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
 from .state import StopSignal, TrainState
 
+if TYPE_CHECKING:
+    from .run import RunFiles
+
 Event = Callable[[str, dict[str, Any]], None]
 
-__all__ = ["Rank", "Trainer", "train"]
-
+__all__ = ["Event", "Rank", "Trainer"]
 
 
 def _sharded() -> ModuleType:
@@ -64,76 +64,62 @@ def _sharded() -> ModuleType:
 
     return sharded
 
-class Trainer:
-    """Train ``loaded.spec`` in its run directory, resuming from the newest readable checkpoint there.
-    ``after_step(step)`` is the entry point's housekeeping between steps (e.g. trimming the heap);
-    ``minutes`` caps this call's training time, while ``train.max_minutes`` caps the run's over all resumes."""
 
-    def __init__(self, loaded: LoadedSpec, emit: Event, *, policy: Policy | None = None, rank: Rank = Rank(),
-                 after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
-                 minutes: float | None = None) -> None:
-        self.loaded, self.emit, self.rank, self.after_step, self.fresh = loaded, emit, rank, after_step, fresh
-        self.minutes = minutes
-        self.elapsed_before = 0.0  # training seconds of the earlier calls, from the checkpoint resumed
-        self.cfg = loaded.spec.train
-        self.policy = policy or choose_policy(self.cfg.precision, widths=model_widths(loaded.spec))
-        self.run = run_dir_of(loaded)
-        self.state = TrainState()
-        self.saved_step = -1
-        self.data_id = self.resumed_data_id = None
-        self.lock = RunLock(self.run.path)  # acquired by the main process in setup
-        init = loaded.spec.train.init
-        self.start = Start(init, self.run) if init is not None else None
+class Trainer:
+    """Train a run from ``files`` in its directory ``run``, resuming from the newest readable checkpoint
+    there. Every attribute is set here, once; ``lock`` is the run directory's (held by the main process),
+    released when ``train`` ends however it ends."""
+
+    def __init__(self, files: RunFiles, run: RunDir, emit: Event, *, policy: Policy, rank: Rank = Rank(),
+                 lock: RunLock | None = None) -> None:
+        self.spec, self.cfg, self.run, self.emit = files.spec, files.spec.train, run, emit
+        self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
+        self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
+        self.model = _built(files.spec, files.initial, policy.device)
+        # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
+        # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
+        self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, rank, policy.device)
+        self.sharded = distributed.is_sharded(self.wrapped)
+        if self.sharded:
+            _sharded().require_torch()  # before the first step, not at the first checkpoint
+        self.scaler = policy.grad_scaler()
+        self.module = compile_model(self.wrapped) if self.cfg.compile else self.wrapped
+        self.bucketing = _bucketing(self.cfg, policy, files.spec.model.max_positions)
+        self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
+        self.optimizer = _adam(self.cfg, self.params, policy.device)
+        files.initial.load_moments(self.model, self.optimizer)
+        self.schedule_offset = files.initial.schedule_offset  # steps the schedule is ahead of this run's own
+        self.state, self.saved_step, resumed_data = self._restore()
+        self._restart_data_if_changed(resumed_data)
+        self.elapsed_before = self.state.elapsed  # training seconds of the earlier calls
+        self.minutes: float | None = None  # this call's budget, set by train
+        self._seed_dropout()
+        epoch, index = self._position()
+        self.batches = BatchCursor(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths, self.cfg.batch_tokens,
+                                   seed=self.cfg.seed, epoch=epoch, index=index, shard=(rank.index, rank.world),
+                                   per_update=self.cfg.update_freq)
+        self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, files.spec, run.path))
+                        if rank.is_main else None)
+        if self.metrics is not None:
+            self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
+        self._say_setup()
 
     def info(self, message: str) -> None:
         self.emit("info", {"message": message})
 
-    # ------------------------------------------------------------------ setup
-
-    def setup(self) -> Trainer:
+    def _say_setup(self) -> None:
+        """The run's size, processes, device and precision (and the machine, in the run directory)."""
         world = self.rank.world
-        check_loggers(self.cfg.log)  # a tracker not installed: say so before any data is prepared
-        distributed.check_update_freq(self.cfg.update_freq, world)
-        if self.rank.is_main:  # the others wait, then read what it wrote
-            if self.fresh:
-                if self.run.path.is_dir():  # never delete a run another process is training
-                    RunLock(self.run.path).acquire().release()
-                delete_run(self.run.path)
-            self.run.path.mkdir(parents=True, exist_ok=True)
-            self.lock = RunLock(self.run.path).acquire()
-            self._setup_files()
-        distributed.barrier(self.rank)
-        if not self.rank.is_main:
-            self._setup_files()
-        self._setup_model()
-        self._setup_optimizer()
-        self.state = TrainState() if self.fresh else self._restore()
-        self._restart_data_if_changed()
-        self.elapsed_before = self.state.elapsed
-        self._seed_dropout()
-        data, (epoch, index) = self.train_pairs, self._position()
-        self.batches = BatchCursor(data.src_lengths, data.tgt_lengths, self.cfg.batch_tokens, seed=self.cfg.seed,
-                                   epoch=epoch, index=index, shard=(self.rank.index, world),
-                                   per_update=self.cfg.update_freq)
-        self.metrics = (MetricsLog(self.run.path, open_loggers(self.cfg.log, self.spec, self.run.path))
-                        if self.rank.is_main else None)
-        if self.metrics is not None:
-            self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
         self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
-        self.info(self.policy.note or f"precision {self.policy.precision}")
+        precision = self.policy.note or f"precision {self.policy.precision}"
+        self.info(precision)
         if self.rank.is_main:
-            record_machine(self.run.path, machine_facts(self.policy.device, self.policy.note
-                                                        or f"precision {self.policy.precision}", world))
+            record_machine(self.run.path, machine_facts(self.policy.device, precision, world))
         if self.policy.warning:
             self.emit("warning", {"message": self.policy.warning})
-        return self
-
-    def _setup_files(self) -> None:
-        self.spec = self._setup_spec()
-        self._setup_data()
 
     def _position(self) -> tuple[int, int]:
         """This process's (epoch, index into its shard) from the saved position, which counts the
@@ -151,67 +137,10 @@ class Trainer:
         if self.rank.distributed:
             key = hashlib.sha256(f"{self.cfg.seed}:{self.state.step}:{self.rank.index}".encode()).digest()
             torch.manual_seed(int.from_bytes(key[:8], "little"))
-    def _setup_spec(self) -> Spec:
-        """The run's tokenizer, and the spec resolved against it (stored in the run directory); on a
-        run trained before, each change since is said with what it does, or refused."""
-        if self.start is not None and self.rank.is_main:
-            self.start.take_tokenizer(self.loaded.spec.data.tokenizer.model, self.info)
-        self.tokenizer = prepare_tokenizer(self.loaded.spec, self.run, self.info)
-        if self.start is not None and self.rank.is_main:
-            self.tokenizer = self.start.extend_tokenizer(self.tokenizer, self.info)
-        spec = fit_vocab(self.loaded.spec, self.tokenizer, self.info)
-        spec = spec.model_copy(update={"name": self.loaded.name})
-        if self.rank.is_main:
-            for change in stored_changes(self.run, spec):
-                self.info(f"changed since the run's last call: {change.line()}")
-            self.run.write_spec(spec)
-        return spec
 
-    def _setup_data(self) -> None:
-        self.train_pairs = prepared_train(self.spec, self.tokenizer, self.run, self.info)
-        self.data_id = prepared_id(self.run.prepared("train"))
-        self.valid_pairs = None
-        if self.spec.data.valid is not None:
-            self.valid_pairs = load_pairs(self.spec, "valid", self.tokenizer, self.info)
-
-    def _setup_model(self) -> None:
-        torch.manual_seed(self.cfg.seed)
-        random.seed(self.cfg.seed)
-        self.model = build_model(self.spec).to(self.policy.device)
-        if self.start is not None:  # before wrapping: DDP keeps the parameters that train when it is built
-            self.start.apply(self.model, self.tokenizer, self.info if self.rank.is_main else lambda _: None)
-            if self.rank.is_main:
-                self.start.record()
-        # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
-        # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
-        self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, self.rank, self.policy.device)
-        self.sharded = distributed.is_sharded(self.wrapped)
-        if self.sharded:
-            _sharded().require_torch()  # before the first step, not at the first checkpoint
-        self.scaler = self.policy.grad_scaler()
-        self.module = compile_model(self.wrapped) if self.cfg.compile else self.wrapped
-        pad_multiple, row_steps = self.policy.shape_buckets
-        self.bucketing = Bucketing(pad_multiple if self.cfg.pad_multiple is None else self.cfg.pad_multiple,
-                                   row_steps if self.cfg.row_steps is None else self.cfg.row_steps,
-                                   max_len=self.spec.model.max_positions)
-
-    def _setup_optimizer(self) -> None:
-        opt = self.cfg.optimizer
-        # Adam (§5.3); AdamW with weight_decay 0 is exactly Adam, and decoupled decay when asked for.
-        # The fused kernel (one launch for all parameters) on CUDA; CPU has no fused AdamW to gain from.
-        trained = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
-        self.optimizer = torch.optim.AdamW(trained, lr=0.0, betas=opt.betas, eps=opt.eps,
-                                           weight_decay=opt.weight_decay,
-                                           fused=True if self.policy.device.type == "cuda" else None)
-        self.optimizer.zero_grad(set_to_none=True)
-        self.params = trained
-        self.schedule_offset = 0
-        if self.start is not None:
-            self.start.carry_optimizer(self.model, self.optimizer)
-            self.schedule_offset = self.start.schedule_offset()
-
-    def _restore(self) -> TrainState:
-        """The state of the newest readable checkpoint; a corrupt one is reported and the previous one used."""
+    def _restore(self) -> tuple[TrainState, int, str | None]:
+        """The state of the newest readable checkpoint (a corrupt one is reported and the previous one
+        used), the step it was saved at and the identity of the data it was trained on."""
         for path in reversed(self.run.resume_points()):
             try:
                 # a sharded (FSDP) checkpoint directory on any number of processes, else a whole file
@@ -222,16 +151,15 @@ class Trainer:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
                 continue
             state = TrainState.from_meta(meta)
-            self.saved_step, self.resumed_data_id = state.step, meta.get("data")
             if meta.get("grad_scale") is not None and self.scaler.is_enabled():
                 self.scaler.update(float(meta["grad_scale"]))
             self.info(f"resumed from {path.name} (step {state.step}, epoch {state.epoch + 1})")
-            return state
-        return TrainState()
+            return state, state.step, meta.get("data")
+        return TrainState(), -1, None
 
-    def _restart_data_if_changed(self) -> None:
+    def _restart_data_if_changed(self, resumed_data: str | None) -> None:
         """A checkpoint's data position means nothing in other prepared data: start a new epoch."""
-        if self.state.step and self.resumed_data_id not in (None, self.data_id):
+        if self.state.step and resumed_data not in (None, self.data_id):
             self.state.epoch, self.state.batch_index = self.state.epoch + 1, 0
             self.info(f"data.train was prepared anew since step {self.state.step}: reading it from the start "
                       f"of epoch {self.state.epoch + 1}")
@@ -374,56 +302,85 @@ class Trainer:
             self.rank, [stop.requested, over_total, over_call, timed], self.policy.device)
         return reason or ("max_minutes" if over_total else "minutes" if over_call else None), interrupted, timed
 
-    def train(self) -> dict[str, Any]:
-        """Step until a stop (max steps/epochs/minutes, or Ctrl-C/SIGTERM on any process: a clean stop
-        at a step boundary); validate at the end and save a final checkpoint."""
-        cfg, state = self.cfg, self.state
-        self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "run_dir": str(self.run.path)})
-        stop, window = StopSignal(), LogWindow()
-        reason, interrupted = self.stop_reason(), False
-        last_save = time.monotonic()
-        self.model.train()
-        with stop.installed():
-            while reason is None and not interrupted:
-                started = time.monotonic()
-                stats = self.step()
-                state.elapsed += time.monotonic() - started
-                window.add(stats)
-                reason, interrupted, timed = self._agree(stop, last_save)
-                self.after_step(state.step)
-                if state.step % cfg.log_every == 0 or reason is not None:
-                    record = window.record(state.step, state.epoch + 1, state.elapsed, stats["lr"])
-                    if self.metrics is not None:
-                        self.metrics.write_train(record)
-                    self.emit("log", record)
-                if state.step % cfg.validate_every == 0 and reason is None:
-                    self.validate()
-                if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or timed:
-                    self.save_checkpoint()
-                    last_save = time.monotonic()
-            if reason is not None:
-                self.validate()
-            self.save_checkpoint()
-        reason = reason or "interrupted"
-        self.lock.release()
+    def train(self, *, minutes: float | None = None,
+              after_step: Callable[[int], None] = lambda step: None) -> dict[str, Any]:
+        """Step until a stop (max steps/epochs/minutes; ``minutes`` caps this call, ``train.max_minutes``
+        the run over all resumes; or Ctrl-C/SIGTERM on any process: a clean stop at a step boundary);
+        validate at the end and save a final checkpoint. ``after_step(step)`` is the entry point's
+        housekeeping between steps (e.g. trimming the heap). The run's lock is released however it ends."""
+        self.minutes, stop = minutes, StopSignal()
+        try:
+            with stop.installed():
+                reason = self._loop(stop, after_step)
+        finally:
+            self.lock.release()
+            if self.metrics is not None:
+                self.metrics.close()
+        state = self.state
         # stop_requested: a Ctrl-C that came with another stop (the last step) still asks the caller to stop
         result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
                   "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before,
                   "stop_requested": stop.requested}
-        if self.metrics is not None:
-            self.metrics.close()
         self.emit("end", result)
         return result
 
-
-def train(loaded: LoadedSpec, emit: Event, *, fresh: bool = False, policy: Policy | None = None,
-          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None,
-          minutes: float | None = None) -> dict[str, Any]:
-    """Set up a ``Trainer`` for ``loaded`` and train it; returns the final step, stop reason, best
-    validation perplexity and training seconds."""
-    return Trainer(loaded, emit, policy=policy, rank=rank, after_step=after_step, fresh=fresh,
-                   minutes=minutes).setup().train()
-
+    def _loop(self, stop: StopSignal, after_step: Callable[[int], None]) -> str:
+        """The steps, with logging, validation and checkpoints; returns why they stopped."""
+        cfg, state = self.cfg, self.state
+        self.emit("start", {"step": state.step, "max_steps": cfg.max_steps, "run_dir": str(self.run.path)})
+        window = LogWindow()
+        reason, interrupted = self.stop_reason(), False
+        last_save = time.monotonic()
+        self.model.train()
+        while reason is None and not interrupted:
+            started = time.monotonic()
+            stats = self.step()
+            state.elapsed += time.monotonic() - started
+            window.add(stats)
+            reason, interrupted, timed = self._agree(stop, last_save)
+            after_step(state.step)
+            if state.step % cfg.log_every == 0 or reason is not None:
+                record = window.record(state.step, state.epoch + 1, state.elapsed, stats["lr"])
+                if self.metrics is not None:
+                    self.metrics.write_train(record)
+                self.emit("log", record)
+            if state.step % cfg.validate_every == 0 and reason is None:
+                self.validate()
+            if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or timed:
+                self.save_checkpoint()
+                last_save = time.monotonic()
+        if reason is not None:
+            self.validate()
+        self.save_checkpoint()
+        return reason or "interrupted"
 
 def _threads(n: int) -> str:
     return "1 thread" if n == 1 else f"{n} threads"
+
+
+def _built(spec: Spec, initial: Initial, device: torch.device) -> nn.Module:
+    """The spec's model on ``device`` (seeded: the same initialisation on every process), with its initial
+    values written in and its frozen parameters frozen (before any wrapper: DDP keeps the parameters that
+    train when it is built)."""
+    torch.manual_seed(spec.train.seed)
+    random.seed(spec.train.seed)
+    model = build_model(spec).to(device)
+    initial.apply(model)
+    return model
+
+
+def _bucketing(cfg: TrainSpec, policy: Policy, max_len: int) -> Bucketing:
+    """Batch shapes: the spec's padding multiple and row steps, else the policy's for this device."""
+    pad_multiple, row_steps = policy.shape_buckets
+    return Bucketing(pad_multiple if cfg.pad_multiple is None else cfg.pad_multiple,
+                     row_steps if cfg.row_steps is None else cfg.row_steps, max_len=max_len)
+
+
+def _adam(cfg: TrainSpec, params: list[nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
+    """Adam (§5.3); AdamW with weight_decay 0 is exactly Adam, and decoupled decay when asked for. The
+    fused kernel (one launch for all parameters) on CUDA; CPU has no fused AdamW to gain from."""
+    opt = cfg.optimizer
+    optimizer = torch.optim.AdamW(params, lr=0.0, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay,
+                                  fused=True if device.type == "cuda" else None)
+    optimizer.zero_grad(set_to_none=True)
+    return optimizer

@@ -13,9 +13,10 @@ from tests.conftest import REPO, tiny_train_spec
 PROBE = r"""
 import sys, torch, yaml
 from tbuild.builder import load_spec
+from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import load_translator, translate
 from tbuild.engine.run_dir import resolve_run
-from tbuild.engine.training.trainer import train
+from tbuild.engine.training.run import train
 
 def state():
     # a denormal survives a multiplication unless denormals are flushed
@@ -25,7 +26,7 @@ torch.set_num_threads(1)
 before = state()
 train(load_spec(yaml.safe_load(open(sys.argv[1]))), lambda kind, data: None)
 translate(load_translator(resolve_run(__import__("pathlib").Path(sys.argv[2]))), ["A dog."],
-          load_spec(yaml.safe_load(open(sys.argv[1]))).spec.decode)
+          DecodeRequest.of(load_spec(yaml.safe_load(open(sys.argv[1]))).spec.decode))
 print(before, state())
 assert state() == before == (1, True), (before, state())
 """

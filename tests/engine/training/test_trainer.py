@@ -18,7 +18,7 @@ from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkp
 from tbuild.engine.errors import CheckpointError
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
-from tbuild.engine.training.trainer import train
+from tbuild.engine.training.run import train
 from tests.conftest import tiny_train_spec
 
 
@@ -184,12 +184,13 @@ def test_steps_read_no_tensor_values_between_logging_steps(tiny_corpus: Path, tm
     the last of 4). (PyTorch's Adam reads its step counters, which live on the host.)"""
     import sys
 
-    from tbuild.engine.training.trainer import Trainer
+    from tbuild.engine.policy import choose_policy
+    from tbuild.engine.training.run import open_trainer
     from tests.conftest import REPO
 
     spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=4, log_every=100, checkpoint_every=None)
     spec["data"]["valid"] = None
-    trainer = Trainer(load_spec(spec), quiet).setup()
+    trainer = open_trainer(load_spec(spec), quiet, policy=choose_policy("fp32"))
     reads: list[int] = []
     for name in ("item", "__float__"):
         real = getattr(torch.Tensor, name)
@@ -210,14 +211,14 @@ def test_a_run_directory_trains_in_one_process_at_a_time(tiny_corpus: Path, tmp_
     the lock is free again once training ends."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.run_lock import RunLock
-    from tbuild.engine.training.trainer import Trainer
+    from tbuild.engine.training.run import train
 
     loaded = load_spec(tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=1))
     (tmp_path / "run").mkdir()
     holder = RunLock(tmp_path / "run").acquire()  # as another process training it would
     for fresh in (False, True):
         with pytest.raises(TbuildError, match=rf"run is being trained by process {os.getpid()}"):
-            Trainer(loaded, lambda kind, data: None, fresh=fresh).setup()
+            train(loaded, lambda kind, data: None, fresh=fresh)
     holder.release()
-    assert Trainer(loaded, lambda kind, data: None).setup().train()["step"] == 1
+    assert train(loaded, lambda kind, data: None)["step"] == 1
     RunLock(tmp_path / "run").acquire().release()  # released at the end of training

@@ -1,0 +1,50 @@
+"""Where a run's training begins besides the spec's own initialisation: tensors written into the built
+model, parameters that do not train, Adam's moments of some parameters, and how many steps the
+learning-rate schedule is ahead. An ordinary run begins with none of these (``Initial()``); a run that
+starts from another one's model (``train.init``) is resolved into these values before training."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A tensor to write into a parameter: whole, or into the given rows only (the rest keep their init)."""
+
+    value: torch.Tensor
+    rows: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Initial:
+    """Initial values of a run, by parameter name."""
+
+    patches: Mapping[str, Patch] = field(default_factory=dict)
+    frozen: frozenset[str] = frozenset()
+    moments: Mapping[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # optimizer state
+    schedule_offset: int = 0
+
+    @torch.no_grad()
+    def apply(self, model: nn.Module) -> None:
+        """Write the patches into ``model`` and freeze the frozen parameters."""
+        for name, param in model.named_parameters():
+            patch = self.patches.get(name)
+            if patch is not None and patch.rows is None:
+                param.copy_(patch.value)
+            elif patch is not None:
+                param[patch.rows.to(param.device)] = patch.value.to(param)
+            if name in self.frozen:
+                param.requires_grad_(False)
+
+    def load_moments(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Put the carried optimizer state of each trained parameter into ``optimizer``."""
+        for name, param in model.named_parameters():
+            slots = self.moments.get(name)
+            if slots is not None and param.requires_grad:
+                optimizer.state[param] = {k: v.clone().to(param.device) if k != "step" else v.clone()
+                                          for k, v in slots.items()}

@@ -1,0 +1,121 @@
+"""Training a run directory in this process: join the process group, choose device and precision,
+lock the directory, prepare what the run trains from (tokenizer, the spec resolved against it, data,
+and where training begins: ``train.init``), then hand the trainer plain values and train.
+
+The main process writes into the run directory; the others wait for it, then read what it wrote."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+
+from tbuild.builder import LoadedSpec
+from tbuild.builder.schema import Spec
+
+from ..data.mapped import MappedPairs
+from ..data.pairs import Pairs, load_pairs
+from ..data.prepare import prepared_id, prepared_train
+from ..data.tokenizer import Tokenizer, fit_vocab
+from ..finetune.start import resolve_start, start_tokenizer
+from ..initial import Initial
+from ..policy import Policy, choose_device, choose_policy, model_widths
+from ..run_dir import RunDir, delete_run, run_dir_of
+from ..run_lock import RunLock
+from . import distributed
+from .changes import stored_changes
+from .distributed import Rank
+from .loggers import check_loggers
+from .trainer import Event, Trainer
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """What a run trains from: the spec resolved against its tokenizer (as stored in the run directory),
+    the tokenizer, the prepared training pairs and their identity, the validation pairs, and the run's
+    initial values."""
+
+    spec: Spec
+    tokenizer: Tokenizer
+    train_pairs: MappedPairs | Pairs
+    valid_pairs: Pairs | None
+    data_id: str | None
+    initial: Initial
+
+
+def train(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy: Policy | None = None,
+          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
+          minutes: float | None = None) -> dict[str, Any]:
+    """Train ``loaded`` in this process (alone, or as one of torchrun's); returns the final step, the stop
+    reason, the best validation perplexity and the training seconds. ``minutes`` caps this call's
+    training time; ``fresh`` deletes the run directory first."""
+    check_loggers(loaded.spec.train.log)  # a tracker not installed: say so before any data is prepared
+    distributed.check_update_freq(loaded.spec.train.update_freq, rank.world)
+    base = distributed.init(rank, choose_device(device))
+    try:
+        policy = policy or _policy(loaded.spec, device, base, rank)
+        trainer = open_trainer(loaded, emit, policy=policy, rank=rank, fresh=fresh)
+        return trainer.train(minutes=minutes, after_step=after_step)
+    finally:
+        distributed.shutdown()
+
+
+def _policy(spec: Spec, device: str, base: torch.device, rank: Rank) -> Policy:
+    """Device and precision; on a CPU the main process measures bf16 first, the others read its cached figure."""
+    if not rank.is_main:
+        distributed.barrier(rank)
+    policy = replace(choose_policy(spec.train.precision, device, widths=model_widths(spec)), device=base)
+    if rank.is_main:
+        distributed.barrier(rank)
+    return policy
+
+
+def open_trainer(loaded: LoadedSpec, emit: Event, *, policy: Policy, rank: Rank = Rank(),
+                 fresh: bool = False) -> Trainer:
+    """A trainer for ``loaded`` holding its run directory's lock (main process), ready to train."""
+    run = run_dir_of(loaded)
+    lock = _lock(run, fresh) if rank.is_main else RunLock(run.path)
+    try:
+        if rank.is_main:  # the others wait, then read what it wrote
+            files = prepare_files(loaded, run, emit)
+        distributed.barrier(rank)
+        if not rank.is_main:
+            files = prepare_files(loaded, run, emit, main=False)
+        return Trainer(files, run, emit, policy=policy, rank=rank, lock=lock)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _lock(run: RunDir, fresh: bool) -> RunLock:
+    """The run directory's lock (after deleting the directory with ``fresh``: never one being trained)."""
+    if fresh:
+        if run.path.is_dir():
+            RunLock(run.path).acquire().release()
+        delete_run(run.path)
+    run.path.mkdir(parents=True, exist_ok=True)
+    return RunLock(run.path).acquire()
+
+
+def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> RunFiles:
+    """The run's tokenizer, the spec resolved against it (stored in the run directory, each change since
+    its last call said with what it does, or refused), the data, and where training begins."""
+    def info(message: str) -> None:
+        emit("info", {"message": message})
+
+    log: Log = info if main else lambda _: None
+    tokenizer = start_tokenizer(loaded.spec, run, info, main=main)
+    spec = fit_vocab(loaded.spec, tokenizer, info).model_copy(update={"name": loaded.name})
+    if main:
+        for change in stored_changes(run, spec):
+            info(f"changed since the run's last call: {change.line()}")
+        run.write_spec(spec)
+    train_pairs = prepared_train(spec, tokenizer, run, info)
+    valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
+    initial = resolve_start(spec, run, tokenizer, log, main=main)
+    return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
+
