@@ -70,7 +70,7 @@ def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None
     """Train in this process: alone, or as one of the processes torchrun started."""
     from tbuild.engine.process import configure_process
     from tbuild.engine.training.distributed import rank_from_env
-    from tbuild.engine.training.run import train
+    from tbuild.engine.training.run import train_spec
 
     rank = rank_from_env()
     # Processes on one machine share its cores unless train.threads says otherwise.
@@ -78,7 +78,7 @@ def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     process = configure_process(loaded.spec.train.threads or max(1, cores // local_world))
     emit = Reporter() if rank.is_main else Quiet(rank.index)
-    result = train(loaded, emit, device=device, rank=rank, after_step=process.after_step, fresh=fresh,
+    result = train_spec(loaded, emit, device=device, rank=rank, after_step=process.after_step, fresh=fresh,
                    minutes=minutes)
     if result["reason"] == "interrupted":
         if rank.is_main:

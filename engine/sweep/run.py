@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..run_dir import Run, RunDir
-from ..training.run import train
+from ..training.run import train_spec
 from ..training.trainer import Event
 from .plan import PlannedRow
 from .result import RowResult, SplitScores, write_result
@@ -29,7 +29,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     from ..decoding.translator import load_translator
 
     started = time.monotonic()
-    result = train(planned.loaded, emit, after_step=after_step)
+    result = train_spec(planned.loaded, emit, after_step=after_step)
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
     run = Run(planned.loaded.spec, RunDir(planned.folder))

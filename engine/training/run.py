@@ -47,7 +47,7 @@ class RunFiles:
     initial: Initial
 
 
-def train(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy: Policy | None = None,
+def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy: Policy | None = None,
           rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
           minutes: float | None = None) -> dict[str, Any]:
     """Train ``loaded`` in this process (alone, or as one of torchrun's); returns the final step, the stop

@@ -16,7 +16,7 @@ from tbuild.builder import load_spec
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import load_translator, translate
 from tbuild.engine.run_dir import resolve_run
-from tbuild.engine.training.run import train
+from tbuild.engine.training.run import train_spec as train
 
 def state():
     # a denormal survives a multiplication unless denormals are flushed

@@ -16,7 +16,7 @@ from tbuild.engine.data.batches import Bucketing, collate
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.loss import label_smoothed_nll
 from tbuild.engine.training.compiled import compile_model
-from tbuild.engine.training.run import train
+from tbuild.engine.training.run import train_spec as train
 from tests.conftest import TINY, tiny_model, tiny_train_spec
 
 

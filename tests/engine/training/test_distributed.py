@@ -26,7 +26,7 @@ from tbuild.builder import load_spec
 from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
-from tbuild.engine.training.run import train
+from tbuild.engine.training.run import train_spec as train
 from tbuild.engine.training.sharded import MIN_TORCH
 from tests.conftest import tiny_train_spec
 

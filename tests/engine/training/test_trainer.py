@@ -18,7 +18,7 @@ from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkp
 from tbuild.engine.errors import CheckpointError
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
-from tbuild.engine.training.run import train
+from tbuild.engine.training.run import train_spec as train
 from tests.conftest import tiny_train_spec
 
 
@@ -211,7 +211,7 @@ def test_a_run_directory_trains_in_one_process_at_a_time(tiny_corpus: Path, tmp_
     the lock is free again once training ends."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.run_lock import RunLock
-    from tbuild.engine.training.run import train
+    from tbuild.engine.training.run import train_spec as train
 
     loaded = load_spec(tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=1))
     (tmp_path / "run").mkdir()
