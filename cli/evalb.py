@@ -19,10 +19,17 @@ def evalb(
 ) -> None:
     """EVALB in Python: labelled bracketing recall, precision, F-measure, complete match, crossing and
     tagging accuracy, all sentences and len<=CUTOFF_LEN; EVALB's report on stdout, its messages on stderr."""
-    from tbuild.engine.parsing.evalb import collins, read_lines, read_params
+    from tbuild.engine.parsing.evalb import EvalbStopped, collins, read_lines, read_params
     from tbuild.engine.parsing.evalb import evalb as score
 
-    result = score(read_lines(gold), read_lines(test), read_params(params) if params else collins())
+    try:
+        result = score(read_lines(gold), read_lines(test), read_params(params) if params else collins())
+    except EvalbStopped as stop:  # as evalb: the sentences scored so far, then the stop on its own line
+        for message in stop.result.messages:
+            err_console.print(message, highlight=False, soft_wrap=True)
+        sys.stdout.write(stop.result.listing())
+        sys.stdout.flush()
+        raise
     for message in result.messages:
         err_console.print(message, highlight=False, soft_wrap=True)
     sys.stdout.write(result.report())

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from enum import IntEnum
 from pathlib import Path
 
 from ..errors import TbuildError
@@ -93,12 +94,28 @@ def read_params(path: Path) -> Params:
         raise TbuildError(f"cannot read EVALB parameter file {path}: {e.strerror or e}") from None
 
 
+class Match(IntEnum):
+    """What became of a bracket (evalb.c's codes)."""
+
+    UNMATCHED = 0
+    MATCHED = 1
+    DELETED = 5
+
+
+class Status(IntEnum):
+    """A sentence's status in the report (evalb.c's codes)."""
+
+    OK = 0
+    ERROR = 1
+    SKIPPED = 2
+
+
 @dataclass
 class Bracket:
     start: int
     end: int
     label: str
-    result: int = 0  # 0: unmatched, 1: matched, 5: deleted (evalb.c's codes)
+    result: Match = Match.UNMATCHED
 
 
 @dataclass
@@ -164,11 +181,11 @@ def parse_tree(line: str, params: Params) -> Parsed:
 
 @dataclass
 class Sentence:
-    """One sentence's line of the report. status: 0 ok, 1 error, 2 skipped."""
+    """One sentence's line of the report."""
 
     id: int
     length: int
-    status: int
+    status: Status
     match: int = 0
     gold: int = 0
     test: int = 0
@@ -186,19 +203,19 @@ class Sentence:
 
 
 def _massage(brackets: list[Bracket], params: Params) -> int:
-    """Cut labels at '-'/'=' and mark empty or deleted brackets (result 5); the number kept."""
+    """Cut labels at '-'/'=' and mark empty or deleted brackets; the number kept."""
     for b in brackets:
-        b.result = 0
+        b.result = Match.UNMATCHED
         if b.start == b.end:
-            b.result = 5
+            b.result = Match.DELETED
             continue
         for i, ch in enumerate(b.label):
             if ch in "-=":
                 b.label = b.label[:i]
                 break
         if any(params.label_eq(b.label, d) for d in params.delete_labels):
-            b.result = 5
-    return sum(b.result != 5 for b in brackets)
+            b.result = Match.DELETED
+    return sum(b.result != Match.DELETED for b in brackets)
 
 
 def _crosses(g: Bracket, t: Bracket) -> bool:
@@ -209,29 +226,29 @@ def score_sentence(number: int, gold_line: str, test_line: str, params: Params) 
     """One line of the report and the errors (evalb.c's stderr messages, without the line number)."""
     gold, test = parse_tree(gold_line, params), parse_tree(test_line, params)
     errors = gold.errors + test.errors
-    status = 1 if errors else 0
+    status = Status.ERROR if errors else Status.OK
     if not test.terminals:
-        return Sentence(number, gold.length, 2), errors
+        return Sentence(number, gold.length, Status.SKIPPED), errors
     if len(gold.terminals) != len(test.terminals):
         errors.append(f"Length unmatch ({len(gold.terminals)}|{len(test.terminals)})")
-        return Sentence(number, gold.length, 1), errors
+        return Sentence(number, gold.length, Status.ERROR), errors
     for (w1, _), (w2, _) in zip(gold.terminals, test.terminals, strict=True):
         if not params.word_eq(w1, w2):
             errors.append(f"Words unmatch ({w1}|{w2})")
-            return Sentence(number, gold.length, 1), errors
+            return Sentence(number, gold.length, Status.ERROR), errors
     n_gold, n_test = _massage(gold.brackets, params), _massage(test.brackets, params)
     match = 0
     for g in gold.brackets:
-        if g.result == 5:
+        if g.result == Match.DELETED:
             continue
         for t in test.brackets:  # a multiset: each test bracket matches one gold bracket at most
-            if t.result == 0 and (g.start, g.end) == (t.start, t.end) and (
+            if t.result == Match.UNMATCHED and (g.start, g.end) == (t.start, t.end) and (
                     not params.labeled or params.label_eq(g.label, t.label)):
-                g.result = t.result = 1
+                g.result = t.result = Match.MATCHED
                 match += 1
                 break
-    live = [g for g in gold.brackets if g.result != 5]
-    crossing = sum(any(_crosses(g, t) for g in live) for t in test.brackets if t.result != 5)
+    live = [g for g in gold.brackets if g.result != Match.DELETED]
+    crossing = sum(any(_crosses(g, t) for g in live) for t in test.brackets if t.result != Match.DELETED)
     tags = sum(params.label_eq(g[1], t[1]) for g, t in zip(gold.terminals, test.terminals, strict=True))
     return Sentence(number, gold.length, status, match, n_gold, n_test, crossing, len(gold.terminals), tags), errors
 
@@ -255,10 +272,10 @@ class Totals:
 
     def add(self, s: Sentence) -> None:
         self.sentences += 1
-        if s.status == 1:
+        if s.status == Status.ERROR:
             self.errors += 1
             return
-        if s.status == 2:
+        if s.status == Status.SKIPPED:
             self.skipped += 1
             return
         self.match, self.gold, self.test = self.match + s.match, self.gold + s.gold, self.test + s.test
@@ -336,20 +353,34 @@ class Evalb:
     short: Totals = field(default_factory=Totals)  # length <= params.cutoff_len
     messages: list[str] = field(default_factory=list)
 
+    def listing(self) -> str:
+        """The head and one line per sentence scored, each ending in a newline: what evalb has printed
+        on stdout when it stops at MAX_ERROR."""
+        return "\n".join([_HEAD, *(s.line() for s in self.sentences)]) + "\n"
+
     def report(self) -> str:
         """What evalb prints on stdout."""
         t = self.all
         total = (f"                {t.recall:6.2f} {t.precision:6.2f} {t.match:6d} {t.gold:5d} {t.test:5d}  "
                  f"{t.crossing:5d}" if t.gold > 0 and t.test > 0 else "")
         total += f"  {t.words:5d} {t.correct_tags:5d}   {t.tagging_accuracy:6.2f}"
-        lines = [_HEAD, *(s.line() for s in self.sentences), "=" * 76, total, "=== Summary ===", "", "-- All --",
-                 *t.summary(), "", f"-- len<={self.params.cutoff_len} --", *self.short.summary()]
-        return "\n".join(lines) + "\n"
+        lines = ["=" * 76, total, "=== Summary ===", "", "-- All --", *t.summary(), "",
+                 f"-- len<={self.params.cutoff_len} --", *self.short.summary()]
+        return self.listing() + "\n".join(lines) + "\n"
+
+
+class EvalbStopped(TbuildError):
+    """More than MAX_ERROR errors: EVALB stops. ``result``: the sentences scored before the stop and
+    every message up to it (what evalb has printed by then)."""
+
+    def __init__(self, message: str, result: Evalb) -> None:
+        super().__init__(message)
+        self.result = result
 
 
 def evalb(gold: Iterable[str], test: Iterable[str], params: Params | None = None) -> Evalb:
     """Score test trees against gold trees, one tree per line, as ``evalb -p PARAMS GOLD TEST``. More
-    than MAX_ERROR errors stop it as they stop EVALB (a TbuildError)."""
+    than MAX_ERROR errors stop it as they stop EVALB (``EvalbStopped``, with what was scored)."""
     params = params or collins()
     result = Evalb(params)
     gold, test = list(gold), list(test)
@@ -359,8 +390,8 @@ def evalb(gold: Iterable[str], test: Iterable[str], params: Params | None = None
         nonlocal errors
         result.messages.append(f"{line} : {message}")
         if errors > params.max_error:  # evalb.c: Error_count++ > Max_error
-            raise TbuildError(f"EVALB stops at line {line}: more than MAX_ERROR ({params.max_error}) errors, "
-                              f"the last: {message}")
+            raise EvalbStopped(f"EVALB stops at line {line}: more than MAX_ERROR ({params.max_error}) errors, "
+                               f"the last: {message}", result)
         errors += 1
 
     for number, gold_line in enumerate(gold, 1):

@@ -106,3 +106,40 @@ def test_the_evalb_command_prints_evalb_report(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["evalb", str(EVALB / "sample.gld"), str(EVALB / "sample.tst"), "-p",
                                    str(tmp_path / "bad.prm")])
     assert bad.exit_code == 2 and "bad.prm:1: QUOTE_LABEL: not supported" in bad.output
+
+
+def test_status_and_match_codes_are_named() -> None:
+    """evalb.c's codes as enums: a sentence is OK, ERROR or SKIPPED; a bracket MATCHED, UNMATCHED or
+    DELETED; the report still prints the numbers."""
+    from tbuild.engine.parsing.evalb import Match, Status, _massage, collins, parse_tree
+
+    r = evalb(["(S (NN a) (NN b))", "(S (NN a) (NN b))", "(S (NN a))"], ["(S (NN a) (NN b))", "(S (NN a))", ""])
+    assert [s.status for s in r.sentences] == [Status.OK, Status.ERROR, Status.SKIPPED]
+    assert [line.split()[2] for line in r.report().splitlines()[3:6]] == ["0", "1", "2"]
+    parsed = parse_tree("(TOP (S (NP (NN a)) (X (NN b))))", collins())
+    _massage(parsed.brackets, collins())
+    assert [b.result for b in parsed.brackets] == [Match.DELETED, Match.UNMATCHED, Match.UNMATCHED, Match.UNMATCHED]
+
+
+def test_the_stop_at_max_error_is_a_line_of_its_own(tmp_path: Path) -> None:
+    """As evalb: the sentences scored before the stop on stdout, each line ended, the messages on
+    stderr, then the stop on a line of its own (not run into the sentence list)."""
+    from typer.testing import CliRunner
+
+    from tbuild.cli.app import app
+    from tbuild.engine.parsing.evalb import EvalbStopped
+
+    with pytest.raises(EvalbStopped) as stop:
+        evalb(["(S (NN a))"] * 4, ["(S (NN b))"] * 4, Params(max_error=1))
+    assert [s.id for s in stop.value.result.sentences] == [1, 2] and len(stop.value.result.messages) == 3
+    assert stop.value.result.listing().endswith(stop.value.result.sentences[-1].line() + "\n")
+    (tmp_path / "gold").write_text("(S (NN a))\n" * 15)
+    (tmp_path / "test").write_text("(S (NN b))\n" * 15)
+    out = CliRunner().invoke(app, ["evalb", str(tmp_path / "gold"), str(tmp_path / "test")])
+    assert out.exit_code == 2
+    assert out.stdout.splitlines()[3:] == [s.line() for s in stop.value.result.sentences] + [
+        f"{n:4d}    1    1    0.00   0.00     0      0    0      0      0     0     0.00" for n in range(3, 12)]
+    assert out.stdout.endswith("\n")
+    lines = out.stderr.splitlines()
+    assert lines[:12] == [f"{n} : Words unmatch (a|b)" for n in range(1, 13)]  # evalb prints the last too
+    assert lines[12] == "error: EVALB stops at line 12: more than MAX_ERROR (10) errors, the last: Words unmatch (a|b)"
