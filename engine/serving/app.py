@@ -1,29 +1,72 @@
-"""The FastAPI app over a ``Service``: ``POST /translate``, ``GET /health``, ``GET /info``. Every error
-is a JSON ``{"error": "..."}`` with its status; a failure of the server itself is a 500 with no
-traceback (that goes to the server's log); SIGTERM (uvicorn's graceful shutdown) lets the requests
-in flight finish, then the lifespan's end drains the batcher."""
+"""The FastAPI app over a ``Service``: ``POST /translate``, ``GET /health``, ``GET /info``. FastAPI
+validates the body against the request model (``api.request_model``: the server's limits are in it, so
+the OpenAPI document states them) and the document declares every status a route answers. Every error
+is a JSON ``{"error": "..."}`` with its status and the exception's headers (a 405's ``Allow``); a
+failure of the server itself is a 500 with no traceback (that goes to the server's log); SIGTERM
+(uvicorn's graceful shutdown) lets the requests in flight finish, then the lifespan's end drains the
+batcher."""
 
-from __future__ import annotations
+# no `from __future__ import annotations`: FastAPI reads the endpoint's body type, made in create_app
 
 import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from .api import RequestError, TranslateRequest, TranslateResponse, parse_request
+from .api import ErrorBody, Health, Info, RequestError, TranslateResponse, request_model, validation_error
 from .service import Service
 
 log = logging.getLogger("tbuild.serve")
-_BODY = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}}, "required": True}
+
+STATUSES = {
+    400: "The body is not valid UTF-8, or not valid JSON.",
+    413: "More sentences than the server's limit, or a sentence over its characters or the model's tokens.",
+    422: "The body is not a JSON object of the request's shape (sent as application/json), the list of "
+         "sentences is empty, or a decoding option is wrong (nbest > beam).",
+    500: "The server failed (the message names the error's type; the traceback goes to the server's log); "
+         "the server keeps serving.",
+    503: "The request took more than the server's timeout and was cancelled, or the server is shutting down.",
+}
 
 
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` of these error statuses: each a JSON ``ErrorBody``."""
+    return {status: {"model": ErrorBody, "description": STATUSES[status]} for status in statuses}
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": "..."}``: the client's (4xx, with the exception's headers) and the
+    server's (500, the traceback to the log)."""
+
+    @app.exception_handler(RequestError)
+    async def _request_error(_: Request, e: RequestError) -> JSONResponse:
+        return error(e.status, e.message)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(_: Request, e: HTTPException) -> JSONResponse:
+        if isinstance(e.__cause__, UnicodeDecodeError):  # FastAPI's 400 for a body it could not decode
+            return error(400, f"the body is not valid UTF-8 (byte {e.__cause__.start})", e.headers)
+        return error(e.status_code, str(e.detail), e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
+        request_error = validation_error(e.errors(), e.body)
+        return error(request_error.status, request_error.message)
+
+    @app.exception_handler(Exception)
+    async def _failure(_: Request, e: Exception) -> JSONResponse:
+        log.error("internal error: %r", e)
+        return error(500, f"internal error ({type(e).__name__}); the server keeps serving")
 
 
 def create_app(service: Service) -> FastAPI:
@@ -36,30 +79,13 @@ def create_app(service: Service) -> FastAPI:
         await asyncio.to_thread(service.close)
 
     app = FastAPI(title="tbuild serve", lifespan=lifespan, version="1")
-
-    @app.exception_handler(RequestError)
-    async def _request_error(_: Request, e: RequestError) -> JSONResponse:
-        return error(e.status, e.message)
-
-    @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, e: HTTPException) -> JSONResponse:
-        return error(e.status_code, str(e.detail))
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
-        first = e.errors()[0]
-        return error(422, f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
-
-    @app.exception_handler(Exception)
-    async def _failure(_: Request, e: Exception) -> JSONResponse:
-        log.error("internal error: %r", e)
-        return error(500, f"internal error ({type(e).__name__}); the server keeps serving")
+    add_error_handlers(app)
+    body_type = request_model(service.settings.limits)
 
     @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True,
-              openapi_extra={"requestBody": _BODY})
-    async def translate(request: Request) -> TranslateResponse:
+              responses=responses(400, 413, 422, 500, 503))
+    async def translate(body: body_type) -> TranslateResponse:  # type: ignore[valid-type]
         """Translate ``src`` (in order), with the run's decoding options or the request's."""
-        body = parse_request(await request.body(), service.settings.limits)
         future = service.submit(body)
         try:
             results = await asyncio.wait_for(asyncio.wrap_future(future), service.settings.timeout)
@@ -69,12 +95,12 @@ def create_app(service: Service) -> FastAPI:
                                     "cancelled; try again, or with fewer sentences") from None
         return service.respond(body, results)
 
-    @app.get("/health")
+    @app.get("/health", response_model=Health, responses=responses(500))
     async def health() -> dict:
         """``ok`` (or ``draining``), the sentences queued and the batches decoded so far."""
         return service.health()
 
-    @app.get("/info")
+    @app.get("/info", response_model=Info, responses=responses(500))
     async def info() -> dict:
         """The model: name, parameters, languages, engine, tokenizer hash, BLEU where evaluated."""
         return service.info()
