@@ -445,12 +445,6 @@ class TrainSpec(StrictModel):
             raise FieldError(("row_steps",), f"row_steps ({self.row_steps}) must be 0 or a power of two")
         return self
 
-    @model_validator(mode="after")
-    def _keep_enough(self) -> TrainSpec:
-        if self.max_steps is None and self.max_epochs is None and self.max_minutes is None:
-            raise FieldError(("max_steps",), "training needs a stop: set max_steps, max_epochs or max_minutes")
-        return self
-
 
 class DecodeSpec(StrictModel):
     """Decoding (§6.1): beam 4, length penalty α 0.6, max output length input + 50."""

@@ -19,6 +19,7 @@ from ..data.mapped import MappedPairs
 from ..data.pairs import Pairs, load_pairs
 from ..data.prepare import prepared_id, prepared_train
 from ..data.tokenizer import Tokenizer, fit_vocab
+from ..errors import TbuildError
 from ..finetune.start import resolve_start, start_tokenizer
 from ..initial import Initial
 from ..policy import Policy, choose_device, choose_policy, model_widths
@@ -53,8 +54,12 @@ def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy:
     """Train ``loaded`` in this process (alone, or as one of torchrun's); returns the final step, the stop
     reason, the best validation perplexity and the training seconds. ``minutes`` caps this call's
     training time; ``fresh`` deletes the run directory first."""
-    check_loggers(loaded.spec.train.log)  # a tracker not installed: say so before any data is prepared
-    distributed.check_update_freq(loaded.spec.train.update_freq, rank.world)
+    cfg = loaded.spec.train
+    if cfg.max_steps is None and cfg.max_epochs is None and cfg.max_minutes is None and minutes is None:
+        raise TbuildError("training needs a stop: set train.max_steps, train.max_epochs or train.max_minutes, "
+                          "or give this call one (tbuild train --minutes N)")
+    check_loggers(cfg.log)  # a tracker not installed: say so before any data is prepared
+    distributed.check_update_freq(cfg.update_freq, rank.world)
     base = distributed.init(rank, choose_device(device))
     try:
         policy = policy or _policy(loaded.spec, device, base, rank)

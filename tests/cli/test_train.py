@@ -47,6 +47,18 @@ def test_minutes_is_more_minutes_each_time(tiny_corpus: Path, tmp_path: Path) ->
     assert _steps(run) == total
 
 
+def test_a_spec_without_a_stop_trains_for_the_minutes_given(tiny_corpus: Path, tmp_path: Path) -> None:
+    """No max_steps, max_epochs or max_minutes: valid, and trained for --minutes; without it, one line."""
+    spec, run = _spec(tiny_corpus, tmp_path, max_steps=None, validate_every=1000, checkpoint_every=None)
+    assert runner.invoke(app, ["validate", str(spec)]).exit_code == 0
+    refused = runner.invoke(app, ["train", str(spec)])
+    assert refused.exit_code == 2 and "training needs a stop" in refused.output and "--minutes" in refused.output
+    assert not run.exists()  # refused before anything is written
+    trained = runner.invoke(app, ["train", str(spec), "--minutes", "0.001"])
+    assert trained.exit_code == 0, trained.output
+    assert "--minutes 0.001 done" in trained.output and _steps(run) >= 1
+
+
 @pytest.mark.parametrize("what", ["not a run", "the working directory", "a file"])
 def test_fresh_deletes_only_a_run_directory(what: str, tiny_corpus: Path, tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
