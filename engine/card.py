@@ -111,16 +111,15 @@ def _distinct(machines: list[dict]) -> list[dict]:
 
 def _results(run: Run, exports: tuple[Path, ...]) -> list[str]:
     lines = ["## Results", ""]
-    evals = [e for e in (_json(p) for p in sorted(run.dir.path.glob("eval_*.json"))) if e]
+    evals = [e for e in run.dir.evals() if e.bleu is not None]  # translation scores (a parsing run's are EVALB's)
     if not evals:
         lines += ["Not evaluated yet: `tbuild evaluate RUN --split test` writes the scores this card shows.", ""]
     else:
         lines += ["| split | sentences | BLEU | chrF | perplexity | beam | α | engine | signature |",
                   "| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-        lines += [f"| {e['split']} | {e['sentences']:,} | {e['bleu']:.2f} | {e['chrf']:.2f} | {e['perplexity']:.2f} | "
-                  f"{e['beam']} | {e['alpha']} | {e.get('engine', 'native')} | `{e['bleu_signature']}` |"
-                  for e in evals]
-        lines += ["", "chrF signatures: " + ", ".join(f"`{e['chrf_signature']}`" for e in evals[:1]), ""]
+        lines += [f"| {e.split} | {e.sentences:,} | {e.bleu:.2f} | {e.chrf:.2f} | {e.perplexity:.2f} | "
+                  f"{e.beam} | {e.alpha} | {e.engine} | `{e.bleu_signature}` |" for e in evals]
+        lines += ["", "chrF signatures: " + ", ".join(f"`{e.chrf_signature}`" for e in evals[:1]), ""]
     folders = dict.fromkeys([*sorted(run.dir.path.glob("export/*")), *exports])  # in order, once each
     parities = [(f.name, _json(f / "parity.json")) for f in folders if (f / "parity.json").is_file()]
     if parities:

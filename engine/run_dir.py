@@ -3,12 +3,14 @@ a checkpoint file) into a spec and its run. Imports no torch (``validate`` and `
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tbuild.builder import LoadedSpec, load_spec
 from tbuild.builder.schema import Spec
@@ -18,6 +20,36 @@ from .files import atomic_write
 
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
 _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py
+
+
+class EvalRecord(BaseModel):
+    """One split's scores as ``tbuild evaluate`` keeps them (``eval_<split>.json``, flat JSON): how it
+    was decoded and scored, with sacreBLEU's figures (a translation run) or EVALB's (a parsing run:
+    ``params``, ``all``, ``short``, ``cutoff``, ``repairs``). Fields in the order they are written."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    split: str
+    sentences: int
+    weights: str
+    bleu: float | None = None
+    bleu_signature: str | None = None
+    bleu_lowercase: float | None = None
+    bleu_lowercase_signature: str | None = None
+    chrf: float | None = None
+    chrf_signature: str | None = None
+    params: str | None = None  # the EVALB parameter file
+    all: dict | None = None  # EVALB's summary for all sentences
+    short: dict | None = None  # ... for those of length <= cutoff
+    cutoff: int | None = None
+    repairs: dict | None = None
+    perplexity: float
+    decode_seconds: float
+    sentences_per_second: float
+    beam: int
+    alpha: float
+    precision: str
+    engine: str = "native"  # what decoded; the perplexity is always the native model's
 
 
 @dataclass(frozen=True)
@@ -41,6 +73,24 @@ class RunDir:
     @property
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
+
+    def eval_file(self, split: str) -> Path:
+        return self.path / f"eval_{split}.json"  # what `tbuild evaluate` scored on the split
+
+    def write_eval(self, record: EvalRecord) -> Path:
+        """Keep a split's scores (``eval_<split>.json``, atomically); the file's path."""
+        path = self.eval_file(record.split)
+        atomic_write(path, (json.dumps(record.model_dump(exclude_none=True), indent=2) + "\n").encode())
+        return path
+
+    def read_eval(self, split: str) -> EvalRecord | None:
+        """A split's scores, None if it was not evaluated (or its file is unreadable)."""
+        return _read_eval(self.eval_file(split))
+
+    def evals(self) -> list[EvalRecord]:
+        """Every split's scores, in the order of their file names (unreadable files left out)."""
+        records = (_read_eval(p) for p in sorted(self.path.glob("eval_*.json")))
+        return [r for r in records if r is not None]
 
     def prepared(self, split: str) -> Path:
         return self.path / "prepared" / split  # memory-mapped encoded pairs (engine/data/mapped.py)
@@ -114,6 +164,13 @@ class Run:
                 return path
         raise TbuildError(f"{self.dir.path}: no tokenizer ({self.dir.tokenizer.name}"
                           f"{f' or {given}' if given else ''}); has this run been trained?")
+
+
+def _read_eval(path: Path) -> EvalRecord | None:
+    try:
+        return EvalRecord.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValidationError):
+        return None
 
 
 def is_run_dir(path: Path) -> bool:

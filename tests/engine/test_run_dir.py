@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.run_dir import RunDir, load_target, resolve_run
+from tbuild.engine.run_dir import EvalRecord, RunDir, load_target, resolve_run
 
 
 def test_spec_run_directory_and_checkpoint_name_the_same_run(tiny_run: Path) -> None:
@@ -55,3 +56,41 @@ def test_resume_points_prefer_sharded_directories_and_prune_keeps_whole_steps(tm
     run.prune(2)
     assert sorted(p.name for p in run.checkpoints.iterdir()) == [
         "step_00000004.dcp", "step_00000004.safetensors", "step_00000005.dcp", "step_00000006.dcp.tmp"]
+
+
+def _translation() -> dict:
+    from tbuild.engine.decoding.evaluation import Evaluation
+
+    return Evaluation("test", 3, "best.safetensors", 12.5, "nrefs:1|bleu", 13.0, "nrefs:1|lc", 40.25, "chrF2",
+                      9.5, 1.5, 2.0, 4, 0.6, "fp32").to_json()
+
+
+def _parsing() -> dict:
+    from tbuild.engine.parsing.evaluation import ParsingEvaluation
+
+    return ParsingEvaluation("src", 2, "best.safetensors", "COLLINS.prm", {"f1": 80.0, "sentences": 2},
+                             {"f1": 81.0, "sentences": 2}, 40, {"outputs": 2, "repaired": 1}, 7.5, 0.5, 4.0,
+                             4, 0.6, "fp32", "ct2").to_json()
+
+
+@pytest.mark.parametrize("written", [_translation, _parsing])
+def test_eval_records_keep_the_files_layout(tmp_path: Path, written) -> None:  # noqa: ANN001
+    """eval_<split>.json through RunDir: a translation's and a parsing run's record are written byte for
+    byte as `tbuild evaluate` wrote them, and such a file reads back as the record."""
+    data = written()
+    run = RunDir(tmp_path)
+    path = run.write_eval(EvalRecord(**data))
+    assert path == run.eval_file(data["split"]) == tmp_path / f"eval_{data['split']}.json"
+    assert path.read_text() == json.dumps(data, indent=2) + "\n"
+    assert run.read_eval(data["split"]) == EvalRecord(**data) and run.evals() == [EvalRecord(**data)]
+
+
+def test_eval_records_list_every_split_and_skip_unreadable_files(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.write_eval(EvalRecord(**_translation()))
+    run.write_eval(EvalRecord(**{**_translation(), "split": "valid", "future_field": 1}))
+    (tmp_path / "eval_broken.json").write_text("{")
+    (tmp_path / "eval_other.json").write_text('{"split": "x"}')
+    assert [e.split for e in run.evals()] == ["test", "valid"]
+    assert run.read_eval("broken") is None and run.read_eval("missing") is None
+    assert run.read_eval("test").bleu == 12.5 and run.read_eval("test").engine == "native"
