@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+import yaml
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand
@@ -76,4 +77,24 @@ def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy
     """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
     from tbuild.engine.run_dir import load_target
 
+    refuse_sweep_file(spec)
     return load_target(spec, sets or [])
+
+
+def refuse_sweep_file(path: Path) -> None:
+    """A sweep file given where a spec belongs: one line pointing to ``tbuild sweep FILE --dry-run`` (exit 2)
+    instead of an unknown-key error per sweep key. A sweep file is a mapping with ``base`` and only
+    sweep keys; anything else is left to the spec loader, whose errors are the precise ones."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.sweep.spec import SweepSpec
+
+    if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
+        return
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return
+    if isinstance(data, dict) and "base" in data and set(data) <= set(SweepSpec.model_fields):
+        raise TbuildError(f"{path}: this is a sweep file, not a spec: run `tbuild sweep {path} --dry-run` to "
+                          "validate every row and print its plan")
+

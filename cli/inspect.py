@@ -10,7 +10,6 @@ from rich.table import Table
 
 from .common import console, guarded, load
 from .options import SET_OPTION, SPEC_TARGET
-from .specs import refuse_sweep_file
 
 
 @guarded
@@ -31,7 +30,6 @@ def inspect(
     from tbuild.builder.inspect import inspect_model
     from tbuild.engine.export.targets import describe_targets, export_targets
 
-    refuse_sweep_file(spec)
     loaded = load(spec, set_)
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if draw is not None or as_mermaid:

@@ -24,7 +24,6 @@ def validate(
     "export" and "decode_profiles" keys in JSON)."""
     from tbuild.engine.export.targets import describe_profiles, describe_targets, export_targets, profile_verdicts
 
-    refuse_sweep_file(spec)
     loaded = load(spec, set_).spec
     resolved = loaded.model_dump(mode="json", exclude={"extends"})
     if as_json:
@@ -34,24 +33,6 @@ def validate(
         print(yaml.safe_dump(resolved, sort_keys=False, allow_unicode=True), end="")
         print("".join(f"# {line}\n" for line in describe_profiles(loaded)), end="")
         print("".join(f"# export to {line}\n" for line in describe_targets(loaded)), end="")
-
-
-def refuse_sweep_file(path: Path) -> None:
-    """A sweep file given where a spec belongs: one line pointing to ``tbuild sweep FILE --dry-run`` (exit 2)
-    instead of an unknown-key error per sweep key. A sweep file is a mapping with ``base`` and only
-    sweep keys; anything else is left to the spec loader, whose errors are the precise ones."""
-    from tbuild.engine.errors import TbuildError
-    from tbuild.engine.sweep.spec import SweepSpec
-
-    if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
-        return
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        return
-    if isinstance(data, dict) and "base" in data and set(data) <= set(SweepSpec.model_fields):
-        raise TbuildError(f"{path}: this is a sweep file, not a spec: run `tbuild sweep {path} --dry-run` to "
-                          "validate every row and print its plan")
 
 
 def schema() -> None:
