@@ -10,8 +10,11 @@ import hashlib
 import http.client
 import os
 import re
+import socket
 import sys
+import threading
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -72,11 +75,36 @@ def offline_hint(what: str = "the files") -> str:
     return f"offline? pass --mirror DIR or set {MIRROR_ENV} to a folder with {what}"
 
 
+@contextlib.contextmanager
+def new_folder(folder: Path) -> Iterator[Path]:
+    """Create ``folder`` (and its missing parents) for what the block writes; if the block fails, the
+    folders it created are removed again where they are left empty, so that a failed fetch leaves no
+    empty folder behind for the next call to take as filled."""
+    created = [p for p in (folder, *folder.parents) if not p.exists()]
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise DataError(f"cannot create {folder}: {e.strerror or e}") from None
+    try:
+        yield folder
+    except BaseException:
+        for path in created:  # deepest first
+            with contextlib.suppress(OSError):
+                path.rmdir()  # only if empty: a resumable .part file keeps its folder
+        raise
+
+
 def fetch(pinned: Pinned, final: Path, *, mirror: Path | None = None, progress: bool | None = None,
           hint: str | None = None, timeout: float = 60.0) -> None:
     """Put ``pinned`` at ``final``: copied from ``mirror`` (where it has ``final.name`` or the
     upstream name) if given, else downloaded. ``progress``: show a rich progress bar on stderr
     (None: when stderr is a terminal)."""
+    with new_folder(final.parent):
+        _fetch(pinned, final, mirror, progress, hint, timeout)
+
+
+def _fetch(pinned: Pinned, final: Path, mirror: Path | None, progress: bool | None, hint: str | None,
+           timeout: float) -> None:
     if mirror is None:
         download(pinned, final, progress=progress, hint=hint, timeout=timeout)
         return
@@ -106,7 +134,11 @@ def download(pinned: Pinned, final: Path, *, progress: bool | None = None, hint:
              timeout: float = 60.0, attempts: int = ATTEMPTS) -> None:
     """Download ``pinned.url`` to ``final``, resuming a ``.part`` file left by an earlier try (or by
     a connection dropped during this one, up to ``attempts`` connections)."""
-    hint = hint or offline_hint(what=pinned.name)
+    with new_folder(final.parent):
+        _download(pinned, final, progress, hint or offline_hint(what=pinned.name), timeout, attempts)
+
+
+def _download(pinned: Pinned, final: Path, progress: bool | None, hint: str, timeout: float, attempts: int) -> None:
     part = _part(final)
     if pinned.size is not None and part.is_file() and part.stat().st_size > pinned.size:
         part.unlink()
@@ -128,6 +160,7 @@ def _connect(pinned: Pinned, part: Path, have: int, progress: bool | None, hint:
     request = urllib.request.Request(pinned.url, headers={"Range": f"bytes={have}-"} if have else {})
     got, length = 0, None
     try:
+        resolve(pinned.url, timeout)
         with urllib.request.urlopen(request, timeout=timeout) as response:
             start = _range_start(response.headers.get("Content-Range")) if response.status == 206 else 0
             if start not in (0, have):
@@ -160,6 +193,31 @@ def _connect(pinned: Pinned, part: Path, have: int, progress: bool | None, hint:
     if short and not got:
         raise DataError(f"cannot download {pinned.url}: the connection closed before any byte; {hint}")
     return short
+
+
+def resolve(url: str, timeout: float) -> None:
+    """Look up ``url``'s host within ``timeout`` seconds (an OSError otherwise). urlopen's timeout does
+    not bound the name lookup, which an offline machine can keep waiting on; the lookup runs in a
+    daemon thread so that a hung one is left behind, not waited for."""
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        return
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    failure: list[OSError] = []
+
+    def lookup() -> None:
+        try:
+            socket.getaddrinfo(parts.hostname, port, type=socket.SOCK_STREAM)
+        except OSError as e:
+            failure.append(e)
+
+    thread = threading.Thread(target=lookup, name=f"resolve {parts.hostname}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if thread.is_alive():
+        raise OSError(f"no answer looking up {parts.hostname} within {timeout:g} s")
+    if failure:
+        raise failure[0]
 
 
 def _range_start(content_range: str | None) -> int:

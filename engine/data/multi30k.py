@@ -10,7 +10,7 @@ from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_files
-from .download import Pinned, copy_checked, download, offline_hint, resolve_mirror, sha256_of
+from .download import Pinned, copy_checked, download, new_folder, offline_hint, resolve_mirror, sha256_of
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"
@@ -70,24 +70,28 @@ def fetch_multi30k(
         if split not in LOCAL_SPLITS:
             raise DataError(f"Multi30k has no split {split!r}; choose from {', '.join(LOCAL_SPLITS)}")
     mirror = resolve_mirror(mirror, "multi30k")
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise DataError(f"cannot create {dest}: {e.strerror or e}") from None
     written: list[Path] = []
-    for split in splits:
-        for lang in langs:
-            final = dest / f"{split}.{lang}.gz"
-            if final.is_file() and sha256_of(final) == SHA256[final.name]:
-                continue
-            upstream = f"{LOCAL_SPLITS[split]}.{lang}.gz"
-            if mirror is not None:
-                _from_mirror(mirror, final, upstream)
-            else:
-                pinned = Pinned(f"{base_url.rstrip('/')}/{upstream}", sha256=SHA256[final.name], size=SIZE[final.name])
-                download(pinned, final, progress=progress, hint=HINT, timeout=timeout)
-            written.append(final)
+    with new_folder(dest):  # removed again if nothing could be put in it
+        for split in splits:
+            for lang in langs:
+                if _fetch_file(dest, split, lang, mirror, base_url, progress, timeout):
+                    written.append(dest / f"{split}.{lang}.gz")
     return written
+
+
+def _fetch_file(dest: Path, split: str, lang: str, mirror: Path | None, base_url: str, progress: bool | None,
+                timeout: float) -> bool:
+    """Put ``<split>.<lang>.gz`` into ``dest`` unless it is there and verified; whether it was written."""
+    final = dest / f"{split}.{lang}.gz"
+    if final.is_file() and sha256_of(final) == SHA256[final.name]:
+        return False
+    upstream = f"{LOCAL_SPLITS[split]}.{lang}.gz"
+    if mirror is not None:
+        _from_mirror(mirror, final, upstream)
+    else:
+        pinned = Pinned(f"{base_url.rstrip('/')}/{upstream}", sha256=SHA256[final.name], size=SIZE[final.name])
+        download(pinned, final, progress=progress, hint=HINT, timeout=timeout)
+    return True
 
 
 @DATASETS.register(Multi30kDataset)

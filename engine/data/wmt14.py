@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import shutil
 import tarfile
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,12 +140,22 @@ class Wmt14:
 
 
 def _extract_all(archive: Path, dest: Path) -> None:
+    """Extract ``archive`` into a temporary folder in ``dest``, then rename each of its entries into
+    place: a failed extraction leaves nothing half-written that sacreBLEU would take as extracted."""
+    temp = Path(tempfile.mkdtemp(prefix=".extracting-", dir=dest))
     try:
         with tarfile.open(archive) as tar:
-            tar.extractall(dest, filter="data")
-    except (OSError, tarfile.TarError) as e:
+            tar.extractall(temp, filter="data")
+        for entry in temp.iterdir():
+            target = dest / entry.name
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)  # an older extraction of the same folder
+            os.replace(entry, target)
+    except (OSError, EOFError, tarfile.TarError) as e:  # EOFError: a truncated gzip stream
         archive.unlink(missing_ok=True)
         raise DataError(f"{archive}: cannot extract ({e}); removed, run again to fetch it anew") from None
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def extract_training(archives: list[tuple[Path, Corpus]], files: tuple[Path, Path], langs: tuple[str, str]) -> int:

@@ -138,3 +138,63 @@ def test_resolve_mirror_refuses_a_missing_folder(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("TBUILD_DATA_MIRROR", str(tmp_path / "gone"))
     with pytest.raises(DataError, match=r"^multi30k mirror is not a folder: .*gone \(from \$TBUILD_DATA_MIRROR\)$"):
         resolve_mirror(None, "multi30k")
+
+
+def test_a_name_lookup_that_hangs_is_bounded_by_the_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An offline machine's lookup can wait far longer than urlopen's timeout: it is given up after the
+    timeout, one line with the hint, and nothing is left behind (no empty folder)."""
+    import threading
+    import time
+
+    release = threading.Event()
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: release.wait(30) and [])
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"cannot download https://example\.invalid/a\.tgz: no answer looking up "
+                                        r"example\.invalid within 0\.3 s; offline\?"):
+        fetch(pin("https://example.invalid/a.tgz"), tmp_path / "cache" / "sub" / "a.tgz", progress=False, timeout=0.3)
+    release.set()
+    assert time.monotonic() - started < 5 and list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_download_leaves_no_empty_folder_but_keeps_a_resumable_part(tmp_path: Path, site: Site) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(DataError, match="cannot download"):
+        fetch(pin(f"http://127.0.0.1:{port}/a.tgz"), tmp_path / "cache" / "a.tgz", progress=False)
+    assert list(tmp_path.iterdir()) == []  # the next call does not find an empty cache folder
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(DataError):
+        fetch(pin(f"http://127.0.0.1:{port}/a.tgz"), tmp_path / "kept" / "a.tgz", progress=False)
+    assert (tmp_path / "kept").is_dir()  # a folder that was there stays
+    site.files["/a.tgz"] = BODY
+    site.drop.add("/a.tgz")
+    fetch(pin(f"{site.url}/a.tgz"), tmp_path / "new" / "a.tgz", progress=False)  # dropped, then resumed
+    assert (tmp_path / "new" / "a.tgz").read_bytes() == BODY
+
+
+def test_a_failed_extraction_leaves_nothing_half_written(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    from tbuild.engine.data.wmt14 import _extract_all
+
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w:gz") as tar:
+        for name in ("sgm/a.sgm", "sgm/b.sgm"):
+            info = tarfile.TarInfo(name)
+            info.size = 4000
+            tar.addfile(info, io.BytesIO(bytes(4000)))
+    good = tmp_path / "good.tgz"
+    good.write_bytes(data.getvalue())
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    _extract_all(good, raw)
+    assert sorted(p.name for p in raw.iterdir()) == ["sgm"] and len(list((raw / "sgm").iterdir())) == 2
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(data.getvalue()[: len(data.getvalue()) // 2])  # a truncated archive
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(DataError, match="cannot extract"):
+        _extract_all(cut, other)
+    assert list(other.iterdir()) == [] and not cut.exists()
