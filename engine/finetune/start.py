@@ -30,21 +30,26 @@ LINEAGE = "init.json"
 Log = Callable[[str], None]
 
 
-def start_tokenizer(spec: Spec, run: RunDir, log: Log, *, main: bool = True) -> Tokenizer:
-    """The run's tokenizer (``prepare_tokenizer``); at the start of a run with ``train.init``, the main
-    process first takes the source's (vocab refuse, none named) or then extends its own (vocab extend)."""
-    init, starting = spec.train.init, not run.resume_points()
-    source: Source | None = None
-    if main and init is not None and starting and init.vocab == "refuse" and spec.data.tokenizer.model is None \
-            and not run.tokenizer.is_file():
-        source = load_source(init)
+def start_source(spec: Spec, run: RunDir) -> Source | None:
+    """The trained model ``train.init`` names, loaded once where the run starts from it (no checkpoint
+    yet); None without ``train.init`` or on a later call."""
+    init = spec.train.init
+    return load_source(init) if init is not None and not run.resume_points() else None
+
+
+def start_tokenizer(spec: Spec, run: RunDir, source: Source | None, log: Log, *, main: bool = True) -> Tokenizer:
+    """The run's tokenizer (``prepare_tokenizer``); at the start of a run from ``source``, the main process
+    first takes the source's (vocab refuse, none named) or then extends its own (vocab extend)."""
+    init = spec.train.init
+    if main and source is not None and init is not None and init.vocab == "refuse" \
+            and spec.data.tokenizer.model is None and not run.tokenizer.is_file():
         tmp = run.tokenizer.with_suffix(".part")
         shutil.copyfile(source.tokenizer, tmp)
         tmp.replace(run.tokenizer)
         log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {run.tokenizer})")
     tokenizer = prepare_tokenizer(spec, run, log)
-    if main and init is not None and starting and init.vocab == "extend":
-        return _extended(tokenizer, run, (source or load_source(init)).tokenizer, log)
+    if main and source is not None and init is not None and init.vocab == "extend":
+        return _extended(tokenizer, run, source.tokenizer, log)
     return tokenizer
 
 
@@ -63,22 +68,23 @@ def _extended(tokenizer: Tokenizer, run: RunDir, source: Path, log: Log) -> Toke
     return extended
 
 
-def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, log: Log, *, main: bool = True) -> Initial:
+def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, source: Source | None, log: Log, *,
+                  main: bool = True) -> Initial:
     """The ``Initial`` values of ``spec`` (resolved against ``tokenizer``) in ``run``: none without
-    ``train.init``; at the start, planned from the source (the main process says the plan and writes
+    ``train.init``; at the start, planned from ``source`` (the main process says the plan and writes
     init.json); later, the frozen parts and the schedule's offset of the run's start."""
     init = spec.train.init
     if init is None:
         return Initial()
     with torch.device("meta"):  # names and shapes only: nothing allocated
         model = build_model(spec)
-    if run.resume_points():
+    if source is None:  # a later call: the run started from its source before
         frozen = frozen_names(init.freeze, model)
         lineage = read_lineage(run) or {}
         log(f"train.init: started from {lineage.get('from')} (see {LINEAGE})"
             f"{f'; {len(frozen)} tensors frozen' if frozen else ''}")
         return Initial(frozen=frozenset(frozen), schedule_offset=int(lineage.get("schedule_offset", 0)))
-    plan = make_plan(model, load_source(init), init, tokenizer)
+    plan = make_plan(model, source, init, tokenizer)
     for line in (plan.header(), *plan.block_lines(), plan.summary()):
         log(line)
     offset = 0 if "schedule" in init.reset else plan.source.step

@@ -20,7 +20,7 @@ from ..data.pairs import Pairs, load_pairs
 from ..data.prepare import prepared_id, prepared_train
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..errors import TbuildError
-from ..finetune.start import resolve_start, start_tokenizer
+from ..finetune.start import resolve_start, start_source, start_tokenizer
 from ..initial import Initial
 from ..policy import Policy, choose_device, choose_policy, model_widths
 from ..run_dir import RunDir, delete_run, run_dir_of
@@ -113,7 +113,8 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
         emit("info", {"message": message})
 
     log: Log = info if main else lambda _: None
-    tokenizer = start_tokenizer(loaded.spec, run, info, main=main)
+    source = start_source(loaded.spec, run)  # train.init's trained model, at the run's start
+    tokenizer = start_tokenizer(loaded.spec, run, source, info, main=main)
     spec = fit_vocab(loaded.spec, tokenizer, info).model_copy(update={"name": loaded.name})
     if main:
         for change in stored_changes(run, spec):
@@ -121,6 +122,6 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
         run.write_spec(spec)
     train_pairs = prepared_train(spec, tokenizer, run, info)
     valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
-    initial = resolve_start(spec, run, tokenizer, log, main=main)
+    initial = resolve_start(spec, run, tokenizer, source, log, main=main)
     return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
 
