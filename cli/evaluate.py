@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -69,7 +68,7 @@ def evaluate(
 
 def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
     """The scores' table and signatures; writes eval_SPLIT.json."""
-    from tbuild.engine.files import atomic_write
+    from tbuild.engine.run_dir import EvalRecord
 
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
                         f"{result.engine} engine)",
@@ -89,8 +88,7 @@ def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
     for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                       ("chrF", result.chrf_signature)):
         console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
-    out = run.dir.path / f"eval_{result.split}.json"
-    atomic_write(out, (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    out = run.dir.write_eval(EvalRecord(**result.to_json()))
     console.print(f"[dim]wrote {out}[/]")
 
 
@@ -101,6 +99,7 @@ def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Pat
     from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evalb import read_params
     from tbuild.engine.parsing.evaluation import describe_repairs, evaluate_parsing
+    from tbuild.engine.run_dir import EvalRecord
 
     params = read_params(evalb) if evalb is not None else None
     result, sources, gold, tests, scored = evaluate_parsing(
@@ -125,8 +124,8 @@ def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Pat
     console.print(f"perplexity {result.perplexity:.2f} (teacher-forced on the linearized gold trees); "
                   f"{result.sentences_per_second:.1f} sentences/s (beam {result.beam}, α {result.alpha}, "
                   f"{result.precision}, {result.decode_seconds:.1f} s)", highlight=False)
-    base = run.dir.path / f"eval_{result.split}"
+    base = run.dir.eval_file(result.split).with_suffix("")
     atomic_write(base.with_suffix(".trees"), "".join(t + "\n" for t in tests).encode())
     atomic_write(base.with_suffix(".evalb"), scored.report().encode())
-    atomic_write(base.with_suffix(".json"), (json.dumps(result.to_json(), indent=2) + "\n").encode())
+    run.dir.write_eval(EvalRecord(**result.to_json()))
     console.print(f"[dim]wrote {base}.json, {base.name}.trees, {base.name}.evalb[/]")

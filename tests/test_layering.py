@@ -1,6 +1,7 @@
 """The package's layering: imports point one way (cli → engine → builder → components), decoding
-never imports training, data never imports parsing, commands share options through cli/options.py,
-and functions in engine/ and cli/ stay short. The checker is tested on made-up modules too."""
+never imports training or export, data never imports parsing, the trainer never imports fine-tuning,
+commands share options through cli/options.py, and functions in engine/ and cli/ stay short. The checker
+is tested on made-up modules too."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ PACKAGES = {"components": "tbuild.components", "builder": "tbuild.builder", "eng
             "cli": "tbuild.cli"}
 LAYERS = ["tbuild.components", "tbuild.builder", "tbuild.engine", "tbuild.cli"]  # each may import those before it
 # (importer, what it must not import): stages of the engine that sit below another
-FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.parsing")]
+FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.parsing"),
+             ("tbuild.engine.decoding", "tbuild.engine.export"),  # export writes and loads engines from decoding
+             ("tbuild.engine.finetune", "tbuild.engine.training"),
+             ("tbuild.engine.training.trainer", "tbuild.engine.finetune")]  # the trainer gets plain Initial values
 SHARED_CLI = ("common", "options", "progress")  # the cli modules every command may import
 MAX_LINES = 80  # of a function's code, its docstring not counted
 SHORT = ("engine", "cli")  # the folders whose functions must stay short
@@ -104,6 +108,8 @@ def test_the_checker_refuses_an_upward_import() -> None:
     assert layer_errors("tbuild.engine.data", "import tbuild.engine.parsing.evalb\n", package=True) == [
         "tbuild.engine.data imports tbuild.engine.parsing.evalb: data sits below parsing"]
     assert layer_errors("tbuild.engine.decoding.search", "from ..training import trainer\n")
+    assert layer_errors("tbuild.engine.decoding.ct2", "from ..export.cache import cached_export\n")
+    assert layer_errors("tbuild.engine.training.trainer", "from ..finetune.start import resolve_start\n")
     assert layer_errors("tbuild.engine.card", "from tbuild.cli.common import console\n")[0] == (
         "tbuild.engine.card imports tbuild.cli.common, a layer above it")
     assert layer_errors("tbuild.cli.decode", "from .evaluate import evaluate\n")

@@ -4,7 +4,6 @@ responses and ``/info``. ``app.py`` puts it behind FastAPI."""
 from __future__ import annotations
 
 import hashlib
-import json
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
@@ -81,10 +80,7 @@ def service_info(service: Service) -> dict:
     from tbuild.builder.inspect import inspect_model
 
     run, spec, s = service.run, service.run.spec, service.settings
-    scores = {}
-    for path in sorted(run.dir.path.glob("eval_*.json")):
-        result = json.loads(path.read_text())
-        scores[result.get("split", path.stem[5:])] = {k: result.get(k) for k in ("bleu", "bleu_signature", "chrf")}
+    scores = {e.split: {"bleu": e.bleu, "bleu_signature": e.bleu_signature, "chrf": e.chrf} for e in run.dir.evals()}
     return {
         "name": spec.name, "params": inspect_model(spec).total,
         "source_lang": spec.data.source_lang, "target_lang": spec.data.target_lang,

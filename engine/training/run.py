@@ -6,6 +6,7 @@ The main process writes into the run directory; the others wait for it, then rea
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,7 +25,7 @@ from ..finetune.start import resolve_start, start_source, start_tokenizer
 from ..initial import Initial
 from ..policy import Policy, choose_device, choose_policy, model_widths
 from ..run_dir import RunDir, delete_run, run_dir_of
-from ..run_lock import RunLock
+from ..run_lock import LOCK, RunLock
 from . import distributed
 from .changes import stored_changes
 from .distributed import Rank
@@ -83,6 +84,7 @@ def open_trainer(loaded: LoadedSpec, emit: Event, *, policy: Policy, rank: Rank 
                  fresh: bool = False) -> Trainer:
     """A trainer for ``loaded`` holding its run directory's lock (main process), ready to train."""
     run = run_dir_of(loaded)
+    new = fresh or not run.path.exists()
     lock = _lock(run, fresh) if rank.is_main else RunLock(run.path)
     try:
         if rank.is_main:  # the others wait, then read what it wrote
@@ -93,6 +95,8 @@ def open_trainer(loaded: LoadedSpec, emit: Event, *, policy: Policy, rank: Rank 
         return Trainer(files, run, emit, policy=policy, rank=rank, lock=lock)
     except BaseException:
         lock.release()
+        if rank.is_main and new and {p.name for p in run.path.iterdir()} <= {LOCK}:
+            shutil.rmtree(run.path)  # a run that failed before it wrote anything leaves no folder behind
         raise
 
 

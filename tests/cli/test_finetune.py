@@ -157,6 +157,8 @@ def test_refusals_are_one_line(source: Path, tiny_corpus: Path, tmp_path: Path, 
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
     assert not list((tmp_path / "ft").glob("checkpoints/step_*"))
+    if "from" in init:  # refused before the run wrote anything: no empty run folder is left behind
+        assert not (tmp_path / "ft").exists()
 
 
 def test_copy_deepens_a_model_from_a_named_layer(source: Path, tiny_corpus: Path, tmp_path: Path) -> None:
