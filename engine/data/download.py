@@ -72,7 +72,7 @@ def resolve_mirror(mirror: Path | None, dataset: str) -> Path | None:
 
 
 def offline_hint(what: str = "the files") -> str:
-    return f"offline? pass --mirror DIR or set {MIRROR_ENV} to a folder with {what}"
+    return f"offline? set {MIRROR_ENV} to a folder with {what} (tbuild data fetch also takes --mirror DIR)"
 
 
 @contextlib.contextmanager

@@ -6,7 +6,7 @@ size and cache length are symbols, so a handful of graphs cover every shape a se
 step runs as generated C++ kernels. Same tokens as eager decoding (tests/engine/decoding/
 test_compiled.py); the first batches pay the compilation (about a minute on a 2-core CPU, less when
 inductor's on-disk cache holds the graphs), so it pays off for long inputs and servers, not for a
-few lines. Figures: README, Decoding speed."""
+few lines. Figures: docs/benchmarks.md."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ repacked by every product as ``F.linear`` does.
 
 Measured with torch 2.13 on an AMD EPYC Zen 4 (avx512, one thread), 256 rows: the output projection
 256×256 by 8000×256 ran at 104 GFLOP/s packed against 77 plainly, the feed-forward products at
-110 against 90; the tiny benchmark's beam 4 and greedy decoding gained 13% and 22% (README,
+110 against 90; the tiny benchmark's beam 4 and greedy decoding gained 13% and 22% (docs/benchmarks.md,
 Decoding speed). Results equal ``F.linear``'s to float32 rounding (a different summation order).
 
 Only where it applies: the CPU, float32 weights without autocast, PyTorch built with oneDNN (the

@@ -81,8 +81,9 @@ def test_md5_pin(tmp_path: Path, site: Site) -> None:
 def test_http_404_is_one_line_with_url_status_and_hint(tmp_path: Path, site: Site) -> None:
     with pytest.raises(DataError) as info:
         fetch(pin(f"{site.url}/nope.tgz"), tmp_path / "nope.tgz", progress=False)
-    assert str(info.value) == (f"cannot download {site.url}/nope.tgz: HTTP 404 Not Found; offline? pass "
-                               "--mirror DIR or set TBUILD_DATA_MIRROR to a folder with nope.tgz")
+    assert str(info.value) == (f"cannot download {site.url}/nope.tgz: HTTP 404 Not Found; offline? set "
+                               "TBUILD_DATA_MIRROR to a folder with nope.tgz (tbuild data fetch also takes "
+                               "--mirror DIR)")
     assert list(tmp_path.iterdir()) == []
 
 
