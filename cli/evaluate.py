@@ -68,7 +68,6 @@ def evaluate(
 
 def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
     """The scores' table and signatures; writes eval_SPLIT.json."""
-    from tbuild.engine.run_dir import EvalRecord
 
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
                         f"{result.engine} engine)",
@@ -88,7 +87,7 @@ def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
     for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                       ("chrF", result.chrf_signature)):
         console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
-    out = run.dir.write_eval(EvalRecord(**result.to_json()))
+    out = run.dir.write_eval(result)
     console.print(f"[dim]wrote {out}[/]")
 
 
@@ -99,7 +98,6 @@ def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Pat
     from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evalb import read_params
     from tbuild.engine.parsing.evaluation import describe_repairs, evaluate_parsing
-    from tbuild.engine.run_dir import EvalRecord
 
     params = read_params(evalb) if evalb is not None else None
     result, sources, gold, tests, scored = evaluate_parsing(
@@ -127,5 +125,5 @@ def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Pat
     base = run.dir.eval_file(result.split).with_suffix("")
     atomic_write(base.with_suffix(".trees"), "".join(t + "\n" for t in tests).encode())
     atomic_write(base.with_suffix(".evalb"), scored.report().encode())
-    run.dir.write_eval(EvalRecord(**result.to_json()))
+    run.dir.write_eval(result)
     console.print(f"[dim]wrote {base}.json, {base.name}.trees, {base.name}.evalb[/]")

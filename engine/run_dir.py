@@ -51,6 +51,10 @@ class EvalRecord(BaseModel):
     precision: str
     engine: str = "native"  # what decoded; the perplexity is always the native model's
 
+    def to_json(self) -> dict:
+        """The record as its file holds it: a translation's fields or a parsing run's, in order."""
+        return self.model_dump(exclude_none=True)
+
 
 @dataclass(frozen=True)
 class RunDir:
@@ -80,7 +84,7 @@ class RunDir:
     def write_eval(self, record: EvalRecord) -> Path:
         """Keep a split's scores (``eval_<split>.json``, atomically); the file's path."""
         path = self.eval_file(record.split)
-        atomic_write(path, (json.dumps(record.model_dump(exclude_none=True), indent=2) + "\n").encode())
+        atomic_write(path, (json.dumps(record.to_json(), indent=2) + "\n").encode())
         return path
 
     def read_eval(self, split: str) -> EvalRecord | None:

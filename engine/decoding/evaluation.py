@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
@@ -15,38 +14,15 @@ from ..data.corpus import read_parallel
 from ..data.datasets import read_split
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
-from ..run_dir import Run
+from ..run_dir import EvalRecord, Run
 from .engines import Engine
 from .request import DecodeRequest, Hooks
 from .translator import Translator, encode_sources
 
 
-@dataclass
-class Evaluation:
-    split: str
-    sentences: int
-    weights: str
-    bleu: float
-    bleu_signature: str
-    bleu_lowercase: float
-    bleu_lowercase_signature: str
-    chrf: float
-    chrf_signature: str
-    perplexity: float
-    decode_seconds: float
-    sentences_per_second: float
-    beam: int
-    alpha: float
-    precision: str
-    engine: str = "native"  # what decoded; the perplexity is always the native model's
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
              src: Path | None = None, ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
-             request: DecodeRequest | None = None) -> tuple[Evaluation, list[str], list[str], list[str]]:
+             request: DecodeRequest | None = None) -> tuple[EvalRecord, list[str], list[str], list[str]]:
     """Decode the split (or src) with ``engine`` (default: ``translator``) as ``request`` asks (default:
     the spec's ``decode`` section) and score it against the references; also returns the texts. The
     perplexity is ``translator``'s, with its device and precision."""
@@ -67,7 +43,7 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
                   [ids + [EOS] for ids in tok.encode(references)])
     ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
                         label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
-    result = Evaluation(
+    result = EvalRecord(
         split=split, sentences=len(sources), weights=translator.weights,
         bleu=bleu.corpus_score(hyps, [references]).score, bleu_signature=str(bleu.get_signature()),
         bleu_lowercase=bleu_lc.corpus_score(hyps, [references]).score,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tbuild.builder.schema import Spec, TreebankDataset
@@ -22,7 +22,7 @@ from ..decoding.search import Hypothesis
 from ..decoding.translator import Translator, encode_sources
 from ..errors import DataError
 from ..loss import evaluate_loss
-from ..run_dir import Run
+from ..run_dir import EvalRecord, Run
 from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
 
@@ -107,28 +107,6 @@ def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Cal
     return out, total
 
 
-@dataclass
-class ParsingEvaluation:
-    split: str
-    sentences: int
-    weights: str
-    params: str  # the EVALB parameter file
-    all: dict  # EVALB's summary for all sentences (evalb.Totals.to_json)
-    short: dict  # ... for those of length <= cutoff
-    cutoff: int
-    repairs: dict
-    perplexity: float
-    decode_seconds: float
-    sentences_per_second: float
-    beam: int
-    alpha: float
-    precision: str
-    engine: str = "native"
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
 def _gold(run: Run, split: str, src: Path | None, ref: Path | None) -> tuple[str, list[str], list[str]]:
     """The split's name, source lines and cleaned gold trees (one per line)."""
     if src is None or ref is None:
@@ -149,7 +127,7 @@ def _gold(run: Run, split: str, src: Path | None, ref: Path | None) -> tuple[str
 def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
                      src: Path | None = None, ref: Path | None = None, params: Params | None = None,
                      params_name: str = "COLLINS.prm", after_batch: Callable[[], None] = lambda: None,
-                     ) -> tuple[ParsingEvaluation, list[str], list[str], list[str], Evalb]:
+                     ) -> tuple[EvalRecord, list[str], list[str], list[str], Evalb]:
     """Decode the split (or ``src``, gold trees in ``ref``), repair the outputs with the gold tags put
     back, and score them with EVALB; also returns the sources, gold and test trees and EVALB's result."""
     split, sources, gold = _gold(run, split, src, ref)
@@ -169,7 +147,7 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
                   [ids + [EOS] for ids in tok.encode([linearize(t, style) for t in gold_trees])])
     ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
                         label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
-    result = ParsingEvaluation(
+    result = EvalRecord(
         split=split, sentences=len(sources), weights=translator.weights, params=params_name,
         all=scored.all.to_json(), short=scored.short.to_json(), cutoff=scored.params.cutoff_len,
         repairs=repairs.to_json(), perplexity=ppl, decode_seconds=seconds,

@@ -59,18 +59,19 @@ def test_resume_points_prefer_sharded_directories_and_prune_keeps_whole_steps(tm
 
 
 def _translation() -> dict:
-    from tbuild.engine.decoding.evaluation import Evaluation
-
-    return Evaluation("test", 3, "best.safetensors", 12.5, "nrefs:1|bleu", 13.0, "nrefs:1|lc", 40.25, "chrF2",
-                      9.5, 1.5, 2.0, 4, 0.6, "fp32").to_json()
+    """A translation's eval_test.json as `tbuild evaluate` has always written it (keys in this order)."""
+    return {"split": "test", "sentences": 3, "weights": "best.safetensors", "bleu": 12.5,
+            "bleu_signature": "nrefs:1|bleu", "bleu_lowercase": 13.0, "bleu_lowercase_signature": "nrefs:1|lc",
+            "chrf": 40.25, "chrf_signature": "chrF2", "perplexity": 9.5, "decode_seconds": 1.5,
+            "sentences_per_second": 2.0, "beam": 4, "alpha": 0.6, "precision": "fp32", "engine": "native"}
 
 
 def _parsing() -> dict:
-    from tbuild.engine.parsing.evaluation import ParsingEvaluation
-
-    return ParsingEvaluation("src", 2, "best.safetensors", "COLLINS.prm", {"f1": 80.0, "sentences": 2},
-                             {"f1": 81.0, "sentences": 2}, 40, {"outputs": 2, "repaired": 1}, 7.5, 0.5, 4.0,
-                             4, 0.6, "fp32", "ct2").to_json()
+    """A parsing run's eval_src.json as `tbuild evaluate` has always written it."""
+    return {"split": "src", "sentences": 2, "weights": "best.safetensors", "params": "COLLINS.prm",
+            "all": {"f1": 80.0, "sentences": 2}, "short": {"f1": 81.0, "sentences": 2}, "cutoff": 40,
+            "repairs": {"outputs": 2, "repaired": 1}, "perplexity": 7.5, "decode_seconds": 0.5,
+            "sentences_per_second": 4.0, "beam": 4, "alpha": 0.6, "precision": "fp32", "engine": "ct2"}
 
 
 @pytest.mark.parametrize("written", [_translation, _parsing])
