@@ -55,12 +55,7 @@ def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy:
     """Train ``loaded`` in this process (alone, or as one of torchrun's); returns the final step, the stop
     reason, the best validation perplexity and the training seconds. ``minutes`` caps this call's
     training time; ``fresh`` deletes the run directory first."""
-    cfg = loaded.spec.train
-    if cfg.max_steps is None and cfg.max_epochs is None and cfg.max_minutes is None and minutes is None:
-        raise TbuildError("training needs a stop: set train.max_steps, train.max_epochs or train.max_minutes, "
-                          "or give this call one (tbuild train --minutes N)")
-    check_loggers(cfg.log)  # a tracker not installed: say so before any data is prepared
-    distributed.check_update_freq(cfg.update_freq, rank.world)
+    check_training(loaded.spec, rank.world, minutes)
     base = distributed.init(rank, choose_device(device))
     try:
         policy = policy or _policy(loaded.spec, device, base, rank)
@@ -68,6 +63,18 @@ def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy:
         return trainer.train(minutes=minutes, after_step=after_step)
     finally:
         distributed.shutdown()
+
+
+def check_training(spec: Spec, world: int, minutes: float | None) -> None:
+    """What can refuse a training call before anything is prepared or any process started: no stop (no
+    max_steps, max_epochs or max_minutes, and no ``minutes``), a tracker not installed, an update that
+    does not split over ``world`` processes."""
+    cfg = spec.train
+    if cfg.max_steps is None and cfg.max_epochs is None and cfg.max_minutes is None and minutes is None:
+        raise TbuildError("training needs a stop: set train.max_steps, train.max_epochs or train.max_minutes, "
+                          "or give this call one (tbuild train --minutes N)")
+    check_loggers(cfg.log)
+    distributed.check_update_freq(cfg.update_freq, world)
 
 
 def _policy(spec: Spec, device: str, base: torch.device, rank: Rank) -> Policy:

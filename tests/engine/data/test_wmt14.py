@@ -263,7 +263,7 @@ def test_english_french_refuses_an_archive_that_fails_its_checksum(tmp_path: Pat
 
 def test_offline_without_mirror_names_the_mirror_option(tmp_path: Path, fake: dict[str, bytes]) -> None:
     with pytest.raises(DataError, match=r"cannot download http://127\.0\.0\.1:1/training-parallel-europarl-v7\.tgz: "
-                                        r".*--mirror DIR or set TBUILD_DATA_MIRROR"):
+                                        r".*set TBUILD_DATA_MIRROR to a folder with .*--mirror DIR"):
         ensure_data(data_spec(dataset="wmt14", train=str(tmp_path / "wmt" / "train")))
     assert not (tmp_path / "wmt").exists()  # nothing left, not even an empty folder
 
