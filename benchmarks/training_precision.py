@@ -17,7 +17,7 @@ from pathlib import Path
 from tbuild.builder import load_spec
 from tbuild.engine.process import configure_process
 from tbuild.engine.training.metrics import read_jsonl
-from tbuild.engine.training.trainer import train
+from tbuild.engine.training.run import train_spec
 
 
 def run(spec: Path, precision: str, steps: int, root: Path, threads: int, tokenizer: Path | None,
@@ -28,7 +28,7 @@ def run(spec: Path, precision: str, steps: int, root: Path, threads: int, tokeni
                  f"train.validate_every={steps}", "train.checkpoint_minutes=null", f"train.threads={threads}"]
     if tokenizer is not None:
         overrides.append(f"data.tokenizer.model={tokenizer}")
-    result = train(load_spec(spec, overrides), lambda kind, data: None, after_step=after_step)
+    result = train_spec(load_spec(spec, overrides), lambda kind, data: None, after_step=after_step)
     records = read_jsonl(out / "metrics.jsonl")
     valid = read_jsonl(out / "valid.jsonl")[-1]
     return {"tokens_per_s": statistics.median(r["tokens_per_s"] for r in records[1:]),
