@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -54,8 +55,9 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
     """``Trainer.step`` on batch i of the benchmark's batches, with `tbuild train`'s model and optimizer."""
     loaded = tbuild_spec(work.shape, work.vocab, {"precision": policy.precision, "seed": SEED, **settings})
     files = RunFiles(loaded.spec, None, pairs, None, None, Initial())  # type: ignore[arg-type]  # no tokenizer
-    run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))
+    run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))  # what the trainer writes as it starts
     trainer = Trainer(files, run, lambda kind, data: None, policy=policy)
+    shutil.rmtree(run.path)  # steps write nothing there
     trainer.batches = Replay(batches)  # type: ignore[assignment]
     trainer.model.train()
 
