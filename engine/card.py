@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -58,11 +59,14 @@ def _model(run: Run) -> list[str]:
 
 def _data(run: Run) -> list[str]:
     data, tok = run.spec.data, run.spec.data.tokenizer
-    lines = ["## Data", "", "| | |", "| --- | --- |", f"| data set | {_dataset(run)} |"]
+    lines = ["## Data", "", "Paths are relative to the run directory.", "", "| | |", "| --- | --- |",
+             f"| data set | {_dataset(run)} |"]
     for split in ("train", "valid", "test"):
         header = _json(run.dir.prepared(split) / "header.json")
         size = f" ({header['pairs']:,} pairs)" if header and "pairs" in header else ""
-        lines.append(f"| {split} | `{getattr(data, split, None)}`{size} |")
+        where = getattr(data, split, None)
+        shown = os.path.relpath(where, run.dir.path.resolve()) if where and Path(where).is_absolute() else where
+        lines.append(f"| {split} | `{shown}`{size} |")
     digest = hashlib.sha256(run.tokenizer.read_bytes()).hexdigest() if run.dir.tokenizer.is_file() else "—"
     lines += [f"| max length | {data.max_length} tokens |",
               f"| tokenizer | sentencepiece {tok.kind}, vocabulary {run.spec.model.vocab_size} (shared), "

@@ -40,6 +40,8 @@ def test_the_card_says_what_the_run_is_and_scored(run: Path, tmp_path: Path) -> 
     assert "- steps: 30 " in card and "fine-tuned from `/runs/parent` (parent, step 1200" in card
     assert "Beam 3, length penalty" in card and "## Intended use and limits" in card
     assert "| train | " in card and "pairs)" in card  # the prepared split's size
+    data_rows = [line for line in card.splitlines() if line.startswith(("| train |", "| valid |", "| test |"))]
+    assert data_rows and not any("`/" in line for line in data_rows), data_rows  # relative to the run, no one's home
     facts = json.loads((run / "hardware.jsonl").read_text().splitlines()[0])  # written by the training call
     assert facts["cores"] >= 1 and facts["precision"].startswith("precision")
     assert f"- hardware: {facts['cpu']}" in card and f"{facts['threads']} threads, cpu; {facts['precision']}" in card
