@@ -49,16 +49,16 @@ class RunFiles:
     initial: Initial
 
 
-def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", policy: Policy | None = None,
-          rank: Rank = Rank(), after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
-          minutes: float | None = None) -> dict[str, Any]:
+def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", rank: Rank = Rank(),
+               after_step: Callable[[int], None] = lambda step: None, fresh: bool = False,
+               minutes: float | None = None) -> dict[str, Any]:
     """Train ``loaded`` in this process (alone, or as one of torchrun's); returns the final step, the stop
     reason, the best validation perplexity and the training seconds. ``minutes`` caps this call's
     training time; ``fresh`` deletes the run directory first."""
     check_training(loaded.spec, rank.world, minutes)
     base = distributed.init(rank, choose_device(device))
     try:
-        policy = policy or _policy(loaded.spec, device, base, rank)
+        policy = _policy(loaded.spec, device, base, rank)
         trainer = open_trainer(loaded, emit, policy=policy, rank=rank, fresh=fresh)
         return trainer.train(minutes=minutes, after_step=after_step)
     finally:
