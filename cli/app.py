@@ -18,6 +18,7 @@ from .plot import plot
 from .serve import serve
 from .specs import components, schema, validate
 from .sweep import sweep
+from .tune import tune
 from .train import train
 
 app = typer.Typer(
@@ -45,7 +46,7 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, sweep, average, decode, evaluate, evalb, export,
+for command in (inspect, validate, schema, components, train, sweep, tune, average, decode, evaluate, evalb, export,
                 attention, plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")

@@ -1,0 +1,138 @@
+"""`tbuild tune`: an adaptive search (Optuna) over a spec's fields, scored on validation; its report,
+and its best trial as a spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from .common import console, guarded
+from .progress import Reporter
+
+
+@guarded
+def tune(
+    file: Path = typer.Argument(..., help="A study file (specs/tune/*.yaml): base spec, space, objective, budget."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Validate the study and print its plan; train nothing."),
+    storage: str | None = typer.Option(None, "--storage", help="The study's database URL, shared by workers on "
+                                       "many machines (postgresql://..., mysql://...); default: a SQLite file "
+                                       "in the study folder."),
+    best: bool = typer.Option(False, "--best", help="Write the best trial as a self-contained spec (-o), train "
+                              "nothing."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="With --best: the spec file (default: stdout)."),
+    report: bool = typer.Option(False, "--report", help="Write the report (table, importances, plots), train "
+                                "nothing."),
+    launcher: str = typer.Option("local", "--launcher", help="local: trials one after another in this process; "
+                                 "submitit: --workers jobs through submitit (Slurm on a cluster)."),
+    workers: int = typer.Option(1, "--workers", min=1, help="With --launcher submitit: how many workers."),
+    cluster: str | None = typer.Option(None, "--cluster", help="With --launcher submitit: slurm, local or debug."),
+    slurm: list[str] = typer.Option(None, "--slurm", help="With --launcher submitit: KEY=VALUE for submitit's "
+                                    "update_parameters, e.g. slurm_partition=gpu, timeout_min=600."),
+) -> None:
+    """Validate the study (every value of its space against the spec's schema), then run trials until its
+    budget is spent: each a run directory in the study folder, reported to the pruner at each validation,
+    scored on validation. Running the same command again continues the study. Ends with the report."""
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.tune.spec import load_study
+    from tbuild.engine.tune.study import open_study, storage_url
+
+    if launcher not in ("local", "submitit"):
+        raise TbuildError(f"--launcher {launcher!r}: choose local or submitit")
+    study = load_study(file)
+    url = storage_url(study, storage)
+    if dry_run:
+        _print_plan(study, url)
+        return
+    if best or report:
+        _outputs(study, open_study(study, storage), best, output)
+        return
+    _print_plan(study, url)
+    optuna_study = open_study(study, storage)
+    optuna_study.set_user_attr("study_file", str(file.resolve()))
+    _run(study, optuna_study, url, launcher, workers, cluster, list(slurm or []))
+    _outputs(study, optuna_study, False, None)
+
+
+def _run(study, optuna_study, url: str, launcher: str, workers: int, cluster: str | None,  # noqa: ANN001
+         slurm: list[str]) -> None:
+    """The trials, here or as submitit workers; Ctrl-C stops at a step boundary (exit 130)."""
+    from tbuild.engine.tune.study import optimize
+    from tbuild.engine.tune.trial import Interrupted, TrialRun
+
+    def say(line: str) -> None:
+        console.print(f"[bold]tune[/] {line}", highlight=False, soft_wrap=True)
+
+    if launcher == "submitit":
+        from tbuild.engine.tune.submit import run_workers
+
+        run_workers(study, url, workers, slurm, say, study_process, cluster)
+        return
+    process = study_process(study)
+    objective = TrialRun(study, lambda number, values: Reporter(), say, process.after_step)
+    try:
+        say(f"stopped: {optimize(study, optuna_study, objective, say)}")
+    except Interrupted as e:
+        say(str(e))
+        _outputs(study, optuna_study, False, None)
+        raise typer.Exit(130) from None
+
+
+def study_process(study):  # noqa: ANN001, ANN201 - Study -> ProcessSettings (lazy imports)
+    """The process settings of a study's trials, as `tbuild train` sets them (the base's train.threads,
+    else every core); first in each submitit worker too (it travels there by name)."""
+    from tbuild.engine.process import configure_process
+
+    return configure_process(study.load({}).spec.train.threads)
+
+
+def _outputs(study, optuna_study, best: bool, output: Path | None) -> None:  # noqa: ANN001
+    """The report (always) and, with --best, the best trial's spec."""
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.tune.report import best_spec, best_trial, importances, write_report
+
+    written = write_report(study, optuna_study)
+    if best:
+        text = best_spec(study, optuna_study, output or Path("best.yaml"))
+        if output is None:
+            console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+        else:
+            atomic_write(output, text.encode())
+            console.print(f"wrote {output}", highlight=False)
+        return
+    top = best_trial(optuna_study)
+    if top is not None:
+        values = ", ".join(f"{k}={v}" for k, v in top.user_attrs.get("values", {}).items())
+        console.print(f"[bold]best[/]: trial {top.number}, {study.spec.objective.metric} {top.value:.4g} ({values})",
+                      highlight=False, soft_wrap=True)
+    weights = importances(optuna_study)
+    if weights:
+        console.print("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in weights.items()), highlight=False)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
+
+
+def _print_plan(study, url: str) -> None:  # noqa: ANN001 - Study (lazy import)
+    """The space, the objective, the budget, sampler, pruner and storage."""
+    spec = study.spec
+    grid = Table(title=f"study {study.name}: {len(spec.space)} parameters", title_justify="left")
+    for column in ("parameter", "searched as", "when"):
+        grid.add_column(column)
+    for key, p in spec.space.items():
+        how = {"float": f"float {p.float}", "int": f"int {p.int}", "choice": f"one of {p.choice}",
+               "same_as": f"= {p.same_as}"}[p.kind]
+        how += (" log" if p.log else "") + (f" step {p.step:g}" if p.step else "")
+        grid.add_row(key, how, ", ".join(f"{k} in {v}" for k, v in p.when.items()))
+    console.print(grid)
+    b, o = spec.budget, spec.objective
+    per_trial = ", ".join(x for x in (f"{b.trial_steps:,} steps" if b.trial_steps else "",
+                                      f"{b.trial_minutes:g} min" if b.trial_minutes else "") if x) or "the base's stops"
+    study_budget = ", ".join(x for x in (f"{b.trials} trials" if b.trials else "",
+                                         f"{b.minutes:g} training minutes" if b.minutes else "") if x)
+    lines = [f"objective: validation {o.metric}, {'maximize' if o.maximize else 'minimize'} ({o.weights} weights; "
+             f"the pruner hears {o.lines or 'all'} lines at beam {o.beam} at each validation)",
+             f"budget: {study_budget}; each trial {per_trial}",
+             f"sampler: {spec.sampler.kind} (seed {spec.sampler.seed}); pruner: {spec.pruner.kind}",
+             f"storage: {url}", f"trials in: {study.folder / 'trials'}"]
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)

@@ -1,0 +1,1 @@
+"""`tbuild tune`: adaptive hyperparameter search over spec fields with Optuna."""

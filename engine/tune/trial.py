@@ -1,0 +1,198 @@
+"""One trial of a study: a normal tbuild run directory trained with the trial's values, each validation
+reported to the pruner, then scored on the validation split. Its ``trial.json`` says how it ended.
+
+A trial that is tried again (its worker was killed, or Ctrl-C stopped it) trains in the same folder as
+the first try, so it resumes from that run's last checkpoint."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TbuildError
+from ..files import atomic_write
+from ..run_dir import EvalRecord, Run, RunDir
+from ..training.run import train_spec
+from ..training.trainer import Event
+from .spec import Study
+
+TRIAL_FILE = "trial.json"
+FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
+
+
+class Interrupted(Exception):  # noqa: N818 - not a TbuildError: a failed trial is one, and the study goes on
+    """Ctrl-C stopped a trial at a step boundary; the same command resumes it."""
+
+
+@dataclass
+class TrialRun:
+    """What one trial needs from its caller: the study, the emit for its training events, the
+    entry point's housekeeping between steps, and a line printer."""
+
+    study: Study
+    emit_for: Callable[[int, dict[str, Any]], Event]
+    say: Callable[[str], None]
+    after_step: Callable[[int], None] = lambda step: None
+
+    def __call__(self, trial: Any) -> float:  # optuna.Trial -> the objective's value
+        """Optuna's objective: train, report, score on validation."""
+        import optuna
+
+        from .space import suggest
+
+        values = suggest(self.study.spec.space, trial)
+        number = folder_number(trial)
+        folder = self.study.folder / "trials" / f"trial-{number:03d}"
+        for key, value in ((FOLDER_OF, number), ("values", values), ("folder", str(folder))):
+            trial.set_user_attr(key, value)
+        self.say(f"trial {trial.number}: " + (", ".join(f"{k}={_short(v)}" for k, v in values.items()) or "the base")
+                 + (f" (resuming trial {number}'s run)" if number != trial.number else ""))
+        record = TrialRecord(folder, self.study.name, trial.number, number, values)
+        watch = _Watch(trial, record, self.emit_for(trial.number, values))
+        try:
+            loaded = self.study.load(values, _trial_overrides(self.study, folder, number))
+            record.write("running")
+            result = train_spec(loaded, watch, after_step=self.after_step)
+            if result["reason"] == "interrupted":
+                trial.study.enqueue_trial(trial.params, user_attrs={FOLDER_OF: number})
+                record.write("interrupted", steps=result["step"], minutes=result["elapsed"] / 60)
+                raise Interrupted(f"trial {trial.number} interrupted at step {result['step']}; run the same "
+                                  "command to resume it")
+            watch.step, watch.minutes = result["step"], result["elapsed"] / 60
+            value = score(Run(loaded.spec, RunDir(folder)), self.study)
+        except optuna.TrialPruned:
+            record.write("pruned", steps=watch.step, minutes=watch.minutes)
+            _attrs(trial, watch.step, watch.minutes)
+            raise
+        except Interrupted:
+            raise
+        except BaseException as e:
+            error = (str(e).strip() or type(e).__name__).splitlines()[0][:300]
+            if folder.is_dir():
+                record.write("failed", steps=watch.step, minutes=watch.minutes, error=error)
+            trial.set_user_attr("error", error)
+            _attrs(trial, watch.step, watch.minutes)
+            raise
+        _attrs(trial, watch.step, watch.minutes)
+        record.write("complete", steps=watch.step, minutes=watch.minutes, value=value)
+        return value
+
+
+def folder_number(trial: Any) -> int:
+    """The trial whose folder this one trains in: itself, or the first try of a trial tried again (a
+    retry carries the user attributes of the try it repeats)."""
+    return int(trial.user_attrs.get(FOLDER_OF, trial.number))
+
+
+def _trial_overrides(study: Study, folder: Path, number: int) -> list[str]:
+    """The trial's name, folder, budget, and the validations the pruner hears (the objective's metric)."""
+    objective, budget = study.spec.objective, study.spec.budget
+    out = [f"name={json.dumps(f'{study.name}-trial-{number}')}", f"output_dir={json.dumps(str(folder))}",
+           f"train.select.metric={objective.metric}", f"train.select.lines={json.dumps(objective.lines)}",
+           f"train.select.beam={objective.beam}"]
+    if budget.trial_steps is not None:
+        out.append(f"train.max_steps={budget.trial_steps}")
+    if budget.trial_minutes is not None:
+        out.append(f"train.max_minutes={budget.trial_minutes}")
+    return out
+
+
+class _Watch:
+    """The training events of a trial: passed on to the display, each validation's score reported to
+    the pruner (which may stop the trial there: ``optuna.TrialPruned`` out of the trainer)."""
+
+    def __init__(self, trial: Any, record: TrialRecord, emit: Event) -> None:
+        self.trial, self.record, self.emit = trial, record, emit
+        self.step, self.minutes = 0, 0.0
+        self.started = time.monotonic()
+
+    def __call__(self, kind: str, data: dict[str, Any]) -> None:
+        import optuna
+
+        self.emit(kind, data)
+        if kind == "log":
+            self.step, self.minutes = data["step"], data["elapsed"] / 60
+        if kind != "valid":
+            return
+        value = data.get("score", data["ppl"])
+        self.step = data["step"]
+        self.record.report(self.step, value)
+        self.trial.report(value, self.step)
+        if self.trial.should_prune():
+            self.emit("info", {"message": f"trial {self.trial.number} pruned at step {self.step} "
+                                          f"(validation {value:.4g})"})
+            raise optuna.TrialPruned(f"pruned at step {self.step}")
+
+
+def _attrs(trial: Any, steps: int, minutes: float) -> None:
+    trial.set_user_attr("steps", steps)
+    trial.set_user_attr("train_minutes", round(minutes, 3))
+
+
+def score(run: Run, study: Study) -> float:
+    """The finished trial's objective on the validation split, decoded as its spec's decode section says,
+    with its best or averaged weights (``objective.weights``); kept in the run as ``eval_valid.json``."""
+    from ..decoding.translator import load_translator
+    from ..parsing.evaluation import is_parsing
+
+    objective = study.spec.objective
+    translator = load_translator(run, average=0 if objective.weights == "average" else None)
+    if is_parsing(run.spec):
+        from ..parsing.evaluation import evaluate_parsing
+
+        result: EvalRecord = evaluate_parsing(run, translator, split="valid")[0]
+    else:
+        from ..decoding.evaluation import evaluate
+
+        result = evaluate(run, translator, split="valid")[0]
+    run.dir.write_eval(result)
+    return metric_of(result, objective.metric)
+
+
+def metric_of(result: EvalRecord, metric: str) -> float:
+    """``metric`` read from an evaluation record (f1: EVALB's, all lengths)."""
+    if metric == "ppl":
+        return result.perplexity
+    if metric == "f1":
+        if result.all is None:
+            raise TbuildError("objective f1 needs a parsing spec (a treebank data set)")
+        return float(result.all["f1"])
+    value = getattr(result, metric)
+    if value is None:
+        raise TbuildError(f"objective {metric}: the evaluation has no such score (a parsing run has f1)")
+    return float(value)
+
+
+class TrialRecord:
+    """``trial.json`` in the trial's run folder: its study, numbers, values, state and validations."""
+
+    def __init__(self, folder: Path, study: str, number: int, folder_trial: int, values: dict[str, Any]) -> None:
+        self.path = folder / TRIAL_FILE
+        old = read_trial(folder) or {}
+        self.data: dict[str, Any] = {"study": study, "trial": number, "folder_trial": folder_trial,
+                                     "values": values, "state": "running",
+                                     "validations": old.get("validations", {})}
+
+    def report(self, step: int, value: float) -> None:
+        self.data["validations"][str(step)] = value
+        self.write(self.data["state"])
+
+    def write(self, state: str, **fields: Any) -> None:
+        self.data.update(state=state, **fields)
+        atomic_write(self.path, (json.dumps(self.data, indent=1) + "\n").encode())
+
+
+def read_trial(folder: Path) -> dict[str, Any] | None:
+    """A trial folder's ``trial.json``, or None (none yet, or unreadable)."""
+    try:
+        return json.loads((folder / TRIAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
