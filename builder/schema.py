@@ -386,6 +386,23 @@ class InitSpec(StrictModel):
                                   "deepen a model.")
 
 
+class SelectSpec(StrictModel):
+    """How validation scores the model, picks best.safetensors and stops training early. The paper
+    selects nothing on a metric (§6.1 averages the last checkpoints); this is the usual practice."""
+
+    metric: Literal["ppl", "bleu", "bleu_lowercase", "chrf", "f1"] = Field(
+        "ppl", description="The score that picks best.safetensors: ppl (validation perplexity, lower is better), "
+        "bleu, bleu_lowercase or chrf (sacreBLEU on the decoded validation sources), or f1 (EVALB F1 of the "
+        "decoded trees; parsing only); all but ppl: higher is better."
+    )
+    lines: int | None = Field(None, ge=1, description="Decode only the first N validation lines for the metric "
+                              "(None: all).")
+    beam: int = Field(1, ge=1, description="Beam size of the validation decoding (1: greedy); length penalty and "
+                      "maximum length come from the decode section.")
+    patience: int | None = Field(None, ge=1, description="Stop training after this many validations in a row "
+                                 "without a better score (early stopping; equal is not better); None: never.")
+
+
 class TrainSpec(StrictModel):
     """Training (§5). Defaults are the paper's base-model settings."""
 
@@ -437,6 +454,10 @@ class TrainSpec(StrictModel):
     compile: bool = Field(
         False, description="torch.compile the model (one graph for all batch shapes). Off by default: not yet "
         "measured faster on a GPU, and slower on CPU.",
+    )
+    select: SelectSpec = Field(
+        default_factory=SelectSpec, description="The validation metric that picks best.safetensors, and early "
+        "stopping on it (default: perplexity, no early stop).",
     )
 
     @model_validator(mode="after")
@@ -524,6 +545,18 @@ class Spec(StrictModel):
     data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
     train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
     decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    @model_validator(mode="after")
+    def _select_fits_the_data(self) -> Spec:
+        select, parsing = self.train.select, isinstance(self.data.dataset, TreebankDataset)
+        if select.metric == "f1" and not parsing:
+            raise FieldError(("train", "select", "metric"), "f1 (EVALB) scores parse trees: it needs the treebank "
+                             "data set (data.dataset: treebank); for translation choose bleu, bleu_lowercase or chrf")
+        if self.data.valid is None and (select.metric != "ppl" or select.patience is not None):
+            what = "metric" if select.metric != "ppl" else "patience"
+            raise FieldError(("train", "select", what), f"train.select.{what} scores validations, and there are "
+                             "none: set data.valid")
+        return self
 
     def vocab_size(self) -> int:
         """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 import torch.distributed as dist
@@ -106,6 +106,23 @@ def any_rank(rank: Rank, flags: list[bool], device: torch.device) -> list[bool]:
     if not rank.distributed:
         return flags
     return [v > 0 for v in all_sum(rank, [float(f) for f in flags], device)]
+
+
+def from_main(rank: Rank, value: float, device: torch.device) -> float:
+    """The main process's ``value`` on every rank (one small collective), so that a decision taken on it
+    (the best weights, an early stop) is the same everywhere however the ranks' own values differ."""
+    if not rank.distributed:
+        return value
+    return all_sum(rank, [value if rank.is_main else 0.0], device)[0]
+
+
+def gather_objects(rank: Rank, value: Any) -> list[Any]:
+    """Every rank's (picklable) ``value``, in rank order, on every rank."""
+    if not rank.distributed:
+        return [value]
+    out: list[Any] = [None] * rank.world
+    dist.all_gather_object(out, value)
+    return out
 
 
 def wrap(model: nn.Module, strategy: Strategy, rank: Rank, device: torch.device) -> nn.Module:

@@ -19,21 +19,49 @@ class TrainState:
     epoch: int = 0
     batch_index: int = 0  # next batch of `epoch` to use
     elapsed: float = 0.0  # training seconds across resumes
-    best_ppl: float = math.inf
+    best_ppl: float = math.inf  # the lowest validation perplexity, whatever train.select.metric is
+    metric: str = "ppl"  # train.select.metric that best_score and stale count in
+    best_score: float | None = None  # the best validation score by that metric (None: no validation yet)
+    stale: int = 0  # validations in a row since the last better score (train.select.patience)
 
     def meta(self) -> dict[str, Any]:
         version, internal, gauss = random.getstate()
         return {"step": self.step, "epoch": self.epoch, "batch_index": self.batch_index,
                 "elapsed": self.elapsed, "best_ppl": self.best_ppl if math.isfinite(self.best_ppl) else None,
+                "metric": self.metric, "best_score": self.best_score, "stale_validations": self.stale,
                 "python_rng": [version, list(internal), gauss]}
 
     @classmethod
     def from_meta(cls, meta: dict[str, Any]) -> TrainState:
-        """The state saved in ``meta``; restores the Python RNG saved with it."""
+        """The state saved in ``meta``; restores the Python RNG saved with it. A checkpoint written before
+        ``train.select`` existed chose by perplexity: its best score is its best perplexity."""
         version, internal, gauss = meta["python_rng"]
         random.setstate((version, tuple(internal), gauss))
+        best_ppl = meta.get("best_ppl") or math.inf
+        metric = meta.get("metric", "ppl")
+        fallback = best_ppl if metric == "ppl" and math.isfinite(best_ppl) else None
         return cls(step=meta["step"], epoch=meta["epoch"], batch_index=meta["batch_index"],
-                   elapsed=meta["elapsed"], best_ppl=meta.get("best_ppl") or math.inf)
+                   elapsed=meta["elapsed"], best_ppl=best_ppl, metric=metric,
+                   best_score=meta.get("best_score", fallback), stale=meta.get("stale_validations", 0))
+
+    def select(self, metric: str) -> bool:
+        """Score validations by ``metric`` from now on; True when that starts the best score over (the
+        metric differs from the one the saved best score is in)."""
+        if metric == self.metric:
+            return False
+        self.metric, self.best_score, self.stale = metric, None, 0
+        return True
+
+    def record(self, score: float, *, lower_is_better: bool) -> bool:
+        """Count a validation's ``score``: True (and the new best) when it beats the best so far; equal is
+        not better, and neither is NaN (a diverged model). Otherwise one more stale validation."""
+        best = self.best_score
+        better = not math.isnan(score) and (best is None or (score < best if lower_is_better else score > best))
+        if better:
+            self.best_score, self.stale = score, 0
+        else:
+            self.stale += 1
+        return better
 
 
 class StopSignal:

@@ -47,6 +47,7 @@ from .compiled import compile_model
 from .distributed import Rank
 from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
+from .scoring import ValidScorer, lower_is_better, whole_model
 from .state import StopSignal, TrainState
 
 if TYPE_CHECKING:
@@ -91,6 +92,8 @@ class Trainer:
         self.schedule_offset = files.initial.schedule_offset  # steps the schedule is ahead of this run's own
         self.state, self.saved_step, resumed_data = self._restore()
         self._restart_data_if_changed(resumed_data)
+        self._select_metric()
+        self.scorer = ValidScorer.of(files.spec, files.tokenizer, policy) if self.valid_pairs is not None else None
         self.elapsed_before = self.state.elapsed  # training seconds of the earlier calls
         self.minutes: float | None = None  # this call's budget, set by train
         self._seed_dropout()
@@ -164,6 +167,14 @@ class Trainer:
             self.info(f"data.train was prepared anew since step {self.state.step}: reading it from the start "
                       f"of epoch {self.state.epoch + 1}")
 
+    def _select_metric(self) -> None:
+        """Validations count by train.select.metric; a best score saved in another metric starts over."""
+        metric = self.cfg.select.metric
+        before = self.state.metric
+        if self.state.select(metric) and self.state.step:
+            self.info(f"train.select.metric changed from {before} to {metric}: the best score starts over "
+                      "(best.safetensors is replaced at the next validation)")
+
     # ------------------------------------------------------------------ one update
 
     def step(self) -> dict[str, Any]:
@@ -214,25 +225,43 @@ class Trainer:
     # ------------------------------------------------------------------ validation and checkpoints
 
     def validate(self) -> None:
-        """Validation loss and perplexity; the best weights so far go to best.safetensors. Every
-        process validates (an FSDP2 forward gathers weights from all), only the main one writes."""
+        """Validation loss and perplexity, and the score of train.select.metric: the perplexity itself,
+        or the decoded validation lines' BLEU, chrF or F1 (``scoring.py``). A better score than any
+        before saves best.safetensors; another counts toward train.select.patience. Every process
+        validates (an FSDP2 forward gathers weights from all) and takes the main one's score, so all
+        decide alike; only the main one writes."""
         if self.valid_pairs is None:
             return
         result = evaluate_loss(self.model, self.valid_pairs, batch_tokens=self.cfg.batch_tokens,
                                label_smoothing=self.cfg.label_smoothing, policy=self.policy)
+        weights, score = self._decoded_score() if self.scorer is not None else (None, result["ppl"])
         self.model.train()
-        record = {"step": self.state.step, "epoch": self.state.epoch + 1, **result}
-        if result["ppl"] < self.state.best_ppl:
-            self.state.best_ppl = result["ppl"]
+        score = distributed.from_main(self.rank, score, self.policy.device)
+        metric = self.cfg.select.metric
+        self.state.best_ppl = min(self.state.best_ppl, result["ppl"])
+        record = {"step": self.state.step, "epoch": self.state.epoch + 1, **result, "metric": metric, "score": score}
+        if self.state.record(score, lower_is_better=lower_is_better(metric)):
             record["best"] = True
-            weights = self._weights()  # a collective under FSDP2: every process takes part
+            if weights is None:
+                weights = self._weights()  # a collective under FSDP2: every process takes part
             if self.rank.is_main:
                 save_weights(self.run.best, {f"model.{k}": v for k, v in weights.items()},
                              {"architecture": self.spec.architecture_hash(), "step": self.state.step,
-                              "valid_ppl": result["ppl"]})
+                              "valid_ppl": result["ppl"], "metric": metric, "valid_score": score})
         if self.metrics is not None:
             self.metrics.write_valid(record)
         self.emit("valid", record)
+
+    def _decoded_score(self) -> tuple[dict[str, torch.Tensor] | None, float]:
+        """The metric's score of the decoded validation lines, each process decoding its share with the
+        model; under FSDP2 every process gathers the whole weights (returned, for best.safetensors) and
+        the main one decodes all lines with a plain copy of the model holding them."""
+        assert self.scorer is not None
+        if not self.sharded:
+            return None, self.scorer.scored(self.model, self.rank)
+        weights = self._weights()  # a collective: every process takes part
+        model = whole_model(self.spec, weights, self.policy.device) if self.rank.is_main else None
+        return weights, self.scorer.scored(model, self.rank, whole=True)
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The whole model's tensors on the CPU (gathered from the shards under FSDP2)."""
@@ -263,14 +292,20 @@ class Trainer:
     # ------------------------------------------------------------------ the loop
 
     def stop_reason(self) -> str | None:
-        """Why training stops now (max_steps, max_epochs, max_minutes: the run's totals; minutes: this
-        call's budget), or None."""
+        """Why training stops now (max_steps, max_epochs, max_minutes: the run's totals; patience: the
+        early stop of train.select; minutes: this call's budget), or None."""
         cfg, state = self.cfg, self.state
         if cfg.max_steps is not None and state.step >= cfg.max_steps:
             return "max_steps"
         if cfg.max_epochs is not None and state.epoch >= cfg.max_epochs:
             return "max_epochs"
-        return self._time_reason()
+        return self._patience_reason() or self._time_reason()
+
+    def _patience_reason(self) -> str | None:
+        """The patience stop, when train.select.patience validations in a row found no better score (the count
+        is the same on every process: it counts the main process's scores)."""
+        patience = self.cfg.select.patience
+        return "patience" if patience is not None and self.state.stale >= patience else None
 
     def _time_reason(self) -> str | None:
         if self.cfg.max_minutes is not None and self.state.elapsed >= 60 * self.cfg.max_minutes:
@@ -288,6 +323,10 @@ class Trainer:
             return f"--minutes {self.minutes:g} done; run the same command to train more"
         if reason in ("max_steps", "max_epochs"):
             return f"train.{reason}={getattr(cfg, reason)} reached"
+        if reason == "patience":
+            best = "none" if self.state.best_score is None else f"{self.state.best_score:.4g}"
+            return (f"early stop: {self.state.stale} validations in a row without a better {self.state.metric} "
+                    f"(train.select.patience={cfg.select.patience}; best {best}, in best.safetensors)")
         return reason
 
     def _agree(self, stop: StopSignal, last_save: float) -> tuple[str | None, bool, bool]:
@@ -305,8 +344,9 @@ class Trainer:
     def train(self, *, minutes: float | None = None,
               after_step: Callable[[int], None] = lambda step: None) -> dict[str, Any]:
         """Step until a stop (max steps/epochs/minutes; ``minutes`` caps this call, ``train.max_minutes``
-        the run over all resumes; or Ctrl-C/SIGTERM on any process: a clean stop at a step boundary);
-        validate at the end and save a final checkpoint. ``after_step(step)`` is the entry point's
+        the run over all resumes; ``train.select.patience`` validations without a better score; or
+        Ctrl-C/SIGTERM on any process: a clean stop at a step boundary); validate at the end (unless the
+        stop came from a validation) and save a final checkpoint. ``after_step(step)`` is the entry point's
         housekeeping between steps (e.g. trimming the heap). The run's lock is released however it ends."""
         self.minutes, stop = minutes, StopSignal()
         try:
@@ -319,8 +359,8 @@ class Trainer:
         state = self.state
         # stop_requested: a Ctrl-C that came with another stop (the last step) still asks the caller to stop
         result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
-                  "elapsed": state.elapsed, "elapsed_call": state.elapsed - self.elapsed_before,
-                  "stop_requested": stop.requested}
+                  "metric": state.metric, "best_score": state.best_score, "elapsed": state.elapsed,
+                  "elapsed_call": state.elapsed - self.elapsed_before, "stop_requested": stop.requested}
         self.emit("end", result)
         return result
 
@@ -346,10 +386,11 @@ class Trainer:
                 self.emit("log", record)
             if state.step % cfg.validate_every == 0 and reason is None:
                 self.validate()
+                reason = self._patience_reason()
             if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or timed:
                 self.save_checkpoint()
                 last_save = time.monotonic()
-        if reason is not None:
+        if reason not in (None, "patience"):  # patience: this step has just been validated
             self.validate()
         self.save_checkpoint()
         return reason or "interrupted"

@@ -1,0 +1,120 @@
+"""Validation by the task's metric (``train.select``): the first ``lines`` validation sources decoded
+with the model being trained (``Translator`` around it, beam ``select.beam``, length penalty and
+maximum length from the spec's ``decode`` section) and scored as ``tbuild evaluate`` scores a split:
+sacreBLEU BLEU, lowercased BLEU or chrF against the references (``decoding/evaluation.py``), or for a
+parsing run EVALB F1 of the outputs repaired into trees with the gold tags (``parsing/evaluation.py``).
+
+On several processes each decodes a share of the lines and every process scores all of them, gathered:
+the same outputs, the same score everywhere."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+from torch import nn
+
+from tbuild.builder import build_model
+from tbuild.builder.schema import Spec
+
+from ..checkpoint import load_model_weights
+from ..data.datasets import read_split
+from ..data.tokenizer import Tokenizer
+from ..data.treebank import gold_file
+from ..data.trees import read_treebank
+from ..decoding.request import DecodeRequest
+from ..decoding.translator import DEFAULT_MAX_SOURCE, Translator
+from ..errors import DataError
+from ..parsing.evalb import collins, evalb, read_lines
+from ..parsing.evaluation import style_of, to_trees, tree_rule_for
+from ..policy import Policy
+from . import distributed
+from .distributed import Rank
+
+LOWER_IS_BETTER = frozenset({"ppl"})  # every other metric: higher is better
+
+
+def lower_is_better(metric: str) -> bool:
+    return metric in LOWER_IS_BETTER
+
+
+@dataclass
+class ValidScorer:
+    """The validation lines a metric decodes and what it scores them against: target lines (bleu,
+    bleu_lowercase, chrf) or gold trees (f1, with each tree's tags)."""
+
+    spec: Spec
+    tokenizer: Tokenizer
+    policy: Policy
+    metric: str
+    sources: list[str]
+    references: list[str]
+    tags: list[list[str]] | None = None  # f1: the gold trees' tags, put back on the repaired outputs
+
+    @classmethod
+    def of(cls, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> ValidScorer | None:
+        """The scorer of ``spec.train.select`` (None for ppl, which decodes nothing), its lines read as
+        ``tbuild evaluate --split valid`` reads them."""
+        select = spec.train.select
+        if select.metric == "ppl" or spec.data.valid is None:
+            return None
+        sources, references = read_split(spec.data, "valid", lambda _: None)
+        sources = sources[: select.lines]
+        if select.metric != "f1":
+            return cls(spec, tokenizer, policy, select.metric, sources, references[: select.lines])
+        gold = read_lines(gold_file(spec.data, "valid"))[: select.lines]
+        if len(gold) != len(sources):
+            raise DataError(f"data.valid: {len(sources)} source lines but {len(gold)} gold trees")
+        tags = [next(read_treebank(line, f"gold tree {i}")).tags() for i, line in enumerate(gold, 1)]
+        return cls(spec, tokenizer, policy, "f1", sources, gold, tags)
+
+    def request(self, translator: Translator, lines: list[str]) -> DecodeRequest:
+        """The decode section's lengths and length penalty with ``select.beam``, one best output, no
+        sampling; a parsing run's outputs kept well-formed trees as ``tbuild evaluate`` keeps them."""
+        return DecodeRequest.of(self.spec.decode, beam=self.spec.train.select.beam, nbest=1, sampling=None,
+                                step_rule=tree_rule_for(self.spec, translator, lines))
+
+    def decode(self, model: nn.Module, indices: list[int]) -> list[str]:
+        """The outputs of the sources ``indices`` decoded with ``model`` in eval mode, without gradients
+        (the caller puts the model back into training mode)."""
+        lines = [self.sources[i] for i in indices]
+        if not lines:
+            return []
+        max_positions = self.spec.model.max_positions
+        translator = Translator(model, self.tokenizer, self.policy, "training", max_positions or DEFAULT_MAX_SOURCE,
+                                max_positions)
+        model.eval()
+        with torch.no_grad():
+            results = translator.translate(lines, self.request(translator, lines))
+        return [self.tokenizer.decode(h[0].tokens) if h else "" for h in results]
+
+    def score(self, outputs: list[str]) -> float:
+        """The metric of ``outputs`` (one per source line) against the references."""
+        if self.metric == "f1":
+            trees, _ = to_trees(outputs, self.sources, self.tags, style_of(self.spec))
+            return float(evalb(self.references, trees, collins()).all.to_json()["f1"])
+        scorer = {"bleu": BLEU(), "bleu_lowercase": BLEU(lowercase=True), "chrf": CHRF()}[self.metric]
+        return float(scorer.corpus_score(outputs, [self.references]).score)
+
+    def scored(self, model: nn.Module | None, rank: Rank, *, whole: bool = False) -> float:
+        """The score of all lines: each rank decodes every world-th line from its own index with ``model``
+        (``whole``: the main rank decodes all of them, the others none and may pass no model), and every
+        rank scores the gathered outputs."""
+        n = len(self.sources)
+        share = (list(range(n)) if rank.is_main else []) if whole else list(range(rank.index, n, rank.world))
+        outputs = self.decode(model, share) if share else []  # a rank with a share has a model
+        texts = [""] * n
+        for indices, decoded in distributed.gather_objects(rank, (share, outputs)):
+            for i, text in zip(indices, decoded, strict=True):
+                texts[i] = text
+        return self.score(texts)
+
+
+def whole_model(spec: Spec, weights: dict[str, torch.Tensor], device: torch.device) -> nn.Module:
+    """A plain (unsharded) model holding ``weights`` (an FSDP2 model's, gathered) on ``device``; built
+    with the torch RNG forked, so that validating draws no random numbers training would have drawn."""
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(spec)
+    load_model_weights(model, {f"model.{k}": v for k, v in weights.items()}, "the gathered weights")
+    return model.to(device)
