@@ -18,8 +18,8 @@ from .plot import plot
 from .serve import serve
 from .specs import components, schema, validate
 from .sweep import sweep
-from .tune import tune
 from .train import train
+from .tune import tune
 
 app = typer.Typer(
     help="Build, train, decode and evaluate Transformer translation models from YAML specs.",

@@ -52,8 +52,9 @@ class Reporter:
 
     def on_valid(self, r: dict[str, Any]) -> None:
         best = " (best)" if r.get("best") else ""
+        score = f" {r['metric']} {r['score']:.2f}" if r.get("metric", "ppl") != "ppl" else ""
         self.print(f"[cyan]valid[/] step {r['step']} epoch {r['epoch']}: loss {r['loss']:.3f} "
-                   f"nll {r['nll']:.3f} ppl {r['ppl']:.2f}{best}")
+                   f"nll {r['nll']:.3f} ppl {r['ppl']:.2f}{score}{best}")
 
     def on_epoch(self, r: dict[str, Any]) -> None:
         if self.progress is None:

@@ -7,7 +7,9 @@ marked failed by the next worker and tried again, resuming its run folder, ``sto
 
 from __future__ import annotations
 
+import itertools
 import logging
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -44,16 +46,20 @@ def open_study(study: Study, url: str | None = None) -> Any:
     cfg = study.spec.storage
     retry = (RetryHeartbeatStaleTrialCallback(max_retry=cfg.retries, inherit_intermediate_values=True)
              if cfg.retries else None)
-    try:
-        storage = RDBStorage(url, engine_kwargs=_engine_kwargs(url), heartbeat_interval=cfg.heartbeat_seconds,
-                             grace_period=2 * cfg.heartbeat_seconds, heartbeat_stale_trial_callback=retry)
-        direction = "maximize" if study.spec.objective.maximize else "minimize"
-        return optuna.create_study(study_name=study.name, storage=storage, sampler=sampler(study),
-                                   pruner=pruner(study), direction=direction, load_if_exists=True)
-    except (ImportError, ValueError) as e:  # an unknown database driver, a URL it cannot read, another direction
-        raise TbuildError(f"--storage {url}: {str(e).strip().splitlines()[0]}") from None
-    except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors (database unreachable, locked) are not exported here
-        raise TbuildError(f"storage {url}: {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+    direction = "maximize" if study.spec.objective.maximize else "minimize"
+    for attempt in itertools.count():
+        try:
+            storage = RDBStorage(url, engine_kwargs=_engine_kwargs(url), heartbeat_interval=cfg.heartbeat_seconds,
+                                 grace_period=2 * cfg.heartbeat_seconds, heartbeat_stale_trial_callback=retry)
+            return optuna.create_study(study_name=study.name, storage=storage, sampler=sampler(study),
+                                       pruner=pruner(study), direction=direction, load_if_exists=True)
+        except (ImportError, ValueError) as e:  # an unknown database driver, a URL it cannot read, another direction
+            raise TbuildError(f"--storage {url}: {str(e).strip().splitlines()[0]}") from None
+        except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors are not exported here
+            if "IntegrityError" in type(e).__name__ and attempt < 4:
+                time.sleep(0.5 * (attempt + 1))  # another worker created the tables or the study at the same time
+                continue
+            raise TbuildError(f"storage {url}: {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:
