@@ -30,6 +30,7 @@ class TrialRow:
     steps: int | None
     minutes: float | None
     folder: str
+    baseline: bool = False
 
 
 def trial_rows(optuna_study: Any) -> list[TrialRow]:
@@ -38,7 +39,7 @@ def trial_rows(optuna_study: Any) -> list[TrialRow]:
     for t in optuna_study.get_trials(deepcopy=False):
         a = t.user_attrs
         rows.append(TrialRow(t.number, t.state.name.lower(), t.value, a.get("values", {}), a.get("steps"),
-                             a.get("train_minutes"), a.get("folder", "")))
+                             a.get("train_minutes"), a.get("folder", ""), bool(a.get("baseline"))))
     return rows
 
 
@@ -76,7 +77,9 @@ def write_report(study: Study, optuna_study: Any) -> list[Path]:
     written = [folder / "trials.csv"]
     atomic_write(written[0], out.getvalue().encode())
     weights = importances(optuna_study)
-    atomic_write(folder / "report.md", markdown(study, table, best_trial(optuna_study), weights).encode())
+    shown = [table[0]] + [[f"{row[0]} (base)" if r.baseline else row[0], *row[1:]]
+                          for r, row in zip(rows, table[1:], strict=True)]
+    atomic_write(folder / "report.md", markdown(study, shown, best_trial(optuna_study), weights).encode())
     written.append(folder / "report.md")
     return written + _plots(optuna_study, folder, weights is not None)
 

@@ -56,3 +56,34 @@ def _ask(trial: Suggests, key: str, param: Param) -> Any:
     if all(c is None or isinstance(c, bool | int | float | str) for c in choices):
         return trial.suggest_categorical(key, choices)
     return choices[trial.suggest_categorical(key, list(range(len(choices))))]
+
+
+def base_values(space: dict[str, Param], spec: dict[str, Any]) -> dict[str, Any]:
+    """The base spec's own value of each sampled parameter that the space admits (a conditional one only
+    where its condition holds for those values): the baseline trial's point, as Optuna's params (a
+    non-scalar choice by its index, as ``_ask`` asks for it)."""
+    values: dict[str, Any] = {}
+    for key, param in space.items():
+        value = _at(spec, key)
+        if param.same_as is not None or value is _MISSING or not param.admits(value):
+            continue
+        if any(values.get(name, _MISSING) not in allowed for name, allowed in param.when.items()):
+            continue
+        values[key] = value
+    return {key: _param_value(space[key], value) for key, value in values.items()}
+
+
+def _at(spec: dict[str, Any], key: str) -> Any:
+    node: Any = spec
+    for part in key.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+def _param_value(param: Param, value: Any) -> Any:
+    choices = param.choice
+    if choices is None or all(c is None or isinstance(c, bool | int | float | str) for c in choices):
+        return value
+    return choices.index(value)

@@ -57,6 +57,17 @@ class Param(StrictModel):
     def kind(self) -> str:
         return next(k for k in ("float", "int", "choice", "same_as") if getattr(self, k) is not None)
 
+    def admits(self, value: Any) -> bool:
+        """Whether ``value`` is a point of this parameter's range or choices."""
+        if self.choice is not None:
+            return value in self.choice
+        bounds = self.float or self.int
+        if bounds is None or isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        low, high = bounds
+        on_step = self.step is None or abs((value - low) / self.step - round((value - low) / self.step)) < 1e-9
+        return low <= value <= high and on_step and (self.float is not None or value == round(value))
+
     def corners(self) -> list[Any]:
         """The values to check against the schema before anything trains: both ends, or every choice."""
         if self.choice is not None:
@@ -154,6 +165,8 @@ class StudySpec(StrictModel):
     sampler: Sampler = Field(default_factory=Sampler)
     pruner: Pruner = Field(default_factory=Pruner)
     storage: Storage = Field(default_factory=Storage)
+    baseline: bool = Field(True, description="The first trial takes the base spec's own values (those inside the "
+                           "space), so that every other trial is compared with the spec it would replace.")
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,10 @@ def open_study(study: Study, url: str | None = None) -> Any:
         try:
             storage = RDBStorage(url, engine_kwargs=_engine_kwargs(url), heartbeat_interval=cfg.heartbeat_seconds,
                                  grace_period=2 * cfg.heartbeat_seconds, heartbeat_stale_trial_callback=retry)
-            return optuna.create_study(study_name=study.name, storage=storage, sampler=sampler(study),
-                                       pruner=pruner(study), direction=direction, load_if_exists=True)
+            created = optuna.create_study(study_name=study.name, storage=storage, sampler=sampler(study),
+                                          pruner=pruner(study), direction=direction, load_if_exists=True)
+            _baseline(study, created)
+            return created
         except (ImportError, ValueError) as e:  # an unknown database driver, a URL it cannot read, another direction
             raise TbuildError(f"--storage {url}: {str(e).strip().splitlines()[0]}") from None
         except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors are not exported here
@@ -60,6 +62,17 @@ def open_study(study: Study, url: str | None = None) -> Any:
                 time.sleep(0.5 * (attempt + 1))  # another worker created the tables or the study at the same time
                 continue
             raise TbuildError(f"storage {url}: {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
+
+
+def _baseline(study: Study, optuna_study: Any) -> None:
+    """A new study's first trial: the base spec's own values (``baseline``; the grid sampler has its own order)."""
+    from .space import base_values
+
+    if not study.spec.baseline or study.spec.sampler.kind == "grid" or optuna_study.get_trials(deepcopy=False):
+        return
+    params = base_values(study.spec.space, study.load({}).spec.model_dump(mode="json"))
+    if params:
+        optuna_study.enqueue_trial(params, user_attrs={"baseline": True})
 
 
 def _engine_kwargs(url: str) -> dict[str, Any]:

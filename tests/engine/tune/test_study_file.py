@@ -11,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import SpecError
-from tbuild.engine.tune.space import suggest
+from tbuild.engine.tune.space import base_values, suggest
 from tbuild.engine.tune.spec import Param, load_study
 from tests.conftest import REPO
 
@@ -136,3 +136,18 @@ def test_conditions_and_ties_decide_what_is_asked() -> None:
     assert "model.encoder.heads" not in suggest(space, FakeTrial())  # its condition fails: the base's value stays
     space["model.encoder.heads"] = Param.model_validate({"choice": [[1, 2], [3]]})
     assert suggest(space, FakeTrial())["model.encoder.heads"] == [3]  # a list choice goes by its index
+
+
+def test_the_baseline_trial_takes_the_base_specs_values_inside_the_space(tmp_path: Path) -> None:
+    study = load_study(_study(tmp_path, GOOD))
+    base = study.load({}).spec.model_dump(mode="json")
+    assert base_values(study.spec.space, base) == {"train.schedule.lr": 1e-3, "model.encoder.layers": 3,
+                                                   "model.encoder.heads": 4}  # decoder layers: tied, not asked
+    base["model"]["encoder"]["layers"] = 2  # heads' condition fails: heads left to the sampler
+    assert "model.encoder.heads" not in base_values(study.spec.space, base)
+    base["train"]["schedule"]["lr"] = 1.0  # outside the range
+    assert "train.schedule.lr" not in base_values(study.spec.space, base)
+    stepped = Param.model_validate({"int": [200, 1200], "step": 200})
+    assert stepped.admits(1000) and not stepped.admits(1100) and not stepped.admits(1400)
+    assert Param.model_validate({"float": [0.1, 0.3]}).admits(0.2)
+    assert not Param.model_validate({"int": [1, 3]}).admits(1.5)

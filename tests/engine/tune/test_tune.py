@@ -55,6 +55,8 @@ def test_a_two_trial_study_trains_reports_and_writes_a_best_spec_that_trains(tmp
     assert result.exit_code == 0, result.output
     trials = _trials(tmp_path / "study")
     assert list(trials) == ["trial-000", "trial-001"]
+    assert trials["trial-000"]["values"] == {"train.schedule.lr": 1e-3, "model.dropout.residual": 0.1}  # the base
+    assert trials["trial-001"]["values"] != trials["trial-000"]["values"]
     assert all(t["state"] == "complete" and t["steps"] == 4 and set(t["validations"]) == {"2", "4"}
                for t in trials.values())
     for name, t in trials.items():  # the objective is the run's own validation score, kept in the run
@@ -97,7 +99,7 @@ def test_a_pruner_prunes_by_its_rule_and_the_folder_says_so(tmp_path: Path, tiny
     assert [t["state"] for t in trials.values()] == ["pruned", "pruned"]
     assert all(t["steps"] == 2 and list(t["validations"]) == ["2"] for t in trials.values())
     assert "trial 1 pruned at step 2" in result.output
-    assert "| 0 | pruned |" in (tmp_path / "study" / "report.md").read_text()
+    assert "| 0 (base) | pruned |" in (tmp_path / "study" / "report.md").read_text()
     best = runner.invoke(app, ["tune", str(study), "--best"])
     assert best.exit_code == 2 and "no complete trial yet" in best.output
 
