@@ -211,5 +211,7 @@ def test_two_processes_score_and_stop_as_one(tiny_corpus: Path, tmp_path: Path, 
     assert [r.get("best") for r in b] == [r.get("best") for r in a]
     (wa, ma), (wb, mb) = (read_checkpoint(tmp_path / run / "best.safetensors") for run in ("one", "two"))
     assert (mb["step"], mb["metric"]) == (ma["step"], "bleu") and mb["valid_score"] == pytest.approx(ma["valid_score"])
-    for k in wa:
+    # the key bias cancels in the softmax: its gradient is rounding noise that Adam scales up to full steps,
+    # differently on 1 and 2 processes (test_distributed.py leaves it out for the same reason)
+    for k in (k for k in wa if not k.endswith("w_k.bias")):
         torch.testing.assert_close(wb[k], wa[k], rtol=1e-5, atol=1e-6, msg=k)
