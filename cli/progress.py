@@ -78,6 +78,13 @@ class Reporter:
         self.print(f"stopped at step {r['step']}: {r['why']} ({r['elapsed_call'] / 60:.1f} min this time, "
                    f"{r['elapsed'] / 60:.1f} in all{best})")
 
+    def on_stopped(self, r: dict[str, Any]) -> None:
+        """Training ended by its caller before the trainer's end (a tune trial pruned or failed)."""
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+        self.print(f"stopped: {r['why']}")
+
     def on_other(self, r: dict[str, Any]) -> None:
         pass
 

@@ -50,7 +50,7 @@ class TrialRun:
         for key, value in ((FOLDER_OF, number), ("values", values), ("folder", str(folder))):
             trial.set_user_attr(key, value)
         self.say(f"trial {trial.number}: " + (", ".join(f"{k}={_short(v)}" for k, v in values.items()) or "the base")
-                 + (f" (resuming trial {number}'s run)" if number != trial.number else ""))
+                 + (f" (resuming trial {number}'s run)" if number != trial.number else "") + _best_so_far(trial))
         record = TrialRecord(folder, self.study.name, trial.number, number, values)
         watch = _Watch(trial, record, self.emit_for(trial.number, values))
         try:
@@ -64,7 +64,8 @@ class TrialRun:
                                   "command to resume it")
             watch.step, watch.minutes = result["step"], result["elapsed"] / 60
             value = score(Run(loaded.spec, RunDir(folder)), self.study)
-        except optuna.TrialPruned:
+        except optuna.TrialPruned as e:
+            watch.emit("stopped", {"why": str(e)})  # the display closes what the trainer's end would have
             record.write("pruned", steps=watch.step, minutes=watch.minutes)
             _attrs(trial, watch.step, watch.minutes)
             raise
@@ -72,6 +73,7 @@ class TrialRun:
             raise
         except BaseException as e:
             error = (str(e).strip() or type(e).__name__).splitlines()[0][:300]
+            watch.emit("stopped", {"why": f"failed: {error}"})
             if folder.is_dir():
                 record.write("failed", steps=watch.step, minutes=watch.minutes, error=error)
             trial.set_user_attr("error", error)
@@ -123,9 +125,7 @@ class _Watch:
         self.record.report(self.step, value)
         self.trial.report(value, self.step)
         if self.trial.should_prune():
-            self.emit("info", {"message": f"trial {self.trial.number} pruned at step {self.step} "
-                                          f"(validation {value:.4g})"})
-            raise optuna.TrialPruned(f"pruned at step {self.step}")
+            raise optuna.TrialPruned(f"trial {self.trial.number} pruned at step {self.step} (validation {value:.4g})")
 
 
 def _attrs(trial: Any, steps: int, minutes: float) -> None:
@@ -192,6 +192,13 @@ def read_trial(folder: Path) -> dict[str, Any] | None:
         return json.loads((folder / TRIAL_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
+
+
+def _best_so_far(trial: Any) -> str:
+    try:
+        return f"; best so far: {trial.study.best_value:.4g} (trial {trial.study.best_trial.number})"
+    except ValueError:  # no complete trial yet
+        return ""
 
 
 def _short(value: Any) -> str:
