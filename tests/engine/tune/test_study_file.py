@@ -151,3 +151,9 @@ def test_the_baseline_trial_takes_the_base_specs_values_inside_the_space(tmp_pat
     assert stepped.admits(1000) and not stepped.admits(1100) and not stepped.admits(1400)
     assert Param.model_validate({"float": [0.1, 0.3]}).admits(0.2)
     assert not Param.model_validate({"int": [1, 3]}).admits(1.5)
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "specs" / "tune").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_shipped_studies_validate(path: Path) -> None:
+    study = load_study(path)
+    assert study.spec.objective.metric == "bleu" and study.spec.budget.minutes
