@@ -242,6 +242,11 @@ class TreebankDataset(DatasetSpec):
     linearization: Literal["xx", "tags"] = Field(
         "xx", description="xx: pre-terminals as XX, as Vinyals & Kaiser et al. (2014); tags: the "
         "part-of-speech tags kept (tensor2tensor).")
+    order: Literal["top_down", "in_order"] = Field(
+        "top_down", description="top_down: each constituent's label before its children, (S (NP XX )NP "
+        "(VP XX )VP )S, as Vinyals & Kaiser et al. (2014); in_order: the label after its first child, "
+        "XX (NP )NP (S XX (VP )VP )S (Liu & Zhang 2017, In-Order Transition-based Constituent Parsing; "
+        "better for sequence-to-sequence parsing in Fernandez-Gonzalez & Gomez-Rodriguez 2020).")
     well_formed: bool = Field(
         True, description="Decode only well-formed trees over exactly the input words (matched brackets, one "
         "leaf per word; engine/parsing/constrained.py); false: decode freely, then repair.")

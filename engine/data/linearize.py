@@ -1,7 +1,14 @@
-"""Trees as token sequences, and back. Linearized depth-first as in Vinyals & Kaiser et al. (2014),
-which §6.3 compares with: ``(S (NP XX XX )NP (VP XX )VP XX )S``, each pre-terminal as ``XX`` (style
-``xx``) or as its tag (style ``tags``, as tensor2tensor does); the TOP root is left out. A decoded
-sequence is repaired into a tree over exactly the input words before it is written or scored."""
+"""Trees as token sequences, and back. Two orders (``data.dataset.order``), each pre-terminal as ``XX``
+(style ``xx``) or as its tag (style ``tags``, as tensor2tensor does); the TOP root is left out.
+
+- ``top_down``: depth-first as in Vinyals & Kaiser et al. (2014), which §6.3 compares with:
+  ``(S (NP XX XX )NP (VP XX )VP XX )S``.
+- ``in_order`` (Liu & Zhang 2017, "In-Order Transition-based Constituent Parsing"; better than top-down
+  for sequence-to-sequence parsing in Fernández-González & Gómez-Rodríguez 2020): a constituent's opening
+  label comes after its first child, ``lin(c1) (X lin(c2) … lin(cn) )X``:
+  ``XX (NP XX )NP (S XX (VP )VP XX )S`` for the same tree.
+
+A decoded sequence is repaired into a tree over exactly the input words before it is written or scored."""
 
 from __future__ import annotations
 
@@ -11,11 +18,21 @@ from typing import Literal
 from .trees import Tree
 
 Style = Literal["xx", "tags"]
+Order = Literal["top_down", "in_order"]
 LEAF = "XX"
 _ESCAPE = {"(": "-LRB-", ")": "-RRB-"}  # a word that is a bracket would break the tree's text
 
 
-def linearize(tree: Tree, style: Style = "xx") -> str:
+@dataclass(frozen=True)
+class TreeForm:
+    """How a run writes its trees as tokens: the leaf token (``data.dataset.linearization``) and the
+    order of a constituent's opening bracket (``data.dataset.order``)."""
+
+    style: Style = "xx"
+    order: Order = "top_down"
+
+
+def linearize(tree: Tree, style: Style = "xx", order: Order = "top_down") -> str:
     """The token sequence of a (cleaned) tree, its TOP root left out."""
     tokens: list[str] = []
 
@@ -23,10 +40,13 @@ def linearize(tree: Tree, style: Style = "xx") -> str:
         if node.is_preterminal:
             tokens.append(LEAF if style == "xx" else node.label)
             return
+        children = [c for c in node.children if isinstance(c, Tree)]
+        if order == "in_order" and children:  # the first child, then the label: Liu & Zhang (2017)
+            walk(children[0])
+            children = children[1:]
         tokens.append(f"({node.label}")
-        for child in node.children:
-            if isinstance(child, Tree):
-                walk(child)
+        for child in children:
+            walk(child)
         tokens.append(f"){node.label}")
 
     for child in tree.children if tree.label == "TOP" else [tree]:
@@ -46,6 +66,7 @@ class Repair:
     leaves_dropped: int = 0  # more leaves than words: the extra ones dropped
     empty_removed: int = 0  # constituents left with no word: removed
     junk_dropped: int = 0  # style xx: tokens neither a bracket nor XX (pieces of words): dropped
+    open_without_child: int = 0  # in_order: '(X' with no completed item before it: opened without one
 
     @property
     def needed(self) -> bool:
@@ -69,34 +90,23 @@ def _prune(node: Tree, fix: Repair) -> bool:
     return bool(kept)
 
 
+def _kind(tok: str, style: Style) -> str:
+    """``open``, ``close``, ``leaf`` or ``junk`` (style xx: a token neither a bracket nor XX)."""
+    if tok.startswith("(") and len(tok) > 1:
+        return "open"
+    if tok.startswith(")"):
+        return "close"
+    return "junk" if style == "xx" and tok != LEAF else "leaf"
+
+
 def repair(sequence: str, words: list[str], tags: list[str] | None = None, style: Style = "xx",
-           ) -> tuple[Tree, Repair]:
-    """The tree a decoded ``sequence`` stands for, over exactly ``words``, and how it was repaired.
-    Leaf ``i`` gets ``words[i]`` and the tag ``tags[i]`` if given (the gold tags, when scoring), else
-    ``XX`` (style xx) or the leaf token itself, a predicted tag (style tags)."""
+           order: Order = "top_down") -> tuple[Tree, Repair]:
+    """The tree a decoded ``sequence`` (written in ``order``) stands for, over exactly ``words``, and how
+    it was repaired. Leaf ``i`` gets ``words[i]`` and the tag ``tags[i]`` if given (the gold tags, when
+    scoring), else ``XX`` (style xx) or the leaf token itself, a predicted tag (style tags)."""
     fix = Repair()
-    root = Tree("TOP")
-    stack = [root]
-    n = 0
-    for tok in sequence.split():
-        if tok.startswith("(") and len(tok) > 1:
-            node = Tree(tok[1:])
-            stack[-1].children.append(node)
-            stack.append(node)
-        elif tok.startswith(")"):
-            if len(stack) == 1:
-                fix.extra_close += 1
-                continue
-            node = stack.pop()
-            fix.mismatched_close += len(tok) > 1 and tok[1:] != node.label
-        elif style == "xx" and tok != LEAF:
-            fix.junk_dropped += 1
-        elif n < len(words):
-            stack[-1].children.append(_leaf(words, tags, n, tok))
-            n += 1
-        else:
-            fix.leaves_dropped += 1
-    fix.unclosed = len(stack) - 1
+    read = _read_in_order if order == "in_order" else _read_top_down
+    root, n = read(sequence.split(), words, tags, style, fix)
     if n < len(words):  # under the one top constituent if there is one (usually S), else under TOP
         only = root.children[0] if len(root.children) == 1 else None
         target = only if isinstance(only, Tree) and not only.is_preterminal else root
@@ -104,6 +114,83 @@ def repair(sequence: str, words: list[str], tags: list[str] | None = None, style
         fix.leaves_added = len(words) - n
     _prune(root, fix)
     return root, fix
+
+
+def _read_top_down(tokens: list[str], words: list[str], tags: list[str] | None, style: Style, fix: Repair,
+                   ) -> tuple[Tree, int]:
+    """The TOP tree of a top-down sequence and how many leaves it placed, fixes counted in ``fix``."""
+    root = Tree("TOP")
+    stack = [root]
+    n = 0
+    for tok in tokens:
+        kind = _kind(tok, style)
+        if kind == "open":
+            node = Tree(tok[1:])
+            stack[-1].children.append(node)
+            stack.append(node)
+        elif kind == "close":
+            if len(stack) == 1:
+                fix.extra_close += 1
+                continue
+            node = stack.pop()
+            fix.mismatched_close += len(tok) > 1 and tok[1:] != node.label
+        elif kind == "junk":
+            fix.junk_dropped += 1
+        elif n < len(words):
+            stack[-1].children.append(_leaf(words, tags, n, tok))
+            n += 1
+        else:
+            fix.leaves_dropped += 1
+    fix.unclosed = len(stack) - 1
+    return root, n
+
+
+def _read_in_order(tokens: list[str], words: list[str], tags: list[str] | None, style: Style, fix: Repair,
+                   ) -> tuple[Tree, int]:
+    """The TOP tree of an in-order sequence and how many leaves it placed, fixes counted in ``fix``. A
+    stack of items, each a completed subtree (False) or an open constituent (True): a leaf pushes a
+    completed item; ``(X`` takes the completed item on top as X's first child and pushes X open; ``)X``
+    moves the completed items above the innermost open constituent into it and completes it. What is
+    still open at the end is closed; the items left go under TOP."""
+    stack: list[tuple[Tree, bool]] = []
+    n = 0
+    for tok in tokens:
+        kind = _kind(tok, style)
+        if kind == "open":
+            node = Tree(tok[1:])
+            if stack and not stack[-1][1]:
+                node.children.append(stack.pop()[0])
+            else:
+                fix.open_without_child += 1
+            stack.append((node, True))
+        elif kind == "close":
+            if not any(is_open for _, is_open in stack):
+                fix.extra_close += 1
+                continue
+            node = _close(stack)
+            fix.mismatched_close += len(tok) > 1 and tok[1:] != node.label
+        elif kind == "junk":
+            fix.junk_dropped += 1
+        elif n < len(words):
+            stack.append((_leaf(words, tags, n, tok), False))
+            n += 1
+        else:
+            fix.leaves_dropped += 1
+    while any(is_open for _, is_open in stack):
+        _close(stack)
+        fix.unclosed += 1
+    return Tree("TOP", [node for node, _ in stack]), n
+
+
+def _close(stack: list[tuple[Tree, bool]]) -> Tree:
+    """Complete the innermost open constituent of ``stack`` (there is one) with the items above it."""
+    done: list[Tree | str] = []
+    while stack[-1][1] is False:
+        done.append(stack.pop()[0])
+    node = stack.pop()[0]
+    node.children.extend(reversed(done))
+    stack.append((node, False))
+    return node
 
 
 def _leaf(words: list[str], tags: list[str] | None, i: int, token: str) -> Tree:

@@ -14,9 +14,9 @@ from tbuild.builder.schema import DATASETS, DataSpec, ParallelFiles, TreebankDat
 
 from ..errors import DataError
 from ..files import atomic_write
-from .corpus import SPLITS, split_files
+from .corpus import SPLITS, iter_lines, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
-from .linearize import linearize
+from .linearize import LEAF, linearize
 from .trees import Tree, read_treebank
 
 Log = Callable[[str], None]
@@ -57,12 +57,18 @@ class Treebank:
             if isinstance(getattr(data, split), ParallelFiles):
                 gold_file(data, split)  # the error
             files = (*split_files(data, split), gold_file(data, split))
+            form = (self.spec.linearization, self.spec.order)
             if all(p.is_file() for p in files):
-                continue
+                written = written_form(files[1])
+                if written == form:
+                    continue
+                why = f"{files[1]} holds {' '.join(written or ('no',))} trees, not {' '.join(form)}"
+            else:
+                why = f"{next(p for p in files if not p.is_file())} is missing"
             where = "NLTK's treebank sample" if self.spec.source == "nltk-sample" else f"WSJ in {self.spec.wsj}"
-            log(f"data.{split}: {files[0]} is missing; writing the {split} trees of {where}")
+            log(f"data.{split}: {why}; writing the {split} trees of {where}")
             trees = list(self._trees(split, files[0].parent))  # all read (and checked) before any is written
-            write_split(trees, files, self.spec.linearization)
+            write_split(trees, files, *form)
             log(f"data.{split}: {len(trees)} trees, {sum(len(t.words()) for t in trees)} words")
 
     def _trees(self, split: str, dest: Path) -> Iterator[Tree]:
@@ -104,9 +110,23 @@ def wsj_trees(folder: Path, sections: range) -> Iterator[Tree]:
             yield from read_treebank(text, str(file))
 
 
-def write_split(trees: list[Tree], files: tuple[Path, Path, Path], style: str) -> None:
+def write_split(trees: list[Tree], files: tuple[Path, Path, Path], style: str, order: str = "top_down") -> None:
     """Write the words, the linearized trees and the gold trees, each file atomically, gold last."""
     source, target, gold = files
     atomic_write(source, "".join(" ".join(t.words()) + "\n" for t in trees).encode())
-    atomic_write(target, "".join(linearize(t, style) + "\n" for t in trees).encode())  # type: ignore[arg-type]
+    atomic_write(target, "".join(linearize(t, style, order) + "\n" for t in trees)  # type: ignore[arg-type]
+                 .encode())
     atomic_write(gold, "".join(f"{t}\n" for t in trees).encode())
+
+
+def written_form(target: Path) -> tuple[str, str] | None:
+    """The (linearization, order) a written target file's first tree has (None: no tree): a tree written
+    top-down begins with its root's bracket, in order with a leaf; style xx has no leaf but XX. So a
+    spec whose linearization or order changed rewrites the files at the same prefix (and the prepared
+    training data, made from their size and time, is prepared again)."""
+    tokens = next(iter_lines(target, "data.dataset"), "").split()
+    if not tokens:
+        return None
+    leaves = [t for t in tokens if not t.startswith(("(", ")"))]
+    style = "xx" if all(t == LEAF for t in leaves) else "tags"
+    return style, "top_down" if tokens[0].startswith("(") else "in_order"
