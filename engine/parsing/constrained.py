@@ -1,16 +1,25 @@
 """Decoding only well-formed trees over exactly the input words (``data.dataset.well_formed``).
 
-At every step each decoder row may take:
+At every step each decoder row of a top-down sequence (``(S (NP XX )NP …)S``) may take:
 - an opening bracket ``(X``, while words remain to be placed (the first token must be one: one root);
 - a leaf (``XX``, or a tag with ``linearization: tags``), while words remain;
 - the closing bracket of its innermost open constituent, once that constituent holds something (no
   empty constituents), and for the root only once every word is placed;
-- EOS, once the root is closed;
-and each only while the length limit leaves room to finish the tree after it (a leaf per word still
-to place, a closing bracket per open one, EOS). So every finished output is a tree over exactly the
-input words, unless the limit is too short for even the flattest tree (then ``repair`` still mends
-it). Nothing else is generated (no word pieces). The state (leaves placed, open brackets) is
-recomputed from each row's history, so it follows the beams for free.
+- EOS, once the root is closed.
+Of an in-order sequence (``order: in_order``, Liu & Zhang 2017: ``XX (NP )NP (S …)S``):
+- a leaf, while words remain, inside an open constituent or as the first token (one root: a second
+  item at depth 0 could never be joined to the first);
+- an opening bracket ``(X`` right after a completed item (a leaf or a closing bracket), which becomes
+  X's first child, so no constituent is ever empty; also once every word is placed (unary constituents
+  above the last word, the root of a one-word sentence ``XX (S )S``);
+- the closing bracket of its innermost open constituent (it always holds its first child);
+- EOS at depth 0 once every word is placed and the last token closed a constituent (the root).
+Each only while the length limit leaves room to finish the tree after it (a leaf per word still to
+place, a closing bracket per open one, in order an opening and a closing one for a tree to be put back
+together at depth 0, EOS). So every finished output is a tree over exactly the input words, unless the
+limit is too short for even the flattest tree (then ``repair`` still mends it). Nothing else is
+generated (no word pieces). The state (leaves placed, open brackets, the last token) is recomputed from
+each row's history, so it follows the beams for free.
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from tbuild.builder.tokens import EOS
+from tbuild.builder.tokens import EOS, PAD
 
 from ..data.tokenizer import Tokenizer
 
@@ -65,18 +74,44 @@ class TreeVocab:
         return TreeVocab(*(t.to(device) for t in (self.is_open, self.is_close, self.is_leaf, self.closer)))
 
 
-class WellFormed:
-    """The search's step rule (``search.Rules.step_rule``) for sentences of ``words`` (B,) words each."""
+@dataclass(frozen=True)
+class _State:
+    """Where each of N rows stands after its history of t tokens."""
 
-    def __init__(self, vocab: TreeVocab, words: torch.Tensor) -> None:
-        self.vocab, self.words = vocab, words
+    t: int
+    last: torch.Tensor  # (N,) the last token (PAD before the first)
+    todo: torch.Tensor  # (N,) words still to place
+    depth: torch.Tensor  # (N,) constituents open
+    top: torch.Tensor  # (N,) the innermost open constituent's opening bracket (meaningless at depth 0)
+    last_open: torch.Tensor  # (N,) bool: the last token opened a constituent (True before the first)
+    room: torch.Tensor  # (N,) slots after this token, EOS included (|Y| <= limit)
+
+    @property
+    def left(self) -> torch.Tensor:
+        return self.todo.gt(0)
+
+
+class WellFormed:
+    """The search's step rule (``search.Rules.step_rule``) for sentences of ``words`` (B,) words each,
+    their trees written in ``order`` (``data.dataset.order``)."""
+
+    def __init__(self, vocab: TreeVocab, words: torch.Tensor, order: str = "top_down") -> None:
+        self.vocab, self.words, self.order = vocab, words, order
 
     def ban(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int,
             limit: torch.Tensor | None = None) -> None:
         """In place on (N, V): -inf for every token that would not keep the output a tree prefix. A row
         left with nothing (the length limit forcing EOS into an unfinished tree) keeps EOS."""
-        v = self.vocab
         eos = lprobs[:, EOS].clone()
+        state = self._state(history, sent, rows, limit)
+        allowed = torch.zeros_like(lprobs, dtype=torch.bool)
+        (_in_order if self.order == "in_order" else _top_down)(self.vocab, state, allowed)
+        lprobs.masked_fill_(~allowed, NEG_INF)
+        stuck = ~lprobs.isfinite().any(1)
+        lprobs[:, EOS] = torch.where(stuck, eos, lprobs[:, EOS])
+
+    def _state(self, history: torch.Tensor, sent: torch.Tensor, rows: int, limit: torch.Tensor | None) -> _State:
+        v = self.vocab
         n, t = history.shape
         words = self.words[sent].repeat_interleave(rows)  # (N,)
         opens, closes = v.is_open[history], v.is_close[history]  # (N, t)
@@ -87,32 +122,55 @@ class WellFormed:
         innermost = opens & depth_after.eq(depth[:, None])
         position = (innermost * torch.arange(1, t + 1, device=history.device)).argmax(1) if t else depth
         top = history.gather(1, position[:, None]).squeeze(1) if t else depth
-        started = depth.gt(0)
+        last = history[:, -1] if t else torch.full_like(depth, PAD)
         last_open = opens[:, -1] if t else torch.ones(n, dtype=torch.bool, device=history.device)
-        rooted = t > 0  # the root has been opened (and, at depth 0, closed again)
-        left = placed < words
-        todo = words - placed
         # slots after this token (EOS included in |Y| <= limit); enough to finish the tree after it?
         room = (limit.repeat_interleave(rows) - t - 1) if limit is not None else torch.full_like(words, 1 << 30)
-        allowed = torch.zeros_like(lprobs, dtype=torch.bool)
-        can_open = left & (started | (not rooted)) & (todo + depth + 2 <= room)
-        allowed |= v.is_open[None, :] & can_open[:, None]
-        allowed |= v.is_leaf[None, :] & (left & started & (todo - 1 + depth + 1 <= room))[:, None]
-        can_close = started & ~last_open & (depth.gt(1) | ~left) & (todo + depth <= room)
-        close_id = v.closer[top].clamp(min=0)
-        allowed.scatter_(1, close_id[:, None], can_close[:, None] | allowed.gather(1, close_id[:, None]))
-        allowed[:, EOS] = (depth.eq(0) & ~left) if rooted else torch.zeros(n, dtype=torch.bool, device=lprobs.device)
-        lprobs.masked_fill_(~allowed, NEG_INF)
-        stuck = ~lprobs.isfinite().any(1)
-        lprobs[:, EOS] = torch.where(stuck, eos, lprobs[:, EOS])
+        return _State(t, last, words - placed, depth, top, last_open, room)
 
 
-def tree_rule(tok: Tokenizer, style: str, lines: list[str], device: torch.device | str
+def _allow_close(v: TreeVocab, s: _State, allowed: torch.Tensor, can_close: torch.Tensor) -> None:
+    """Allow each row's innermost closing bracket where ``can_close``."""
+    close_id = v.closer[s.top].clamp(min=0)
+    allowed.scatter_(1, close_id[:, None], can_close[:, None] | allowed.gather(1, close_id[:, None]))
+
+
+def _top_down(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
+    """The moves of a top-down sequence (Vinyals & Kaiser et al. 2014)."""
+    todo, depth, room, left = s.todo, s.depth, s.room, s.left
+    started = depth.gt(0)
+    rooted = s.t > 0  # the root has been opened (and, at depth 0, closed again)
+    can_open = left & (started | (not rooted)) & (todo + depth + 2 <= room)
+    allowed |= v.is_open[None, :] & can_open[:, None]
+    allowed |= v.is_leaf[None, :] & (left & started & (todo - 1 + depth + 1 <= room))[:, None]
+    _allow_close(v, s, allowed, started & ~s.last_open & (depth.gt(1) | ~left) & (todo + depth <= room))
+    allowed[:, EOS] = (depth.eq(0) & ~left) if rooted else torch.zeros_like(left)
+
+
+def _in_order(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
+    """The moves of an in-order sequence (Liu & Zhang 2017): ``(X`` after its first child."""
+    todo, depth, room, left = s.todo, s.depth, s.room, s.left
+    started = depth.gt(0)
+    after_item = (v.is_leaf | v.is_close)[s.last]  # the last token completed an item: a first child
+    # after an opening: the leaves, a closing bracket per open one (this one too), EOS
+    allowed |= v.is_open[None, :] & (after_item & (todo + depth + 2 <= room))[:, None]
+    # after a leaf inside: the other leaves, the closing brackets, EOS; as the first token: an opening
+    # bracket, the other leaves, its closing bracket, EOS
+    need = torch.where(started, todo - 1 + depth + 1, todo - 1 + 3)
+    allowed |= v.is_leaf[None, :] & (left & (started | (s.t == 0)) & (need <= room))[:, None]
+    # after a closing one: the leaves, the closing brackets still open, EOS; back at depth 0 with words
+    # left, the tree so far must become a first child again: an opening and a closing bracket more
+    need = todo + depth - 1 + 1 + torch.where(depth.eq(1) & left, 2, 0)
+    _allow_close(v, s, allowed, started & (need <= room))
+    allowed[:, EOS] = depth.eq(0) & ~left & v.is_close[s.last] & (s.t > 0)
+
+
+def tree_rule(tok: Tokenizer, style: str, lines: list[str], device: torch.device | str, order: str = "top_down",
               ) -> Callable[[list[int]], WellFormed]:
-    """For ``translate(step_rule=...)``: the rule for a batch of ``lines``' indices."""
+    """For ``translate(step_rule=...)``: the rule for a batch of ``lines``' indices, trees in ``order``."""
     vocab = TreeVocab.of(tok, style).to(device)
     words = torch.tensor(word_counts(lines), dtype=torch.long, device=device)
-    return lambda rows: WellFormed(vocab, words[torch.tensor(rows, dtype=torch.long, device=device)])
+    return lambda rows: WellFormed(vocab, words[torch.tensor(rows, dtype=torch.long, device=device)], order)
 
 
 def word_counts(lines: list[str]) -> list[int]:

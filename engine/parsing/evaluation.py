@@ -12,7 +12,7 @@ from tbuild.builder.schema import Spec, TreebankDataset
 from tbuild.builder.tokens import EOS
 
 from ..data.datasets import read_split
-from ..data.linearize import Repair, Style, linearize, repair
+from ..data.linearize import Repair, TreeForm, linearize, repair
 from ..data.pairs import Pairs
 from ..data.treebank import gold_file
 from ..data.trees import read_treebank
@@ -32,9 +32,10 @@ def is_parsing(spec: Spec) -> bool:
     return isinstance(spec.data.dataset, TreebankDataset)
 
 
-def style_of(spec: Spec) -> Style:
+def style_of(spec: Spec) -> TreeForm:
+    """How a run writes its trees as tokens: ``data.dataset.linearization`` (the leaves) and ``order``."""
     dataset = spec.data.dataset
-    return dataset.linearization if isinstance(dataset, TreebankDataset) else "xx"
+    return TreeForm(dataset.linearization, dataset.order) if isinstance(dataset, TreebankDataset) else TreeForm()
 
 
 def tree_rule_for(spec: Spec, decoder: Engine, lines: list[str]) -> Callable[[list[int]], WellFormed] | None:
@@ -44,7 +45,8 @@ def tree_rule_for(spec: Spec, decoder: Engine, lines: list[str]) -> Callable[[li
     if not isinstance(dataset, TreebankDataset) or not dataset.well_formed:
         return None
     policy = getattr(decoder, "policy", None)
-    return tree_rule(decoder.tokenizer, dataset.linearization, lines, policy.device if policy else "cpu")
+    return tree_rule(decoder.tokenizer, dataset.linearization, lines, policy.device if policy else "cpu",
+                     dataset.order)
 
 
 @dataclass
@@ -74,10 +76,11 @@ def describe_repairs(counts: dict) -> str:
     return f"{counts['repaired']} of {counts['outputs']} outputs repaired into trees" + (f" ({how})" if how else "")
 
 
-def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | None = None, style: Style = "xx",
-             ) -> tuple[list[str], Repairs]:
-    """One bracketed tree per source line (an empty line for an empty source): each decoded output
-    repaired into a tree over exactly that line's words, with ``tags`` (gold) or the predicted ones."""
+def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | None = None,
+             form: TreeForm = TreeForm()) -> tuple[list[str], Repairs]:
+    """One bracketed tree per source line (an empty line for an empty source): each decoded output,
+    written in ``form``, repaired into a tree over exactly that line's words, with ``tags`` (gold) or the
+    predicted ones."""
     counts = Repairs()
     trees = []
     for i, (output, source) in enumerate(zip(outputs, sources, strict=True)):
@@ -85,14 +88,14 @@ def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | Non
         if not words:
             trees.append("")
             continue
-        tree, fix = repair(output, words, tags[i] if tags is not None else None, style)
+        tree, fix = repair(output, words, tags[i] if tags is not None else None, form.style, form.order)
         counts.add(fix)
         trees.append(str(tree))
     return trees, counts
 
 
 def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Callable[[list[int]], str],
-                style: Style = "xx") -> tuple[list[list[tuple[str, float]]], Repairs]:
+                form: TreeForm = TreeForm()) -> tuple[list[list[tuple[str, float]]], Repairs]:
     """Every hypothesis of every line as a repaired tree with its score (``tbuild decode --nbest``)."""
     total = Repairs()
     out = []
@@ -100,7 +103,7 @@ def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Cal
         words = source.split()
         trees = []
         for h in hyps:
-            tree, fix = repair(decode(h.tokens), words, None, style)
+            tree, fix = repair(decode(h.tokens), words, None, form.style, form.order)
             total.add(fix)
             trees.append((str(tree), h.score))
         out.append(trees)
@@ -139,12 +142,12 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     seconds = time.perf_counter() - started
     outputs = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)
-    style = style_of(run.spec)
-    tests, repairs = to_trees(outputs, sources, [t.tags() for t in gold_trees], style)
+    form = style_of(run.spec)
+    tests, repairs = to_trees(outputs, sources, [t.tags() for t in gold_trees], form)
     scored = evalb(gold, tests, params or collins())
     tok = translator.tokenizer
     pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
-                  [ids + [EOS] for ids in tok.encode([linearize(t, style) for t in gold_trees])])
+                  [ids + [EOS] for ids in tok.encode([linearize(t, form.style, form.order) for t in gold_trees])])
     ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
                         label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
     result = EvalRecord(
