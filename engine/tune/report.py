@@ -118,7 +118,9 @@ def _plots(optuna_study: Any, folder: Path, with_importances: bool) -> list[Path
         return drawn
     for name, make in makers:
         try:
-            ax = make(optuna_study)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # Optuna's "experimental" and matplotlib's flat-axis notes
+                ax = make(optuna_study)
         except (ValueError, RuntimeError):
             continue
         figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
