@@ -157,3 +157,12 @@ def test_the_baseline_trial_takes_the_base_specs_values_inside_the_space(tmp_pat
 def test_the_shipped_studies_validate(path: Path) -> None:
     study = load_study(path)
     assert study.spec.objective.metric == "bleu" and study.spec.budget.minutes
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "specs" / "tune" / "best").glob("*.yaml")), ids=lambda p: p.name)
+def test_the_shipped_best_specs_validate(path: Path) -> None:
+    from tbuild.builder import load_spec
+
+    loaded = load_spec(path)
+    assert loaded.spec.train.max_minutes == 85  # the recipe's budget, not the trials'
+    assert loaded.spec.data.train == str(REPO / "data" / "multi30k" / "train")  # relative to the file
