@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from tbuild.builder.loader import SpecError, Where, did_you_mean, read_yaml
+from tbuild.builder.loader import SpecError, Where
 from tbuild.components.spec_base import StrictModel
+
+from ..based_file import load_based
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # a row name is also a folder name
 
@@ -80,16 +82,7 @@ class Sweep:
 
 def load_sweep(path: Path) -> Sweep:
     """Read and validate a sweep file; its rows expanded (rows × grid), each with its overrides."""
-    if not path.is_file():
-        raise SpecError(f"{path}: sweep file not found")
-    data, where = read_yaml(path, "a sweep must be a mapping (base, rows, grid, ...)")
-    try:
-        spec = SweepSpec.model_validate(data)
-    except ValidationError as e:
-        raise SpecError("\n".join(_format(err, where, path) for err in e.errors())) from None
-    base = (path.parent / spec.base).resolve()
-    if not base.is_file():
-        raise SpecError(f"{where[('base',)]}: base: spec file not found: {base}")
+    spec, where, base = load_based(path, SweepSpec, "sweep", "base, rows, grid", _model_at)
 
     def sets(values: dict[str, Any], at: tuple) -> list[tuple[str, Where]]:
         return [(f"{key}={json.dumps(value)}", where.get(at + (key,), where[()])) for key, value in values.items()]
@@ -113,13 +106,10 @@ def load_sweep(path: Path) -> Sweep:
     return Sweep(path, spec, base, rows)
 
 
-def _format(err: dict, where: dict, path: Path) -> str:
-    loc = tuple(err["loc"])
-    at = next((where[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in where), Where(str(path)))
-    field = ".".join(map(str, loc)) or "<sweep>"
-    if err["type"] == "extra_forbidden":
-        model = SweepSpec if len(loc) == 1 else RowSpec if loc[0] == "rows" and len(loc) == 3 else PaperFigures
-        hint = did_you_mean(str(loc[-1]), list(model.model_fields))
-        return f"{at}: {field}: unknown key {loc[-1]!r}{hint}; allowed: {', '.join(model.model_fields)}"
-    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
-    return f"{at}: {field}: {err['msg']}{got}"
+def _model_at(loc: tuple) -> type[StrictModel]:
+    """The model that holds the key at ``loc`` + (key,)."""
+    if not loc:
+        return SweepSpec
+    if loc[0] == "rows" and len(loc) == 2:
+        return RowSpec
+    return PaperFigures if loc[0] == "rows" else SweepSpec

@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from tbuild.builder import LoadedSpec, load_spec
-from tbuild.builder.loader import Override, SpecError, Where, did_you_mean, read_yaml
+from tbuild.builder.loader import Override, SpecError, Where, did_you_mean
 from tbuild.components.spec_base import StrictModel
+
+from ..based_file import load_based
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder name
 Real = float  # aliases: Param has fields named float and int
@@ -198,16 +200,7 @@ class Study:
 
 def load_study(path: Path) -> Study:
     """Read and validate a study file; then every value of the space against the base spec's schema."""
-    if not path.is_file():
-        raise SpecError(f"{path}: study file not found")
-    data, where = read_yaml(path, "a study must be a mapping (base, space, objective, budget, ...)")
-    try:
-        spec = StudySpec.model_validate(data)
-    except ValidationError as e:
-        raise SpecError("\n".join(_format(err, where, path) for err in e.errors())) from None
-    base = (path.parent / spec.base).resolve()
-    if not base.is_file():
-        raise SpecError(f"{where[('base',)]}: base: spec file not found: {base}")
+    spec, where, base = load_based(path, StudySpec, "study", "base, space, objective, budget", _model_at)
     shared = [(f"{key}={json.dumps(value)}", where.get(("set", key), where[()])) for key, value in spec.set.items()]
     study = Study(path, spec, base, shared, where)
     _check_links(study)
@@ -253,19 +246,6 @@ def _check_values(study: Study) -> None:
                 errors.extend(f"{line} (space.{key} = {value!r})" for line in str(e).splitlines())
     if errors:
         raise SpecError("\n".join(dict.fromkeys(errors)))
-
-
-def _format(err: dict, where: dict, path: Path) -> str:
-    loc = tuple(err["loc"])
-    at = next((where[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in where), Where(str(path)))
-    field = ".".join(map(str, loc)) or "<study>"
-    if err["type"] == "extra_forbidden":
-        parent = _model_at(loc[:-1])
-        hint = did_you_mean(str(loc[-1]), list(parent.model_fields))
-        return f"{at}: {field}: unknown key {loc[-1]!r}{hint}; allowed: {', '.join(parent.model_fields)}"
-    got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
-    message = err["msg"].removeprefix("Value error, ")
-    return f"{at}: {field}: {message}{got}"
 
 
 def _model_at(loc: tuple) -> type[StrictModel]:
