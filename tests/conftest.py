@@ -134,3 +134,19 @@ def tiny_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
     result = CliRunner().invoke(app, ["train", str(root / "spec.yaml")])
     assert result.exit_code == 0, result.output
     return root / "run"
+
+
+@pytest.fixture(scope="session")
+def treebank_sample() -> list:
+    """All 3,914 trees of the NLTK treebank sample (train, valid, test) from $TBUILD_DATA_MIRROR."""
+    import os
+
+    from tbuild.engine.data.treebank import SAMPLE_FILES, sample_trees
+
+    mirror = os.environ.get("TBUILD_DATA_MIRROR")
+    archive = Path(mirror or "") / "treebank-sample" / "treebank.zip"
+    if not mirror or not archive.is_file():
+        pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
+    trees = [t for split in ("train", "valid", "test") for t in sample_trees(archive, SAMPLE_FILES[split])]
+    assert len(trees) == 3914
+    return trees

@@ -5,7 +5,6 @@ order changes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from tbuild.builder import SpecError, load_spec
 from tbuild.builder.schema import DataSpec
 from tbuild.engine.data.datasets import ensure_data
 from tbuild.engine.data.linearize import linearize, repair
-from tbuild.engine.data.treebank import SAMPLE_FILES, sample_trees, written_form
+from tbuild.engine.data.treebank import written_form
 from tbuild.engine.data.trees import read_treebank, read_trees
 
 TREE = "( (S (NP (DT The) (NN cat)) (VP (VBD sat) (ADVP (RB down))) (. .)))"
@@ -60,14 +59,8 @@ def test_repair_keeps_predicted_tags_and_escapes_brackets() -> None:
 
 
 @pytest.fixture(scope="module")
-def sample() -> list:
-    mirror = os.environ.get("TBUILD_DATA_MIRROR")
-    archive = Path(mirror or "") / "treebank-sample" / "treebank.zip"
-    if not mirror or not archive.is_file():
-        pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
-    trees = [t for split in ("train", "valid", "test") for t in sample_trees(archive, SAMPLE_FILES[split])]
-    assert len(trees) == 3914
-    return trees
+def sample(treebank_sample: list) -> list:
+    return treebank_sample
 
 
 @pytest.mark.parametrize("style", ["xx", "tags"])

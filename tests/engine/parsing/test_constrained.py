@@ -57,8 +57,8 @@ def is_tree(tokens: list[int], words: int) -> bool:
     return not stack and leaves == words and roots == 1
 
 
-@pytest.mark.parametrize("beam", [1, 4])
-def test_every_output_is_a_tree_over_the_words(beam: int) -> None:
+def _model_and_sources() -> tuple[torch.nn.Module, list[int], torch.Tensor]:
+    """A tiny untrained model and five random sources of 1-9 words (each followed by EOS)."""
     torch.manual_seed(0)
     model = tiny_model()
     g = torch.Generator().manual_seed(0)
@@ -67,6 +67,12 @@ def test_every_output_is_a_tree_over_the_words(beam: int) -> None:
     for i, n in enumerate(lengths):
         src[i, :n] = torch.randint(9, 40, (n,), generator=g)
         src[i, n] = EOS
+    return model, lengths, src
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_every_output_is_a_tree_over_the_words(beam: int) -> None:
+    model, lengths, src = _model_and_sources()
     free = beam_search(model, src, beam=beam, nbest=beam, alpha=0.3, max_len_a=3.0, max_len_b=6)
     assert not all(is_tree(h.tokens, n) for s, n in zip(free, lengths, strict=True) for h in s)
     rule = WellFormed(vocab(), torch.tensor(lengths))
@@ -150,14 +156,7 @@ def test_in_order_first_moves() -> None:
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_in_order_beam_outputs_are_trees(beam: int) -> None:
-    torch.manual_seed(0)
-    model = tiny_model()
-    g = torch.Generator().manual_seed(0)
-    lengths = [3, 6, 1, 9, 4]
-    src = torch.full((len(lengths), max(lengths) + 1), PAD)
-    for i, n in enumerate(lengths):
-        src[i, :n] = torch.randint(9, 40, (n,), generator=g)
-        src[i, n] = EOS
+    model, lengths, src = _model_and_sources()
     held = beam_search(model, src, beam=beam, nbest=beam, alpha=0.3, max_len_a=1.0, max_len_b=4,
                        rules=Rules(step_rule=WellFormed(vocab(), torch.tensor(lengths), "in_order")))
     for sentence, n in zip(held, lengths, strict=True):

@@ -8,15 +8,11 @@ tree before its last constituent, so there EOS is allowed before the end too (th
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import torch
 
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.data.linearize import TreeForm, linearize
-from tbuild.engine.data.treebank import SAMPLE_FILES, sample_trees
 from tbuild.engine.data.trees import Tree
 from tbuild.engine.parsing.constrained import TreeVocab, WellFormed
 from tbuild.engine.parsing.evalb import collins, evalb
@@ -26,14 +22,8 @@ FIRST = 4  # ids below are the special tokens (PAD, UNK, BOS, EOS)
 
 
 @pytest.fixture(scope="module")
-def sample() -> list[Tree]:
-    mirror = os.environ.get("TBUILD_DATA_MIRROR")
-    archive = Path(mirror or "") / "treebank-sample" / "treebank.zip"
-    if not mirror or not archive.is_file():
-        pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
-    trees = [t for split in ("train", "valid", "test") for t in sample_trees(archive, SAMPLE_FILES[split])]
-    assert len(trees) == 3914
-    return trees
+def sample(treebank_sample: list[Tree]) -> list[Tree]:
+    return treebank_sample
 
 
 def _vocab(sequences: list[list[str]], style: str) -> tuple[dict[str, int], TreeVocab]:
