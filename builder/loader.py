@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
@@ -106,8 +107,8 @@ def read_yaml(path: Path, what: str = "a spec must be a mapping of sections (mod
     return data, where
 
 
-def _resolve_paths(data: dict, where: dict[Path_, Where], base: Path) -> None:
-    """Make relative data paths absolute against the directory of the file that set them."""
+def map_paths(data: dict, change: Callable[[str], str]) -> None:
+    """Replace, in place, every path a spec's data holds (``PATH_KEYS``) by ``change(path)``."""
     for key_path, subkeys in PATH_KEYS.items():
         parent = data
         for k in key_path[:-1]:
@@ -116,11 +117,16 @@ def _resolve_paths(data: dict, where: dict[Path_, Where], base: Path) -> None:
             continue
         value = parent[key_path[-1]]
         if isinstance(value, str) and "" in subkeys:
-            parent[key_path[-1]] = os.path.normpath(base / value)
+            parent[key_path[-1]] = change(value)
         elif isinstance(value, dict):
             for sub in subkeys:
                 if sub and isinstance(value.get(sub), str):
-                    value[sub] = os.path.normpath(base / value[sub])
+                    value[sub] = change(value[sub])
+
+
+def _resolve_paths(data: dict, where: dict[Path_, Where], base: Path) -> None:
+    """Make relative data paths absolute against the directory of the file that set them."""
+    map_paths(data, lambda value: os.path.normpath(base / value))
 
 
 def merge(base: dict, over: dict, where_base: dict[Path_, Where], where_over: dict[Path_, Where],

@@ -153,25 +153,10 @@ def best_spec(study: Study, optuna_study: Any, destination: Path) -> str:
 
 
 def _relative_paths(spec: dict[str, Any], folder: Path) -> None:
-    """The spec's absolute paths (the loader's PATH_KEYS) made relative to ``folder``, as a spec file's are."""
-    from tbuild.builder.loader import PATH_KEYS
+    """The spec's absolute paths made relative to ``folder``, as a spec file's are."""
+    from tbuild.builder.loader import map_paths
 
-    def relative(value: Any) -> Any:
-        return os.path.relpath(value, folder) if isinstance(value, str) and os.path.isabs(value) else value
-
-    for key_path, subkeys in PATH_KEYS.items():
-        parent: Any = spec
-        for key in key_path[:-1]:
-            parent = parent.get(key) if isinstance(parent, dict) else None
-        if not isinstance(parent, dict) or key_path[-1] not in parent:
-            continue
-        value = parent[key_path[-1]]
-        if isinstance(value, str) and "" in subkeys:
-            parent[key_path[-1]] = relative(value)
-        elif isinstance(value, dict):
-            for sub in subkeys:
-                if sub and sub in value:
-                    value[sub] = relative(value[sub])
+    map_paths(spec, lambda value: os.path.relpath(value, folder) if os.path.isabs(value) else value)
 
 
 def _num(value: float | None) -> str:
