@@ -7,7 +7,6 @@ the first try, so it resumes from that run's last checkpoint."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,7 +109,6 @@ class _Watch:
     def __init__(self, trial: Any, record: TrialRecord, emit: Event) -> None:
         self.trial, self.record, self.emit = trial, record, emit
         self.step, self.minutes = 0, 0.0
-        self.started = time.monotonic()
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
         import optuna
