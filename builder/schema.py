@@ -239,9 +239,10 @@ class TreebankDataset(DatasetSpec):
     wsj: str | None = Field(
         None, description="For source wsj: the folder holding the section folders 00-24 of .mrg files "
         "(e.g. treebank_3/parsed/mrg/wsj), relative to the spec file.")
-    linearization: Literal["xx", "tags"] = Field(
+    linearization: Literal["xx", "tags", "words"] = Field(
         "xx", description="xx: pre-terminals as XX, as Vinyals & Kaiser et al. (2014); tags: the "
-        "part-of-speech tags kept (tensor2tensor).")
+        "part-of-speech tags kept (tensor2tensor); words: the sentence's words themselves (lexicalized), "
+        "in the source's subword pieces.")
     order: Literal["top_down", "in_order"] = Field(
         "top_down", description="top_down: each constituent's label before its children, (S (NP XX )NP "
         "(VP XX )VP )S, as Vinyals & Kaiser et al. (2014); in_order: the label after its first child, "
