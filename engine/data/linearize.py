@@ -1,5 +1,6 @@
 """Trees as token sequences, and back. Two orders (``data.dataset.order``), each pre-terminal as ``XX``
-(style ``xx``) or as its tag (style ``tags``, as tensor2tensor does); the TOP root is left out.
+(style ``xx``), as its tag (style ``tags``, as tensor2tensor does) or as its word (style ``words``,
+lexicalized: the decoder copies the source's subword pieces); the TOP root is left out.
 
 - ``top_down``: depth-first as in Vinyals & Kaiser et al. (2014), which §6.3 compares with:
   ``(S (NP XX XX )NP (VP XX )VP XX )S``.
@@ -7,6 +8,9 @@
   for sequence-to-sequence parsing in Fernández-González & Gómez-Rodríguez 2020): a constituent's opening
   label comes after its first child, ``lin(c1) (X lin(c2) … lin(cn) )X``:
   ``XX (NP XX )NP (S XX (VP )VP XX )S`` for the same tree.
+
+Style ``words``: ``(S (NP Ms. Haag )NP (VP plays )VP . )S``; a word with a bracket in it has it written
+as the treebank writes one (``-LRB-``, ``-RRB-``, ``leaf_text``), so a leaf never reads as a bracket.
 
 A decoded sequence is repaired into a tree over exactly the input words before it is written or scored."""
 
@@ -17,7 +21,7 @@ from typing import Literal
 
 from .trees import Tree
 
-Style = Literal["xx", "tags"]
+Style = Literal["xx", "tags", "words"]
 Order = Literal["top_down", "in_order"]
 LEAF = "XX"
 _ESCAPE = {"(": "-LRB-", ")": "-RRB-"}  # a word that is a bracket would break the tree's text
@@ -38,7 +42,8 @@ def linearize(tree: Tree, style: Style = "xx", order: Order = "top_down") -> str
 
     def walk(node: Tree) -> None:
         if node.is_preterminal:
-            tokens.append(LEAF if style == "xx" else node.label)
+            tokens.append(LEAF if style == "xx" else leaf_text(str(node.children[0])) if style == "words"
+                          else node.label)
             return
         children = [c for c in node.children if isinstance(c, Tree)]
         if order == "in_order" and children:  # the first child, then the label: Liu & Zhang (2017)
@@ -55,6 +60,11 @@ def linearize(tree: Tree, style: Style = "xx", order: Order = "top_down") -> str
     return " ".join(tokens)
 
 
+def leaf_text(word: str) -> str:
+    """A word as a ``words`` leaf: its brackets written as the treebank writes them (``-LRB-``, ``-RRB-``)."""
+    return word.replace("(", _ESCAPE["("]).replace(")", _ESCAPE[")"])
+
+
 @dataclass
 class Repair:
     """What it took to make a decoded sequence a tree over the input words (counts of each fix)."""
@@ -67,6 +77,7 @@ class Repair:
     empty_removed: int = 0  # constituents left with no word: removed
     junk_dropped: int = 0  # style xx: tokens neither a bracket nor XX (pieces of words): dropped
     open_without_child: int = 0  # in_order: '(X' with no completed item before it: opened without one
+    words_replaced: int = 0  # style words: a leaf that is not the input's word at its place: the word put there
 
     @property
     def needed(self) -> bool:
@@ -91,7 +102,8 @@ def _prune(node: Tree, fix: Repair) -> bool:
 
 
 def _kind(tok: str, style: Style) -> str:
-    """``open``, ``close``, ``leaf`` or ``junk`` (style xx: a token neither a bracket nor XX)."""
+    """``open``, ``close``, ``leaf`` or ``junk`` (style xx: a token neither a bracket nor XX). Style words:
+    every other token is a word (a leaf), whatever its text."""
     if tok.startswith("(") and len(tok) > 1:
         return "open"
     if tok.startswith(")"):
@@ -103,7 +115,9 @@ def repair(sequence: str, words: list[str], tags: list[str] | None = None, style
            order: Order = "top_down") -> tuple[Tree, Repair]:
     """The tree a decoded ``sequence`` (written in ``order``) stands for, over exactly ``words``, and how
     it was repaired. Leaf ``i`` gets ``words[i]`` and the tag ``tags[i]`` if given (the gold tags, when
-    scoring), else ``XX`` (style xx) or the leaf token itself, a predicted tag (style tags)."""
+    scoring), else ``XX`` (styles xx and words) or the leaf token itself, a predicted tag (style tags).
+    Style words: the leaves are the input's words by position, as XX leaves are; one whose text differs
+    is counted (``words_replaced``)."""
     fix = Repair()
     read = _read_in_order if order == "in_order" else _read_top_down
     root, n = read(sequence.split(), words, tags, style, fix)
@@ -137,7 +151,7 @@ def _read_top_down(tokens: list[str], words: list[str], tags: list[str] | None, 
         elif kind == "junk":
             fix.junk_dropped += 1
         elif n < len(words):
-            stack[-1].children.append(_leaf(words, tags, n, tok))
+            stack[-1].children.append(_placed(words, tags, n, tok, style, fix))
             n += 1
         else:
             fix.leaves_dropped += 1
@@ -172,7 +186,7 @@ def _read_in_order(tokens: list[str], words: list[str], tags: list[str] | None, 
         elif kind == "junk":
             fix.junk_dropped += 1
         elif n < len(words):
-            stack.append((_leaf(words, tags, n, tok), False))
+            stack.append((_placed(words, tags, n, tok, style, fix), False))
             n += 1
         else:
             fix.leaves_dropped += 1
@@ -191,6 +205,15 @@ def _close(stack: list[tuple[Tree, bool]]) -> Tree:
     node.children.extend(reversed(done))
     stack.append((node, False))
     return node
+
+
+def _placed(words: list[str], tags: list[str] | None, i: int, token: str, style: Style, fix: Repair) -> Tree:
+    """The pre-terminal of the ``i``-th leaf token read (style words: the token is a word, its tag XX;
+    one that is not ``words[i]`` counted)."""
+    if style != "words":
+        return _leaf(words, tags, i, token)
+    fix.words_replaced += token != leaf_text(words[i])
+    return _leaf(words, tags, i, LEAF)
 
 
 def _leaf(words: list[str], tags: list[str] | None, i: int, token: str) -> Tree:

@@ -137,10 +137,14 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
 
 def whole_target_tokens(spec: Spec, target: list[str]) -> list[str]:
     """The target tokens made whole pieces (``data.tokenizer.target_tokens``): every distinct one of the
-    training targets for ``whole`` (and ``auto`` with the treebank data set), else none."""
-    mode = spec.data.tokenizer.target_tokens
+    training targets for ``whole`` (and ``auto`` with the treebank data set), else none. ``auto`` with
+    lexicalized trees (``linearization: words``): only the brackets; the words stay in the pieces the
+    source is split into, so the decoder can copy them."""
+    mode, dataset = spec.data.tokenizer.target_tokens, spec.data.dataset
     if mode == "auto":
-        mode = "whole" if isinstance(spec.data.dataset, TreebankDataset) else "subwords"
+        mode = "whole" if isinstance(dataset, TreebankDataset) else "subwords"
+        if isinstance(dataset, TreebankDataset) and dataset.linearization == "words":
+            return sorted({tok for line in target for tok in line.split() if tok.startswith(("(", ")"))})
     return sorted({tok for line in target for tok in line.split()}) if mode == "whole" else []
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 
 from tbuild.builder.schema import DATASETS, DataSpec, ParallelFiles, TreebankDataset
@@ -16,7 +17,7 @@ from ..errors import DataError
 from ..files import atomic_write
 from .corpus import SPLITS, iter_lines, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
-from .linearize import LEAF, linearize
+from .linearize import LEAF, leaf_text, linearize
 from .trees import Tree, read_treebank
 
 Log = Callable[[str], None]
@@ -59,7 +60,7 @@ class Treebank:
             files = (*split_files(data, split), gold_file(data, split))
             form = (self.spec.linearization, self.spec.order)
             if all(p.is_file() for p in files):
-                written = written_form(files[1])
+                written = written_form(files[1], files[0])
                 if written == form:
                     continue
                 why = f"{files[1]} holds {' '.join(written or ('no',))} trees, not {' '.join(form)}"
@@ -119,14 +120,23 @@ def write_split(trees: list[Tree], files: tuple[Path, Path, Path], style: str, o
     atomic_write(gold, "".join(f"{t}\n" for t in trees).encode())
 
 
-def written_form(target: Path) -> tuple[str, str] | None:
+def written_form(target: Path, source: Path | None = None) -> tuple[str, str] | None:
     """The (linearization, order) a written target file's first tree has (None: no tree): a tree written
-    top-down begins with its root's bracket, in order with a leaf; style xx has no leaf but XX. So a
-    spec whose linearization or order changed rewrites the files at the same prefix (and the prepared
-    training data, made from their size and time, is prepared again)."""
+    top-down begins with its root's bracket, in order with a leaf; style xx has no leaf but XX; style
+    words has the ``source`` file's words as leaves (on each of its first lines). So a spec whose
+    linearization or order changed rewrites the files at the same prefix (and the prepared training
+    data, made from their size and time, is prepared again)."""
     tokens = next(iter_lines(target, "data.dataset"), "").split()
     if not tokens:
         return None
     leaves = [t for t in tokens if not t.startswith(("(", ")"))]
-    style = "xx" if all(t == LEAF for t in leaves) else "tags"
+    style = "xx" if all(t == LEAF for t in leaves) else "words" if source and _lexical(target, source) else "tags"
     return style, "top_down" if tokens[0].startswith("(") else "in_order"
+
+
+def _lexical(target: Path, source: Path, lines: int = 100) -> bool:
+    """Whether the leaves of the target file's first ``lines`` trees are their source lines' words (a
+    tagged tree whose every word is its own tag, as ``. .``, cannot fool 100 lines)."""
+    pairs = islice(zip(iter_lines(target, "data.dataset"), iter_lines(source, "data.dataset"), strict=False), lines)
+    return all([t for t in tree.split() if not t.startswith(("(", ")"))] == [leaf_text(w) for w in words.split()]
+               for tree, words in pairs)

@@ -57,7 +57,8 @@ def test_repair_counts_each_fix() -> None:
     tree, fix = repair(")S (S (NP XX )VP ed (VP XX XX XX (ADVP", words, tags)
     assert str(tree) == "(TOP (S (NP (PRP It)) (VP (VBD purred) (. .))))"
     assert fix.counts() == {"extra_close": 1, "unclosed": 3, "mismatched_close": 1, "leaves_added": 0,
-                            "leaves_dropped": 1, "empty_removed": 1, "junk_dropped": 1, "open_without_child": 0}
+                            "leaves_dropped": 1, "empty_removed": 1, "junk_dropped": 1, "open_without_child": 0,
+                            "words_replaced": 0}
     tree, fix = repair("(S (NP PRP )NP (VP VBD )VP . )S", words, None, "tags")  # predicted tags kept
     assert str(tree) == "(TOP (S (NP (PRP It)) (VP (VBD purred)) (. .)))" and not fix.needed
     tree, fix = repair("(S (NP XX )NP )S", words, None)
