@@ -118,6 +118,7 @@ def _out_lines(run, translator, request, lines: list[str], results: list) -> lis
     """What decode prints: jsonl records, repaired trees for a parsing run (§6.3), or translations."""
     from tbuild.engine.decoding.records import jsonl_line, text_lines
     from tbuild.engine.parsing.evaluation import is_parsing, nbest_trees, style_of
+    from tbuild.engine.parsing.lexical import output_text
 
     tok = translator.tokenizer
     if request.format == "jsonl":
@@ -126,7 +127,8 @@ def _out_lines(run, translator, request, lines: list[str], results: list) -> lis
     if not is_parsing(run.spec):
         return text_lines(tok, results, request.nbest)
     # each output repaired into a tree over exactly its line's words
-    nbest, repairs = nbest_trees(results, lines, tok.decode, style_of(run.spec))
+    form = style_of(run.spec)
+    nbest, repairs = nbest_trees(results, lines, output_text(tok, form), form)
     out_lines = []
     for i, trees in enumerate(nbest):
         if request.nbest == 1:

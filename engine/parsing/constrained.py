@@ -14,6 +14,10 @@ Of an in-order sequence (``order: in_order``, Liu & Zhang 2017: ``XX (NP )NP (S 
   above the last word, the root of a one-word sentence ``XX (S )S``);
 - the closing bracket of its innermost open constituent (it always holds its first child);
 - EOS at depth 0 once every word is placed and the last token closed a constituent (the root).
+Of a lexicalized sequence (``linearization: words``, ``(S (NP Ms. Haag )NP …)S``, words in the source's
+subword pieces, ``lexical.py``) the same moves in either order, with a leaf being one piece: the only leaf
+a row may place is the next piece of the source's words, and nothing else until the word it begins is
+whole (no bracket inside a word); the counts below are then pieces, not words.
 Each only while the length limit leaves room to finish the tree after it (a leaf per word still to
 place, a closing bracket per open one, in order an opening and a closing one for a tree to be put back
 together at depth 0, EOS). So every finished output is a tree over exactly the input words, unless the
@@ -29,12 +33,12 @@ from dataclasses import dataclass
 
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..data.tokenizer import Tokenizer
+from .lexical import USER_DEFINED, flat_pieces, leaf_pieces
 
 NEG_INF = float("-inf")
-USER_DEFINED = 4  # sentencepiece's ModelProto.SentencePiece.Type.USER_DEFINED: the whole target tokens
 
 
 @dataclass(frozen=True)
@@ -48,7 +52,8 @@ class TreeVocab:
 
     @classmethod
     def of(cls, tok: Tokenizer, style: str) -> TreeVocab:
-        """From the tokenizer's whole target pieces (``▁(X``, ``▁)X``, ``▁XX`` or ``▁TAG``)."""
+        """From the tokenizer's whole target pieces (``▁(X``, ``▁)X``, ``▁XX`` or ``▁TAG``); style words:
+        every piece but the brackets, PAD, BOS and EOS is a leaf (a piece of a word)."""
         from sentencepiece import sentencepiece_model_pb2 as pb
 
         proto = pb.ModelProto()
@@ -68,6 +73,9 @@ class TreeVocab:
                 is_close[i] = True
             elif style == "tags" or text == "XX":
                 is_leaf[i] = True
+        if style == "words":
+            is_leaf = ~(is_open | is_close)
+            is_leaf[[PAD, BOS, EOS]] = False
         return cls(is_open, is_close, is_leaf, closer)
 
     def to(self, device: torch.device | str) -> TreeVocab:
@@ -85,6 +93,8 @@ class _State:
     top: torch.Tensor  # (N,) the innermost open constituent's opening bracket (meaningless at depth 0)
     last_open: torch.Tensor  # (N,) bool: the last token opened a constituent (True before the first)
     room: torch.Tensor  # (N,) slots after this token, EOS included (|Y| <= limit)
+    mid: torch.Tensor  # (N,) bool: style words, inside a word (its next piece is the only move)
+    next_leaf: torch.Tensor | None  # (N,) style words: the next piece of the source's words (else any leaf)
 
     @property
     def left(self) -> torch.Tensor:
@@ -93,10 +103,13 @@ class _State:
 
 class WellFormed:
     """The search's step rule (``search.Rules.step_rule``) for sentences of ``words`` (B,) words each,
-    their trees written in ``order`` (``data.dataset.order``)."""
+    their trees written in ``order`` (``data.dataset.order``). Lexicalized (style words): ``pieces``, the
+    (B, L + 1) pieces of each sentence's words and (B, L + 1) whether each begins a word
+    (``lexical.flat_pieces``), and ``words`` counts pieces."""
 
-    def __init__(self, vocab: TreeVocab, words: torch.Tensor, order: str = "top_down") -> None:
-        self.vocab, self.words, self.order = vocab, words, order
+    def __init__(self, vocab: TreeVocab, words: torch.Tensor, order: str = "top_down",
+                 pieces: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        self.vocab, self.words, self.order, self.pieces = vocab, words, order, pieces
 
     def ban(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int,
             limit: torch.Tensor | None = None) -> None:
@@ -126,7 +139,12 @@ class WellFormed:
         last_open = opens[:, -1] if t else torch.ones(n, dtype=torch.bool, device=history.device)
         # slots after this token (EOS included in |Y| <= limit); enough to finish the tree after it?
         room = (limit.repeat_interleave(rows) - t - 1) if limit is not None else torch.full_like(words, 1 << 30)
-        return _State(t, last, words - placed, depth, top, last_open, room)
+        mid, next_leaf = torch.zeros_like(depth, dtype=torch.bool), None
+        if self.pieces is not None:  # the next piece of the row's sentence, and whether it continues a word
+            ids, start = self.pieces
+            row, k = sent.repeat_interleave(rows), placed.clamp(max=ids.size(1) - 1)
+            next_leaf, mid = ids[row, k], ~start[row, k]
+        return _State(t, last, words - placed, depth, top, last_open, room, mid, next_leaf)
 
 
 def _allow_close(v: TreeVocab, s: _State, allowed: torch.Tensor, can_close: torch.Tensor) -> None:
@@ -135,42 +153,61 @@ def _allow_close(v: TreeVocab, s: _State, allowed: torch.Tensor, can_close: torc
     allowed.scatter_(1, close_id[:, None], can_close[:, None] | allowed.gather(1, close_id[:, None]))
 
 
+def _allow_leaf(v: TreeVocab, s: _State, allowed: torch.Tensor, can_place: torch.Tensor) -> None:
+    """Allow the leaves where ``can_place``: any leaf token, or (style words) the next source piece."""
+    if s.next_leaf is None:
+        allowed |= v.is_leaf[None, :] & can_place[:, None]
+        return
+    index = s.next_leaf[:, None]
+    allowed.scatter_(1, index, can_place[:, None] | allowed.gather(1, index))
+
+
 def _top_down(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
     """The moves of a top-down sequence (Vinyals & Kaiser et al. 2014)."""
-    todo, depth, room, left = s.todo, s.depth, s.room, s.left
+    todo, depth, room, left, whole = s.todo, s.depth, s.room, s.left, ~s.mid
     started = depth.gt(0)
     rooted = s.t > 0  # the root has been opened (and, at depth 0, closed again)
-    can_open = left & (started | (not rooted)) & (todo + depth + 2 <= room)
+    can_open = left & whole & (started | (not rooted)) & (todo + depth + 2 <= room)
     allowed |= v.is_open[None, :] & can_open[:, None]
-    allowed |= v.is_leaf[None, :] & (left & started & (todo - 1 + depth + 1 <= room))[:, None]
-    _allow_close(v, s, allowed, started & ~s.last_open & (depth.gt(1) | ~left) & (todo + depth <= room))
+    _allow_leaf(v, s, allowed, left & started & (todo - 1 + depth + 1 <= room))
+    _allow_close(v, s, allowed, started & whole & ~s.last_open & (depth.gt(1) | ~left) & (todo + depth <= room))
     allowed[:, EOS] = (depth.eq(0) & ~left) if rooted else torch.zeros_like(left)
 
 
 def _in_order(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
     """The moves of an in-order sequence (Liu & Zhang 2017): ``(X`` after its first child."""
-    todo, depth, room, left = s.todo, s.depth, s.room, s.left
+    todo, depth, room, left, whole = s.todo, s.depth, s.room, s.left, ~s.mid
     started = depth.gt(0)
-    after_item = (v.is_leaf | v.is_close)[s.last]  # the last token completed an item: a first child
+    after_item = (v.is_leaf | v.is_close)[s.last] & whole  # the last token completed an item: a first child
     # after an opening: the leaves, a closing bracket per open one (this one too), EOS
     allowed |= v.is_open[None, :] & (after_item & (todo + depth + 2 <= room))[:, None]
     # after a leaf inside: the other leaves, the closing brackets, EOS; as the first token: an opening
     # bracket, the other leaves, its closing bracket, EOS
     need = torch.where(started, todo - 1 + depth + 1, todo - 1 + 3)
-    allowed |= v.is_leaf[None, :] & (left & (started | (s.t == 0)) & (need <= room))[:, None]
+    _allow_leaf(v, s, allowed, left & (started | (s.t == 0) | s.mid) & (need <= room))
     # after a closing one: the leaves, the closing brackets still open, EOS; back at depth 0 with words
     # left, the tree so far must become a first child again: an opening and a closing bracket more
     need = todo + depth - 1 + 1 + torch.where(depth.eq(1) & left, 2, 0)
-    _allow_close(v, s, allowed, started & (need <= room))
+    _allow_close(v, s, allowed, started & whole & (need <= room))
     allowed[:, EOS] = depth.eq(0) & ~left & v.is_close[s.last] & (s.t > 0)
 
 
 def tree_rule(tok: Tokenizer, style: str, lines: list[str], device: torch.device | str, order: str = "top_down",
               ) -> Callable[[list[int]], WellFormed]:
-    """For ``translate(step_rule=...)``: the rule for a batch of ``lines``' indices, trees in ``order``."""
+    """For ``translate(step_rule=...)``: the rule for a batch of ``lines``' indices, trees in ``order``
+    (style words: each line's pieces, set up once here)."""
     vocab = TreeVocab.of(tok, style).to(device)
-    words = torch.tensor(word_counts(lines), dtype=torch.long, device=device)
-    return lambda rows: WellFormed(vocab, words[torch.tensor(rows, dtype=torch.long, device=device)], order)
+    if style != "words":
+        words = torch.tensor(word_counts(lines), dtype=torch.long, device=device)
+        return lambda rows: WellFormed(vocab, words[torch.tensor(rows, dtype=torch.long, device=device)], order)
+    ids, start = flat_pieces(leaf_pieces(tok, lines), device)
+    slots = (ids != PAD).sum(1)
+
+    def rule(rows: list[int]) -> WellFormed:
+        index = torch.tensor(rows, dtype=torch.long, device=device)
+        return WellFormed(vocab, slots[index], order, (ids[index], start[index]))
+
+    return rule
 
 
 def word_counts(lines: list[str]) -> list[int]:

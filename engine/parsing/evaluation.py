@@ -25,6 +25,7 @@ from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
 from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
+from .lexical import output_text
 
 
 def is_parsing(spec: Spec) -> bool:
@@ -94,16 +95,17 @@ def to_trees(outputs: list[str], sources: list[str], tags: list[list[str]] | Non
     return trees, counts
 
 
-def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Callable[[list[int]], str],
+def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Callable[[list[int], str], str],
                 form: TreeForm = TreeForm()) -> tuple[list[list[tuple[str, float]]], Repairs]:
-    """Every hypothesis of every line as a repaired tree with its score (``tbuild decode --nbest``)."""
+    """Every hypothesis of every line as a repaired tree with its score (``tbuild decode --nbest``);
+    ``decode``: the text of a hypothesis's ids for its source line (``lexical.output_text``)."""
     total = Repairs()
     out = []
     for hyps, source in zip(results, sources, strict=True):
         words = source.split()
         trees = []
         for h in hyps:
-            tree, fix = repair(decode(h.tokens), words, None, form.style, form.order)
+            tree, fix = repair(decode(h.tokens, source), words, None, form.style, form.order)
             total.add(fix)
             trees.append((str(tree), h.score))
         out.append(trees)
@@ -140,9 +142,10 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     results = decoder.translate(sources, DecodeRequest.of(run.spec.decode, step_rule=tree_rule_for(
         run.spec, decoder, sources)), Hooks(after_batch=after_batch))
     seconds = time.perf_counter() - started
-    outputs = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
-    # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)
     form = style_of(run.spec)
+    text = output_text(decoder.tokenizer, form)
+    outputs = [text(h[0].tokens, line) if h else "" for h, line in zip(results, sources, strict=True)]
+    # gold tags back on the words: EVALB deletes punctuation by each tree's own tags (§6.3 scores brackets)
     tests, repairs = to_trees(outputs, sources, [t.tags() for t in gold_trees], form)
     scored = evalb(gold, tests, params or collins())
     tok = translator.tokenizer

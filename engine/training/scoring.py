@@ -28,6 +28,7 @@ from ..decoding.translator import DEFAULT_MAX_SOURCE, Translator
 from ..errors import DataError
 from ..parsing.evalb import collins, evalb, read_lines
 from ..parsing.evaluation import style_of, to_trees, tree_rule_for
+from ..parsing.lexical import output_text
 from ..policy import Policy
 from . import distributed
 from .distributed import Rank
@@ -87,7 +88,8 @@ class ValidScorer:
         model.eval()
         with torch.no_grad():
             results = translator.translate(lines, self.request(translator, lines))
-        return [self.tokenizer.decode(h[0].tokens) if h else "" for h in results]
+        text = output_text(self.tokenizer, style_of(self.spec))  # the tokenizer's own for translation
+        return [text(h[0].tokens, line) if h else "" for h, line in zip(results, lines, strict=True)]
 
     def score(self, outputs: list[str]) -> float:
         """The metric of ``outputs`` (one per source line) against the references."""
