@@ -1,7 +1,9 @@
-"""``build_model(spec)``: a pure function from a validated spec to the encoder-decoder graph, by
-registry look-ups alone (no file I/O, no globals)."""
+"""``build_model(spec)``: a pure function from a validated spec to its kind's graph (the encoder-decoder,
+or a decoder-only language model), by registry look-ups alone (no file I/O, no globals)."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -11,6 +13,7 @@ import tbuild.components.feedforward  # noqa: F401
 import tbuild.components.norm  # noqa: F401
 import tbuild.components.positional  # noqa: F401
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
+from tbuild.components.decoder_only import CausalLayer, DecoderOnly
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
 
@@ -18,8 +21,11 @@ from .resolved import ResolvedStack, resolve
 from .schema import ModelSpec, Spec
 from .tokens import PAD
 
+Layer = Callable[[Residual, Residual | None, Residual], nn.Module]  # (self-attention, cross, FFN) -> a layer
 
-def _layers(model: ModelSpec, stack: ResolvedStack) -> list[nn.Module]:
+
+def _layers(model: ModelSpec, stack: ResolvedStack, layer: Layer) -> list[nn.Module]:
+    """The stack's layers, each made by ``layer`` from its residual sub-layers (cross None without one)."""
     d, drop = model.d_model, model.dropout
 
     def residual(block: nn.Module, norm: ComponentSpec) -> Residual:
@@ -35,45 +41,77 @@ def _layers(model: ModelSpec, stack: ResolvedStack) -> list[nn.Module]:
         for _ in range(group.repeat):
             self_attn = residual(attention(group.attention, "self"), group.norm)
             ff = residual(FFN.build(group.ffn, d_model=d, d_ff=stack.d_ff, dropout=drop.activation), group.norm)
-            if group.cross_attention is None:
-                layers.append(EncoderLayer(self_attn, ff))
-            else:
-                cross = residual(attention(group.cross_attention, "cross"), group.norm)
-                layers.append(DecoderLayer(self_attn, cross, ff))
+            cross = None if group.cross_attention is None else residual(attention(group.cross_attention, "cross"),
+                                                                        group.norm)
+            layers.append(layer(self_attn, cross, ff))
     return layers
 
 
-def build_model(spec: Spec) -> EncoderDecoder:
-    """Build the Transformer described by ``spec.model`` with freshly initialised weights (on the
-    default device: under ``with torch.device("meta")`` nothing is allocated)."""
-    model = spec.model
-    view = resolve(model)
-    d = model.d_model
-    tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD)
-    src_tokens = tgt_tokens if model.tie_embeddings == "three_way" else nn.Embedding(
-        spec.src_vocab_size(), d, padding_idx=PAD)
-    output = nn.Linear(d, spec.vocab_size(), bias=False)
-    if model.tie_embeddings != "none":
-        output.weight = tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
+class _Parts:
+    """What every kind shares: the token tables (tied as the spec says, §3.4), embeddings with positions,
+    the output projection and the final norms."""
 
-    def embedding(tokens: nn.Embedding) -> Embedding:
-        positional = POSITIONAL.build(view.positional, d_model=d, max_positions=model.max_positions)
-        return Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings)
+    def __init__(self, spec: Spec, shared_source: bool) -> None:
+        model = self.model = spec.model
+        self.view, d = resolve(model), model.d_model
+        self.tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD)
+        self.src_tokens = self.tgt_tokens if shared_source else nn.Embedding(spec.src_vocab_size(), d,
+                                                                              padding_idx=PAD)
+        self.output = nn.Linear(d, spec.vocab_size(), bias=False)
+        if model.tie_embeddings != "none":
+            self.output.weight = self.tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
 
-    def final_norm(stack: ResolvedStack) -> nn.Module | None:
-        return NORM.build(stack.final_norm, d_model=d) if stack.final_norm is not None else None
+    def embedding(self, tokens: nn.Embedding) -> Embedding:
+        positional = POSITIONAL.build(self.view.positional, d_model=self.model.d_model,
+                                      max_positions=self.model.max_positions)
+        return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings)
 
-    net = EncoderDecoder(
-        src_embed=embedding(src_tokens),
-        tgt_embed=embedding(tgt_tokens),
-        encoder=_layers(model, view.encoder),
-        decoder=_layers(model, view.decoder),
-        encoder_norm=final_norm(view.encoder),
-        decoder_norm=final_norm(view.decoder),
-        output=output,
+    def final_norm(self, stack: ResolvedStack) -> nn.Module | None:
+        return NORM.build(stack.final_norm, d_model=self.model.d_model) if stack.final_norm is not None else None
+
+
+def _encoder_decoder(spec: Spec) -> nn.Module:
+    parts = _Parts(spec, shared_source=spec.model.tie_embeddings == "three_way")
+    encoder, decoder = parts.view.encoder, parts.view.decoder
+    assert encoder is not None and decoder is not None  # the kind's stacks (components/specs/graph.py)
+    return EncoderDecoder(
+        src_embed=parts.embedding(parts.src_tokens),
+        tgt_embed=parts.embedding(parts.tgt_tokens),
+        encoder=_layers(spec.model, encoder, lambda a, _, f: EncoderLayer(a, f)),
+        decoder=_layers(spec.model, decoder, lambda a, c, f: DecoderLayer(a, c, f)),  # type: ignore[arg-type]
+        encoder_norm=parts.final_norm(encoder),
+        decoder_norm=parts.final_norm(decoder),
+        output=parts.output,
         pad_id=PAD,
     )
-    init_weights(net, d)
+
+
+def _decoder_only(spec: Spec) -> nn.Module:
+    parts = _Parts(spec, shared_source=True)  # one vocabulary, one table
+    decoder = parts.view.decoder
+    assert decoder is not None
+    return DecoderOnly(
+        tgt_embed=parts.embedding(parts.tgt_tokens),
+        decoder=_layers(spec.model, decoder, lambda a, _, f: CausalLayer(a, f)),
+        decoder_norm=parts.final_norm(decoder),
+        output=parts.output,
+        pad_id=PAD,
+    )
+
+
+# model.kind -> the assembly of its graph (the kinds: components/specs/graph.py)
+ASSEMBLY: dict[str, Callable[[Spec], nn.Module]] = {
+    "encoder_decoder": _encoder_decoder,
+    "decoder_only": _decoder_only,
+}
+
+
+def build_model(spec: Spec) -> nn.Module:
+    """Build the model described by ``spec.model`` (its ``kind``'s graph, assembled by registry look-ups)
+    with freshly initialised weights (on the default device: under ``with torch.device("meta")`` nothing
+    is allocated)."""
+    net = ASSEMBLY[spec.model.kind](spec)
+    init_weights(net, spec.model.d_model)
     return net
 
 

@@ -10,7 +10,6 @@ from torch import nn
 
 from tbuild.components.spec_base import ComponentSpec, Use
 from tbuild.components.specs.attention import AttentionSpecBase, dot_product_flops
-from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
 from .build import build_model
@@ -85,13 +84,13 @@ def attention_flops(spec: ComponentSpec, n: int, use: Use) -> tuple[int, str]:
     return dot_product_flops(n, use), AttentionSpecBase.flops_formula  # a plugin kind that does not say
 
 
-def meta_model(spec: Spec) -> EncoderDecoder:
+def meta_model(spec: Spec) -> nn.Module:
     """The model of ``spec`` on the meta device: every shape, no memory, no initialisation cost."""
     with torch.device("meta"):
         return build_model(spec)
 
 
-def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 64) -> Report:
+def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -> Report:
     """Build the per-block table for ``net`` (built from ``spec``; default: on the meta device)."""
     net = meta_model(spec) if net is None else net
     view = resolve(spec.model)
@@ -101,14 +100,7 @@ def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 
     tree = weight_tree(net)
     part = {s.name: s for s in tree.stacks}  # the stack's layers, embedding and final norm in net
     embeds = {name: getattr(net, s.embedding) for name, s in part.items()}
-    src_tokens = count(embeds["encoder"].tokens)
-    rows.append(Row("source embedding", "embedding", src_tokens,
-                    "shared: source, target, output (§3.4)" if tied == "three_way" else ""))
-    tgt_tokens = count(embeds["decoder"].tokens)
-    if tied != "three_way":
-        rows.append(Row("target embedding", "embedding", tgt_tokens,
-                        "shared with output projection (§3.4)" if tied == "decoder" else ""))
-    embedding = src_tokens + tgt_tokens
+    embedding = _token_rows(rows, embeds, tied, count)
     for stack in view.stacks:
         n = count(embeds[stack.name].positional)
         embedding += n
@@ -140,12 +132,31 @@ def inspect_model(spec: Spec, net: EncoderDecoder | None = None, context: int = 
             rows.append(Row(f"{stack.name} final norm", stack.final_norm.kind, count(norm)))
     output = getattr(net, tree.output)
     out = count(output)
-    rows.append(Row("output projection", "linear", out, "tied to the target embedding" if tied != "none" else ""))
+    table = "target" if "encoder" in embeds else "token"
+    rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
     matmul = sum(_linear_weights(layer) for s in tree.stacks for layer in getattr(net, s.layers))
     matmul += output.weight.numel()
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
+
+
+def _token_rows(rows: list[Row], embeds: dict[str, nn.Module], tied: str, count: _Counter) -> int:
+    """The token tables' rows (an encoder-decoder's source and target embeddings, a decoder-only model's
+    one token embedding); their parameters."""
+    if "encoder" not in embeds:  # one table: the decoder's
+        n = count(embeds["decoder"].tokens)
+        rows.append(Row("token embedding", "embedding", n, "shared with output projection (§3.4)"
+                        if tied != "none" else ""))
+        return n
+    src_tokens = count(embeds["encoder"].tokens)
+    rows.append(Row("source embedding", "embedding", src_tokens,
+                    "shared: source, target, output (§3.4)" if tied == "three_way" else ""))
+    tgt_tokens = count(embeds["decoder"].tokens)
+    if tied != "three_way":
+        rows.append(Row("target embedding", "embedding", tgt_tokens,
+                        "shared with output projection (§3.4)" if tied == "decoder" else ""))
+    return src_tokens + tgt_tokens
 
 
 # Dense peak tensor-core TFLOPS per GPU in the precision tbuild trains in there (bf16; fp16 where a GPU

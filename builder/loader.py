@@ -52,6 +52,8 @@ class LoadedSpec:
         return self.spec.name or (self.path.stem if self.path else "spec")
 
 # Keys whose values are paths relative to the file that sets them.
+MERGED_KINDS: frozenset[Path_] = frozenset({("model",)})  # sections whose kind is not a component's
+
 PATH_KEYS: dict[Path_, tuple[str, ...]] = {
     ("data", "train"): ("", "source", "target"),
     ("data", "valid"): ("", "source", "target"),
@@ -132,12 +134,13 @@ def _resolve_paths(data: dict, where: dict[Path_, Where], base: Path) -> None:
 def merge(base: dict, over: dict, where_base: dict[Path_, Where], where_over: dict[Path_, Where],
           at: Path_ = ()) -> dict:
     """Deep-merge ``over`` into a copy of ``base``. A component whose ``kind`` changes is replaced,
-    not merged, so options of the old kind do not leak into the new one."""
+    not merged, so options of the old kind do not leak into the new one. The model section's ``kind``
+    (its graph) is an ordinary field: the section merges (a stack the new kind lacks is refused by name)."""
     out = copy.deepcopy(base)
     for key, value in over.items():
         old = out.get(key)
         replace = not (isinstance(old, dict) and isinstance(value, dict)) or (
-            "kind" in value and old.get("kind") != value["kind"]
+            "kind" in value and old.get("kind") != value["kind"] and at + (key,) not in MERGED_KINDS
         )
         if replace:
             for p in [p for p in where_base if p[: len(at) + 1] == at + (key,) and len(p) > len(at) + 1]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tbuild.components.spec_base import ComponentSpec, Use
+from tbuild.components.specs.graph import GRAPHS
 
 if TYPE_CHECKING:
     from .schema import ModelSpec, StackSpec
@@ -61,27 +62,33 @@ class ResolvedComponent:
 
 @dataclass(frozen=True)
 class ResolvedModel:
-    encoder: ResolvedStack
-    decoder: ResolvedStack
+    stacks: tuple[ResolvedStack, ...]  # the kind's stacks, input side first (components/specs/graph.py)
     positional: ComponentSpec
     components: tuple[ResolvedComponent, ...]  # in declaration order: model, stacks, groups
 
+    def stack(self, name: str) -> ResolvedStack | None:
+        return next((s for s in self.stacks if s.name == name), None)
+
     @property
-    def stacks(self) -> tuple[ResolvedStack, ResolvedStack]:
-        return self.encoder, self.decoder
+    def encoder(self) -> ResolvedStack | None:
+        return self.stack("encoder")
+
+    @property
+    def decoder(self) -> ResolvedStack | None:
+        return self.stack("decoder")
 
 
 def resolve(model: ModelSpec) -> ResolvedModel:
     """The resolved view of a validated ``ModelSpec`` (d_k/d_v already filled in)."""
-    encoder = _stack(model, model.encoder, "encoder")
-    decoder = _stack(model, model.decoder, "decoder")
+    cross = GRAPHS[model.kind].cross_attention
+    stacks = tuple(_stack(model, spec, name, cross) for name, spec in model.stacks().items())
     uses: dict[int, list[Use]] = {}
 
     def used(spec: ComponentSpec | None, use: Use) -> None:
         if spec is not None and use not in uses.setdefault(id(spec), []):
             uses[id(spec)].append(use)
 
-    for stack in (encoder, decoder):
+    for stack in stacks:
         used(model.positional, stack.use("positional"))  # each stack's embeddings
         for group in stack.groups:
             used(group.attention, stack.use("self"))
@@ -90,12 +97,14 @@ def resolve(model: ModelSpec) -> ResolvedModel:
             used(group.norm, stack.use("norm"))
         used(stack.final_norm, stack.use("final_norm"))
     components = tuple(ResolvedComponent(path, spec, tuple(uses.get(id(spec), ())))
-                       for path, spec in _declared(model))
-    return ResolvedModel(encoder, decoder, model.positional, components)
+                       for path, spec in _declared(model, cross))
+    return ResolvedModel(stacks, model.positional, components)
 
 
-def _stack(model: ModelSpec, stack: StackSpec, name: str) -> ResolvedStack:
-    cross = (getattr(stack, "cross_attention", None) or model.cross_attention) if name == "decoder" else None
+def _stack(model: ModelSpec, stack: StackSpec, name: str, cross_attention: bool) -> ResolvedStack:
+    """``name``'s stack; its layers attend to an encoder (decoder layers of a kind with cross-attention)."""
+    attends = cross_attention and name == "decoder"
+    cross = (getattr(stack, "cross_attention", None) or model.cross_attention) if attends else None
     groups = tuple(
         ResolvedGroup(repeat=g.repeat, attention=g.attention or stack.attention or model.attention,
                       ffn=g.ffn or stack.ffn or model.ffn, norm=g.norm or stack.norm or model.norm,
@@ -107,13 +116,14 @@ def _stack(model: ModelSpec, stack: StackSpec, name: str) -> ResolvedStack:
                          (stack.norm or model.norm) if final else None, model.max_positions)
 
 
-def _declared(model: ModelSpec) -> list[tuple[SpecPath, ComponentSpec]]:
-    """Every component spec the model spec sets (or defaults), with its path."""
+def _declared(model: ModelSpec, cross_attention: bool) -> list[tuple[SpecPath, ComponentSpec]]:
+    """Every component spec the model spec sets (or defaults), with its path (the default cross-attention
+    only for a kind that has cross-attention)."""
     found: list[tuple[SpecPath, ComponentSpec]] = []
     for name in ("attention", "cross_attention", "positional", "ffn", "norm"):
-        found.append(((name,), getattr(model, name)))
-    for stack_name in ("encoder", "decoder"):
-        stack = getattr(model, stack_name)
+        if name != "cross_attention" or cross_attention:
+            found.append(((name,), getattr(model, name)))
+    for stack_name, stack in model.stacks().items():
         for name in ("attention", "ffn", "norm", "cross_attention"):
             if getattr(stack, name, None) is not None:
                 found.append(((stack_name, name), getattr(stack, name)))

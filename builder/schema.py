@@ -19,6 +19,7 @@ from tbuild.components.registry import Registry
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
 from tbuild.components.specs.feedforward import ReLUFFNSpec
+from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.positional import SinusoidalSpec
 
@@ -28,6 +29,7 @@ AttentionSpec = ATTENTION.field(ComponentSpec)
 PositionalSpec = POSITIONAL.field(ComponentSpec)
 FFNSpec = FFN.field(ComponentSpec)
 NormSpec = NORM.field(ComponentSpec)
+GraphKind = Literal[tuple(GRAPHS)]  # type: ignore[valid-type]  # the declared model kinds (components/specs/graph.py)
 
 
 class FieldError(ValueError):
@@ -99,6 +101,10 @@ class DecoderStackSpec(StackSpec):
 class ModelSpec(StrictModel):
     """The architecture. Defaults are the paper's base model (Table 3, §3)."""
 
+    kind: GraphKind = Field(  # type: ignore[valid-type]
+        "encoder_decoder", description="The graph: encoder_decoder (§3.1, Figure 1: an encoder over the source, "
+        "a decoder attending to it) or decoder_only (a causal language model: the decoder stack alone, no encoder "
+        "and no cross-attention; docs/graphs.md).")
     vocab_size: int | Literal["from_tokenizer"] = Field(
         "from_tokenizer", description="Target (or shared) vocabulary size; from_tokenizer: data.tokenizer.vocab_size."
     )
@@ -106,10 +112,12 @@ class ModelSpec(StrictModel):
         None, ge=1, description="Source vocabulary size when it is not shared with the target (None: shared)."
     )
     d_model: int = Field(512, ge=1, description="Model width (§3.1: 512).")
-    encoder: StackSpec = Field(default_factory=StackSpec, description="Encoder stack.")
+    encoder: StackSpec | None = Field(
+        default_factory=StackSpec, description="Encoder stack (encoder_decoder; absent or null for decoder_only).")
     decoder: DecoderStackSpec = Field(default_factory=DecoderStackSpec, description="Decoder stack.")
     attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default self-attention block.")
-    cross_attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default cross-attention.")
+    cross_attention: AttentionSpec = Field(
+        default_factory=MultiHeadSpec, description="Default cross-attention (encoder_decoder only).")
     positional: PositionalSpec = Field(default_factory=SinusoidalSpec, description="Positional scheme (§3.5).")
     ffn: FFNSpec = Field(default_factory=ReLUFFNSpec, description="Default feed-forward block (§3.3).")
     norm: NormSpec = Field(default_factory=LayerNormSpec, description="Default norm (§3.1).")
@@ -121,10 +129,20 @@ class ModelSpec(StrictModel):
     tie_embeddings: Literal["none", "decoder", "three_way"] = Field(
         "three_way",
         description="Weight sharing (§3.4): none; decoder (target embedding = output projection); "
-        "three_way (source and target embeddings and output projection, needs a shared vocabulary).",
+        "three_way (source and target embeddings and output projection, needs a shared vocabulary). "
+        "decoder_only has one embedding: decoder and three_way both tie it to the output projection.",
     )
     scale_embeddings: bool = Field(True, description="Multiply embeddings by √d_model (§3.4).")
     max_positions: int | None = Field(None, ge=1, description="Longest sequence (required by learned positions).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_encoder_by_default(cls, data: object) -> object:
+        """A kind without an encoder gets none unless the spec names one (then refused, naming it)."""
+        graph = GRAPHS.get(data.get("kind")) if isinstance(data, dict) else None  # type: ignore[arg-type]
+        if graph is not None and "encoder" not in graph.stacks and "encoder" not in data:  # type: ignore[operator]
+            return {**data, "encoder": None}  # type: ignore[dict-item]
+        return data
 
     @field_validator("vocab_size")
     @classmethod
@@ -135,8 +153,8 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> ModelSpec:
-        for name in ("encoder", "decoder"):
-            stack: StackSpec = getattr(self, name)
+        self._graph_checks()
+        for name, stack in self.stacks().items():
             for dim in ("d_k", "d_v"):
                 if getattr(stack, dim) is None:
                     if self.d_model % stack.heads:
@@ -157,6 +175,30 @@ class ModelSpec(StrictModel):
             except ValueError as e:
                 raise FieldError(component.path, str(e)) from None
         return self
+
+    def _graph_checks(self) -> None:
+        """What the kind's graph has: its stacks and nothing else, cross-attention only with an encoder."""
+        graph = GRAPHS[self.kind]
+        for name in ("encoder", "decoder"):
+            if name not in graph.stacks and getattr(self, name) is not None:
+                raise FieldError((name,), f"a {self.kind} model has no {name}: remove model.{name} (or set it "
+                                 "to null)")
+            if name in graph.stacks and getattr(self, name) is None:
+                raise FieldError((name,), f"an {self.kind} model needs its {name} stack: model.{name} cannot be null")
+        if not graph.cross_attention:
+            why = f"a {self.kind} model has no cross-attention (no encoder to attend to)"
+            if self.decoder.cross_attention is not None:
+                raise FieldError(("decoder", "cross_attention"), f"{why}: remove decoder.cross_attention")
+            # a resolved spec (a run's spec.yaml) writes the default out: only another value is refused
+            if "cross_attention" in self.model_fields_set and self.cross_attention != MultiHeadSpec():
+                raise FieldError(("cross_attention",), f"{why}: remove model.cross_attention")
+        if "encoder" not in graph.stacks and self.src_vocab_size is not None:
+            raise FieldError(("src_vocab_size",), f"a {self.kind} model has one vocabulary (no source side): "
+                             "remove src_vocab_size")
+
+    def stacks(self) -> dict[str, StackSpec]:
+        """The stacks this kind of model has, by name, input side first (encoder_decoder: encoder, decoder)."""
+        return {name: getattr(self, name) for name in GRAPHS[self.kind].stacks}
 
     def components(self) -> list[tuple[SpecPath, ComponentSpec]]:
         """Every component spec in the model with its path (see ``tbuild.builder.resolved``)."""
@@ -199,12 +241,31 @@ class DatasetSpec(StrictModel):
 
     kind: str
 
+    @property
+    def text_only(self) -> bool:
+        """Whether a split is one side of text (a language model's data) rather than parallel pairs."""
+        return False
+
+    def text_file(self, value: str) -> str:
+        """For a text-only data set: the file a split's value names (a path, or PREFIX.<lang>)."""
+        raise TypeError(f"data set {self.kind!r} holds pairs, not text")
+
 
 @DATASETS.declare
 class Multi30kDataset(DatasetSpec):
     """Multi30k (Elliott et al. 2016), fetched automatically when its files are missing."""
 
     kind: Literal["multi30k"] = "multi30k"
+    side: Literal["en", "de", "fr"] | None = Field(
+        None, description="Language-model text: only this language's side of each split (PREFIX.<side>.gz), "
+        "for model.kind decoder_only; None: source-target pairs (data.source_lang, data.target_lang).")
+
+    @property
+    def text_only(self) -> bool:
+        return self.side is not None
+
+    def text_file(self, value: str) -> str:
+        return f"{value}.{self.side}"
 
 
 @DATASETS.declare
@@ -259,6 +320,21 @@ class TreebankDataset(DatasetSpec):
         return self
 
 
+@DATASETS.declare
+class TextDataset(DatasetSpec):
+    """Plain text for a language model (model.kind decoder_only): data.train/valid/test each name one file
+    (plain or .gz), one sentence or document a line; empty lines are skipped; nothing is fetched."""
+
+    kind: Literal["text"] = "text"
+
+    @property
+    def text_only(self) -> bool:
+        return True
+
+    def text_file(self, value: str) -> str:
+        return value
+
+
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
 
 
@@ -269,7 +345,8 @@ class DataSpec(StrictModel):
     target_lang: str = Field("de", description="Target language code.")
     dataset: DatasetKind | None = Field(
         None, description="Where the split files come from: `multi30k` or `wmt14` (fetched when missing), "
-        "`files` (your own, checked up front), `treebank` (parsing, §6.3); none: your own files, read as "
+        "`files` (your own, checked up front), `treebank` (parsing, §6.3), `text` (a language model's own text "
+        "files; `{kind: multi30k, side: de}`: Multi30k's German side); none: your own files, read as "
         "given. (`wmt14` is short for `{kind: wmt14}`.)"
     )
     train: str | ParallelFiles | None = Field(None, description="Training data.")
@@ -564,6 +641,35 @@ class Spec(StrictModel):
                              "none: set data.valid")
         return self
 
+    @model_validator(mode="after")
+    def _data_fits_the_graph(self) -> Spec:
+        """Pairs for a kind that translates, one side of text for a language model (and nothing that
+        compares a source with a target there)."""
+        graph, data = GRAPHS[self.model.kind], self.data
+        text = data.dataset is not None and data.dataset.text_only
+        given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
+        if text and graph.data != "text":
+            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
+                             f"language model's data: set model.kind: decoder_only (an {self.model.kind} model "
+                             "trains on source-target pairs)")
+        if given and not text and graph.data == "text":
+            raise FieldError(("model", "kind"), f"a {self.model.kind} model trains on one side of text (a language "
+                             "model): set data.dataset to text (your files) or {kind: multi30k, side: de}")
+        if not text:
+            return self
+        for split in ("train", "valid", "test"):
+            if isinstance(getattr(data, split), ParallelFiles):
+                raise FieldError(("data", split), f"a language model's data.{split} is one text file: give its path, "
+                                 "not source and target")
+        for name in ("max_length_ratio", "max_words_ratio"):
+            if getattr(data, name) is not None:
+                raise FieldError(("data", name), f"data.{name} compares source and target lengths; a language "
+                                 "model's text has one side: remove it")
+        if self.train.select.metric != "ppl":
+            raise FieldError(("train", "select", "metric"), f"{self.train.select.metric} scores translations; a "
+                             "language model is selected on validation perplexity: use ppl")
+        return self
+
     def vocab_size(self) -> int:
         """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""
         v = self.model.vocab_size
@@ -574,6 +680,9 @@ class Spec(StrictModel):
 
     def architecture_hash(self) -> str:
         """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
-        model = self.model.model_dump(mode="json") | {"vocab_size": self.vocab_size()}
+        # model.kind joined the spec after runs of the encoder-decoder were trained: left out for it, so
+        # their checkpoints keep their hash
+        leave_out = {"kind"} if self.model.kind == "encoder_decoder" else None
+        model = self.model.model_dump(mode="json", exclude=leave_out) | {"vocab_size": self.vocab_size()}
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

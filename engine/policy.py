@@ -129,4 +129,5 @@ def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[i
 
 def model_widths(spec: Spec) -> tuple[int, int]:
     """(d_model, d_ff) of a spec's model: the widths the CPU precision probe measures at."""
-    return spec.model.d_model, spec.model.encoder.d_ff
+    first = next(iter(spec.model.stacks().values()))  # the encoder's, or a decoder-only model's decoder's
+    return spec.model.d_model, first.d_ff

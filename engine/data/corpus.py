@@ -21,16 +21,47 @@ def _plain_or_gz(path: str) -> Path:
     return gz if not plain.exists() and gz.exists() else plain
 
 
-def split_files(data: DataSpec, split: str) -> tuple[Path, Path]:
-    """The (source, target) files of a split: PREFIX.<lang>[.gz] or explicit ParallelFiles."""
+def _split_value(data: DataSpec, split: str) -> str | ParallelFiles:
     if split not in SPLITS:
         raise DataError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
     value = getattr(data, split)
     if value is None:
         raise DataError(f"data.{split} is not set in the spec")
+    return value
+
+
+def split_files(data: DataSpec, split: str) -> tuple[Path, Path]:
+    """The (source, target) files of a split: PREFIX.<lang>[.gz] or explicit ParallelFiles."""
+    value = _split_value(data, split)
     if isinstance(value, ParallelFiles):
         return Path(value.source), Path(value.target)
     return _plain_or_gz(f"{value}.{data.source_lang}"), _plain_or_gz(f"{value}.{data.target_lang}")
+
+
+def text_only(data: DataSpec) -> bool:
+    """Whether the spec's data is one side of text (a language model's) rather than parallel pairs."""
+    return data.dataset is not None and data.dataset.text_only
+
+
+def text_file(data: DataSpec, split: str) -> Path:
+    """The one file of a text-only split (its path, or PREFIX.<side>[.gz]; the schema refuses
+    source/target files there)."""
+    value = _split_value(data, split)
+    assert data.dataset is not None and isinstance(value, str)
+    return _plain_or_gz(data.dataset.text_file(value))
+
+
+def split_paths(data: DataSpec, split: str) -> tuple[Path, ...]:
+    """The files a split reads: (source, target), or (text,) for a language model's data."""
+    return (text_file(data, split),) if text_only(data) else split_files(data, split)
+
+
+def iter_split(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
+    """A split's (source, target) lines, streamed; a language model's text gives ("", line) for each
+    non-empty line (its data has no source side)."""
+    if text_only(data):
+        return (("", line) for line in iter_lines(text_file(data, split), f"data.{split}") if line)
+    return iter_parallel(*split_files(data, split), f"data.{split}")
 
 
 def iter_lines(path: Path, field: str) -> Iterator[str]:

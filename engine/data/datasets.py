@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset
+from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset, TextDataset
 
 from ..errors import DataError
 from . import multi30k, treebank, wmt14  # noqa: F401  (register the multi30k, treebank and wmt14 providers)
-from .corpus import SPLITS, read_parallel, split_files
+from .corpus import SPLITS, iter_split, split_paths
 
 Log = Callable[[str], None]
 
@@ -27,9 +27,18 @@ class Files:
     def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
         for split in splits:
             if getattr(data, split) is not None:
-                missing = [str(p) for p in split_files(data, split) if not p.is_file()]
+                missing = [str(p) for p in split_paths(data, split) if not p.is_file()]
                 if missing:
                     raise DataError(f"data.{split}: file not found: {' and '.join(missing)}")
+
+
+@DATASETS.register(TextDataset)
+class Text(Files):
+    """The ``text`` data set: a language model's own text files, one per split; nothing to fetch, each
+    configured split's file must exist."""
+
+    def __init__(self, spec: TextDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
+        self.spec = spec  # type: ignore[assignment]
 
 
 def ensure_data(data: DataSpec, log: Log = lambda _: None, *, splits: Sequence[str] = SPLITS,
@@ -50,10 +59,10 @@ def fetch_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None
 
 
 def read_split(data: DataSpec, split: str, log: Log) -> tuple[list[str], list[str]]:
-    """The source and target lines of a split, its data set's files for it fetched first if missing."""
+    """The source and target lines of a split, its data set's files for it fetched first if missing (a
+    language model's text: empty sources and its non-empty lines)."""
     ensure_data(data, log, splits=(split,))
-    src_path, tgt_path = split_files(data, split)
-    source, target = read_parallel(src_path, tgt_path, f"data.{split}")
-    if not source:
-        raise DataError(f"data.{split}: no lines in {src_path} and {tgt_path}")
-    return source, target
+    pairs = list(iter_split(data, split))
+    if not pairs:
+        raise DataError(f"data.{split}: no lines in {' and '.join(map(str, split_paths(data, split)))}")
+    return [s for s, _ in pairs], [t for _, t in pairs]

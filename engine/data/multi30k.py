@@ -9,7 +9,7 @@ from pathlib import Path
 from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
 
 from ..errors import DataError
-from .corpus import SPLITS, split_files
+from .corpus import SPLITS, split_paths
 from .download import Pinned, copy_checked, download, new_folder, offline_hint, resolve_mirror, sha256_of
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -102,20 +102,21 @@ class Multi30k:
         self.spec, self.mirror, self.progress = spec, mirror, progress
 
     def ensure(self, data: DataSpec, log: Callable[[str], None], splits: Sequence[str] = SPLITS) -> None:
-        langs = (data.source_lang, data.target_lang)
+        # a language model's text (side set): that language alone
+        langs = (self.spec.side,) if self.spec.side is not None else (data.source_lang, data.target_lang)
         unknown = [lang for lang in langs if lang not in LANGS]
         if unknown:
             raise DataError(f"data.dataset multi30k has languages {', '.join(LANGS)}, not {', '.join(unknown)}")
         for split in splits:
             if getattr(data, split) is None:
                 continue
-            missing = [p for p in split_files(data, split) if not p.exists()]
+            missing = [p for p in split_paths(data, split) if not p.exists()]
             if not missing:
                 continue
             dest = missing[0].parent
             log(f"data.{split}: {missing[0]} is missing; fetching Multi30k into {dest}")
             fetch_multi30k(dest, self.mirror, langs=langs, progress=self.progress)
-            still = [p for p in split_files(data, split) if not p.exists()]
+            still = [p for p in split_paths(data, split) if not p.exists()]
             if still:
                 names = ", ".join(f"{s}.<lang>.gz" for s in LOCAL_SPLITS)
                 raise DataError(f"data.{split}: {still[0]} not found; Multi30k provides {names} in {dest}")

@@ -25,7 +25,7 @@ from tbuild.builder.schema import Spec
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from .corpus import iter_parallel, split_files
+from .corpus import iter_split, split_paths, text_only
 from .datasets import ensure_data
 from .download import sha256_of
 from .encoding import Encoded, encode_chunk, init_worker
@@ -62,7 +62,7 @@ def prepared_id(folder: Path) -> str | None:
 def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:
     """What a prepared split depends on: the tokenizer's bytes, the filters and the source files."""
     files = [{"path": str(p.resolve()), "size": p.stat().st_size if p.is_file() else None,
-              "mtime_ns": p.stat().st_mtime_ns if p.is_file() else None} for p in split_files(spec.data, "train")]
+              "mtime_ns": p.stat().st_mtime_ns if p.is_file() else None} for p in split_paths(spec.data, "train")]
     filters: dict[str, Any] = {"max_length": spec.data.max_length, "max_length_ratio": spec.data.max_length_ratio}
     for key in ("max_words", "max_words_ratio"):  # only when set: data prepared before they existed stays valid
         if getattr(spec.data, key) is not None:
@@ -88,16 +88,17 @@ def _stale(header: dict[str, Any] | None, made_from: dict[str, Any]) -> str | No
 def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any], log: Log, *,
             workers: int | None = None) -> dict[str, Any]:
     """Stream, encode, filter and write the training split into ``folder``; returns the header."""
-    src_path, tgt_path = split_files(spec.data, "train")
+    files = ", ".join(map(str, split_paths(spec.data, "train")))
+    text = text_only(spec.data)  # a language model's text: every source is empty (EOS alone)
     started = time.monotonic()
     writer = MappedWriter(folder, token_dtype(tok.vocab_size))
     dropped = {"empty": 0, "long": 0, "ratio": 0, "words": 0}
     counted = {"read": 0}
     try:
-        pairs = word_filter(iter_parallel(src_path, tgt_path, "data.train"), spec.data.max_words,
+        pairs = word_filter(iter_split(spec.data, "train"), spec.data.max_words,
                             spec.data.max_words_ratio, dropped, counted)
         for encoded in _encoded_chunks(pairs, tok.path, workers):
-            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped)
+            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped, text)
         read = counted["read"]
         ratio = spec.data.max_length_ratio
         summary = (f"dropped {dropped['empty']} empty, {dropped['long']} longer than {spec.data.max_length} tokens, "
@@ -106,7 +107,7 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
             summary += (f", {dropped['words']} over {spec.data.max_words or '-'} words or word ratio "
                         f"{spec.data.max_words_ratio or '-'}")
         if read == 0:
-            raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
+            raise DataError(f"data.train: no lines in {files}")
         if writer.pairs == 0:
             raise DataError(f"data.train: no pairs left after filtering ({summary})")
         header = {**made_from, "source_pairs": read, "dropped": dropped}
@@ -121,7 +122,7 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
         writer.abort()
         raise
     seconds = time.monotonic() - started
-    log(f"data.train: kept {writer.pairs:,} of {read:,} pairs from {src_path}, {tgt_path}; {summary} "
+    log(f"data.train: kept {writer.pairs:,} of {read:,} {'lines' if text else 'pairs'} from {files}; {summary} "
         f"({seconds:.1f} s, {read / max(seconds, 1e-9):,.0f} pairs/s)")
     return header
 
@@ -170,11 +171,12 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int 
 
 
 def _write_kept(writer: MappedWriter, encoded: Encoded, max_length: int, max_ratio: float | None,
-                dropped: dict[str, int]) -> None:
-    """Apply the training filters to a chunk (lengths count EOS) and append the pairs kept."""
+                dropped: dict[str, int], text: bool = False) -> None:
+    """Apply the training filters to a chunk (lengths count EOS) and append the pairs kept (``text``: a
+    language model's, whose sources are all empty: only the target side can be)."""
     src_ids, src_len, tgt_ids, tgt_len = encoded
     s, t = src_len - 1, tgt_len - 1  # without EOS
-    empty = (s == 0) | (t == 0)
+    empty = (t == 0) if text else (s == 0) | (t == 0)
     long = ~empty & ((src_len > max_length) | (tgt_len > max_length))
     ratio = np.zeros_like(empty)
     if max_ratio is not None:

@@ -16,7 +16,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from .corpus import iter_parallel, split_files
+from .corpus import iter_split, split_paths, text_only
 from .datasets import ensure_data
 
 Log = Callable[[str], None]
@@ -114,18 +114,19 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         log(f"tokenizer: {run.tokenizer} ({tok.vocab_size} pieces, from an earlier run)")
         return tok
     ensure_data(spec.data, log, splits=("train",))
-    src_path, tgt_path = split_files(spec.data, "train")
-    pairs = iter_parallel(src_path, tgt_path, "data.train")
+    pairs = iter_split(spec.data, "train")
     if tspec.max_sentences is not None:  # per side: sample pairs, so both languages stay balanced
         pairs = iter(sample_pairs(pairs, tspec.max_sentences, seed=spec.train.seed))
     kept = list(pairs)
     if not kept:
-        raise DataError(f"data.train: no lines in {src_path} and {tgt_path}")
-    source, target = [s for s, _ in kept], [t for _, t in kept]
+        raise DataError(f"data.train: no lines in {' and '.join(map(str, split_paths(spec.data, 'train')))}")
+    text = text_only(spec.data)  # a language model's text: no source side
+    source, target = [] if text else [s for s, _ in kept], [t for _, t in kept]
     del kept
     whole = whole_target_tokens(spec, target)
-    log(f"tokenizer: training a shared {tspec.kind} model, vocab {tspec.vocab_size}, "
-        f"on {len(source)} + {len(target)} sentences -> {run.tokenizer}"
+    counts = f"{len(target)}" if text else f"{len(source)} + {len(target)}"
+    log(f"tokenizer: training a{'' if text else ' shared'} {tspec.kind} model, vocab {tspec.vocab_size}, "
+        f"on {counts} sentences -> {run.tokenizer}"
         + (f"; {len(whole)} target tokens kept whole" if whole else ""))
     run.path.mkdir(parents=True, exist_ok=True)
     tmp_prefix = run.path / f".spm.{os.getpid()}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.schema import DecodeSpec, Spec
+from tbuild.components.specs.graph import GRAPHS
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
@@ -110,6 +111,9 @@ def check_exportable(spec: Spec, target: Target) -> None:
         if name not in target.kinds[registry]:
             refuse(f"{registry} kind {name!r} ({where})", registry)
 
+    if not GRAPHS[model.kind].translates:
+        raise UnsupportedExport(f"cannot export to {target.name}: model.kind {model.kind} (no export maps a "
+                                f"{model.kind} model yet; {target.name} takes an encoder_decoder)")
     kind("positional", view.positional, "model.positional")
     for stack in view.stacks:
         for i, group in enumerate(stack.groups):

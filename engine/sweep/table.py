@@ -21,7 +21,8 @@ SAME = 0.15  # BLEU: the paper calls a difference this small "nearly identical" 
 
 def describe(spec: Spec) -> dict:
     """The architecture columns of Table 3 for a spec (the encoder's; tbuild's rows set both stacks)."""
-    m, stack = spec.model, spec.model.encoder
+    m = spec.model
+    stack = next(iter(m.stacks().values()))  # the encoder (a decoder-only model's decoder)
     return {"N": stack.layers, "d_model": m.d_model, "d_ff": stack.d_ff, "h": stack.heads,
             "d_k": stack.d_k or m.d_model // stack.heads, "d_v": stack.d_v or m.d_model // stack.heads,
             "P_drop": m.dropout.residual, "eps_ls": spec.train.label_smoothing, "positional": m.positional.kind}

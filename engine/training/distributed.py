@@ -19,6 +19,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from tbuild.components.weights import weight_tree
+
 from ..errors import TbuildError
 
 Strategy = Literal["ddp", "fsdp"]
@@ -138,8 +140,8 @@ def wrap(model: nn.Module, strategy: Strategy, rank: Rank, device: torch.device)
 
     # One FSDP unit per layer (its weights are gathered just before use), the root holds the rest:
     # embeddings, the output projection and norms, so tied weights stay in one unit (§3.4).
-    for layers in (model.encoder, model.decoder):
-        for layer in layers:
+    for stack in weight_tree(model).stacks:  # the model kind's stacks (components/weights.py)
+        for layer in getattr(model, stack.layers):
             fully_shard(layer)
     fully_shard(model)
     return model

@@ -1,0 +1,48 @@
+"""The model kinds (graphs) a spec declares with ``model.kind``: which stacks each has, whether its
+decoder attends to an encoder (cross-attention, §3.2.3), and what it trains on. Torch-free: the schema
+validates ``model.kind`` against this table and the builder looks up each kind's assembly by the same
+key (``tbuild.builder.build.ASSEMBLY``), so a new kind is one entry here and one assembly there.
+
+A stack named ``decoder`` attends causally (masked self-attention, §3.2.3); one named ``encoder``
+attends to the whole input."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One model kind: its stacks (input side first), whether the decoder layers attend to an encoder's
+    output, and its data: ``pairs`` (source → target) or ``text`` (one side: a language model)."""
+
+    kind: str
+    stacks: tuple[str, ...]
+    cross_attention: bool
+    data: Literal["pairs", "text"]
+    summary: str
+
+    @property
+    def translates(self) -> bool:
+        """Whether it maps a source to a target (``decode``, ``export``, ``serve``, attention maps)."""
+        return self.data == "pairs"
+
+
+GRAPHS: dict[str, Graph] = {}
+
+
+def declare(graph: Graph) -> Graph:
+    """Add a model kind to the table (a kind is declared once)."""
+    if graph.kind in GRAPHS:
+        raise ValueError(f"model kind {graph.kind!r} is already declared")
+    GRAPHS[graph.kind] = graph
+    return graph
+
+
+ENCODER_DECODER = declare(Graph(
+    "encoder_decoder", ("encoder", "decoder"), cross_attention=True, data="pairs",
+    summary="§3.1, Figure 1: an encoder over the source, a decoder over the target attending to it"))
+DECODER_ONLY = declare(Graph(
+    "decoder_only", ("decoder",), cross_attention=False, data="text",
+    summary="a causal language model: one stack of masked self-attention and feed-forward layers, no encoder"))
