@@ -13,6 +13,7 @@ from .decode import decode
 from .evalb import evalb
 from .evaluate import evaluate
 from .export import export
+from .generate import generate
 from .inspect import inspect
 from .plot import plot
 from .serve import serve
@@ -46,8 +47,8 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, sweep, tune, average, decode, evaluate, evalb, export,
-                attention, plot, serve, card):
+for command in (inspect, validate, schema, components, train, sweep, tune, average, decode, generate, evaluate, evalb,
+                export, attention, plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

@@ -60,6 +60,7 @@ def decode(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line."""
+    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evaluation import tree_rule_for
@@ -69,6 +70,8 @@ def decode(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha, nbest=nbest,
                        sampling=sampling, topk=topk, topp=topp, temperature=temperature, seed=seed,
                        no_repeat_ngram=no_repeat_ngram)
+    for run in runs:
+        require_kind(run.spec, "decode", language_model=False)
     name = str(input_) if input_ else "stdin"
     lines, prefixes, constraints = _read_input(input_, name, prefix_file, constraints_file)
     request = DecodeRequest.of(runs[0].spec.decode, prefixes=prefixes, constraints=constraints, format=format_,

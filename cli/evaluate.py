@@ -34,6 +34,7 @@ def evaluate(
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
+    from tbuild.engine.decoding.lm import is_language_model
     from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.errors import TbuildError
@@ -47,6 +48,9 @@ def evaluate(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
                        no_repeat_ngram=no_repeat_ngram)
     run = runs[0]
+    if is_language_model(run.spec):
+        _language_model(runs, split, src, loading)
+        return
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
     translator = load_translator(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
@@ -89,6 +93,38 @@ def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
         console.print(f"[dim]{name} signature: {sig}[/]", highlight=False, soft_wrap=True)
     out = run.dir.write_eval(result)
     console.print(f"[dim]wrote {out}[/]")
+
+
+def _language_model(runs: list, split: str, src: Path | None, loading: Loading) -> None:
+    """A language model (model.kind decoder_only): the split's perplexity per token, nothing decoded;
+    writes eval_SPLIT.json."""
+    from tbuild.engine.decoding.lm import evaluate_perplexity, load_language_model
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.process import configure_process
+
+    if src is not None:
+        raise TbuildError("--src/--ref score translations; a language model is scored on a split of its data "
+                          "(--split test or valid)")
+    if len(runs) > 1:
+        raise TbuildError("a language model is evaluated alone: give one run (ensembles score translations)")
+    if loading.engine != "native":
+        raise TbuildError(f"--engine {loading.engine}: a language model is evaluated by the native engine only")
+    run = runs[0]
+    configure_process()
+    lm = load_language_model(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                             quantization=loading.quantization or run.spec.decode.quantization, notify=notify)
+    result = evaluate_perplexity(run, lm, split)
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} lines, {result.weights})",
+                  title_justify="left")
+    table.add_column("metric")
+    table.add_column("score", justify="right")
+    table.add_column("note")
+    table.add_row("perplexity", f"{result.perplexity:.2f}", f"per subword token, EOS included ({result.tokens:,} "
+                  "tokens, teacher-forced)")
+    table.add_row("NLL", f"{result.nll:.4f}", "nats per token")
+    table.add_row("seconds", f"{result.seconds:.1f}", result.precision)
+    console.print(table)
+    console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
 
 
 def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Path | None,  # noqa: ANN001

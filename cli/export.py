@@ -28,6 +28,7 @@ def export(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
+    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.provenance import write_provenance
@@ -43,6 +44,7 @@ def export(
     if to == "hf" and quantization not in (None, "float32"):
         raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
+    require_kind(run.spec, "export", language_model=False)
     if profile is not None:
         check_profile(run.spec, to, profile)
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"

@@ -40,9 +40,11 @@ def serve(
     except ImportError as e:
         raise TbuildError(f"tbuild serve needs FastAPI and uvicorn ({e.name} is missing): "
                           "pip install 'tbuild[serve]'") from None
+    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.serving.service import open_service
 
     [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha)
+    require_kind(run.spec, "serve", language_model=False)
     process = configure_process()
     service = open_service(run, engine=loading.engine, quantization=loading.quantization, device=loading.device,
                            checkpoint=loading.checkpoint, average=loading.average, batch_tokens=batch_tokens,

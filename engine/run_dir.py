@@ -25,7 +25,8 @@ _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a di
 class EvalRecord(BaseModel):
     """One split's scores as ``tbuild evaluate`` keeps them (``eval_<split>.json``, flat JSON): how it
     was decoded and scored, with sacreBLEU's figures (a translation run) or EVALB's (a parsing run:
-    ``params``, ``all``, ``short``, ``cutoff``, ``repairs``). Fields in the order they are written."""
+    ``params``, ``all``, ``short``, ``cutoff``, ``repairs``); a language model's: its perplexity, NLL
+    and tokens, nothing decoded. Fields in the order they are written."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -44,10 +45,13 @@ class EvalRecord(BaseModel):
     cutoff: int | None = None
     repairs: dict | None = None
     perplexity: float
-    decode_seconds: float
-    sentences_per_second: float
-    beam: int
-    alpha: float
+    nll: float | None = None  # a language model's: mean NLL per token (nats), EOS included
+    tokens: int | None = None  # a language model's: the tokens scored
+    seconds: float | None = None  # a language model's: the scoring's wall time
+    decode_seconds: float | None = None  # a translation's or parse's decoding
+    sentences_per_second: float | None = None
+    beam: int | None = None
+    alpha: float | None = None
     precision: str
     engine: str = "native"  # what decoded; the perplexity is always the native model's
 

@@ -1,0 +1,156 @@
+"""A decoder-only language model (``model.kind: decoder_only``) through the search: ``tbuild generate``
+continues prompts with greedy or beam search or the sampling modes of ``search.py``, and ``tbuild
+evaluate`` reports its perplexity on a split.
+
+The search (``search.beam_search``) sees the model through its ``SearchModel`` protocol
+(``model.py``): there is nothing to encode, so ``encode`` hands back the prompts themselves (their
+padding mask bounds the output length: prompt + ``max_new_tokens``), and every step is one incremental
+``decode`` with the self-attention cache. A prompt is forced as the output's prefix (``Rules.prefix``,
+as ``tbuild decode`` forces a target prefix), so the output is the prompt and its continuation; an empty
+prompt is an unconditional sample from BOS.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.schema import Spec
+from tbuild.builder.tokens import PAD
+from tbuild.components.specs.graph import GRAPHS
+from tbuild.components.transformer import DecoderCache
+
+from ..data.pairs import load_pairs
+from ..errors import TbuildError
+from ..loss import evaluate_loss
+from ..run_dir import EvalRecord, Run
+from .request import DecodeRequest, Hooks
+from .search import Hypothesis, Rules, beam_search
+from .translator import Translator, length_batches, load_translator, padded, sampler
+
+DEFAULT_MAX_POSITIONS = 1024  # prompt tokens kept when the model has no max_positions
+
+
+class LanguageModelSearch:
+    """A decoder-only model as a ``SearchModel``: no encoder, each step one cached ``decode``."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.members = (model,)
+        self._decode = model.decode
+
+    @staticmethod
+    def encode(src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts (B, P) stand for the memory (never read by ``step``); their padding mask gives
+        each row's prompt length to the output's length limit."""
+        return src, src.eq(PAD)
+
+    @staticmethod
+    def new_cache() -> DecoderCache:
+        return DecoderCache()
+
+    def step(self, last: torch.Tensor, memory: torch.Tensor, pad: torch.Tensor, cache: DecoderCache,
+             beams: int) -> torch.Tensor:
+        return self._decode(last, cache)[:, -1].float()
+
+    @staticmethod
+    def select(memory: torch.Tensor, kept: torch.Tensor) -> torch.Tensor:
+        return memory.index_select(0, kept)
+
+
+def is_language_model(spec: Spec) -> bool:
+    """Whether the spec's model is a language model (a kind that trains on text, not pairs)."""
+    return not GRAPHS[spec.model.kind].translates
+
+
+def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
+    """Refuse, in one line, ``command`` on a run of the other family: a language model where a translator
+    is needed (``language_model`` False), or the reverse."""
+    if language_model and not is_language_model(spec):
+        raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
+                          f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")
+    if not language_model and is_language_model(spec):
+        raise TbuildError(f"tbuild {command} needs a translator (model.kind encoder_decoder); "
+                          f"{spec.name or 'this run'} is a {spec.model.kind} language model, which has no "
+                          f"{command} yet: tbuild generate continues text, tbuild evaluate gives its perplexity")
+
+
+@dataclass
+class LanguageModel:
+    """A trained language model: its weights on the decoding policy's device, tokenizer and position limit."""
+
+    translator: Translator  # the native loading (weights, device, precision, int8, packing) it shares
+
+    @property
+    def max_positions(self) -> int | None:
+        return self.translator.max_output_len
+
+
+def load_language_model(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
+                        device: str = "auto", quantization: str = "float32",
+                        notify: Callable[[str], None] = lambda _: None) -> LanguageModel:
+    """The run's language model, loaded as ``load_translator`` loads a translator (the same weights
+    choice, device, precision and int8 linears)."""
+    require_kind(run.spec, "generate", language_model=True)
+    return LanguageModel(load_translator(run, checkpoint=checkpoint, average=average, device=device,
+                                         quantization=quantization, notify=notify))
+
+
+def encode_prompts(lm: LanguageModel, prompts: list[str], max_new_tokens: int,
+                   warn: Callable[[str], None] = lambda _: None) -> list[list[int]]:
+    """Each prompt's ids (no EOS); one too long for the model's positions keeps its last tokens, with a
+    warning naming the line."""
+    limit = (lm.max_positions or DEFAULT_MAX_POSITIONS) - 1 - max_new_tokens  # BOS, the new tokens
+    if limit < 0:
+        raise TbuildError(f"--max-new-tokens {max_new_tokens} does not fit the model's {lm.max_positions} "
+                          "positions (BOS included)")
+    out: list[list[int]] = []
+    for n, ids in enumerate(lm.translator.tokenizer.encode(prompts), 1):
+        if len(ids) > limit:
+            warn(f"line {n}: a prompt of {len(ids)} tokens and {max_new_tokens} new ones exceed the model's "
+                 f"positions; its last {limit} tokens kept")
+            ids = ids[len(ids) - limit:]
+        out.append(ids)
+    return out
+
+
+def generate(lm: LanguageModel, prompts: list[str], request: DecodeRequest, max_new_tokens: int,
+             hooks: Hooks = Hooks()) -> list[list[Hypothesis]]:
+    """n-best continuations of each prompt (each output holds its prompt), in input order: beam search
+    (beam 1: greedy) or the request's sampling, at most ``max_new_tokens`` tokens after the prompt (an
+    EOS may end it sooner). The request's length penalty and n-gram blocking apply; its target prefixes
+    and constraints are a translator's and are refused."""
+    if request.prefixes is not None or request.constraints is not None:
+        raise TbuildError("generate takes prompts only: no target prefixes or constraints")
+    model, policy = LanguageModelSearch(lm.translator.model), lm.translator.policy
+    ids = encode_prompts(lm, prompts, max_new_tokens, hooks.warn)
+    results: list[list[Hypothesis]] = [[] for _ in prompts]
+    sampling = sampler(request, policy.device)
+    for rows in length_batches([max(len(p), 1) for p in ids], request.batch_tokens):
+        prompt = padded([ids[i] for i in rows]).to(policy.device)
+        with policy.autocast():
+            hyps = beam_search(model, prompt, beam=request.width, alpha=request.alpha, max_len_a=1.0,
+                               max_len_b=max_new_tokens + 1, nbest=request.nbest, min_len=request.min_len,
+                               max_len_cap=lm.max_positions, rules=Rules(prefix=prompt,
+                                                                         no_repeat_ngram=request.no_repeat_ngram),
+                               sampling=sampling, token_scores=request.token_scores)
+        for i, h in zip(rows, hyps, strict=True):
+            results[i] = h
+        hooks.after_batch()
+        hooks.progress(len(rows))
+    return results
+
+
+def evaluate_perplexity(run: Run, lm: LanguageModel, split: str) -> EvalRecord:
+    """The teacher-forced perplexity per token (EOS included) of the split's lines, in eval mode."""
+    started = time.perf_counter()
+    pairs = load_pairs(run.spec, split, lm.translator.tokenizer, lambda _: None)
+    t = lm.translator
+    result = evaluate_loss(t.model, pairs, batch_tokens=run.spec.train.batch_tokens,
+                           label_smoothing=run.spec.train.label_smoothing, policy=t.policy)
+    seconds = time.perf_counter() - started
+    return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, perplexity=result["ppl"],
+                      nll=result["nll"], tokens=result["tokens"], seconds=seconds, precision=t.precision)
