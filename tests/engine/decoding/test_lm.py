@@ -1,0 +1,76 @@
+"""A decoder-only language model through the search (engine/decoding/lm.py): the prompt forced as the
+output's prefix, greedy equal to argmax over full passes (the cache changes nothing), beams and seeded
+samples."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.engine.decoding.lm import LanguageModelSearch
+from tbuild.engine.decoding.model import SearchModel
+from tbuild.engine.decoding.search import Rules, beam_search
+from tbuild.engine.decoding.translator import padded
+
+from ...conftest import TINY, tiny_model
+
+LM = copy.deepcopy(TINY)
+LM["model"].pop("encoder")
+LM["model"]["kind"] = "decoder_only"
+
+
+def reference_greedy(model: torch.nn.Module, prompt: list[int], new: int) -> list[int]:
+    """Argmax of full (uncached) passes over BOS + the tokens so far; PAD and BOS never chosen."""
+    tokens = list(prompt)
+    while len(tokens) < len(prompt) + new:
+        logits = model.decode(torch.tensor([[BOS, *tokens]]))[0, -1].clone()
+        logits[[PAD, BOS]] = float("-inf")
+        token = int(logits.argmax())
+        if token == EOS:
+            break
+        tokens.append(token)
+    return tokens
+
+
+def search(model: torch.nn.Module, prompts: list[list[int]], new: int, **options: object) -> list:
+    src = padded(prompts)
+    return beam_search(LanguageModelSearch(model), src, alpha=0.0, max_len_a=1.0, max_len_b=new + 1,
+                       rules=Rules(prefix=src), **options)  # type: ignore[arg-type]
+
+
+def test_the_adapter_is_a_search_model() -> None:
+    assert isinstance(LanguageModelSearch(tiny_model(spec=LM)), SearchModel)
+
+
+def test_greedy_continues_each_prompt_as_full_passes_would() -> None:
+    model = tiny_model(["model.positional.kind=rope"], spec=LM)
+    prompts = [[5, 6, 7], [], [9]]
+    hyps = search(model, prompts, 6, beam=1)
+    for prompt, h in zip(prompts, hyps, strict=True):
+        assert h[0].tokens[: len(prompt)] == prompt  # the prompt is the output's prefix
+        assert h[0].tokens == reference_greedy(model, prompt, 6)
+        assert len(h[0].tokens) <= len(prompt) + 6
+
+
+def test_beam_search_scores_at_least_greedy() -> None:
+    model = tiny_model(spec=LM)
+    greedy = search(model, [[5, 6]], 5, beam=1)[0][0]
+    beams = search(model, [[5, 6]], 5, beam=4, nbest=2)[0]
+    assert len(beams) == 2 and beams[0].score >= greedy.score - 1e-5
+    assert all(h.tokens[:2] == [5, 6] for h in beams)
+
+
+def test_seeded_samples_are_reproducible() -> None:
+    from tbuild.engine.decoding.search import Sampling, top_k
+
+    model = tiny_model(spec=LM)
+
+    def draw(seed: int) -> list[list[int]]:
+        generator = torch.Generator().manual_seed(seed)
+        hyps = search(model, [[5], []], 8, beam=3, nbest=3, sampling=Sampling((top_k(10),), generator))
+        return [h.tokens for row in hyps for h in row]
+
+    assert draw(1) == draw(1)
+    assert draw(1) != draw(2)
