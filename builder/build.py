@@ -11,8 +11,9 @@ from torch import nn
 import tbuild.components.attention  # noqa: F401  (each block module registers its blocks)
 import tbuild.components.feedforward  # noqa: F401
 import tbuild.components.norm  # noqa: F401
+import tbuild.components.pointer  # noqa: F401
 import tbuild.components.positional  # noqa: F401
-from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
+from tbuild.components import ATTENTION, FFN, NORM, POINTER, POSITIONAL
 from tbuild.components.decoder_only import CausalLayer, DecoderOnly
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
@@ -83,7 +84,17 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
         pad_id=PAD,
+        pointer=_pointer(spec),
     )
+
+
+def _pointer(spec: Spec) -> nn.Module | None:
+    """model.decoder.pointer's block (None without one), its id sets read from the (fitted) spec."""
+    pointer = spec.model.decoder.pointer
+    if pointer is None:
+        return None
+    return POINTER.build(pointer, d_model=spec.model.d_model, vocab_size=spec.vocab_size(),
+                         src_vocab_size=spec.src_vocab_size())
 
 
 def _decoder_only(spec: Spec) -> nn.Module:

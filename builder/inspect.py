@@ -130,13 +130,17 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
         norm = getattr(net, part[stack.name].norm)
         if norm is not None and stack.final_norm is not None:
             rows.append(Row(f"{stack.name} final norm", stack.final_norm.kind, count(norm)))
+    pointer = spec.model.decoder.pointer if view.stack("decoder") is not None else None
+    if pointer is not None:  # model.decoder.pointer: its projection (components/pointer.py)
+        rows.append(Row("decoder pointer", pointer.kind, count(net.pointer), "encoder output at the next source "
+                        "unit, projected, added to the decoder input"))
     output = getattr(net, tree.output)
     out = count(output)
     table = "target" if "encoder" in embeds else "token"
     rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
     matmul = sum(_linear_weights(layer) for s in tree.stacks for layer in getattr(net, s.layers))
-    matmul += output.weight.numel()
+    matmul += output.weight.numel() + (_linear_weights(net.pointer) if pointer is not None else 0)
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
 

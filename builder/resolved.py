@@ -96,6 +96,7 @@ def resolve(model: ModelSpec) -> ResolvedModel:
             used(group.ffn, stack.use("ffn"))
             used(group.norm, stack.use("norm"))
         used(stack.final_norm, stack.use("final_norm"))
+        used(getattr(model.stacks()[stack.name], "pointer", None), stack.use("pointer"))  # decoder only
     components = tuple(ResolvedComponent(path, spec, tuple(uses.get(id(spec), ())))
                        for path, spec in _declared(model, cross))
     return ResolvedModel(stacks, model.positional, components)
@@ -124,7 +125,7 @@ def _declared(model: ModelSpec, cross_attention: bool) -> list[tuple[SpecPath, C
         if name != "cross_attention" or cross_attention:
             found.append(((name,), getattr(model, name)))
     for stack_name, stack in model.stacks().items():
-        for name in ("attention", "ffn", "norm", "cross_attention"):
+        for name in ("attention", "ffn", "norm", "cross_attention", "pointer"):
             if getattr(stack, name, None) is not None:
                 found.append(((stack_name, name), getattr(stack, name)))
         for i, group in enumerate(stack.groups or []):

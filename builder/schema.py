@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
+from tbuild.components import ATTENTION, FFN, NORM, POINTER, POSITIONAL
 from tbuild.components.registry import Registry
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
@@ -29,6 +29,7 @@ AttentionSpec = ATTENTION.field(ComponentSpec)
 PositionalSpec = POSITIONAL.field(ComponentSpec)
 FFNSpec = FFN.field(ComponentSpec)
 NormSpec = NORM.field(ComponentSpec)
+PointerSpec = POINTER.field(ComponentSpec)
 GraphKind = Literal[tuple(GRAPHS)]  # type: ignore[valid-type]  # the declared model kinds (components/specs/graph.py)
 
 
@@ -95,6 +96,11 @@ class StackSpec(StrictModel):
 class DecoderStackSpec(StackSpec):
     cross_attention: AttentionSpec | None = Field(
         None, description="Encoder-decoder attention (§3.2.3). Default: model.cross_attention."
+    )
+    pointer: PointerSpec | None = Field(
+        None, description="A pointer into the source for an output that walks over its input (e.g. "
+        "{kind: next_word}: the encoder output at the next word added to the decoder's input); none by default "
+        "(not in the paper; docs/parsing.md)."
     )
 
 
@@ -192,6 +198,9 @@ class ModelSpec(StrictModel):
             # a resolved spec (a run's spec.yaml) writes the default out: only another value is refused
             if "cross_attention" in self.model_fields_set and self.cross_attention != MultiHeadSpec():
                 raise FieldError(("cross_attention",), f"{why}: remove model.cross_attention")
+        if not graph.cross_attention and self.decoder.pointer is not None:
+            raise FieldError(("decoder", "pointer"), f"a {self.kind} model has no source to point into: remove "
+                             "decoder.pointer")
         if "encoder" not in graph.stacks and self.src_vocab_size is not None:
             raise FieldError(("src_vocab_size",), f"a {self.kind} model has one vocabulary (no source side): "
                              "remove src_vocab_size")
@@ -642,6 +651,17 @@ class Spec(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _pointer_fits_the_data(self) -> Spec:
+        """``advance: leaves`` names the data set's leaf tokens: a parsing data set's."""
+        pointer = self.model.decoder.pointer
+        if pointer is not None and pointer.advance == "leaves" and pointer.advance_ids is None \
+                and not isinstance(self.data.dataset, TreebankDataset):
+            raise FieldError(("model", "decoder", "pointer", "advance"), "leaves are the leaf tokens of a parse "
+                             "tree (data.dataset: treebank); for other data list the target tokens that consume "
+                             "one source word, e.g. advance: [XX]")
+        return self
+
+    @model_validator(mode="after")
     def _data_fits_the_graph(self) -> Spec:
         """Pairs for a kind that translates, one side of text for a language model (and nothing that
         compares a source with a target there)."""
@@ -682,7 +702,9 @@ class Spec(StrictModel):
         """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
         # model.kind joined the spec after runs of the encoder-decoder were trained: left out for it, so
         # their checkpoints keep their hash
-        leave_out = {"kind"} if self.model.kind == "encoder_decoder" else None
-        model = self.model.model_dump(mode="json", exclude=leave_out) | {"vocab_size": self.vocab_size()}
+        leave_out: dict = {"kind": True} if self.model.kind == "encoder_decoder" else {}
+        if self.model.decoder.pointer is None:  # decoder.pointer joined later too: a model without one keeps its hash
+            leave_out["decoder"] = {"pointer": True}
+        model = self.model.model_dump(mode="json", exclude=leave_out or None) | {"vocab_size": self.vocab_size()}
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

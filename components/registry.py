@@ -1,4 +1,4 @@
-"""One small registry helper; one registry per component kind (attention, positional, ffn, norm).
+"""One small registry helper; one registry per component kind (attention, positional, ffn, norm, pointer).
 
 A registry maps each ``kind`` tag to the pydantic model of its spec and, separately, to the block
 that implements it. Specs are declared in torch-free modules (``tbuild.components.specs``), blocks
@@ -164,4 +164,5 @@ ATTENTION = Registry("attention")
 POSITIONAL = Registry("positional")
 FFN = Registry("ffn")
 NORM = Registry("norm")
-REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM)}
+POINTER = Registry("pointer")  # the decoder's pointer into the source (model.decoder.pointer)
+REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM, POINTER)}

@@ -15,6 +15,7 @@ from torch import nn
 
 from .dropout import Dropout
 from .kv_cache import KVBuffer
+from .pointer import PointedMemory, Pointer
 from .positional import Positional
 from .weights import LAYER, Names, Stack, WeightTree, params
 
@@ -70,6 +71,7 @@ class DecoderCache:
 
     layers: list[dict] = field(default_factory=list)
     offset: int = 0  # number of target positions already decoded
+    pointer: torch.Tensor | None = None  # (B,) each row's pointer count so far (model.decoder.pointer)
 
     def reorder(self, index: torch.Tensor, *, sources: torch.Tensor | None = None) -> None:
         """Keep/reorder batch rows (beam search: surviving hypotheses, finished sentences dropped).
@@ -79,6 +81,8 @@ class DecoderCache:
         they are: beams of a sentence share its row (``decode(..., beams=k)``: each memory row serves
         k consecutive target rows).
         """
+        if self.pointer is not None:
+            self.pointer = self.pointer.index_select(0, index)
         for layer in self.layers:
             for role, part in layer.items():
                 rows = index if role != "cross" else sources
@@ -99,8 +103,10 @@ class Embedding(nn.Module):
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        return self.dropout(self.positional(self.tokens(ids) * self.scale, offset))  # (B, T, D)
+    def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, T, D); ``extra`` (B, T, D) is added before the dropout (a decoder pointer's input)."""
+        x = self.positional(self.tokens(ids) * self.scale, offset)
+        return self.dropout(x if extra is None else x + extra)
 
 
 def _ctranslate2_names() -> Names:
@@ -163,25 +169,27 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, *, src_embed: Embedding, tgt_embed: Embedding, encoder: list[EncoderLayer],
                  decoder: list[DecoderLayer], encoder_norm: nn.Module | None, decoder_norm: nn.Module | None,
-                 output: nn.Linear, pad_id: int) -> None:
+                 output: nn.Linear, pad_id: int, pointer: Pointer | None = None) -> None:
         super().__init__()
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.encoder, self.decoder = nn.ModuleList(encoder), nn.ModuleList(decoder)
         self.encoder_norm, self.decoder_norm = encoder_norm, decoder_norm
         self.output = output  # pre-softmax linear transformation (§3.4), possibly tied
         self.pad_id = pad_id
+        self.pointer = pointer  # model.decoder.pointer (components/pointer.py), not in the paper
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, S) ids -> memory (B, S, D) and its padding mask (B, S), True at padding."""
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor | PointedMemory, torch.Tensor]:
+        """src (B, S) ids -> memory (B, S, D) and its padding mask (B, S), True at padding. With a pointer
+        the memory is a ``PointedMemory``: the (B, S, D) states and where each row's source units are."""
         pad = src.eq(self.pad_id)
         x = self.src_embed(src)
         for layer in self.encoder:
             x = layer(x, pad, self.src_embed.positional)
         if self.encoder_norm is not None:
             x = self.encoder_norm(x)
-        return x, pad
+        return (x, pad) if self.pointer is None else (PointedMemory(x, self.pointer.units(src, pad)), pad)
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor | PointedMemory, memory_pad: torch.Tensor | None,
                cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor:
         """tgt (B, T) ids (shifted right) -> logits (B, T, V). With a cache, tgt holds only the new
         positions; earlier ones come from the cache, which is updated. memory (M, S, D) has
@@ -190,7 +198,9 @@ class EncoderDecoder(nn.Module):
         offset = cache.offset if cache is not None else 0
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.decoder]
-        x = self.tgt_embed(tgt, offset)
+        x = self.tgt_embed(tgt, offset, self._pointed(tgt, memory, cache, beams))
+        if isinstance(memory, PointedMemory):
+            memory = memory.states
         for i, layer in enumerate(self.decoder):
             x = layer(x, memory, memory_pad, self.tgt_embed.positional,
                       None if cache is None else cache.layers[i], offset, beams)
@@ -199,6 +209,18 @@ class EncoderDecoder(nn.Module):
         if cache is not None:
             cache.offset += tgt.size(1)
         return self.output(x)
+
+    def _pointed(self, tgt: torch.Tensor, memory: torch.Tensor | PointedMemory, cache: DecoderCache | None,
+                 beams: int) -> torch.Tensor | None:
+        """The pointer's input at each new position (None without a pointer); the cache's counts move on."""
+        if self.pointer is None:
+            return None
+        if not isinstance(memory, PointedMemory):
+            raise TypeError("a model with a pointer decodes from the PointedMemory its encode returns")
+        p = self.pointer.counts(tgt, None if cache is None else cache.pointer)
+        if cache is not None:
+            cache.pointer = p[:, -1]
+        return self.pointer(memory, p, beams)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for src (B, S) and shifted-right tgt (B, T)."""

@@ -18,6 +18,7 @@ from ..errors import DataError
 from ..run_dir import RunDir
 from .corpus import iter_split, split_paths, text_only
 from .datasets import ensure_data
+from .pointer import fit_pointer
 
 Log = Callable[[str], None]
 
@@ -166,7 +167,12 @@ def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, *, seed: int) -> list
 
 def fit_vocab(spec: Spec, tok: Tokenizer, log: Log) -> Spec:
     """The spec with its vocabulary resolved against the tokenizer: ``from_tokenizer`` becomes the
-    tokenizer's piece count; an explicit size needs a row for every piece (more rows are allowed)."""
+    tokenizer's piece count; an explicit size needs a row for every piece (more rows are allowed). A
+    decoder pointer's id sets are resolved too (``pointer.py``)."""
+    return fit_pointer(_fit_sizes(spec, tok, log), tok)
+
+
+def _fit_sizes(spec: Spec, tok: Tokenizer, log: Log) -> Spec:
     for name in ("vocab_size", "src_vocab_size"):
         size = getattr(spec.model, name)
         if isinstance(size, int) and size < tok.vocab_size:

@@ -114,6 +114,10 @@ def check_exportable(spec: Spec, target: Target) -> None:
     if not GRAPHS[model.kind].translates:
         raise UnsupportedExport(f"cannot export to {target.name}: model.kind {model.kind} (no export maps a "
                                 f"{model.kind} model yet; {target.name} takes an encoder_decoder)")
+    if model.decoder.pointer is not None:
+        raise UnsupportedExport(f"cannot export to {target.name}: model.decoder.pointer "
+                                f"({model.decoder.pointer.kind}) adds the encoder output to the decoder's input, "
+                                f"which {target.name} has no place for; export a model without a pointer")
     kind("positional", view.positional, "model.positional")
     for stack in view.stacks:
         for i, group in enumerate(stack.groups):
