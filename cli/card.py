@@ -13,9 +13,11 @@ def card(target: Path = TARGET, output: Path | None = OUTPUT("stdout"), set_: li
     """Write the model card: the spec as a table, parameters, FLOPs, data, tokenizer, training, sacreBLEU
     scores with their signatures, export parity, decoding, intended use and limits, the architecture."""
     from tbuild.engine.card import model_card, write_card
+    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.run_dir import resolve_run
 
     run = resolve_run(target, set_)
+    require_kind(run.spec, "card", language_model=False)  # a translator's card: BLEU, decoding, its drawing
     if output is None:
         print(model_card(run), end="")
     else:

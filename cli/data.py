@@ -44,7 +44,7 @@ def fetch(
 ) -> None:
     """Put the spec's data files in place: its data set (data.dataset) fetches the missing ones and
     checks them; own files (`files` or none) are checked to exist."""
-    from tbuild.engine.data.corpus import SPLITS, split_files
+    from tbuild.engine.data.corpus import SPLITS, split_paths
     from tbuild.engine.data.datasets import fetch_data
 
     data = load(spec, set_).spec.data
@@ -55,8 +55,8 @@ def fetch(
     fetch_data(data, log, mirror=mirror)
     for split in SPLITS:
         if getattr(data, split) is not None:
-            source, target = split_files(data, split)
-            console.print(f"data.{split}: {source}, {target}", highlight=False, soft_wrap=True)
+            files = ", ".join(map(str, split_paths(data, split)))  # a language model's text: one file
+            console.print(f"data.{split}: {files}", highlight=False, soft_wrap=True)
 
 
 @data_app.command()

@@ -100,7 +100,7 @@ def test_generate_greedy_and_seeded_samples(trained: tuple[Path, Path], tmp_path
     assert len(record["tokens"]) <= 2 + 8 + 1  # the prompt's pieces, at most decode.max_len_b more, EOS
 
 
-@pytest.mark.parametrize("command", [["decode"], ["export"], ["serve"], ["attention", "--text", "x"]])
+@pytest.mark.parametrize("command", [["decode"], ["export"], ["serve"], ["attention", "--text", "x"], ["card"]])
 def test_a_translator_s_commands_refuse_a_language_model(trained: tuple[Path, Path], command: list[str]) -> None:
     _, run = trained
     result = runner.invoke(app, [command[0], str(run), *command[1:]], input="Ein Mann\n")
