@@ -35,6 +35,7 @@ from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, Bucketing, collate
+from ..data.corpus import text_only
 from ..errors import CheckpointError
 from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
@@ -115,7 +116,8 @@ class Trainer:
         world = self.rank.world
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
-        self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training pairs, {procs}"
+        what = "lines" if text_only(self.spec.data) else "pairs"  # a language model's text, or source-target pairs
+        self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training {what}, {procs}"
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         precision = self.policy.note or f"precision {self.policy.precision}"
         self.info(precision)
