@@ -30,8 +30,9 @@ class Seq2Seq(Protocol):
 
 @runtime_checkable
 class SearchModel(Protocol):
-    """What the search needs. ``memory`` is whatever ``encode`` returns (one tensor, or one per model
-    of an ensemble); the search only hands it back."""
+    """What the search needs. ``memory`` is whatever ``encode`` returns (one tensor, a ``PointedMemory``
+    for a model with a decoder pointer, or one per model of an ensemble); the search only hands it back
+    and ``select``s its rows (each kind has ``index_select``)."""
 
     members: Sequence[Any]  # the models behind it: one, or an ensemble's (alignments use the first)
 
