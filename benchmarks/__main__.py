@@ -24,6 +24,7 @@ from tbuild.engine.process import configure_process
 
 from . import hardware, report
 from .decoding import DecodeRun, run_decoding
+from .real_decoding import RealRun, run_real
 from .training import TrainRun, run_training
 from .workload import MULTI30K_LENGTHS, SHAPES, WMT_LENGTHS, Workload, tbuild_spec
 
@@ -37,7 +38,11 @@ GPU_TRAIN_SETTINGS = {"pad_multiple": 8, "compile": True}
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["train", "decode"], help="run one part only")
+    parser.add_argument("--only", choices=["train", "decode", "real"], help="run one part only (real: the --run "
+                                                                          "workload alone)")
+    parser.add_argument("--run", type=Path, help="a trained run: its test split through every decoding engine as "
+                                                 "`tbuild decode` runs them (benchmarks/real_decoding.py)")
+    parser.add_argument("--lines", type=int, help="with --run: the split's first N lines (default: all)")
     parser.add_argument("--shapes", help=f"comma-separated, from {', '.join(SHAPES)} (default tiny,base; "
                                          "--quick: tiny)")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, from {', '.join(PEERS)}")
@@ -58,6 +63,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
             parser.error(f"--{name} must be at least 1")
     if args.warmup < 0:
         parser.error("--warmup must be 0 or more")
+    if args.only == "real" and args.run is None:
+        parser.error("--only real needs --run RUN")
     return args
 
 
@@ -134,11 +141,13 @@ def main(argv: list[str] | None = None) -> None:
                  "hardware": hw.to_json(), "peaks": {}, "rows": [], "gpu_skipped": None,
                  "settings": {"repeats": args.repeats, "warmup": args.warmup, "quick": args.quick,
                               "peers": args.peers, "mfu_peaks": {}, "train": {}}}
-    for device in args.devices:
+    for device in args.devices if args.only != "real" else []:
         if device == "cuda" and not torch.cuda.is_available():
             out["gpu_skipped"] = "no GPU: skipped (torch.cuda.is_available() is False)"
             continue
         device_part(args, hw, device, out)
+    if args.run is not None and args.only in (None, "decode", "real"):
+        out["real"] = run_real(RealRun(args.run, "test", args.lines, args.warmup, args.repeats))
     report.show(out)
     if args.json is not None:
         report.write_json(out, args.json)

@@ -62,8 +62,13 @@ def caption(report: dict) -> str:
 
 def show(report: dict, console: Console | None = None) -> None:
     console = console or Console(width=None if sys.stdout.isatty() else 200)
-    console.print(table(report))
-    console.print(caption(report))
+    if report["rows"] or report.get("gpu_skipped"):
+        console.print(table(report))
+        console.print(caption(report))
+    if "real" in report:
+        from .real_decoding import table as real_table
+
+        console.print(real_table(report["real"]))
 
 
 def write_json(report: dict, path: Path) -> None:

@@ -1,0 +1,44 @@
+"""`python -m benchmarks --only real --run RUN`: a trained run's test lines through every engine as
+`tbuild decode` loads and calls them, with startup, first output, speed and BLEU per engine."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from benchmarks.__main__ import main, parse
+from tbuild.engine.decoding.request import DecodeRequest
+from tbuild.engine.export.engines import load_engine
+from tbuild.engine.run_dir import resolve_run
+
+
+def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture) -> None:
+    out = tmp_path / "bench.json"
+    main(["--only", "real", "--run", str(tiny_run), "--lines", "12", "--repeats", "2", "--warmup", "0",
+          "--threads", "1", "--json", str(out)])
+    real = json.loads(out.read_text())["real"]
+    assert real["sentences"] == 12 and real["split"] == "test" and real["beam"] == 3
+    rows = {r["engine"]: r for r in real["rows"]}
+    assert {"native float32", "native int8"} <= set(rows)
+    assert set(rows) | set(real["skipped"]) == {"native float32", "native int8", "CT2 float32", "CT2 int8"}
+    for r in rows.values():
+        assert len(r["decode_times"]) == 2
+        assert 0 < r["startup_s"] < r["first_output_s"]
+        assert r["sentences_per_s"] > 0 and r["tokens_per_s"] > 0 and math.isfinite(r["bleu"])
+        assert r["output_tokens"] >= 12  # every line ends with at least EOS
+    assert rows["native float32"]["native_float32_over_engine"] == 1.0
+    # the figures are of the outputs `tbuild decode` would write: same engine, same request, same lines
+    run = resolve_run(tiny_run, [])
+    lines = [line.strip() for line in (Path(run.spec.data.test + ".en")).read_text().splitlines()][:12]
+    results = load_engine(run, "native", device="cpu").translate(lines, DecodeRequest.of(run.spec.decode))
+    assert sum(len(h[0].tokens) + 1 for h in results if h) == rows["native float32"]["output_tokens"]
+    assert "real workload" in capsys.readouterr().out
+
+
+def test_only_real_needs_a_run() -> None:
+    with pytest.raises(SystemExit):
+        parse(["--only", "real"])
