@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,8 +18,10 @@ from tbuild.engine.run_dir import resolve_run
 
 def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Path,
                                                      capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"  # a copy: the CTranslate2 exports cached here must not reach the shared run
+    shutil.copytree(tiny_run, run_dir)
     out = tmp_path / "bench.json"
-    main(["--only", "real", "--run", str(tiny_run), "--lines", "12", "--repeats", "2", "--warmup", "0",
+    main(["--only", "real", "--run", str(run_dir), "--lines", "12", "--repeats", "2", "--warmup", "0",
           "--threads", "1", "--json", str(out)])
     real = json.loads(out.read_text())["real"]
     assert real["sentences"] == 12 and real["split"] == "test" and real["beam"] == 3
@@ -32,7 +35,7 @@ def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Pa
         assert r["output_tokens"] >= 12  # every line ends with at least EOS
     assert rows["native float32"]["native_float32_over_engine"] == 1.0
     # the figures are of the outputs `tbuild decode` would write: same engine, same request, same lines
-    run = resolve_run(tiny_run, [])
+    run = resolve_run(run_dir, [])
     lines = [line.strip() for line in (Path(run.spec.data.test + ".en")).read_text().splitlines()][:12]
     results = load_engine(run, "native", device="cpu").translate(lines, DecodeRequest.of(run.spec.decode))
     assert sum(len(h[0].tokens) + 1 for h in results if h) == rows["native float32"]["output_tokens"]
