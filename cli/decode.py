@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .common import err_console, guarded, notify
 from .options import (
+    NBEST,
     NO_REPEAT_NGRAM,
     SAMPLING,
     SEED,
@@ -38,8 +39,7 @@ def decode(
                                        "exclude]]], phrases separated by |||)."),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write here instead of stdout."),
     search: Search = Search(),
-    nbest: int | None = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score` (with "
-                                     "--sampling: N samples)."),
+    nbest: int | None = NBEST,
     sampling: str | None = SAMPLING,
     topk: int | None = TOPK,
     topp: float | None = TOPP,

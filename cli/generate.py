@@ -13,6 +13,7 @@ from .options import (
     BEAM,
     CHECKPOINT,
     DEVICE,
+    NBEST,
     NO_REPEAT_NGRAM,
     PROFILE,
     SAMPLING,
@@ -37,8 +38,7 @@ def generate(
     beam: int | None = BEAM,
     alpha: float | None = typer.Option(None, "--alpha", help="Length penalty α of beam search (default: "
                                        "decode.alpha)."),
-    nbest: int | None = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score` (with "
-                                     "--sampling: N samples)."),
+    nbest: int | None = NBEST,
     sampling: str | None = SAMPLING,
     topk: int | None = TOPK,
     topp: float | None = TOPP,

@@ -70,6 +70,7 @@ TOPP = typer.Option(None, "--topp", help="Sampling topp: draw from the smallest 
                     "holding this mass (default: decode.topp).")
 TEMPERATURE = typer.Option(None, "--temperature", help="Sampling temperature (default: decode.temperature).")
 SEED = typer.Option(None, "--seed", help="Sampling seed: the same seed gives the same outputs (default: decode.seed).")
+NBEST = typer.Option(None, "--nbest", help="Print the N best as `i ||| text ||| score` (with --sampling: N samples).")
 NO_REPEAT_NGRAM = typer.Option(None, "--no-repeat-ngram", help="No n-gram of this size twice in an output.")
 PROFILE = typer.Option(None, "--profile", help="Decode with the spec's decode.profiles.NAME settings (options given "
                        "here still override them).")
