@@ -58,8 +58,11 @@ def open_study(study: Study, url: str | None = None) -> Any:
         except (ImportError, ValueError) as e:  # an unknown database driver, a URL it cannot read, another direction
             raise TbuildError(f"--storage {url}: {str(e).strip().splitlines()[0]}") from None
         except Exception as e:  # noqa: BLE001 - SQLAlchemy's errors are not exported here
-            if "IntegrityError" in type(e).__name__ and attempt < 4:
-                time.sleep(0.5 * (attempt + 1))  # another worker created the tables or the study at the same time
+            # another worker created the tables (OperationalError: "table ... already exists") or the study
+            # (IntegrityError) at the same time: both are the schema race, which a retry resolves
+            race = "IntegrityError" in type(e).__name__ or "already exists" in str(e)
+            if race and attempt < 4:
+                time.sleep(0.5 * (attempt + 1))
                 continue
             raise TbuildError(f"storage {url}: {type(e).__name__}: {str(e).strip().splitlines()[0]}") from None
 
