@@ -29,10 +29,14 @@ def evaluate(
     loading: Loading = Loading(),
     evalb: Path | None = typer.Option(None, "--evalb", help="Parsing runs: an EVALB parameter file (default: "
                                       "COLLINS.prm's rules, built in)."),
+    diagnose: bool = typer.Option(False, "--diagnose", help="Parsing runs: also F1 by sentence length beside "
+                                  "the right-branching floor, teacher-forced accuracy by token kind and span "
+                                  "errors (eval_SPLIT.diagnosis.json)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
+    from tbuild.engine.data.tagged import tagger
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.lm import is_language_model
     from tbuild.engine.decoding.request import DecodeRequest
@@ -48,8 +52,8 @@ def evaluate(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
                        no_repeat_ngram=no_repeat_ngram)
     run = runs[0]
-    if is_language_model(run.spec):
-        _language_model(runs, split, src, loading)
+    if is_language_model(run.spec) or tagger(run.spec):
+        (_language_model if is_language_model(run.spec) else _tagger)(runs, split, src, loading)
         return
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
@@ -60,7 +64,7 @@ def evaluate(
     decoder = None if same else load_decoder(runs, loading, ensembling, notify)
     if is_parsing(run.spec):
         _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
-                 after_batch=process.after_batch)
+                 after_batch=process.after_batch, diagnose=diagnose)
         return
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
                                                        ref=ref, after_batch=process.after_batch,
@@ -127,8 +131,35 @@ def _language_model(runs: list, split: str, src: Path | None, loading: Loading) 
     console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
 
 
+def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
+    """A tagger (model.kind encoder_only): the split's token accuracy beside the most-frequent-tag
+    baseline of the training split; writes eval_SPLIT.json."""
+    from tbuild.engine.decoding.tagger import evaluate_tagger, load_tagger
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.process import configure_process
+
+    if src is not None or len(runs) > 1 or loading.engine != "native":
+        raise TbuildError("a tagger is evaluated alone, on a split of its data, by the native engine "
+                          "(no --src/--ref, one run, no --engine)")
+    run = runs[0]
+    configure_process()
+    t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                    notify=notify)
+    result = evaluate_tagger(run, t, split)
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
+                        f"words, {result.weights})", title_justify="left")
+    for column in ("metric", "score", "note"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    table.add_row("accuracy", f"{100 * result.accuracy:.2f}", "% of words tagged right (each word's first piece)")
+    table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with each training word's most "
+                  "frequent tag (unknown words: the most frequent tag)")
+    table.add_row("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
+    console.print(table)
+    console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
+
+
 def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Path | None,  # noqa: ANN001
-             evalb: Path | None, show: int, after_batch) -> None:  # noqa: ANN001
+             evalb: Path | None, show: int, after_batch, diagnose: bool = False) -> None:  # noqa: ANN001
     """A parsing run: EVALB's figures (COLLINS.prm) and the repairs; writes eval_SPLIT.json, the
     repaired trees (eval_SPLIT.trees) and EVALB's full report (eval_SPLIT.evalb)."""
     from tbuild.engine.files import atomic_write
@@ -163,3 +194,34 @@ def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Pat
     atomic_write(base.with_suffix(".evalb"), scored.report().encode())
     run.dir.write_eval(result)
     console.print(f"[dim]wrote {base}.json, {base.name}.trees, {base.name}.evalb[/]")
+    if diagnose:
+        _diagnosis(run, translator, gold, tests, scored, base)
+
+
+def _diagnosis(run, translator, gold: list[str], tests: list[str], scored, base: Path) -> None:  # noqa: ANN001
+    """``--diagnose``: where the points go (engine/parsing/diagnosis.py); writes eval_SPLIT.diagnosis.json."""
+    import json
+
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.parsing.diagnosis import diagnose
+
+    found = diagnose(run, translator, gold, tests, scored)
+    table = Table(title="F1 by sentence length (words)", title_justify="left")
+    for column in ("length", "sentences", "F1", "right-branching F1", "complete match"):
+        table.add_column(column, justify="right")
+    for b in found["by_length"]:
+        table.add_row(b["bin"], str(b["sentences"]), *("–" if b[k] is None else f"{b[k]:.2f}"
+                                                        for k in ("f1", "floor_f1", "complete_match")))
+    console.print(table)
+    table = Table(title="Teacher-forced accuracy by gold token kind", title_justify="left")
+    for column in ("kind", "tokens", "exact %", "same kind %"):
+        table.add_column(column, justify="right")
+    for kind, a in found["token_accuracy"].items():
+        table.add_row(kind, str(a["tokens"]), f"{a['exact']:.2f}", f"{a['move']:.2f}")
+    console.print(table)
+    s = found["spans"]
+    console.print(f"output constituents: {s['right']} right, {s['wrong_label']} wrong label, {s['wrong_length']} "
+                  f"right start and label but wrong number of words, {s['other']} other; right-branching floor "
+                  f"F1 {found['floor']['all']:.2f} (all), {found['floor']['short']:.2f} (short)", highlight=False)
+    atomic_write(base.with_suffix(".diagnosis.json"), json.dumps(found, indent=1).encode())
+    console.print(f"[dim]wrote {base.name}.diagnosis.json[/]")

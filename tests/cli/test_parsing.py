@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.engine.data.trees import read_trees
+from tbuild.engine.parsing.diagnosis import spans
 from tbuild.engine.parsing.evalb import evalb, read_lines
 
 runner = CliRunner()
@@ -80,3 +81,19 @@ def test_evaluate_reports_evalb(parsing_run: Path, tmp_path: Path) -> None:
     bad = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
                               str(data / "valid.gold")])
     assert bad.exit_code == 2 and "6 source lines but 273 gold trees" in bad.output
+
+
+def test_evaluate_diagnose_writes_where_the_points_go(parsing_run: Path, tmp_path: Path) -> None:
+    data = parsing_run.parent / "data"
+    (tmp_path / "src").write_text("".join(line + "\n" for line in read_lines(data / "valid.en")[:5]))
+    (tmp_path / "ref").write_text("".join(line + "\n" for line in read_lines(data / "valid.gold")[:5]))
+    result = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
+                                 str(tmp_path / "ref"), "--diagnose"])
+    assert result.exit_code == 0, result.output
+    assert "F1 by sentence length" in result.output and "right-branching floor" in result.output
+    found = json.loads((parsing_run / "eval_src.diagnosis.json").read_text())
+    assert sum(b["sentences"] for b in found["by_length"]) == 5
+    outputs = [read_trees(line, "out")[0] for line in read_lines(parsing_run / "eval_src.trees")]
+    assert sum(found["spans"].values()) == sum(len(spans(t)) for t in outputs)
+    assert set(found["token_accuracy"]) == {"open", "close", "leaf", "eos"}
+    assert found["token_accuracy"]["eos"]["tokens"] == 5
