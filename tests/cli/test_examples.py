@@ -52,7 +52,7 @@ def test_examples_cover_every_registered_variant() -> None:
             used[section].add(component.kind)
     for name, registry in REGISTRIES.items():
         # learned positions: specs/paper/E-learned.yaml; next_word (a pointer for parsing, not Multi30k):
-        # specs/parsing/ptb-sample-pointer.yaml
+        # specs/parsing/ptb-sample.yaml
         missing = set(registry) - used[name] - {"learned", "next_word"}
         assert not missing, f"no example uses {name} kinds {sorted(missing)}"
 

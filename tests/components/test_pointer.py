@@ -134,10 +134,10 @@ def test_bad_pointer_settings_name_the_field(tmp_path: Path) -> None:
 
 
 def test_the_pointer_adds_one_projection_and_nothing_else_changes() -> None:
-    """ptb-sample.yaml and its pointer sibling differ by the projection alone (d_model², no bias); the
-    sibling's inspect table has the pointer's row; a spec without a pointer has no pointer module."""
-    base = load_spec(REPO / "specs" / "parsing" / "ptb-sample.yaml").spec
-    pointed = load_spec(REPO / "specs" / "parsing" / "ptb-sample-pointer.yaml").spec
+    """ptb-sample.yaml and its sibling without a pointer differ by the projection alone (d_model², no
+    bias); the recipe's inspect table has the pointer's row; a spec without a pointer has no pointer module."""
+    base = load_spec(REPO / "specs" / "parsing" / "ptb-sample-no-pointer.yaml").spec
+    pointed = load_spec(REPO / "specs" / "parsing" / "ptb-sample.yaml").spec
     count = [sum(p.numel() for p in meta_model(s).parameters()) for s in (base, pointed)]
     assert count[0] == 8_397_824 and count[1] - count[0] == 256 * 256
     assert meta_model(base).pointer is None
@@ -151,7 +151,7 @@ def test_the_pointer_adds_one_projection_and_nothing_else_changes() -> None:
 def test_exports_refuse_a_pointer_in_one_line() -> None:
     from tbuild.engine.export.targets import TARGETS, UnsupportedExport, check_exportable
 
-    spec = load_spec(REPO / "specs" / "parsing" / "ptb-sample-pointer.yaml").spec
+    spec = load_spec(REPO / "specs" / "parsing" / "ptb-sample.yaml").spec
     for target in TARGETS.values():
         with pytest.raises(UnsupportedExport) as info:
             check_exportable(spec, target)
