@@ -185,7 +185,10 @@ class AttentionBlock(nn.Module):
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
             if cache is not None:  # self-attention: append this step's keys/values to the earlier ones
-                k, v = cache.setdefault("kv", KVBuffer()).append(k, v)
+                buffer: KVBuffer = cache.setdefault("kv", KVBuffer())
+                k, v = buffer.append(k, v)  # rows in the buffer's physical order (kv_cache.py)
+                if buffer.inverse is not None:
+                    return self._permuted(q, k, v, key_padding_mask, positional, offset, need_weights, buffer)
         # Beams share their sentence's memory row (cross-attention): memory row i serves the g query
         # rows i·g .. i·g+g-1, which attend as g·T queries of that row, so K/V are neither copied per
         # beam nor reordered as beams move, and each matmul is g times larger.
@@ -200,6 +203,18 @@ class AttentionBlock(nn.Module):
             if weights is not None:
                 weights = weights.unflatten(2, (g, t)).transpose(1, 2).flatten(0, 1)  # (B·g, H, T, S)
         return out, weights
+
+    def _permuted(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
+                  positional: Positional | None, offset: int, need_weights: bool, buffer: KVBuffer
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Self-attention over a buffer whose rows are not in logical order: the queries (and any key
+        padding) taken to the buffer's physical order, the outputs back; each row's computation as it
+        would be in order."""
+        assert buffer.inverse is not None and buffer.rows is not None
+        to_physical, to_logical = buffer.inverse, buffer.rows
+        pad = None if key_padding_mask is None else key_padding_mask.index_select(0, to_physical)
+        out, weights = self.attend(q.index_select(0, to_physical), k, v, pad, positional, offset, need_weights)
+        return out.index_select(0, to_logical), None if weights is None else weights.index_select(0, to_logical)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
                positional: Positional | None, offset: int, need_weights: bool = False

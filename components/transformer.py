@@ -83,13 +83,14 @@ class DecoderCache:
         """
         if self.pointer is not None:
             self.pointer = self.pointer.index_select(0, index)
+        move = None  # the self-attention buffers' plan, made once and shared by the layers (kv_cache.py)
         for layer in self.layers:
             for role, part in layer.items():
                 rows = index if role != "cross" else sources
                 if rows is not None:
                     for name, t in part.items():
                         if isinstance(t, KVBuffer):
-                            t.reorder(rows)
+                            move = t.reorder(rows, move) or move
                         else:
                             part[name] = t.index_select(0, rows)
 
