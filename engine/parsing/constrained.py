@@ -110,18 +110,15 @@ class WellFormed:
     def __init__(self, vocab: TreeVocab, words: torch.Tensor, order: str = "top_down",
                  pieces: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
         self.vocab, self.words, self.order, self.pieces = vocab, words, order, pieces
+        self.classes = _Classes.of(vocab)
 
     def ban(self, lprobs: torch.Tensor, history: torch.Tensor, sent: torch.Tensor, rows: int,
             limit: torch.Tensor | None = None) -> None:
         """In place on (N, V): -inf for every token that would not keep the output a tree prefix. A row
         left with nothing (the length limit forcing EOS into an unfinished tree) keeps EOS."""
-        eos = lprobs[:, EOS].clone()
         state = self._state(history, sent, rows, limit)
-        allowed = torch.zeros_like(lprobs, dtype=torch.bool)
-        (_in_order if self.order == "in_order" else _top_down)(self.vocab, state, allowed)
-        lprobs.masked_fill_(~allowed, NEG_INF)
-        stuck = ~lprobs.isfinite().any(1)
-        lprobs[:, EOS] = torch.where(stuck, eos, lprobs[:, EOS])
+        moves = (_in_order if self.order == "in_order" else _top_down)(self.vocab, state)
+        _keep_moves(lprobs, self.classes, moves)
 
     def _state(self, history: torch.Tensor, sent: torch.Tensor, rows: int, limit: torch.Tensor | None) -> _State:
         v = self.vocab
@@ -147,49 +144,92 @@ class WellFormed:
         return _State(t, last, words - placed, depth, top, last_open, room, mid, next_leaf)
 
 
-def _allow_close(v: TreeVocab, s: _State, allowed: torch.Tensor, can_close: torch.Tensor) -> None:
-    """Allow each row's innermost closing bracket where ``can_close``."""
-    close_id = v.closer[s.top].clamp(min=0)
-    allowed.scatter_(1, close_id[:, None], can_close[:, None] | allowed.gather(1, close_id[:, None]))
+@dataclass(frozen=True)
+class _Moves:
+    """What each of N rows may take next: every opening bracket, every leaf token (or, style words, only
+    the next source piece), its innermost closing bracket, EOS; each (N,) bool."""
+
+    open: torch.Tensor
+    leaf: torch.Tensor
+    close: torch.Tensor
+    eos: torch.Tensor
+    close_id: torch.Tensor  # (N,) the closing bracket's id (PAD where the opening bracket has none)
+    leaf_id: torch.Tensor | None  # (N,) style words: the one leaf a row may place; else None (any leaf)
 
 
-def _allow_leaf(v: TreeVocab, s: _State, allowed: torch.Tensor, can_place: torch.Tensor) -> None:
-    """Allow the leaves where ``can_place``: any leaf token, or (style words) the next source piece."""
-    if s.next_leaf is None:
-        allowed |= v.is_leaf[None, :] & can_place[:, None]
-        return
-    index = s.next_leaf[:, None]
-    allowed.scatter_(1, index, can_place[:, None] | allowed.gather(1, index))
+def _moves(v: TreeVocab, s: _State, can_open: torch.Tensor, can_place: torch.Tensor, can_close: torch.Tensor,
+           can_end: torch.Tensor) -> _Moves:
+    return _Moves(can_open, can_place, can_close, can_end, v.closer[s.top].clamp(min=0), s.next_leaf)
 
 
-def _top_down(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
+@dataclass(frozen=True)
+class _Classes:
+    """A vocabulary's tables for ``_keep_moves``: (4, V) bool, what a row whose code is 2·(may open) +
+    (may place any leaf) leaves banned (EOS always: it is set alone); the opening brackets' and the
+    leaves' ids."""
+
+    bans: torch.Tensor
+    open_ids: torch.Tensor
+    leaf_ids: torch.Tensor
+
+    @classmethod
+    def of(cls, v: TreeVocab) -> _Classes:
+        pick = torch.tensor([[False, False], [False, True], [True, False], [True, True]], device=v.is_open.device)
+        bans = ~((pick[:, :1] & v.is_open) | (pick[:, 1:] & v.is_leaf))
+        bans[:, EOS] = True
+        return cls(bans, v.is_open.nonzero().squeeze(1), v.is_leaf.nonzero().squeeze(1))
+
+
+def _keep_moves(lprobs: torch.Tensor, c: _Classes, m: _Moves) -> None:
+    """-inf, in place on (N, V), everywhere but each row's moves (the row's values kept there); a row whose
+    moves are all -inf keeps its EOS. Two passes over (N, V) (a row of the class table per row, one
+    fill); the single tokens (closing bracket, next piece, EOS) are put back one value per row, and
+    whether anything is left is read from the values kept, not from a pass over (N, V)."""
+    eos = lprobs[:, EOS].clone()
+    singles = [(m.close_id, m.close)] + ([] if m.leaf_id is None else [(m.leaf_id, m.leaf)])
+    saved = [lprobs.gather(1, index[:, None]).squeeze(1) for index, _ in singles]
+    any_leaf = m.leaf if m.leaf_id is None else torch.zeros_like(m.leaf)
+    lprobs.masked_fill_(c.bans.index_select(0, m.open.long() * 2 + any_leaf.long()), NEG_INF)
+    alive = m.eos & eos.isfinite()
+    for (index, allowed), value in zip(singles, saved, strict=True):  # in turn: a token either allows stays
+        now = lprobs.gather(1, index[:, None]).squeeze(1)
+        lprobs.scatter_(1, index[:, None], torch.where(allowed, value, now)[:, None])
+        alive |= allowed & value.isfinite() & index.ne(EOS)  # EOS is set alone, below
+    for allowed, ids in ((m.open, c.open_ids), (any_leaf, c.leaf_ids)):
+        if ids.numel():  # the class's columns, kept where allowed: any of them finite
+            alive |= allowed & lprobs.index_select(1, ids).isfinite().any(1)
+    lprobs[:, EOS] = torch.where(m.eos | ~alive, eos, torch.full_like(eos, NEG_INF))
+
+
+def _top_down(v: TreeVocab, s: _State) -> _Moves:
     """The moves of a top-down sequence (Vinyals & Kaiser et al. 2014)."""
     todo, depth, room, left, whole = s.todo, s.depth, s.room, s.left, ~s.mid
     started = depth.gt(0)
     rooted = s.t > 0  # the root has been opened (and, at depth 0, closed again)
     can_open = left & whole & (started | (not rooted)) & (todo + depth + 2 <= room)
-    allowed |= v.is_open[None, :] & can_open[:, None]
-    _allow_leaf(v, s, allowed, left & started & (todo - 1 + depth + 1 <= room))
-    _allow_close(v, s, allowed, started & whole & ~s.last_open & (depth.gt(1) | ~left) & (todo + depth <= room))
-    allowed[:, EOS] = (depth.eq(0) & ~left) if rooted else torch.zeros_like(left)
+    can_place = left & started & (todo - 1 + depth + 1 <= room)
+    can_close = started & whole & ~s.last_open & (depth.gt(1) | ~left) & (todo + depth <= room)
+    can_end = (depth.eq(0) & ~left) if rooted else torch.zeros_like(left)
+    return _moves(v, s, can_open, can_place, can_close, can_end)
 
 
-def _in_order(v: TreeVocab, s: _State, allowed: torch.Tensor) -> None:
+def _in_order(v: TreeVocab, s: _State) -> _Moves:
     """The moves of an in-order sequence (Liu & Zhang 2017): ``(X`` after its first child."""
     todo, depth, room, left, whole = s.todo, s.depth, s.room, s.left, ~s.mid
     started = depth.gt(0)
     after_item = (v.is_leaf | v.is_close)[s.last] & whole  # the last token completed an item: a first child
     # after an opening: the leaves, a closing bracket per open one (this one too), EOS
-    allowed |= v.is_open[None, :] & (after_item & (todo + depth + 2 <= room))[:, None]
+    can_open = after_item & (todo + depth + 2 <= room)
     # after a leaf inside: the other leaves, the closing brackets, EOS; as the first token: an opening
     # bracket, the other leaves, its closing bracket, EOS
     need = torch.where(started, todo - 1 + depth + 1, todo - 1 + 3)
-    _allow_leaf(v, s, allowed, left & (started | (s.t == 0) | s.mid) & (need <= room))
+    can_place = left & (started | (s.t == 0) | s.mid) & (need <= room)
     # after a closing one: the leaves, the closing brackets still open, EOS; back at depth 0 with words
     # left, the tree so far must become a first child again: an opening and a closing bracket more
     need = todo + depth - 1 + 1 + torch.where(depth.eq(1) & left, 2, 0)
-    _allow_close(v, s, allowed, started & whole & (need <= room))
-    allowed[:, EOS] = depth.eq(0) & ~left & v.is_close[s.last] & (s.t > 0)
+    can_close = started & whole & (need <= room)
+    can_end = depth.eq(0) & ~left & v.is_close[s.last] & (s.t > 0)
+    return _moves(v, s, can_open, can_place, can_close, can_end)
 
 
 def tree_rule(tok: Tokenizer, style: str, lines: list[str], device: torch.device | str, order: str = "top_down",
