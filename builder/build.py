@@ -1,5 +1,6 @@
 """``build_model(spec)``: a pure function from a validated spec to its kind's graph (the encoder-decoder,
-or a decoder-only language model), by registry look-ups alone (no file I/O, no globals)."""
+a decoder-only language model, or an encoder with an output head), by registry look-ups alone (no file
+I/O, no globals)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ from torch import nn
 
 import tbuild.components.attention  # noqa: F401  (each block module registers its blocks)
 import tbuild.components.feedforward  # noqa: F401
+import tbuild.components.heads  # noqa: F401
 import tbuild.components.norm  # noqa: F401
 import tbuild.components.pointer  # noqa: F401
 import tbuild.components.positional  # noqa: F401
-from tbuild.components import ATTENTION, FFN, NORM, POINTER, POSITIONAL
+from tbuild.components import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL
 from tbuild.components.decoder_only import CausalLayer, DecoderOnly
+from tbuild.components.encoder_only import EncoderOnly
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
 
@@ -90,7 +93,7 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
 
 def _pointer(spec: Spec) -> nn.Module | None:
     """model.decoder.pointer's block (None without one), its id sets read from the (fitted) spec."""
-    pointer = spec.model.decoder.pointer
+    pointer = spec.model.pointer()
     if pointer is None:
         return None
     return POINTER.build(pointer, d_model=spec.model.d_model, vocab_size=spec.vocab_size(),
@@ -110,10 +113,26 @@ def _decoder_only(spec: Spec) -> nn.Module:
     )
 
 
+def _encoder_only(spec: Spec) -> nn.Module:
+    model, view = spec.model, resolve(spec.model)
+    encoder = view.encoder
+    assert encoder is not None and model.head is not None  # the kind's stack and head (schema)
+    tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=PAD)  # the source side's table
+    positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
+    return EncoderOnly(
+        src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings),
+        encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f)),
+        encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
+        head=HEAD.build(model.head, d_model=model.d_model),
+        pad_id=PAD,
+    )
+
+
 # model.kind -> the assembly of its graph (the kinds: components/specs/graph.py)
 ASSEMBLY: dict[str, Callable[[Spec], nn.Module]] = {
     "encoder_decoder": _encoder_decoder,
     "decoder_only": _decoder_only,
+    "encoder_only": _encoder_only,
 }
 
 

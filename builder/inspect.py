@@ -130,14 +130,17 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
         norm = getattr(net, part[stack.name].norm)
         if norm is not None and stack.final_norm is not None:
             rows.append(Row(f"{stack.name} final norm", stack.final_norm.kind, count(norm)))
-    pointer = spec.model.decoder.pointer if view.stack("decoder") is not None else None
+    pointer = spec.model.pointer()
     if pointer is not None:  # model.decoder.pointer: its projection (components/pointer.py)
         rows.append(Row("decoder pointer", pointer.kind, count(net.pointer), "encoder output at the next source "
                         "unit, projected, added to the decoder input"))
     output = getattr(net, tree.output)
     out = count(output)
-    table = "target" if "encoder" in embeds else "token"
-    rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))
+    if spec.model.head is not None:  # an encoder-only model's head over the final encoder states
+        rows.append(Row("output head", spec.model.head.kind, out, f"{output.weight.size(0)} labels"))
+    else:
+        table = "target" if "encoder" in embeds else "token"
+        rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
     matmul = sum(_linear_weights(layer) for s in tree.stacks for layer in getattr(net, s.layers))
     matmul += output.weight.numel() + (_linear_weights(net.pointer) if pointer is not None else 0)
@@ -147,7 +150,11 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
 
 def _token_rows(rows: list[Row], embeds: dict[str, nn.Module], tied: str, count: _Counter) -> int:
     """The token tables' rows (an encoder-decoder's source and target embeddings, a decoder-only model's
-    one token embedding); their parameters."""
+    one token embedding, an encoder-only model's); their parameters."""
+    if "decoder" not in embeds:  # an encoder-only model: one table, the encoder's, tied to nothing
+        n = count(embeds["encoder"].tokens)
+        rows.append(Row("token embedding", "embedding", n, ""))
+        return n
     if "encoder" not in embeds:  # one table: the decoder's
         n = count(embeds["decoder"].tokens)
         rows.append(Row("token embedding", "embedding", n, "shared with output projection (§3.4)"

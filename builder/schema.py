@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from tbuild.components import ATTENTION, FFN, NORM, POINTER, POSITIONAL
+from tbuild.components import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL
 from tbuild.components.registry import Registry
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
@@ -30,6 +30,7 @@ PositionalSpec = POSITIONAL.field(ComponentSpec)
 FFNSpec = FFN.field(ComponentSpec)
 NormSpec = NORM.field(ComponentSpec)
 PointerSpec = POINTER.field(ComponentSpec)
+HeadSpec = HEAD.field(ComponentSpec)
 GraphKind = Literal[tuple(GRAPHS)]  # type: ignore[valid-type]  # the declared model kinds (components/specs/graph.py)
 
 
@@ -109,8 +110,9 @@ class ModelSpec(StrictModel):
 
     kind: GraphKind = Field(  # type: ignore[valid-type]
         "encoder_decoder", description="The graph: encoder_decoder (§3.1, Figure 1: an encoder over the source, "
-        "a decoder attending to it) or decoder_only (a causal language model: the decoder stack alone, no encoder "
-        "and no cross-attention; docs/graphs.md).")
+        "a decoder attending to it), decoder_only (a causal language model: the decoder stack alone, no encoder "
+        "and no cross-attention) or encoder_only (the encoder stack and an output head, model.head: a tagger; "
+        "docs/graphs.md).")
     vocab_size: int | Literal["from_tokenizer"] = Field(
         "from_tokenizer", description="Target (or shared) vocabulary size; from_tokenizer: data.tokenizer.vocab_size."
     )
@@ -120,7 +122,11 @@ class ModelSpec(StrictModel):
     d_model: int = Field(512, ge=1, description="Model width (§3.1: 512).")
     encoder: StackSpec | None = Field(
         default_factory=StackSpec, description="Encoder stack (encoder_decoder; absent or null for decoder_only).")
-    decoder: DecoderStackSpec = Field(default_factory=DecoderStackSpec, description="Decoder stack.")
+    decoder: DecoderStackSpec | None = Field(
+        default_factory=DecoderStackSpec, description="Decoder stack (absent or null for encoder_only).")
+    head: HeadSpec | None = Field(
+        None, description="encoder_only: the output head over the final encoder states, e.g. {kind: "
+        "token_classification} (a tagger; its labels from the data); other kinds have none.")
     attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default self-attention block.")
     cross_attention: AttentionSpec = Field(
         default_factory=MultiHeadSpec, description="Default cross-attention (encoder_decoder only).")
@@ -146,8 +152,11 @@ class ModelSpec(StrictModel):
     def _no_encoder_by_default(cls, data: object) -> object:
         """A kind without an encoder gets none unless the spec names one (then refused, naming it)."""
         graph = GRAPHS.get(data.get("kind")) if isinstance(data, dict) else None  # type: ignore[arg-type]
-        if graph is not None and "encoder" not in graph.stacks and "encoder" not in data:  # type: ignore[operator]
-            return {**data, "encoder": None}  # type: ignore[dict-item]
+        if graph is None:
+            return data
+        for name in ("encoder", "decoder"):  # a kind without the stack gets none unless the spec names one
+            if name not in graph.stacks and name not in data:  # type: ignore[operator]
+                data = {**data, name: None}  # type: ignore[dict-item]
         return data
 
     @field_validator("vocab_size")
@@ -191,19 +200,34 @@ class ModelSpec(StrictModel):
                                  "to null)")
             if name in graph.stacks and getattr(self, name) is None:
                 raise FieldError((name,), f"an {self.kind} model needs its {name} stack: model.{name} cannot be null")
+        self._head_checks()
         if not graph.cross_attention:
             why = f"a {self.kind} model has no cross-attention (no encoder to attend to)"
-            if self.decoder.cross_attention is not None:
+            if self.decoder is not None and self.decoder.cross_attention is not None:
                 raise FieldError(("decoder", "cross_attention"), f"{why}: remove decoder.cross_attention")
             # a resolved spec (a run's spec.yaml) writes the default out: only another value is refused
             if "cross_attention" in self.model_fields_set and self.cross_attention != MultiHeadSpec():
                 raise FieldError(("cross_attention",), f"{why}: remove model.cross_attention")
-        if not graph.cross_attention and self.decoder.pointer is not None:
+        if not graph.cross_attention and self.pointer() is not None:
             raise FieldError(("decoder", "pointer"), f"a {self.kind} model has no source to point into: remove "
                              "decoder.pointer")
         if "encoder" not in graph.stacks and self.src_vocab_size is not None:
             raise FieldError(("src_vocab_size",), f"a {self.kind} model has one vocabulary (no source side): "
                              "remove src_vocab_size")
+
+    def _head_checks(self) -> None:
+        """An output head where the encoder is the last stack (encoder_only), none anywhere else."""
+        needs = GRAPHS[self.kind].stacks[-1] == "encoder"
+        if needs and self.head is None:
+            raise FieldError(("kind",), f"an {self.kind} model needs an output head: set model.head, e.g. "
+                             "{kind: token_classification} (a tagger)")
+        if not needs and self.head is not None:
+            raise FieldError(("head",), f"a {self.kind} model has no head (its decoder's output projection "
+                             "predicts tokens): remove model.head, or set model.kind: encoder_only")
+
+    def pointer(self) -> ComponentSpec | None:
+        """model.decoder.pointer (None without a decoder or a pointer)."""
+        return self.decoder.pointer if self.decoder is not None else None
 
     def stacks(self) -> dict[str, StackSpec]:
         """The stacks this kind of model has, by name, input side first (encoder_decoder: encoder, decoder)."""
@@ -258,6 +282,17 @@ class DatasetSpec(StrictModel):
     def text_file(self, value: str) -> str:
         """For a text-only data set: the file a split's value names (a path, or PREFIX.<lang>)."""
         raise TypeError(f"data set {self.kind!r} holds pairs, not text")
+
+    @property
+    def suffixes(self) -> tuple[str, str] | None:
+        """The suffixes of a split's two files at a prefix when the data set fixes them (a tagger's
+        PREFIX.words, PREFIX.tags); None: data.source_lang and data.target_lang."""
+        return None
+
+    @property
+    def tagged(self) -> bool:
+        """Whether a split is words and their labels, one per word (a tagger's data)."""
+        return False
 
 
 @DATASETS.declare
@@ -342,6 +377,28 @@ class TextDataset(DatasetSpec):
 
     def text_file(self, value: str) -> str:
         return value
+
+
+@DATASETS.declare
+class TaggingDataset(DatasetSpec):
+    """Part-of-speech tagging (model.kind encoder_only): each split is PREFIX.words (a sentence a line, words
+    separated by spaces) and PREFIX.tags (the same lines' tags, one per word). Sources: nltk-sample (the
+    words and part-of-speech tags of NLTK's treebank sample, written from its trees cleaned as for
+    parsing, -NONE- elements removed; split by file 0001-0159 train, 0160-0179 valid, 0180-0199 test) or
+    files (your own two files per split, checked as they are read)."""
+
+    kind: Literal["tagging"] = "tagging"
+    source: Literal["nltk-sample", "files"] = Field(
+        "nltk-sample", description="nltk-sample: written from NLTK's treebank sample, fetched when missing; "
+        "files: your own PREFIX.words and PREFIX.tags.")
+
+    @property
+    def suffixes(self) -> tuple[str, str] | None:
+        return ("words", "tags")
+
+    @property
+    def tagged(self) -> bool:
+        return True
 
 
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
@@ -482,10 +539,11 @@ class SelectSpec(StrictModel):
     """How validation scores the model, picks best.safetensors and stops training early. The paper
     selects nothing on a metric (§6.1 averages the last checkpoints); this is the usual practice."""
 
-    metric: Literal["ppl", "bleu", "bleu_lowercase", "chrf", "f1"] = Field(
+    metric: Literal["ppl", "bleu", "bleu_lowercase", "chrf", "f1", "accuracy"] = Field(
         "ppl", description="The score that picks best.safetensors: ppl (validation perplexity, lower is better), "
-        "bleu, bleu_lowercase or chrf (sacreBLEU on the decoded validation sources), or f1 (EVALB F1 of the "
-        "decoded trees; parsing only); all but ppl: higher is better."
+        "bleu, bleu_lowercase or chrf (sacreBLEU on the decoded validation sources), f1 (EVALB F1 of the "
+        "decoded trees; parsing only), or accuracy (the share of words tagged right; a tagger only); all but "
+        "ppl: higher is better."
     )
     lines: int | None = Field(None, ge=1, description="Decode only the first N validation lines for the metric "
                               "(None: all).")
@@ -653,7 +711,7 @@ class Spec(StrictModel):
     @model_validator(mode="after")
     def _pointer_fits_the_data(self) -> Spec:
         """``advance: leaves`` names the data set's leaf tokens: a parsing data set's."""
-        pointer = self.model.decoder.pointer
+        pointer = self.model.pointer()
         if pointer is not None and pointer.advance == "leaves" and pointer.advance_ids is None \
                 and not isinstance(self.data.dataset, TreebankDataset):
             raise FieldError(("model", "decoder", "pointer", "advance"), "leaves are the leaf tokens of a parse "
@@ -666,6 +724,9 @@ class Spec(StrictModel):
         """Pairs for a kind that translates, one side of text for a language model (and nothing that
         compares a source with a target there)."""
         graph, data = GRAPHS[self.model.kind], self.data
+        self._tags_fit_the_graph()
+        if graph.data == "tags":
+            return self
         text = data.dataset is not None and data.dataset.text_only
         given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
         if text and graph.data != "text":
@@ -690,6 +751,22 @@ class Spec(StrictModel):
                              "language model is selected on validation perplexity: use ppl")
         return self
 
+    def _tags_fit_the_graph(self) -> None:
+        """A tagger (data: tags) trains on the tagging data set, nothing else does; accuracy scores a tagger."""
+        graph, dataset, metric = GRAPHS[self.model.kind], self.data.dataset, self.train.select.metric
+        tagged = dataset is not None and dataset.tagged
+        if tagged and graph.data != "tags":
+            raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is words and their tags, a tagger's "  # type: ignore[union-attr]
+                             f"data: set model.kind: encoder_only (an {self.model.kind} model trains on "
+                             f"{'text' if graph.data == 'text' else 'source-target pairs'})")
+        if graph.data == "tags" and not tagged:
+            raise FieldError(("data", "dataset"), f"an {self.model.kind} model trains on words and their tags: set "
+                             "data.dataset to {kind: tagging} (the treebank sample) or {kind: tagging, source: files}")
+        if (metric == "accuracy") != (graph.data == "tags") and metric != "ppl":
+            why = ("accuracy scores a tagger's labels (model.kind encoder_only)" if metric == "accuracy" else
+                   f"{metric} scores decoded outputs; a tagger is selected on accuracy or ppl")
+            raise FieldError(("train", "select", "metric"), why)
+
     def vocab_size(self) -> int:
         """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""
         v = self.model.vocab_size
@@ -703,8 +780,11 @@ class Spec(StrictModel):
         # model.kind joined the spec after runs of the encoder-decoder were trained: left out for it, so
         # their checkpoints keep their hash
         leave_out: dict = {"kind": True} if self.model.kind == "encoder_decoder" else {}
-        if self.model.decoder.pointer is None:  # decoder.pointer joined later too: a model without one keeps its hash
+        # decoder.pointer joined later too: a model without one keeps its hash
+        if self.model.decoder is not None and self.model.decoder.pointer is None:
             leave_out["decoder"] = {"pointer": True}
+        if self.model.head is None:  # model.head joined later too (encoder_only)
+            leave_out["head"] = True
         model = self.model.model_dump(mode="json", exclude=leave_out or None) | {"vocab_size": self.vocab_size()}
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,4 +1,4 @@
-"""Registered building blocks: attention, positional schemes, feed-forward networks, norms, pointers.
+"""Registered building blocks: attention, positional schemes, feed-forward networks, norms, pointers, heads.
 
 Importing this package is torch-free: it declares the built-in specs. The blocks (torch modules)
 register with their registries when ``tbuild.components.attention`` etc. are imported, as
@@ -7,6 +7,6 @@ register with their registries when ``tbuild.components.attention`` etc. are imp
 
 from . import specs  # noqa: F401  (declares the built-in specs)
 from .plugins import load_plugins
-from .registry import ATTENTION, FFN, NORM, POINTER, POSITIONAL, REGISTRIES, Registry
+from .registry import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL, REGISTRIES, Registry
 
-__all__ = ["ATTENTION", "FFN", "NORM", "POINTER", "POSITIONAL", "REGISTRIES", "Registry", "load_plugins"]
+__all__ = ["ATTENTION", "FFN", "HEAD", "NORM", "POINTER", "POSITIONAL", "REGISTRIES", "Registry", "load_plugins"]

@@ -1,4 +1,5 @@
-"""One small registry helper; one registry per component kind (attention, positional, ffn, norm, pointer).
+"""One small registry helper; one registry per component kind (attention, positional, ffn, norm, pointer,
+head).
 
 A registry maps each ``kind`` tag to the pydantic model of its spec and, separately, to the block
 that implements it. Specs are declared in torch-free modules (``tbuild.components.specs``), blocks
@@ -165,4 +166,5 @@ POSITIONAL = Registry("positional")
 FFN = Registry("ffn")
 NORM = Registry("norm")
 POINTER = Registry("pointer")  # the decoder's pointer into the source (model.decoder.pointer)
-REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM, POINTER)}
+HEAD = Registry("head")  # an encoder-only model's output head (model.head)
+REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM, POINTER, HEAD)}

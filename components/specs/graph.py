@@ -4,7 +4,8 @@ validates ``model.kind`` against this table and the builder looks up each kind's
 key (``tbuild.builder.build.ASSEMBLY``), so a new kind is one entry here and one assembly there.
 
 A stack named ``decoder`` attends causally (masked self-attention, §3.2.3); one named ``encoder``
-attends to the whole input."""
+attends to the whole input. A kind whose stacks end with the encoder has an output head (``model.head``)
+instead of a decoder's output projection."""
 
 from __future__ import annotations
 
@@ -15,12 +16,13 @@ from typing import Literal
 @dataclass(frozen=True)
 class Graph:
     """One model kind: its stacks (input side first), whether the decoder layers attend to an encoder's
-    output, and its data: ``pairs`` (source → target) or ``text`` (one side: a language model)."""
+    output, and its data: ``pairs`` (source → target), ``text`` (one side: a language model) or ``tags``
+    (a words line and its labels, one per word: a tagger)."""
 
     kind: str
     stacks: tuple[str, ...]
     cross_attention: bool
-    data: Literal["pairs", "text"]
+    data: Literal["pairs", "text", "tags"]
     summary: str
 
     @property
@@ -46,3 +48,7 @@ ENCODER_DECODER = declare(Graph(
 DECODER_ONLY = declare(Graph(
     "decoder_only", ("decoder",), cross_attention=False, data="text",
     summary="a causal language model: one stack of masked self-attention and feed-forward layers, no encoder"))
+ENCODER_ONLY = declare(Graph(
+    "encoder_only", ("encoder",), cross_attention=False, data="tags",
+    summary="an encoder over the input and a head over its final states (model.head: a tagger's "
+    "token_classification), no decoder"))

@@ -26,7 +26,7 @@ _WHERE = "model.decoder.pointer.advance"
 def fit_pointer(spec: Spec, tok: Tokenizer) -> Spec:
     """The spec with its pointer's ``source`` chosen and its id sets filled in (as it is without a pointer;
     id sets the spec gives are kept)."""
-    pointer = spec.model.decoder.pointer
+    pointer = spec.model.pointer()
     if pointer is None:
         return spec
     dataset = spec.data.dataset

@@ -37,7 +37,7 @@ def error_of(path: Path, overrides: list[str] | None = None) -> str:
 
 
 def test_every_declared_kind_has_an_assembly() -> None:
-    assert set(GRAPHS) == set(ASSEMBLY) == {"encoder_decoder", "decoder_only"}
+    assert set(GRAPHS) == set(ASSEMBLY) == {"encoder_decoder", "decoder_only", "encoder_only"}
 
 
 def test_decoder_only_has_no_encoder_and_no_cross_attention() -> None:
@@ -97,8 +97,8 @@ def test_an_encoder_on_decoder_only_is_refused_naming_the_field(tmp_path: Path) 
     assert error_of(p).startswith(f"{p}:3:3: model.src_vocab_size: a decoder_only model has one vocabulary")
     p = write(tmp_path, "model:\n  encoder: null\n")
     assert error_of(p).startswith(f"{p}:2:3: model.encoder: an encoder_decoder model needs its encoder stack")
-    p = write(tmp_path, "model:\n  kind: encoder_only\n")
-    assert "model.kind: Input should be 'encoder_decoder' or 'decoder_only'" in error_of(p)
+    p = write(tmp_path, "model:\n  kind: tagger\n")
+    assert "model.kind: Input should be 'encoder_decoder', 'decoder_only' or 'encoder_only'" in error_of(p)
 
 
 def test_a_decoder_only_spec_extending_an_encoder_decoder_names_the_encoder(tmp_path: Path) -> None:

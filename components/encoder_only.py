@@ -1,0 +1,57 @@
+"""The encoder-only graph: the Transformer's encoder stack (§3.1: self-attention over the whole input and
+the position-wise FFN, each in a residual connection) and an output head over its final states (a
+tagger's per-position label scores), no decoder.
+
+Legend: B batch, S length, D d_model, L labels. The parameters are named as the encoder-decoder's source
+side (``src_embed``, ``encoder``, ``encoder_norm``), so an encoder-decoder's encoder loads into it by name
+(``train.init``); the head (``head``) is its own.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from .transformer import Embedding, EncoderLayer
+from .weights import Stack, WeightTree
+
+ENCODER_ONLY = WeightTree(
+    stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),),
+    output="head",
+    vocab_rows=frozenset({"src_embed.tokens.weight"}),
+    exports={},  # no export target maps an encoder-only model yet
+)
+
+
+class EncoderOnly(nn.Module):
+    """``encode`` token ids to final states; ``forward`` gives the head's scores at every position."""
+
+    WEIGHTS: ClassVar[WeightTree] = ENCODER_ONLY  # its parts (components/weights.py)
+
+    def __init__(self, *, src_embed: Embedding, encoder: list[EncoderLayer], encoder_norm: nn.Module | None,
+                 head: nn.Module, pad_id: int) -> None:
+        super().__init__()
+        self.src_embed = src_embed
+        self.encoder = nn.ModuleList(encoder)
+        self.encoder_norm = encoder_norm
+        self.head = head
+        self.pad_id = pad_id
+
+    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) ids -> final states (B, S, D) and the padding mask (B, S), True at padding."""
+        pad = src.eq(self.pad_id)
+        x = self.src_embed(src)
+        for layer in self.encoder:
+            x = layer(x, pad, self.src_embed.positional)
+        if self.encoder_norm is not None:
+            x = self.encoder_norm(x)
+        return x, pad
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
+        """The head's scores (B, S, L) at every source position. ``tgt`` is the trainer's decoder input,
+        which an encoder-only model has none of: unused."""
+        del tgt
+        states, _ = self.encode(src)
+        return self.head(states)

@@ -1,0 +1,82 @@
+"""model.kind encoder_only: its spec's one-line errors (file:line: field), the graph the builder
+assembles (the encoder-decoder's source side by name, a head over the final states), and inspect's rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from tbuild.builder import SpecError, build_model, load_spec
+from tbuild.builder.inspect import inspect_model
+from tbuild.components.encoder_only import EncoderOnly
+
+from ..conftest import REPO
+
+TAGGER = ("model:\n  kind: encoder_only\n  d_model: 16\n  encoder: {layers: 2, heads: 2, d_ff: 32}\n"
+          "  head: {kind: token_classification, labels: [DT, NN, VB]}\n  vocab_size: 50\n"
+          "data:\n  dataset: {kind: tagging, source: files}\n  train: t\n  valid: v\n")
+
+
+def write(tmp: Path, text: str) -> Path:
+    path = tmp / "s.yaml"
+    path.write_text(text)
+    return path
+
+
+def error_of(path: Path) -> str:
+    with pytest.raises(SpecError) as info:
+        load_spec(path)
+    message = str(info.value)
+    assert len(message.splitlines()) == 1
+    return message
+
+
+def test_an_encoder_only_model_needs_a_head_and_has_no_decoder(tmp_path: Path) -> None:
+    p = write(tmp_path, TAGGER.replace("  head: {kind: token_classification, labels: [DT, NN, VB]}\n", ""))
+    assert error_of(p).startswith(f"{p}:2:3: model.kind: an encoder_only model needs an output head")
+    p = write(tmp_path, TAGGER.replace("  vocab_size: 50\n", "  vocab_size: 50\n  decoder: {layers: 2}\n"))
+    assert error_of(p).startswith(f"{p}:7:3: model.decoder: a encoder_only model has no decoder")
+    p = write(tmp_path, TAGGER.replace("  vocab_size: 50\n", "  vocab_size: 50\n  cross_attention: {kind: multihead, "
+                                       "kv_heads: 2}\n"))
+    assert error_of(p).startswith(f"{p}:7:3: model.cross_attention: a encoder_only model has no cross-attention")
+
+
+def test_a_head_on_another_kind_and_tags_for_another_kind_are_refused(tmp_path: Path) -> None:
+    p = write(tmp_path, "model:\n  head: {kind: token_classification}\n")
+    assert error_of(p).startswith(f"{p}:2:3: model.head: a encoder_decoder model has no head")
+    p = write(tmp_path, "data:\n  dataset: {kind: tagging}\n  train: t\n")
+    assert error_of(p).startswith(f"{p}:2:3: data.dataset: data.dataset tagging is words and their tags, a "
+                                  "tagger's data: set model.kind: encoder_only")
+    p = write(tmp_path, TAGGER.replace("{kind: tagging, source: files}", "text"))
+    assert error_of(p).startswith(f"{p}:8:3: data.dataset: an encoder_only model trains on words and their tags")
+    p = write(tmp_path, TAGGER + "train:\n  select: {metric: bleu}\n")
+    assert "train.select.metric: bleu scores decoded outputs; a tagger is selected on accuracy or ppl" in error_of(p)
+    p = write(tmp_path, "data:\n  train: x\n  valid: y\ntrain:\n  select: {metric: accuracy}\n")
+    assert "train.select.metric: accuracy scores a tagger's labels" in error_of(p)
+    p = write(tmp_path, TAGGER.replace("labels: [DT, NN, VB]", "labels: [DT, DT]"))
+    assert "labels must be distinct" in error_of(p)
+
+
+def test_the_graph_is_the_encoder_decoders_source_side_by_name(tmp_path: Path) -> None:
+    tagger = load_spec(write(tmp_path, TAGGER)).spec
+    net = build_model(tagger)
+    assert isinstance(net, EncoderOnly) and net.head.out_features == 3
+    pair = load_spec(write(tmp_path, "model:\n  d_model: 16\n  encoder: {layers: 2, heads: 2, d_ff: 32}\n"
+                           "  decoder: {layers: 1, heads: 2, d_ff: 32}\n  vocab_size: 50\n")).spec
+    theirs = build_model(pair).state_dict()
+    ours = {k: v for k, v in net.state_dict().items() if not k.startswith("head.")}
+    assert ours and all(k in theirs and theirs[k].shape == v.shape for k, v in ours.items())
+    scores = net.eval()(torch.tensor([[5, 6, 7, 3], [5, 3, 0, 0]]))
+    assert scores.shape == (2, 4, 3) and torch.isfinite(scores).all()
+    report = inspect_model(tagger)
+    rows = {r.block: r for r in report.rows}
+    assert rows["output head"].params == 16 * 3 + 3 and rows["output head"].note == "3 labels"
+    assert "token embedding" in rows and report.total == sum(p.numel() for p in net.parameters())
+
+
+def test_the_shipped_tagger_spec_validates() -> None:
+    spec = load_spec(REPO / "specs" / "examples" / "pos-tagger.yaml").spec
+    assert spec.model.kind == "encoder_only" and spec.model.head.labels == "from_data"  # type: ignore[union-attr]
+    assert spec.train.select.metric == "accuracy" and spec.data.dataset.tagged  # type: ignore[union-attr]
