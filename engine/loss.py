@@ -68,33 +68,40 @@ class _SmoothedNLL(torch.autograd.Function):
 
 
 def label_smoothed_nll(
-    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int
+    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int, offset: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count).
+    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count). ``offset``: the
+    target holds class c as c + offset (a tagger's labels, stored above PAD: ``data/tagged.py``).
 
     Label smoothing of Szegedy et al. (the paper's [30], §5.4): the target distribution is
     (1 - ε)·one_hot + ε/V, so loss = (1 - ε)·NLL + ε·mean_v(-log p_v). Padding is ignored. Computed
     in float32 even under autocast; the NLL sum carries no gradient.
     """
     keep = target.ne(pad).flatten()
+    if offset:
+        target = (target - offset).clamp(min=0)  # padding's classes are masked out by keep
     loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep, epsilon)
     return loss, nll_sum, int(keep.sum())
 
 
 @torch.no_grad()
 def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, label_smoothing: float,
-                  policy: Policy) -> dict[str, float]:
-    """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode."""
+                  policy: Policy, offset: int = 0) -> dict[str, float]:
+    """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode.
+    ``offset`` (a tagger's labels, see ``label_smoothed_nll``): the accuracy of the best class too."""
     model.eval()
     loss_sum = nll_sum = 0.0
-    ntokens = 0
+    ntokens = correct = 0
     batches = token_batches(pairs.src_lengths, pairs.tgt_lengths, batch_tokens,
                             seed=0, epoch=0, shuffle=False)
     for batch in batches:
         src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
         with policy.autocast(), policy.attention():
             logits = model(src, tgt_in)
-        loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD)
+        loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD, offset)
         loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + n
+        if offset:
+            correct += int((logits.argmax(-1).eq(tgt_out - offset) & tgt_out.ne(PAD)).sum())
     n = max(ntokens, 1)
-    return {"loss": loss_sum / n, "nll": nll_sum / n, "ppl": math.exp(min(nll_sum / n, 50.0)), "tokens": ntokens}
+    result = {"loss": loss_sum / n, "nll": nll_sum / n, "ppl": math.exp(min(nll_sum / n, 50.0)), "tokens": ntokens}
+    return result | ({"accuracy": correct / n} if offset else {})

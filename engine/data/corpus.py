@@ -31,11 +31,14 @@ def _split_value(data: DataSpec, split: str) -> str | ParallelFiles:
 
 
 def split_files(data: DataSpec, split: str) -> tuple[Path, Path]:
-    """The (source, target) files of a split: PREFIX.<lang>[.gz] or explicit ParallelFiles."""
+    """The (source, target) files of a split: PREFIX.<lang>[.gz] (a tagger's PREFIX.words, PREFIX.tags) or
+    explicit ParallelFiles."""
     value = _split_value(data, split)
     if isinstance(value, ParallelFiles):
         return Path(value.source), Path(value.target)
-    return _plain_or_gz(f"{value}.{data.source_lang}"), _plain_or_gz(f"{value}.{data.target_lang}")
+    fixed = data.dataset.suffixes if data.dataset is not None else None
+    source, target = fixed or (data.source_lang, data.target_lang)
+    return _plain_or_gz(f"{value}.{source}"), _plain_or_gz(f"{value}.{target}")
 
 
 def text_only(data: DataSpec) -> bool:

@@ -19,6 +19,7 @@ from tbuild.builder.schema import Spec
 from ..data.mapped import MappedPairs
 from ..data.pairs import Pairs, load_pairs
 from ..data.prepare import prepared_id, prepared_train
+from ..data.tagged import encode_tagged, fit_labels, tagger
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..errors import TbuildError
 from ..finetune.start import resolve_start, start_source, start_tokenizer
@@ -117,6 +118,16 @@ def _lock(run: RunDir, fresh: bool) -> RunLock:
     return RunLock(run.path).acquire()
 
 
+def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[MappedPairs | Pairs, Pairs | None]:
+    """The training pairs (prepared once into memory-mapped arrays; a tagger's few sentences encoded in
+    memory, word pieces → labels at first pieces) and the validation pairs."""
+    if tagger(spec):
+        valid = encode_tagged(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
+        return encode_tagged(spec, "train", tokenizer, info, max_length=spec.data.max_length), valid
+    valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
+    return prepared_train(spec, tokenizer, run, info), valid_pairs
+
+
 def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> RunFiles:
     """The run's tokenizer, the spec resolved against it (stored in the run directory, each change since
     its last call said with what it does, or refused), the data, and where training begins."""
@@ -126,13 +137,12 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
     log: Log = info if main else lambda _: None
     source = start_source(loaded.spec, run)  # train.init's trained model, at the run's start
     tokenizer = start_tokenizer(loaded.spec, run, source, info, main=main)
-    spec = fit_vocab(loaded.spec, tokenizer, info).model_copy(update={"name": loaded.name})
+    spec = fit_labels(fit_vocab(loaded.spec, tokenizer, info), info).model_copy(update={"name": loaded.name})
     if main:
         for change in stored_changes(run, spec):
             info(f"changed since the run's last call: {change.line()}")
         run.write_spec(spec)
-    train_pairs = prepared_train(spec, tokenizer, run, info)
-    valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
+    train_pairs, valid_pairs = _pairs(spec, tokenizer, run, info)
     initial = resolve_start(spec, run, tokenizer, source, log, main=main)
     return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
 

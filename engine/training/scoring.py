@@ -55,10 +55,10 @@ class ValidScorer:
 
     @classmethod
     def of(cls, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> ValidScorer | None:
-        """The scorer of ``spec.train.select`` (None for ppl, which decodes nothing), its lines read as
+        """The scorer of ``spec.train.select`` (None for ppl and accuracy, which decode nothing), its lines read as
         ``tbuild evaluate --split valid`` reads them."""
         select = spec.train.select
-        if select.metric == "ppl" or spec.data.valid is None:
+        if select.metric in ("ppl", "accuracy") or spec.data.valid is None:  # no decoding: the loss pass scores
             return None
         sources, references = read_split(spec.data, "valid", lambda _: None)
         sources = sources[: select.lines]

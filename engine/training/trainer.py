@@ -36,6 +36,7 @@ from tbuild.builder.tokens import PAD
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor, Bucketing, collate
 from ..data.corpus import text_only
+from ..data.tagged import label_offset
 from ..errors import CheckpointError
 from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
@@ -77,6 +78,7 @@ class Trainer:
         self.spec, self.cfg, self.run, self.emit = files.spec, files.spec.train, run, emit
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
         self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
+        self.offset = label_offset(files.spec)  # a tagger's labels are stored above PAD (data/tagged.py)
         self.model = _built(files.spec, files.initial, policy.device)
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
@@ -197,7 +199,7 @@ class Trainer:
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
                 with self.policy.autocast(), self.policy.attention():
                     logits = self.module(src, tgt_in)
-                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD)
+                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         grad_norm = self._apply_gradients()
@@ -227,19 +229,20 @@ class Trainer:
     # ------------------------------------------------------------------ validation and checkpoints
 
     def validate(self) -> None:
-        """Validation loss and perplexity, and the score of train.select.metric: the perplexity itself,
-        or the decoded validation lines' BLEU, chrF or F1 (``scoring.py``). A better score than any
+        """Validation loss and perplexity, and the score of train.select.metric: the perplexity itself, a
+        tagger's accuracy, or the decoded validation lines' BLEU, chrF or F1 (``scoring.py``). A better score than any
         before saves best.safetensors; another counts toward train.select.patience. Every process
         validates (an FSDP2 forward gathers weights from all) and takes the main one's score, so all
         decide alike; only the main one writes."""
         if self.valid_pairs is None:
             return
         result = evaluate_loss(self.model, self.valid_pairs, batch_tokens=self.cfg.batch_tokens,
-                               label_smoothing=self.cfg.label_smoothing, policy=self.policy)
-        weights, score = self._decoded_score() if self.scorer is not None else (None, result["ppl"])
+                               label_smoothing=self.cfg.label_smoothing, policy=self.policy, offset=self.offset)
+        metric = self.cfg.select.metric
+        undecoded = result["accuracy"] if metric == "accuracy" else result["ppl"]  # a tagger's, from the loss pass
+        weights, score = self._decoded_score() if self.scorer is not None else (None, undecoded)
         self.model.train()
         score = distributed.from_main(self.rank, score, self.policy.device)
-        metric = self.cfg.select.metric
         self.state.best_ppl = min(self.state.best_ppl, result["ppl"])
         record = {"step": self.state.step, "epoch": self.state.epoch + 1, **result, "metric": metric, "score": score}
         if self.state.record(score, lower_is_better=lower_is_better(metric)):

@@ -1,0 +1,148 @@
+"""A tagger's split read and encoded: words and tags with one-line errors, the label set fitted from the
+training split (``model.head.labels: from_data``), and the rows that predict each word's tag at its first
+subword piece (the usual practice: the loss is taken there only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from tbuild.builder.schema import DataSpec, Spec
+from tbuild.builder.tokens import EOS, PAD, UNK
+from tbuild.components.specs.graph import GRAPHS
+
+from ..errors import DataError
+from .corpus import iter_parallel, split_files
+from .datasets import ensure_data
+from .pairs import Pairs
+from .tokenizer import Tokenizer
+
+Log = Callable[[str], None]
+
+LABEL_OFFSET = 1  # label j is stored as j + 1 in a tagged row: PAD (0) marks a position with no label
+
+
+class TaggedPairs(Pairs):
+    """A tagger's encoded sentences: ``src`` rows are word pieces + EOS, ``tgt`` rows as long, a label at
+    each word's first piece and PAD elsewhere. A row's target length is its labels (its words), so the
+    trainer normalises the loss and counts tokens per word, as validation does."""
+
+    @cached_property
+    def tgt_lengths(self) -> np.ndarray:
+        return np.fromiter((sum(1 for t in row if t != PAD) for row in self.tgt), dtype=np.int64, count=len(self.tgt))
+
+
+@dataclass(frozen=True)
+class Tagged:
+    """A split's sentences: each one's words and tags (as many), and the tags file's line of each."""
+
+    words: list[list[str]]
+    tags: list[list[str]]
+    lines: list[int]
+    tags_file: Path
+
+
+def read_tagged(data: DataSpec, split: str, log: Log = lambda _: None) -> Tagged:
+    """A split's words and tags (its files written or checked first); empty line pairs are skipped. A word
+    count that differs from the tag count is an error naming the file and line."""
+    ensure_data(data, log, splits=(split,))
+    words_file, tags_file = split_files(data, split)
+    out = Tagged([], [], [], tags_file)
+    for n, (line_words, line_tags) in enumerate(iter_parallel(words_file, tags_file, f"data.{split}"), 1):
+        w, t = line_words.split(), line_tags.split()
+        if len(w) != len(t):
+            raise DataError(f"data.{split}: {tags_file} line {n}: {len(t)} tags for the {len(w)} words of "
+                            f"{words_file} line {n}")
+        if w:
+            out.words.append(w)
+            out.tags.append(t)
+            out.lines.append(n)
+    if not out.words:
+        raise DataError(f"data.{split}: no sentences in {words_file} and {tags_file}")
+    return out
+
+
+def fit_labels(spec: Spec, log: Log) -> Spec:
+    """The spec with ``model.head.labels: from_data`` replaced by the training split's tags, sorted (a list
+    given in the spec is kept: tags outside it are refused when a split is encoded)."""
+    head = spec.model.head
+    if head is None or head.labels != "from_data":
+        return spec
+    train = read_tagged(spec.data, "train", log)
+    labels = sorted({t for tags in train.tags for t in tags})
+    if len(labels) < 2:
+        raise DataError(f"data.train: {train.tags_file} has {len(labels)} distinct tag; a tagger needs at least 2")
+    log(f"model.head.labels: {len(labels)} tags from {train.tags_file}")
+    model = spec.model.model_copy(update={"head": head.model_copy(update={"labels": labels})})
+    return spec.model_copy(update={"model": model})
+
+
+def tagger(spec: Spec) -> bool:
+    """Whether the spec's model is a tagger (a kind whose data is words and their tags)."""
+    return GRAPHS[spec.model.kind].data == "tags"
+
+
+def label_offset(spec: Spec) -> int:
+    """What a target row adds to each class: LABEL_OFFSET for a tagger's labels, 0 for tokens."""
+    return LABEL_OFFSET if tagger(spec) else 0
+
+
+def labels_of(spec: Spec) -> list[str]:
+    """The fitted spec's label set (model.head.labels)."""
+    head = spec.model.head
+    if head is None or not isinstance(head.labels, list):
+        raise DataError("model.head.labels is not fitted: train the run first (tbuild train fits it to the data)")
+    return head.labels
+
+
+def word_pieces(tok: Tokenizer, sentences: list[list[str]]) -> list[list[list[int]]]:
+    """Each sentence's words as subword ids, word by word (sentencepiece never joins two words into one
+    piece, so these are the pieces of the whole line); a word gives at least one piece."""
+    flat = tok.encode([w for words in sentences for w in words])
+    out, i = [], 0
+    for words in sentences:
+        out.append(flat[i:i + len(words)])
+        i += len(words)
+    return out
+
+
+def first_piece_rows(pieces: list[list[int]], labels: list[int]) -> tuple[list[int], list[int]]:
+    """One sentence's source row (its pieces, then EOS) and label row, as long: each word's label (+
+    LABEL_OFFSET) at its first piece, PAD (no label, no loss) at its other pieces and at EOS."""
+    src: list[int] = []
+    tgt: list[int] = []
+    for ids, label in zip(pieces, labels, strict=True):
+        ids = ids or [UNK]  # no word gives no piece (each starts with "▁"); kept aligned regardless
+        src += ids
+        tgt += [label + LABEL_OFFSET] + [PAD] * (len(ids) - 1)
+    return src + [EOS], tgt + [PAD]
+
+
+def encode_tagged(spec: Spec, split: str, tok: Tokenizer, log: Log, *,
+                  max_length: int | None = None) -> TaggedPairs:
+    """A split as ``Pairs``: word pieces + EOS → labels at first pieces (``first_piece_rows``). A tag
+    outside the model's labels is an error naming the file and line. ``max_length``: sentences with more
+    pieces (EOS counted) are dropped (training)."""
+    data = read_tagged(spec.data, split, log)
+    index = {label: i for i, label in enumerate(labels_of(spec))}
+    src, tgt, dropped = [], [], 0
+    for tags, pieces, line in zip(data.tags, word_pieces(tok, data.words), data.lines, strict=True):
+        unknown = next((t for t in tags if t not in index), None)
+        if unknown is not None:
+            raise DataError(f"data.{split}: {data.tags_file} line {line}: tag {unknown!r} is not one of the "
+                            f"model's {len(index)} labels (model.head.labels)")
+        s, t = first_piece_rows(pieces, [index[x] for x in tags])
+        if max_length is not None and len(s) > max_length:
+            dropped += 1
+            continue
+        src.append(s)
+        tgt.append(t)
+    if not src:
+        raise DataError(f"data.{split}: every sentence is longer than data.max_length ({max_length}) pieces")
+    log(f"data.{split}: {len(src)} sentences, {sum(map(len, data.words))} words from {data.tags_file.parent}"
+        + (f"; dropped {dropped} longer than {max_length} pieces" if dropped else ""))
+    return TaggedPairs(src, tgt)
