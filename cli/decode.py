@@ -59,7 +59,9 @@ def decode(
     loading: Loading = Loading(),
     set_: list[str] = SET_OPTION,
 ) -> None:
-    """Translate one sentence per line; an empty line gives an empty line."""
+    """Translate one sentence per line; an empty line gives an empty line. A tagger's run (model.kind
+    encoder_only): each line's tags instead, one per word, space-separated."""
+    from tbuild.engine.data.tagged import tagger
     from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.files import atomic_write
@@ -70,6 +72,9 @@ def decode(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha, nbest=nbest,
                        sampling=sampling, topk=topk, topp=topp, temperature=temperature, seed=seed,
                        no_repeat_ngram=no_repeat_ngram)
+    if tagger(runs[0].spec):
+        _tags(runs, input_, output, loading)
+        return
     for run in runs:
         require_kind(run.spec, "decode", language_model=False)
     name = str(input_) if input_ else "stdin"
@@ -90,6 +95,31 @@ def decode(
         results = translator.translate(lines, request, Hooks(warn, lambda n: bar.advance(task, n),
                                                              process.after_batch))
     text = "".join(line + "\n" for line in _out_lines(runs[0], translator, request, lines, results))
+    if output is not None:
+        atomic_write(output, text.encode())
+    else:
+        sys.stdout.write(text)
+
+
+def _tags(runs: list, input_: Path | None, output: Path | None, loading: Loading) -> None:
+    """A tagger: each input line's tags, one per whitespace-separated word, space-separated (the format of
+    PREFIX.tags; an empty line gives an empty line)."""
+    from tbuild.engine.data.tagged import labels_of
+    from tbuild.engine.decoding.tagger import load_tagger, tag_lines
+    from tbuild.engine.decoding.translator import decode_lines
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.files import atomic_write
+
+    if len(runs) > 1:
+        raise TbuildError("a tagger decodes alone: give one run (ensembles decode translations)")
+    if input_ is not None and not input_.is_file():
+        raise TbuildError(f"{input_}: input file not found")
+    lines = decode_lines(input_.read_bytes() if input_ else sys.stdin.buffer.read(), str(input_ or "stdin"))
+    run = runs[0]
+    t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                    notify=notify)
+    text = "".join(" ".join(tags) + "\n" for tags in tag_lines(t, labels_of(run.spec), lines,
+                                                                run.spec.decode.batch_tokens))
     if output is not None:
         atomic_write(output, text.encode())
     else:

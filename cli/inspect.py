@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
-from .common import console, guarded, load
+from .common import console, guarded, load, notify
 from .options import SET_OPTION, SPEC_TARGET
 
 
@@ -31,13 +32,17 @@ def inspect(
     from tbuild.engine.export.targets import describe_targets, export_targets
 
     loaded = load(spec, set_)
+    if loaded.spec.model.head is not None:  # a tagger's labels: from_data is counted in the training split
+        from tbuild.engine.data.tagged import fit_labels
+
+        loaded = replace(loaded, spec=fit_labels(loaded.spec, notify))
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if draw is not None or as_mermaid:
         from tbuild.builder.diagram import diagram, mermaid
         from tbuild.engine.decoding.lm import is_language_model
         from tbuild.engine.errors import TbuildError
 
-        if is_language_model(loaded.spec):
+        if is_language_model(loaded.spec) or loaded.spec.model.head is not None:
             raise TbuildError(f"--draw/--mermaid draw an encoder_decoder; drawing a {loaded.spec.model.kind} model "
                               "comes later (the table without them lists its blocks)")
         from tbuild.engine.drawing import draw as draw_diagram

@@ -62,13 +62,17 @@ class LanguageModelSearch:
 
 
 def is_language_model(spec: Spec) -> bool:
-    """Whether the spec's model is a language model (a kind that trains on text, not pairs)."""
-    return not GRAPHS[spec.model.kind].translates
+    """Whether the spec's model is a language model (a kind that trains on text, not pairs or tags)."""
+    return GRAPHS[spec.model.kind].data == "text"
 
 
 def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
     """Refuse, in one line, ``command`` on a run of the other family: a language model where a translator
-    is needed (``language_model`` False), or the reverse."""
+    is needed (``language_model`` False), or the reverse; a tagger anywhere (it has its own evaluate and
+    decode paths: ``tagger.py``)."""
+    if GRAPHS[spec.model.kind].data == "tags":
+        raise TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
+                          "tagger: tbuild evaluate, decode and inspect take it)")
     if language_model and not is_language_model(spec):
         raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")

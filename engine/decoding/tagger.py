@@ -1,0 +1,105 @@
+"""A tagger (``model.kind: encoder_only`` with a ``token_classification`` head): each input word's tag,
+read at the word's first subword piece (as it was trained, ``data/tagged.py``); the token accuracy of a
+split beside the most-frequent-tag baseline of its training split."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.schema import Spec
+
+from ..data.tagged import LABEL_OFFSET, Tagged, encode_tagged, first_piece_rows, labels_of, read_tagged, tagger
+from ..errors import TbuildError
+from ..loss import evaluate_loss
+from ..run_dir import EvalRecord, Run
+from .translator import Translator, length_batches, load_translator, padded
+
+
+def require_tagger(spec: Spec, command: str) -> None:
+    """Refuse ``command``'s tagger path on a run that is no tagger."""
+    if not tagger(spec):
+        raise TbuildError(f"tbuild {command} of tags needs a tagger (model.kind encoder_only); "
+                          f"{spec.name or 'this run'} is an {spec.model.kind} model")
+
+
+def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
+                notify: Callable[[str], None] = lambda _: None) -> Translator:
+    """The run's tagger with its weights, loaded as ``load_translator`` loads a translator (the same weights
+    choice, device and precision)."""
+    require_tagger(run.spec, "decode")
+    return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+
+
+@torch.no_grad()
+def tag_lines(t: Translator, labels: list[str], lines: list[str], batch_tokens: int = 4000) -> list[list[str]]:
+    """Each line's tags, one per whitespace-separated word (an empty line: none): the head's best label at
+    each word's first piece. A line longer than the model's positions is an error naming it."""
+    sentences = [line.split() for line in lines]
+    flat = t.tokenizer.encode([w for words in sentences for w in words])
+    rows, starts, i = [], [], 0
+    for n, words in enumerate(sentences, 1):
+        src, tgt = first_piece_rows(flat[i:i + len(words)], [0] * len(words))
+        i += len(words)
+        if t.max_output_len is not None and len(src) > t.max_output_len:
+            raise TbuildError(f"line {n}: {len(src)} pieces exceed the model's {t.max_output_len} positions "
+                              "(model.max_positions)")
+        rows.append(src)
+        starts.append([p for p, x in enumerate(tgt) if x])
+    out: list[list[str]] = [[] for _ in lines]
+    t.model.eval()
+    for batch in length_batches([len(r) for r in rows], batch_tokens):
+        batch = [b for b in batch if starts[b]]
+        if not batch:
+            continue
+        src = t.policy.to_device(padded([rows[b] for b in batch]))
+        with t.policy.autocast():
+            best = t.model(src).argmax(-1).cpu()
+        for r, b in enumerate(batch):
+            out[b] = [labels[int(best[r, p])] for p in starts[b]]
+    return out
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The most frequent tag of each training word; a word never seen in training gets the most frequent
+    tag overall (ties: the tag seen first)."""
+
+    by_word: dict[str, str]
+    overall: str
+
+    @classmethod
+    def of(cls, train: Tagged) -> Baseline:
+        counts: dict[str, Counter[str]] = defaultdict(Counter)
+        overall: Counter[str] = Counter()
+        for words, tags in zip(train.words, train.tags, strict=True):
+            for w, tag in zip(words, tags, strict=True):
+                counts[w][tag] += 1
+                overall[tag] += 1
+        return cls({w: c.most_common(1)[0][0] for w, c in counts.items()}, overall.most_common(1)[0][0])
+
+    def accuracy(self, split: Tagged) -> float:
+        """The share of the split's words whose tag the baseline guesses."""
+        pairs = [(w, tag) for words, tags in zip(split.words, split.tags, strict=True)
+                 for w, tag in zip(words, tags, strict=True)]
+        return sum(self.by_word.get(w, self.overall) == tag for w, tag in pairs) / max(len(pairs), 1)
+
+
+def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
+    """The split's token accuracy (each word's best label at its first piece) and label perplexity, and the
+    baseline's accuracy from the training split; a tag outside the model's labels is an error naming its
+    file and line."""
+    spec, started = run.spec, time.perf_counter()
+    labels_of(spec)
+    pairs = encode_tagged(spec, split, t.tokenizer, lambda _: None)
+    result = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
+                           label_smoothing=spec.train.label_smoothing, policy=t.policy, offset=LABEL_OFFSET)
+    baseline = Baseline.of(read_tagged(spec.data, "train")).accuracy(read_tagged(spec.data, split))
+    return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, accuracy=result["accuracy"],
+                      baseline_accuracy=baseline, perplexity=result["ppl"], nll=result["nll"],
+                      tokens=result["tokens"], seconds=time.perf_counter() - started, precision=t.precision)

@@ -1,0 +1,79 @@
+"""A part-of-speech tagger (model.kind encoder_only) end to end through the CLI on a toy file: train a few
+steps, evaluate (accuracy in [0, 1], the baseline as computed by hand), decode (one line of tags per input
+line, one tag per word), inspect; export refuses it in one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+
+runner = CliRunner()
+
+TRAIN = ("cats dogs birds\nthe can rusts\nyou can can\n", "NNS NNS NNS\nDT NN VBZ\nPRP MD MD\n")
+TEST = ("the can swims cats\n", "DT NN VBZ NNS\n")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run directory of a tiny tagger trained 3 steps on the toy files."""
+    root = tmp_path_factory.mktemp("tagger")
+    for split, (words, tags) in (("train", TRAIN), ("valid", TRAIN), ("test", TEST)):
+        (root / f"{split}.words").write_text(words)
+        (root / f"{split}.tags").write_text(tags)
+    spec = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
+                      "head": {"kind": "token_classification"}},
+            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
+                     "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 30}},
+            "train": {"max_steps": 3, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                      "select": {"metric": "accuracy"}},
+            "output_dir": str(root / "run")}
+    (root / "tagger.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "tagger.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "model.head.labels: 6 tags" in result.output and "accuracy" in result.output
+    fitted = yaml.safe_load((root / "run" / "spec.yaml").read_text())
+    assert fitted["model"]["head"]["labels"] == ["DT", "MD", "NN", "NNS", "PRP", "VBZ"]
+    return root / "run"
+
+
+def test_evaluate_reports_accuracy_and_the_baseline(trained: Path) -> None:
+    result = runner.invoke(app, ["evaluate", str(trained), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    assert "accuracy" in result.output and "baseline" in result.output
+    record = json.loads((trained / "eval_test.json").read_text())
+    assert 0 <= record["accuracy"] <= 1 and record["tokens"] == 4 and record["sentences"] == 1
+    assert record["baseline_accuracy"] == 0.5  # the→DT, cats→NNS right; can→MD, swims→NNS (unknown) wrong
+
+
+def test_an_unknown_tag_at_evaluation_is_one_line(trained: Path) -> None:
+    (trained.parent / "test.tags").write_text("DT NN XX NNS\n")
+    try:
+        result = runner.invoke(app, ["evaluate", str(trained), "--split", "test"])
+    finally:
+        (trained.parent / "test.tags").write_text(TEST[1])
+    assert result.exit_code == 2
+    assert f"{trained.parent}/test.tags line 1: tag 'XX' is not one of the model's 6 labels" in result.output
+
+
+def test_decode_prints_one_line_of_tags_per_input_line(trained: Path) -> None:
+    result = runner.invoke(app, ["decode", str(trained)], input="the can rusts\n\nyou can swim fast\n")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert [len(line.split()) for line in lines] == [3, 0, 4]
+    labels = {"DT", "MD", "NN", "NNS", "PRP", "VBZ"}
+    assert all(tag in labels for line in lines for tag in line.split())
+
+
+def test_inspect_shows_the_head_and_export_refuses(trained: Path) -> None:
+    result = runner.invoke(app, ["inspect", str(trained)])
+    assert result.exit_code == 0, result.output
+    assert "output head" in result.output and "6 labels" in result.output
+    refused = runner.invoke(app, ["export", str(trained), "--to", "ctranslate2", "-o", str(trained / "x")])
+    assert refused.exit_code == 2
+    assert "export of encoder_only is not supported yet" in refused.output and "Traceback" not in refused.output
