@@ -28,7 +28,7 @@ class Shape:
 
 
 SHAPES = {
-    "tiny": Shape("tiny", 256, 3, 4, 1024),  # specs/multi30k.yaml's dimensions
+    "tiny": Shape("tiny", 256, 3, 4, 1024),  # specs/multi30k-v1.yaml's dimensions (the first recipe)
     "base": Shape("base", 512, 6, 8, 2048),  # Table 3 "base"
     "big": Shape("big", 1024, 6, 16, 4096),  # Table 3 "big"
 }

@@ -40,7 +40,7 @@ def configure_process(threads: int | None = None, *, keep_heap: bool = True) -> 
     n = threads or cores
     torch.set_num_threads(n)
     # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic ~5x slower:
-    # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k.yaml. Flush them to zero.
+    # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k-v1.yaml. Flush them to zero.
     torch.set_flush_denormal(True)
     return ProcessSettings(threads=n, heap_kept=keep_heap and reuse_freed_memory())
 
