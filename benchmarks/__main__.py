@@ -3,8 +3,10 @@ on this machine, as one table of medians, ratios and MFU (and ``--json PATH``).
 
 CPU: training at each shape in fp32 and bf16 autocast (bf16 skipped where tbuild's precision probe
 finds it emulated, under a quarter of fp32's matmul speed), Multi30k-like lengths (12-30 tokens),
-4,096-token batches, vocabulary 8,000; decoding 64 sentences of 30 tokens -> 30 output steps, beam 4
-and greedy. GPU (when CUDA is present): bf16 training on WMT-like lengths (up to 128 tokens),
+4,096-token batches, vocabulary 8,000; decoding 64 sentences, beam 4 and greedy, of fixed lengths (30 tokens
+-> 30 output steps) and of Multi30k test2016's lengths (each sentence's source and forced output length
+drawn from its pairs); training on a recipe's real batches (train-real: benchmarks/training_real.py).
+GPU (when CUDA is present): bf16 training on WMT-like lengths (up to 128 tokens),
 25,000-token batches, vocabulary 37,000, and the same decoding on the GPU. Peers: torch.nn.Transformer,
 Hugging Face Marian (the "bench" extra) and CTranslate2 (the "export" extra); a missing one is a row saying why."""
 
@@ -25,10 +27,15 @@ from tbuild.engine.process import configure_process
 from . import hardware, report
 from .decoding import DecodeRun, run_decoding
 from .real_decoding import RealRun, run_real
+from .real_lengths import draw
 from .training import TrainRun, run_training
+from .training_real import RealTrain, run_training_real
 from .workload import MULTI30K_LENGTHS, SHAPES, WMT_LENGTHS, Workload, tbuild_spec
 
 PEERS = ("torch", "hf", "ct2", "compiled")  # compiled: tbuild's own decoding with --compile
+LENGTHS = ("fixed", "test2016")  # the decoding rows' lengths (benchmarks/real_lengths.py)
+LENGTHS_SEED = 0
+RECIPES = (Path("specs/multi30k-v1.yaml"), Path("specs/multi30k.yaml"))  # train-real's default: the first there
 DEVICES = ("cpu", "cuda")
 # TrainSpec settings for tbuild on a GPU, applied when this tbuild's TrainSpec has them
 EMULATED_BF16 = 0.25  # bf16 at under this share of fp32 matmul speed: emulated (Zen 3: 0.02); too slow to time
@@ -38,8 +45,18 @@ GPU_TRAIN_SETTINGS = {"pad_multiple": 8, "compile": True}
 def parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["train", "decode", "real"], help="run one part only (real: the --run "
-                                                                          "workload alone)")
+    parser.add_argument("--only", choices=["train", "decode", "real", "train-real"],
+                        help="run one part only (real: the --run workload alone; train-real: training on a recipe's "
+                             "real batches alone)")
+    parser.add_argument("--lengths", default=",".join(LENGTHS),
+                        help="decoding lengths, comma-separated: fixed (30 -> 30), test2016 (drawn from Multi30k's; "
+                             "counted with --run's tokenizer when given, else words)")
+    parser.add_argument("--sentences", type=int, help="decoding sentences (default 64; --quick 8)")
+    parser.add_argument("--spec", type=Path, help="train-real's recipe (default: specs/multi30k-v1.yaml, else "
+                                                  "specs/multi30k.yaml)")
+    parser.add_argument("--steps", type=int, help="train-real: optimizer steps per round (default 5; --quick 2)")
+    parser.add_argument("--runs-root", type=Path, default=Path.home() / ".cache" / "tbuild" / "bench-runs",
+                        help="train-real: where its run directories (tokenizer, prepared data) are kept")
     parser.add_argument("--run", type=Path, help="a trained run: its test split through every decoding engine as "
                                                  "`tbuild decode` runs them (benchmarks/real_decoding.py)")
     parser.add_argument("--lines", type=int, help="with --run: the split's first N lines (default: all)")
@@ -55,10 +72,14 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.shapes = _choices("--shapes", args.shapes or ("tiny" if args.quick else "tiny,base"), SHAPES)
     args.peers = _choices("--peers", args.peers, PEERS)
+    args.lengths = _choices("--lengths", args.lengths, LENGTHS)
+    args.sentences = args.sentences or (8 if args.quick else 64)
+    args.steps = args.steps or (2 if args.quick else 5)
+    args.spec = args.spec or next((p for p in RECIPES if p.exists()), RECIPES[-1])
     args.devices = _choices("--devices", args.devices, DEVICES)
     args.repeats = args.repeats or (2 if args.quick else 5)
     args.warmup = (1 if args.quick else 2) if args.warmup is None else args.warmup
-    for name in ("repeats", "threads"):
+    for name in ("repeats", "threads", "sentences", "steps"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             parser.error(f"--{name} must be at least 1")
     if args.warmup < 0:
@@ -92,6 +113,10 @@ def gpu_train_settings(shape_name: str, vocab: int) -> dict:
 def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, out: dict) -> None:
     """Training and decoding rows on ``device``, appended to ``out``."""
     cpu, quick = device == "cpu", args.quick
+    if args.only in (None, "train-real") and cpu:
+        out["rows"].extend(_train_real(args))
+    if args.only == "train-real":  # no MFU column: no matmul peaks to measure
+        return
     gemm = (512, 5) if quick else ((2048, 5) if cpu else (8192, 10))
     peaks = hardware.measured_peaks(torch.device(device), *gemm)
     out["peaks"][device] = peaks
@@ -102,10 +127,35 @@ def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, ou
             for precision in precisions:
                 out["rows"].extend(_train(args, hw, device, shape, precision, vocab, peaks, out))
         if args.only != "train":
-            n, length = (8, 10) if quick else (64, 30)
-            run = DecodeRun(SHAPES[shape], vocab, n, length, length, args.warmup, args.repeats, args.threads)
+            length = 10 if quick else 30
             policy = choose_policy("fp32" if cpu else "bf16", device)
-            out["rows"].extend(run_decoding(run, policy, args.peers))
+            for kind in args.lengths:
+                lengths = None if kind == "fixed" else _drawn(args, cap=2 * length if quick else None)
+                run = DecodeRun(SHAPES[shape], vocab, args.sentences, length, length, args.warmup, args.repeats,
+                                args.threads, lengths)
+                out["rows"].extend(run_decoding(run, policy, args.peers))
+
+
+def _drawn(args: argparse.Namespace, cap: int | None):  # noqa: ANN202 - real_lengths.Lengths
+    """test2016's lengths for the decoding rows, counted with --run's tokenizer when given."""
+    tokenizer = None
+    if args.run is not None:
+        from tbuild.engine.data.tokenizer import Tokenizer
+        from tbuild.engine.run_dir import resolve_run
+
+        tokenizer = Tokenizer.load(resolve_run(args.run, []).tokenizer)
+    return draw(args.sentences, LENGTHS_SEED, tokenizer, cap=cap)
+
+
+def _train_real(args: argparse.Namespace) -> list[dict]:
+    """The train-real rows (fp32 and precision auto), or one row saying why not."""
+    from tbuild.engine.errors import TbuildError
+
+    try:
+        return run_training_real(RealTrain(args.spec, args.runs_root, args.steps, args.warmup, args.repeats))
+    except (TbuildError, SpecError) as e:
+        return [{"part": "train", "shape": f"real {args.spec}", "device": "cpu", "precision": "fp32, auto",
+                 "impl": "tbuild", "error": str(e).splitlines()[0]}]
 
 
 def _train(args: argparse.Namespace, hw: hardware.Hardware, device: str, shape: str, precision: str, vocab: int,

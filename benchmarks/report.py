@@ -20,7 +20,7 @@ def _ratio(rows: list[dict], row: dict) -> str:
     """tbuild's speed over this row's, from tbuild's row of the same comparison."""
     if row["impl"] == "tbuild" or "tokens_per_s" not in row:
         return ""
-    key = ("part", "shape", "device", "precision", "search")
+    key = ("part", "shape", "device", "precision", "search", "lengths")
     ours = next((r for r in rows if r["impl"] == "tbuild" and all(r.get(k) == row.get(k) for k in key)), None)
     ratio = (ours or {}).get("ratios", {}).get(row["impl"])
     return f"{ratio:.2f}×" if ratio is not None else ""
@@ -42,7 +42,8 @@ def table(report: dict) -> Table:
         mfu = f"{100 * row['mfu']:.1f}%" if "mfu" in row else ""
         memory = f"{row['peak_memory_mib']:,.0f} MiB" if row.get("peak_memory_mib") else ""
         note = row.get("skipped") or row.get("error") or row.get("note", "")
-        out.add_row(row["part"], row["shape"], row.get("search", ""), row["device"], row["precision"],
+        search = ", ".join(filter(None, (row.get("search"), row.get("lengths"))))
+        out.add_row(row["part"], row["shape"], search, row["device"], row["precision"],
                     NAMES.get(row["impl"], row["impl"]), speed, _ratio(report["rows"], row), mfu, memory, note)
     if report.get("gpu_skipped"):
         out.add_row("all", "", "", "cuda", "", "", "", "", "", "", report["gpu_skipped"])
