@@ -14,7 +14,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from .transformer import Embedding, EncoderLayer
+from .transformer import Embedding, EncoderLayer, encode_source
 from .weights import Stack, WeightTree
 
 ENCODER_ONLY = WeightTree(
@@ -41,13 +41,7 @@ class EncoderOnly(nn.Module):
 
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """src (B, S) ids -> final states (B, S, D) and the padding mask (B, S), True at padding."""
-        pad = src.eq(self.pad_id)
-        x = self.src_embed(src)
-        for layer in self.encoder:
-            x = layer(x, pad, self.src_embed.positional)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
-        return x, pad
+        return encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
         """The head's scores (B, S, L) at every source position. ``tgt`` is the trainer's decoder input,

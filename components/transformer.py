@@ -163,6 +163,19 @@ ENCODER_DECODER = WeightTree(
 )
 
 
+def encode_source(src: torch.Tensor, embed: Embedding, layers: nn.ModuleList, norm: nn.Module | None,
+                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder stack (§3.1) over src (B, S) ids -> final states (B, S, D) and the padding mask (B, S),
+    True at padding; shared by the encoder-decoder and the encoder-only graph."""
+    pad = src.eq(pad_id)
+    x = embed(src)
+    for layer in layers:
+        x = layer(x, pad, embed.positional)
+    if norm is not None:
+        x = norm(x)
+    return x, pad
+
+
 class EncoderDecoder(nn.Module):
     """The Transformer: ``encode`` the source once, ``decode`` target prefixes to logits."""
 
@@ -182,12 +195,7 @@ class EncoderDecoder(nn.Module):
     def encode(self, src: torch.Tensor) -> tuple[torch.Tensor | PointedMemory, torch.Tensor]:
         """src (B, S) ids -> memory (B, S, D) and its padding mask (B, S), True at padding. With a pointer
         the memory is a ``PointedMemory``: the (B, S, D) states and where each row's source units are."""
-        pad = src.eq(self.pad_id)
-        x = self.src_embed(src)
-        for layer in self.encoder:
-            x = layer(x, pad, self.src_embed.positional)
-        if self.encoder_norm is not None:
-            x = self.encoder_norm(x)
+        x, pad = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id)
         return (x, pad) if self.pointer is None else (PointedMemory(x, self.pointer.units(src, pad)), pad)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor | PointedMemory, memory_pad: torch.Tensor | None,
