@@ -154,7 +154,7 @@ def _train_real(args: argparse.Namespace) -> list[dict]:
     try:
         return run_training_real(RealTrain(args.spec, args.runs_root, args.steps, args.warmup, args.repeats))
     except (TbuildError, SpecError) as e:
-        return [{"part": "train", "shape": f"real {args.spec}", "device": "cpu", "precision": "fp32, auto",
+        return [{"part": "train-real", "shape": f"real {args.spec}", "device": "cpu", "precision": "fp32, auto",
                  "impl": "tbuild", "error": str(e).splitlines()[0]}]
 
 

@@ -62,7 +62,7 @@ def run_training_real(real: RealTrain) -> list[dict]:
         for trainer in trainers.values():
             trainer.lock.release()
     any_trainer = next(iter(trainers.values()))
-    base = {"part": "train", "shape": f"real {any_trainer.spec.name}", "device": "cpu",
+    base = {"part": "train-real", "shape": f"real {any_trainer.spec.name}", "device": "cpu",
             "batch_tokens": any_trainer.cfg.batch_tokens, "steps_per_round": real.steps, "impl": "tbuild"}
     return [{**base, "precision": p if p == "fp32" else f"auto: {trainers[p].policy.precision}",
              "tokens_per_s": statistics.median(rates[p]), "rounds": rates[p], "target_tokens": tokens[p],

@@ -164,7 +164,7 @@ def diagnose(run: Run, translator: Translator, gold: list[str], tests: list[str]
     accuracy = token_accuracy(translator.model, pairs, TreeVocab.of(tok, form.style), translator.policy,
                               run.spec.train.batch_tokens)
     bins = [{"bin": bin_name(i), "sentences": m.sentences, "f1": _number(m.fmeasure),
-             "floor_f1": _number(f.fmeasure), "complete_match": _number(m.complete_match)}
+             "floor_f1": _number(f.fmeasure), "complete_match": _number(m.complete_match) if m.valid else None}
             for i, (m, f) in enumerate(zip(by_length(scored), by_length(floor), strict=True))]
     return {"by_length": bins, "floor": {"all": floor.all.fmeasure, "short": floor.short.fmeasure},
             "token_accuracy": accuracy, "spans": span_errors(gold_trees, test_trees).to_json()}

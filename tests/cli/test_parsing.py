@@ -93,6 +93,8 @@ def test_evaluate_diagnose_writes_where_the_points_go(parsing_run: Path, tmp_pat
     assert "F1 by sentence length" in result.output and "right-branching floor" in result.output
     found = json.loads((parsing_run / "eval_src.diagnosis.json").read_text())
     assert sum(b["sentences"] for b in found["by_length"]) == 5
+    empty = [b for b in found["by_length"] if b["sentences"] == 0]
+    assert empty and all(b["f1"] is None and b["complete_match"] is None for b in empty)
     outputs = [read_trees(line, "out")[0] for line in read_lines(parsing_run / "eval_src.trees")]
     assert sum(found["spans"].values()) == sum(len(spans(t)) for t in outputs)
     assert set(found["token_accuracy"]) == {"open", "close", "leaf", "eos"}

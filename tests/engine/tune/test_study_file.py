@@ -16,7 +16,7 @@ from tbuild.engine.tune.spec import Param, load_study
 from tests.conftest import REPO
 
 runner = CliRunner()
-BASE = REPO / "specs" / "multi30k.yaml"
+BASE = REPO / "specs" / "multi30k-v1.yaml"  # the base of specs/tune/multi30k.yaml
 
 
 def _study(tmp_path: Path, body: str) -> Path:
