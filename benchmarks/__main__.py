@@ -20,6 +20,7 @@ import torch
 
 from tbuild.builder.loader import SpecError
 from tbuild.builder.schema import TrainSpec
+from tbuild.engine.errors import TbuildError
 from tbuild.engine.policy import choose_policy
 from tbuild.engine.precision import bf16_probe
 from tbuild.engine.process import configure_process
@@ -130,7 +131,13 @@ def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, ou
             length = 10 if quick else 30
             policy = choose_policy("fp32" if cpu else "bf16", device)
             for kind in args.lengths:
-                lengths = None if kind == "fixed" else _drawn(args, cap=2 * length if quick else None)
+                try:
+                    lengths = None if kind == "fixed" else _drawn(args, cap=2 * length if quick else None)
+                except TbuildError as e:  # offline without a mirror: the fixed rows still run
+                    out["rows"].append({"part": "decode", "shape": shape, "device": device, "lengths": kind,
+                                        "precision": policy.precision, "impl": "tbuild",
+                                        "search": "beam 4, greedy", "skipped": str(e)})
+                    continue
                 run = DecodeRun(SHAPES[shape], vocab, args.sentences, length, length, args.warmup, args.repeats,
                                 args.threads, lengths)
                 out["rows"].extend(run_decoding(run, policy, args.peers))
