@@ -23,8 +23,9 @@ class StepFlops:
 
     def __init__(self, spec: Spec) -> None:
         net, self.view = meta_model(spec), resolve(spec.model)
-        self.cross_kv = sum(_matmul_weights(layer.cross_attn.sublayer.w_k)
-                            + _matmul_weights(layer.cross_attn.sublayer.w_v) for layer in net.decoder)
+        cross = [block.sublayer for layer in net.decoder for name, block in layer.named_children()
+                 if name.startswith("cross_attn")]  # cross_attn, cross_attn_2, … (model.decoder.order)
+        self.cross_kv = sum(_matmul_weights(c.w_k) + _matmul_weights(c.w_v) for c in cross)
         self.encoder = sum(_matmul_weights(layer) for layer in net.encoder)
         self.decoder = sum(_matmul_weights(layer) for layer in net.decoder) - self.cross_kv + net.output.weight.numel()
 
@@ -39,14 +40,16 @@ class StepFlops:
             for group in stack.groups:
                 use = stack.use("self")
                 per_query = cache(lambda n, spec=group.attention, use=use: attention_flops(spec, n, use)[0])
+                blocks = group.layout.blocks  # the layer's order (model.<stack>.order): a and c blocks
+                selfs, crosses = group.repeat * blocks.count("a"), group.repeat * blocks.count("c")
                 if use.causal:  # query i (1-based) sees i keys
-                    flops += group.repeat * sum(per_query(i) for t in tgt_lens for i in range(1, t + 1))
+                    flops += selfs * sum(per_query(i) for t in tgt_lens for i in range(1, t + 1))
                 else:
-                    flops += group.repeat * sum(s * per_query(s) for s in src_lens)
+                    flops += selfs * sum(s * per_query(s) for s in src_lens)
                 if group.cross_attention is not None:
                     cross, cross_use = group.cross_attention, stack.use("cross")
-                    flops += group.repeat * sum(t * attention_flops(cross, s, cross_use)[0]
-                                                for s, t in zip(src_lens, tgt_lens, strict=True))
+                    flops += crosses * sum(t * attention_flops(cross, s, cross_use)[0]
+                                           for s, t in zip(src_lens, tgt_lens, strict=True))
         return flops
 
     def step(self, src_lens: Sequence[int], tgt_lens: Sequence[int]) -> int:

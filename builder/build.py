@@ -18,37 +18,68 @@ import tbuild.components.positional  # noqa: F401
 from tbuild.components import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL
 from tbuild.components.decoder_only import CausalLayer, DecoderOnly
 from tbuild.components.encoder_only import EncoderOnly
+from tbuild.components.ordered_layer import OrderedCausalLayer, OrderedDecoderLayer, OrderedEncoderLayer, OrderedLayer
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
 
-from .resolved import ResolvedStack, resolve
+from .resolved import ResolvedGroup, ResolvedStack, resolve
 from .schema import ModelSpec, Spec
 from .tokens import PAD
 
 Layer = Callable[[Residual, Residual | None, Residual], nn.Module]  # (self-attention, cross, FFN) -> a layer
 
 
-def _layers(model: ModelSpec, stack: ResolvedStack, layer: Layer) -> list[nn.Module]:
-    """The stack's layers, each made by ``layer`` from its residual sub-layers (cross None without one)."""
-    d, drop = model.d_model, model.dropout
+class _Blocks:
+    """The residual blocks of one stack's layers, built from its resolved groups."""
 
-    def residual(block: nn.Module, norm: ComponentSpec) -> Residual:
-        return Residual(block, NORM.build(norm, d_model=d), drop.residual, model.norm_placement == "pre")
+    def __init__(self, model: ModelSpec, stack: ResolvedStack) -> None:
+        self.model, self.stack = model, stack
 
-    def attention(spec: ComponentSpec, role: str) -> nn.Module:
-        use = stack.use(role)
-        return ATTENTION.build(spec, d_model=d, heads=use.heads, d_k=use.d_k, d_v=use.d_v,
-                               dropout=drop.attention, causal=use.causal)
+    def residual(self, block: nn.Module, norm: ComponentSpec | None, scale: float = 1.0) -> Residual:
+        """``block`` in a residual connection; ``norm`` None: none of its own (a parallel layer's block)."""
+        m = self.model
+        own = nn.Identity() if norm is None else NORM.build(norm, d_model=m.d_model)
+        return Residual(block, own, m.dropout.residual, m.norm_placement == "pre", scale)
 
-    layers: list[nn.Module] = []
-    for group in stack.groups:
-        for _ in range(group.repeat):
-            self_attn = residual(attention(group.attention, "self"), group.norm)
-            ff = residual(FFN.build(group.ffn, d_model=d, d_ff=stack.d_ff, dropout=drop.activation), group.norm)
-            cross = None if group.cross_attention is None else residual(attention(group.cross_attention, "cross"),
-                                                                        group.norm)
-            layers.append(layer(self_attn, cross, ff))
-    return layers
+    def attention(self, spec: ComponentSpec, role: str) -> nn.Module:
+        use, m = self.stack.use(role), self.model
+        return ATTENTION.build(spec, d_model=m.d_model, heads=use.heads, d_k=use.d_k, d_v=use.d_v,
+                               dropout=m.dropout.attention, causal=use.causal)
+
+    def ffn(self, group: ResolvedGroup) -> nn.Module:
+        m = self.model
+        return FFN.build(group.ffn, d_model=m.d_model, d_ff=self.stack.d_ff, dropout=m.dropout.activation)
+
+    def standard(self, group: ResolvedGroup, layer: Layer) -> nn.Module:
+        """The paper's layer (§3.1), its blocks made in the order they always were (the same initial weights)."""
+        self_attn = self.residual(self.attention(group.attention, "self"), group.norm)
+        ff = self.residual(self.ffn(group), group.norm)
+        cross = None if group.cross_attention is None else self.residual(
+            self.attention(group.cross_attention, "cross"), group.norm)
+        return layer(self_attn, cross, ff)
+
+    def ordered(self, group: ResolvedGroup, kind: type[OrderedLayer]) -> nn.Module:
+        """A layer of the group's ``order`` (components/specs/order.py): one residual block per letter."""
+        layout, blocks = group.layout, []
+        for letter, name in layout.names():
+            if letter == "f":
+                block = self.residual(self.ffn(group), None if layout.parallel else group.norm, layout.ffn_scale)
+            else:
+                spec = group.attention if letter == "a" else group.cross_attention
+                assert spec is not None  # c only in a stack that attends to an encoder (schema)
+                role = "self" if letter == "a" else "cross"
+                block = self.residual(self.attention(spec, role), None if layout.parallel else group.norm)
+            blocks.append((letter, name, block))
+        norm = NORM.build(group.norm, d_model=self.model.d_model) if layout.parallel else None
+        return kind(blocks, norm)
+
+
+def _layers(model: ModelSpec, stack: ResolvedStack, layer: Layer, ordered: type[OrderedLayer]) -> list[nn.Module]:
+    """The stack's layers: the paper's made by ``layer`` from its residual sub-layers (cross None without
+    one), other orders as ``ordered`` layers."""
+    blocks = _Blocks(model, stack)
+    return [blocks.standard(group, layer) if group.layout.standard else blocks.ordered(group, ordered)
+            for group in stack.groups for _ in range(group.repeat)]
 
 
 class _Parts:
@@ -81,8 +112,9 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
     return EncoderDecoder(
         src_embed=parts.embedding(parts.src_tokens),
         tgt_embed=parts.embedding(parts.tgt_tokens),
-        encoder=_layers(spec.model, encoder, lambda a, _, f: EncoderLayer(a, f)),
-        decoder=_layers(spec.model, decoder, lambda a, c, f: DecoderLayer(a, c, f)),  # type: ignore[arg-type]
+        encoder=_layers(spec.model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
+        decoder=_layers(spec.model, decoder, lambda a, c, f: DecoderLayer(a, c, f),  # type: ignore[arg-type]
+                        OrderedDecoderLayer),
         encoder_norm=parts.final_norm(encoder),
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
@@ -106,7 +138,7 @@ def _decoder_only(spec: Spec) -> nn.Module:
     assert decoder is not None
     return DecoderOnly(
         tgt_embed=parts.embedding(parts.tgt_tokens),
-        decoder=_layers(spec.model, decoder, lambda a, _, f: CausalLayer(a, f)),
+        decoder=_layers(spec.model, decoder, lambda a, _, f: CausalLayer(a, f), OrderedCausalLayer),
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
         pad_id=PAD,
@@ -121,7 +153,7 @@ def _encoder_only(spec: Spec) -> nn.Module:
     positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
     return EncoderOnly(
         src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings),
-        encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f)),
+        encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
         head=HEAD.build(model.head, d_model=model.d_model),
         pad_id=PAD,

@@ -62,6 +62,8 @@ def diagram(spec: Spec, report: Report, name: str | None = None) -> Diagram:
                       f"norm: {describe(group.norm)}, {model.norm_placement}-norm",
                       f"{params.get(label, 0):,} params"
                       + (f" ({params.get(label, 0) // group.repeat:,} per layer)" if group.repeat > 1 else "")]
+            if not group.layout.standard:  # blocks in another order than the paper's (components/specs/order.py)
+                lines.insert(0, f"order: {group.layout.describe()}")
             last = start + group.repeat - 1
             title = f"layer {start}" if group.repeat == 1 else f"layers {start}–{last} ×{group.repeat}"
             boxes.append(Box(f"{stack.name[0]}{n}", title,

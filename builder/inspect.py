@@ -10,6 +10,7 @@ from torch import nn
 
 from tbuild.components.spec_base import ComponentSpec, Use
 from tbuild.components.specs.attention import AttentionSpecBase, dot_product_flops
+from tbuild.components.specs.order import LETTERS, Layout
 from tbuild.components.weights import weight_tree
 
 from .build import build_model
@@ -112,19 +113,16 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
             block = list(layers[start:start + group.repeat])
             label = f"{stack.name} layers {start}–{start + group.repeat - 1} (×{group.repeat})"
             kind = "/".join((group.attention.kind, group.ffn.kind, group.norm.kind))
-            first = block[0]
-            sub = {"self-attention": first.self_attn.sublayer, "feed-forward": first.ffn.sublayer}
-            if group.cross_attention is not None:
-                sub["cross-attention"] = first.cross_attn.sublayer
-            per_layer = {k: sum(p.numel() for p in v.parameters()) for k, v in sub.items()}
+            per_layer = _blocks(block[0], group.layout)
             total = sum(count(layer) for layer in block)
             norms = total // group.repeat - sum(per_layer.values())
             detail = ", ".join(f"{k} {v:,}" for k, v in per_layer.items()) + f", norms {norms:,} per layer"
-            rows.append(Row(label, kind, total, detail))
+            order = "" if group.layout.standard else f"order {group.layout.describe()}: "
+            rows.append(Row(label, kind, total, order + detail))
             for role, spec_ in (("self", group.attention), ("cross", group.cross_attention)):
-                if spec_ is not None:
+                if spec_ is not None:  # each of the layer's self- (a) or cross-attention (c) blocks
                     f, formulas[spec_.kind] = attention_flops(spec_, context, stack.use(role))
-                    flops += group.repeat * f
+                    flops += group.repeat * group.layout.blocks.count({"self": "a", "cross": "c"}[role]) * f
             start += group.repeat
     for stack in view.stacks:
         norm = getattr(net, part[stack.name].norm)
@@ -146,6 +144,16 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
     matmul += output.weight.numel() + (_linear_weights(net.pointer) if pointer is not None else 0)
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
+
+
+def _blocks(layer: nn.Module, layout: Layout) -> dict[str, int]:
+    """A layer's parameters per block kind, norms left out: self-attention, feed-forward, cross-attention
+    (``×n`` where the layer's order has n of them)."""
+    found: dict[str, list[int]] = {}
+    for letter, name in layout.names():
+        found.setdefault(letter, []).append(sum(p.numel() for p in getattr(layer, name).sublayer.parameters()))
+    return {LETTERS[letter] + (f" ×{len(found[letter])}" if len(found[letter]) > 1 else ""): sum(found[letter])
+            for letter in "afc" if letter in found}
 
 
 def _token_rows(rows: list[Row], embeds: dict[str, nn.Module], tied: str, count: _Counter) -> int:

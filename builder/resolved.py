@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from tbuild.components.spec_base import ComponentSpec, Use
 from tbuild.components.specs.graph import GRAPHS
+from tbuild.components.specs.order import Layout, layout
 
 if TYPE_CHECKING:
     from .schema import ModelSpec, StackSpec
@@ -26,6 +27,7 @@ class ResolvedGroup:
     ffn: ComponentSpec
     norm: ComponentSpec
     cross_attention: ComponentSpec | None  # decoder layers only
+    layout: Layout  # the blocks of each layer in order (``order``: group's, else stack's; default standard)
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def _stack(model: ModelSpec, stack: StackSpec, name: str, cross_attention: bool)
     groups = tuple(
         ResolvedGroup(repeat=g.repeat, attention=g.attention or stack.attention or model.attention,
                       ffn=g.ffn or stack.ffn or model.ffn, norm=g.norm or stack.norm or model.norm,
-                      cross_attention=cross)
+                      cross_attention=cross, layout=layout(g.order or stack.order, attends))
         for g in stack.layer_groups())
     final = model.norm_placement == "pre" if model.final_norm is None else model.final_norm
     assert stack.d_k is not None and stack.d_v is not None  # filled in by ModelSpec validation

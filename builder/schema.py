@@ -21,6 +21,7 @@ from tbuild.components.specs.attention import MultiHeadSpec
 from tbuild.components.specs.feedforward import ReLUFFNSpec
 from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.norm import LayerNormSpec
+from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
 
 from .resolved import SpecPath, resolve
@@ -54,6 +55,11 @@ class DropoutSpec(StrictModel):
     activation: float = Field(0.0, ge=0, lt=1, description="On the FFN's inner activation (not in the paper).")
 
 
+ORDER_HELP = ("The blocks of each layer, in order: a preset (" + ", ".join(PRESETS) + "; default standard, the "
+              "paper's af / acf) or letters a (self-attention), c (cross-attention: decoder of encoder_decoder "
+              "only), f (feed-forward), e.g. aaf (docs/graphs.md).")
+
+
 class LayerGroupSpec(StrictModel):
     """A run of identical layers inside a stack, optionally overriding the stack's blocks."""
 
@@ -61,6 +67,12 @@ class LayerGroupSpec(StrictModel):
     attention: AttentionSpec | None = Field(None, description="Self-attention for these layers.")
     ffn: FFNSpec | None = Field(None, description="Feed-forward block for these layers.")
     norm: NormSpec | None = Field(None, description="Norm for these layers.")
+    order: str | None = Field(None, description=ORDER_HELP + " Default: the stack's order.")
+
+    @field_validator("order")
+    @classmethod
+    def _order_letters(cls, v: str | None) -> str | None:
+        return v if v is None else check_order(v)
 
 
 class StackSpec(StrictModel):
@@ -77,6 +89,12 @@ class StackSpec(StrictModel):
     attention: AttentionSpec | None = Field(None, description="Self-attention block. Default: model.attention.")
     ffn: FFNSpec | None = Field(None, description="Feed-forward block. Default: model.ffn.")
     norm: NormSpec | None = Field(None, description="Norm. Default: model.norm.")
+    order: str | None = Field(None, description=ORDER_HELP)
+
+    @field_validator("order")
+    @classmethod
+    def _order_letters(cls, v: str | None) -> str | None:
+        return v if v is None else check_order(v)
 
     @model_validator(mode="after")
     def _layers_from_groups(self) -> StackSpec:
@@ -169,6 +187,7 @@ class ModelSpec(StrictModel):
     @model_validator(mode="after")
     def _cross_checks(self) -> ModelSpec:
         self._graph_checks()
+        self._order_checks()
         for name, stack in self.stacks().items():
             for dim in ("d_k", "d_v"):
                 if getattr(stack, dim) is None:
@@ -214,6 +233,18 @@ class ModelSpec(StrictModel):
         if "encoder" not in graph.stacks and self.src_vocab_size is not None:
             raise FieldError(("src_vocab_size",), f"a {self.kind} model has one vocabulary (no source side): "
                              "remove src_vocab_size")
+
+    def _order_checks(self) -> None:
+        """Each stack's and group's ``order`` fits its stack: c only where it attends to an encoder, an a,
+        parallel only with pre-norm (components/specs/order.py)."""
+        for name, stack in self.stacks().items():
+            attends = GRAPHS[self.kind].cross_attention and name == "decoder"
+            places: list[tuple[SpecPath, str | None]] = [((name, "order"), stack.order)]
+            places += [((name, "groups", i, "order"), g.order) for i, g in enumerate(stack.groups or [])]
+            for path, order in places:
+                why = order_problem(order, attends, self.norm_placement == "pre", name, self.kind)
+                if why is not None:
+                    raise FieldError(path, why)
 
     def _head_checks(self) -> None:
         """An output head where the encoder is the last stack (encoder_only), none anywhere else."""
@@ -785,6 +816,14 @@ class Spec(StrictModel):
             leave_out["decoder"] = {"pointer": True}
         if self.model.head is None:  # model.head joined later too (encoder_only)
             leave_out["head"] = True
+        for name, stack in self.model.stacks().items():  # so did order: its default (standard) is left out
+            plain = stack.order in (None, "standard")
+            unset = {"order": True} if plain else {}
+            groups = {i: {"order": True} for i, g in enumerate(stack.groups or [])
+                      if g.order is None or (plain and g.order == "standard")}
+            part = unset | ({"groups": groups} if groups else {})
+            if part:
+                leave_out[name] = leave_out.get(name, {}) | part
         model = self.model.model_dump(mode="json", exclude=leave_out or None) | {"vocab_size": self.vocab_size()}
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -59,7 +59,24 @@ def components_markdown() -> str:
                     fields.append(f"`{fname}{default}`: {f.description or ''}".replace("|", "\\|"))
             out.append(f"| `{entry.key}` | {doc} | {'<br>'.join(fields) or '—'} |")
         out.append("")
-    return "\n".join(out)
+    return "\n".join(out + _order_markdown())
+
+
+def _order_rows() -> list[tuple[str, str, str, str]]:
+    """The layer orders (``order`` of a stack or group: components/specs/order.py): preset, what it is, its
+    encoder (or decoder-only) layer, an encoder-decoder's decoder layer."""
+    from tbuild.components.specs.order import PRESETS
+
+    return [(p.name, p.summary, p.plain, p.attending) for p in PRESETS.values()]
+
+
+def _order_markdown() -> list[str]:
+    head = ["#### order", "", "A stack's or layer group's `order` (`model.encoder.order`, `model.decoder.order`, "
+            "`groups[i].order`): one of these or letters a (self-attention), c (cross-attention), f (feed-forward).",
+            "", "| preset | what it is | encoder / decoder_only layer | encoder_decoder's decoder layer |",
+            "| --- | --- | --- | --- |"]
+    rows = [f"| `{name}` | {what} | `{plain}` | `{attending}` |" for name, what, plain, attending in _order_rows()]
+    return head + rows + [""]
 
 
 def components(
@@ -88,3 +105,9 @@ def components(
             origin = "" if entry.origin == "tbuild" else f" [dim](plugin {entry.origin})[/]"
             table.add_row(entry.key + origin, doc, "\n".join(fields) or "—")
         console.print(table)
+    table = Table(title="order (a stack's or group's layer: presets, or letters a, c, f)", title_justify="left")
+    for column in ("preset", "what it is", "encoder / decoder_only", "encoder_decoder's decoder"):
+        table.add_column(column)
+    for row in _order_rows():
+        table.add_row(*row)
+    console.print(table)

@@ -22,17 +22,28 @@ from .weights import LAYER, Names, Stack, WeightTree, params
 
 class Residual(nn.Module):
     """One sub-layer connection. Post-norm (§3.1, §5.4): LayerNorm(x + Dropout(Sublayer(x)));
-    pre-norm (a departure from the paper, Wang et al. 2019): x + Dropout(Sublayer(Norm(x)))."""
+    pre-norm (a departure from the paper, Wang et al. 2019): x + Dropout(Sublayer(Norm(x))).
+    ``scale`` (not in the paper; 1 there) multiplies the dropped-out output: a macaron layer's half-step
+    feed-forward (components/specs/order.py)."""
 
-    def __init__(self, sublayer: nn.Module, norm: nn.Module, dropout: float, pre_norm: bool) -> None:
+    def __init__(self, sublayer: nn.Module, norm: nn.Module, dropout: float, pre_norm: bool,
+                 scale: float = 1.0) -> None:
         super().__init__()
-        self.sublayer, self.norm, self.pre_norm = sublayer, norm, pre_norm
+        self.sublayer, self.norm, self.pre_norm, self.scale = sublayer, norm, pre_norm, scale
         self.dropout = Dropout(dropout)
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
         if self.pre_norm:
-            return x + self.dropout(self.sublayer(self.norm(x), *args, **kwargs))
-        return self.norm(x + self.dropout(self.sublayer(x, *args, **kwargs)))
+            return x + self.step(self.sublayer(self.norm(x), *args, **kwargs))
+        return self.norm(x + self.step(self.sublayer(x, *args, **kwargs)))
+
+    def step(self, out: torch.Tensor) -> torch.Tensor:
+        """The sub-layer's output as it is added to the residual stream: dropped out (§5.4), scaled."""
+        out = self.dropout(out)
+        return out if self.scale == 1.0 else out * self.scale
+
+    def extra_repr(self) -> str:
+        return "" if self.scale == 1.0 else f"scale={self.scale:g}"
 
 
 class EncoderLayer(nn.Module):
@@ -86,7 +97,7 @@ class DecoderCache:
         move = None  # the self-attention buffers' plan, made once and shared by the layers (kv_cache.py)
         for layer in self.layers:
             for role, part in layer.items():
-                rows = index if role != "cross" else sources
+                rows = sources if role.startswith("cross") else index  # "cross", "cross_2": the memory's rows
                 if rows is not None:
                     for name, t in part.items():
                         if isinstance(t, KVBuffer):

@@ -122,6 +122,10 @@ def check_exportable(spec: Spec, target: Target) -> None:
     for stack in view.stacks:
         for i, group in enumerate(stack.groups):
             where = f"{stack.name} layer group {i}"
+            if not group.layout.standard:  # the targets' layers are the paper's: self-attention, (cross,) FFN
+                raise UnsupportedExport(f"cannot export to {target.name}: {where} has order "
+                                        f"{group.layout.describe()}; {target.name} layers are the paper's "
+                                        "(order standard: self-attention, cross-attention, feed-forward)")
             kind("attention", group.attention, f"{where} self-attention")
             if group.cross_attention is not None:
                 kind("attention", group.cross_attention, f"{where} cross-attention")
