@@ -160,3 +160,24 @@ def test_a_language_model_decodes_incrementally_in_every_order(order: str, pre: 
     changed = tgt.clone()
     changed[:, 5] = (changed[:, 5] - 4 + 1) % 36 + 4  # a later token never changes an earlier logit
     assert (model.decode(changed)[:, :5] - full[:, :5]).abs().max() <= 1e-5
+
+
+TAGGER = {"model": {"kind": "encoder_only", "vocab_size": 40, "d_model": 16, "norm_placement": "pre",
+                    "encoder": {"layers": 2, "heads": 4, "d_ff": 32, "order": "parallel"},
+                    "head": {"kind": "token_classification", "labels": ["DT", "NN", "VB"]}},
+          "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": "t", "valid": "v"}}
+
+
+@pytest.mark.parametrize(("order", "pre"), [("macaron", False), ("sandwich", True), ("parallel", True)])
+def test_an_ordered_encoder_leaves_real_positions_alone_by_padding(order: str, pre: bool) -> None:
+    """Each self-attention of an ordered encoder layer gets the padding mask: a padded row's real positions
+    are encoded as the row alone, in the encoder-decoder and in the encoder-only tagger."""
+    src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])
+    model = orders(order, None, pre, spec=TINY)
+    memory, _ = model.encode(src)
+    alone, _ = model.encode(src[1:, :3])
+    torch.testing.assert_close(memory[1:, :3], alone, atol=1e-5, rtol=1e-5)
+    tagger = tiny_model([f"model.encoder.order={order}", f"model.norm_placement={'pre' if pre else 'post'}"],
+                        TAGGER)
+    assert type(tagger.encoder[0]) is OrderedEncoderLayer
+    torch.testing.assert_close(tagger(src)[1:, :3], tagger(src[1:, :3]), atol=1e-5, rtol=1e-5)
