@@ -135,3 +135,20 @@ def test_train_and_decode_a_macaron_and_parallel_model_from_the_cli(tiny_corpus:
     assert len(decoded.stdout.splitlines()) == 2
     saved = load_spec(tmp_path / "run" / "spec.yaml").spec  # the run's resolved spec keeps the orders
     assert (saved.model.encoder.order, saved.model.decoder.order) == ("macaron", "parallel")
+
+
+def test_a_parallel_language_model_trains_and_generates_from_the_cli(tiny_corpus: Path, tmp_path: Path) -> None:
+    """decoder_only with GPT-J-style parallel layers (RoPE, pre-norm): train, then generate with beam 2
+    (the cached decoder) and greedily; the same greedy text twice."""
+    from tests.cli.test_lm import lm_spec
+
+    spec = lm_spec(tiny_corpus, tmp_path / "run")
+    spec["model"]["decoder"]["order"] = "parallel"
+    (tmp_path / "lm.yaml").write_text(yaml.safe_dump(spec))
+    runner = CliRunner()
+    trained = runner.invoke(app, ["train", str(tmp_path / "lm.yaml")])
+    assert trained.exit_code == 0, trained.output
+    beam = runner.invoke(app, ["generate", str(tmp_path / "run"), "--beam", "2"], input="Eine Frau\n")
+    assert beam.exit_code == 0, beam.output
+    greedy = [runner.invoke(app, ["generate", str(tmp_path / "run")], input="Ein Mann\n") for _ in range(2)]
+    assert greedy[0].exit_code == 0 and greedy[0].stdout.strip() and greedy[0].stdout == greedy[1].stdout
