@@ -59,13 +59,14 @@ def count_tokens(texts: list[str], tokenizer: Tokenizer | None) -> list[int]:
     return [max(1, round(len(WORDS.findall(t)) * WORD_FACTOR)) + 1 for t in texts]
 
 
-def draw(n: int, seed: int, tokenizer: Tokenizer | None = None, folder: Path | None = None,
+def draw(n: int | None, seed: int, tokenizer: Tokenizer | None = None, folder: Path | None = None,
          cap: int | None = None) -> Lengths:
     """``n`` (source, output) length pairs of test2016 drawn with ``seed`` (without replacement while
-    ``n`` ≤ the split's size), each at most ``cap`` tokens."""
+    ``n`` ≤ the split's size; None: every pair, in a seeded order), each at most ``cap`` tokens."""
     src_texts, tgt_texts = read_pairs(folder or multi30k_folder())
     src, out = np.array(count_tokens(src_texts, tokenizer)), np.array(count_tokens(tgt_texts, tokenizer))
-    picked = np.random.default_rng(seed).choice(len(src), size=n, replace=n > len(src))
+    size = len(src) if n is None else n
+    picked = np.random.default_rng(seed).choice(len(src), size=size, replace=size > len(src))
     if cap is not None:
         src, out = np.minimum(src, cap), np.minimum(out, cap)
     counted = tokenizer.path.name if tokenizer is not None else f"words × {WORD_FACTOR}"
