@@ -129,8 +129,8 @@ class ModelSpec(StrictModel):
     kind: GraphKind = Field(  # type: ignore[valid-type]
         "encoder_decoder", description="The graph: encoder_decoder (§3.1, Figure 1: an encoder over the source, "
         "a decoder attending to it), decoder_only (a causal language model: the decoder stack alone, no encoder "
-        "and no cross-attention) or encoder_only (the encoder stack and an output head, model.head: a tagger; "
-        "docs/graphs.md).")
+        "and no cross-attention) or encoder_only (the encoder stack and an output head, model.head: a tagger or a "
+        "sequence classifier; docs/graphs.md).")
     vocab_size: int | Literal["from_tokenizer"] = Field(
         "from_tokenizer", description="Target (or shared) vocabulary size; from_tokenizer: data.tokenizer.vocab_size."
     )
@@ -144,7 +144,8 @@ class ModelSpec(StrictModel):
         default_factory=DecoderStackSpec, description="Decoder stack (absent or null for encoder_only).")
     head: HeadSpec | None = Field(
         None, description="encoder_only: the output head over the final encoder states, e.g. {kind: "
-        "token_classification} (a tagger; its labels from the data); other kinds have none.")
+        "token_classification} (a tagger) or {kind: sequence_classification} (a classifier; its labels from "
+        "the data); other kinds have none.")
     attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default self-attention block.")
     cross_attention: AttentionSpec = Field(
         default_factory=MultiHeadSpec, description="Default cross-attention (encoder_decoder only).")
@@ -251,7 +252,8 @@ class ModelSpec(StrictModel):
         needs = GRAPHS[self.kind].stacks[-1] == "encoder"
         if needs and self.head is None:
             raise FieldError(("kind",), f"an {self.kind} model needs an output head: set model.head, e.g. "
-                             "{kind: token_classification} (a tagger)")
+                             "{kind: token_classification} (a tagger) or {kind: sequence_classification} (a "
+                             "classifier)")
         if not needs and self.head is not None:
             raise FieldError(("head",), f"a {self.kind} model has no head (its decoder's output projection "
                              "predicts tokens): remove model.head, or set model.kind: encoder_only")
@@ -324,6 +326,12 @@ class DatasetSpec(StrictModel):
     def tagged(self) -> bool:
         """Whether a split is words and their labels, one per word (a tagger's data)."""
         return False
+
+    @property
+    def labels_per(self) -> Literal["word", "line"] | None:
+        """What one label of the data labels: a word (a tagger's data), a line (a classifier's), or None (the
+        data holds no labels). An encoder-only model's head must label the same."""
+        return None
 
 
 @DATASETS.declare
@@ -431,6 +439,34 @@ class TaggingDataset(DatasetSpec):
     def tagged(self) -> bool:
         return True
 
+    @property
+    def labels_per(self) -> Literal["word", "line"] | None:
+        return "word"
+
+
+@DATASETS.declare
+class ClassificationDataset(DatasetSpec):
+    """Sequence classification (model.kind encoder_only with a sequence_classification head): each split is
+    one file (plain or .gz), one example a line, ``LABEL<TAB>TEXT``; empty lines are skipped. Sources: files
+    (data.train/valid/test name your files) or multi30k-langid (language identification over Multi30k's
+    en/de/fr sides: data.train/valid/test are Multi30k prefixes, e.g. data/multi30k/train, whose three
+    sides are fetched as the multi30k data set fetches them, and each split's file PREFIX.langid.gz is
+    written from them, every line of every side as ``LANG<TAB>sentence``, deterministically shuffled:
+    87,000 train, 3,042 val, 3,000 test2016 lines)."""
+
+    kind: Literal["classification"] = "classification"
+    source: Literal["files", "multi30k-langid"] = Field(
+        "files", description="files: your own LABEL<TAB>TEXT files, one per split; multi30k-langid: written "
+        "from Multi30k's en/de/fr sides at each split's prefix (fetched when missing).")
+
+    @property
+    def labels_per(self) -> Literal["word", "line"] | None:
+        return "line"
+
+    def text_file(self, value: str) -> str:
+        """A split's file: the value itself (files), or PREFIX.langid (multi30k-langid; .gz when written)."""
+        return f"{value}.langid" if self.source == "multi30k-langid" else value
+
 
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
 
@@ -443,8 +479,9 @@ class DataSpec(StrictModel):
     dataset: DatasetKind | None = Field(
         None, description="Where the split files come from: `multi30k` or `wmt14` (fetched when missing), "
         "`files` (your own, checked up front), `treebank` (parsing, §6.3), `text` (a language model's own text "
-        "files; `{kind: multi30k, side: de}`: Multi30k's German side); none: your own files, read as "
-        "given. (`wmt14` is short for `{kind: wmt14}`.)"
+        "files; `{kind: multi30k, side: de}`: Multi30k's German side), `tagging` (a tagger's words and tags), "
+        "`classification` (a classifier's LABEL<TAB>TEXT lines); none: your own files, read as given. (`wmt14` "
+        "is short for `{kind: wmt14}`.)"
     )
     train: str | ParallelFiles | None = Field(None, description="Training data.")
     valid: str | ParallelFiles | None = Field(None, description="Validation data.")
@@ -573,8 +610,8 @@ class SelectSpec(StrictModel):
     metric: Literal["ppl", "bleu", "bleu_lowercase", "chrf", "f1", "accuracy"] = Field(
         "ppl", description="The score that picks best.safetensors: ppl (validation perplexity, lower is better), "
         "bleu, bleu_lowercase or chrf (sacreBLEU on the decoded validation sources), f1 (EVALB F1 of the "
-        "decoded trees; parsing only), or accuracy (the share of words tagged right; a tagger only); all but "
-        "ppl: higher is better."
+        "decoded trees; parsing only), or accuracy (the share of words tagged right, or of lines classified "
+        "right; a tagger or classifier only); all but ppl: higher is better."
     )
     lines: int | None = Field(None, ge=1, description="Decode only the first N validation lines for the metric "
                               "(None: all).")
@@ -755,8 +792,8 @@ class Spec(StrictModel):
         """Pairs for a kind that translates, one side of text for a language model (and nothing that
         compares a source with a target there)."""
         graph, data = GRAPHS[self.model.kind], self.data
-        self._tags_fit_the_graph()
-        if graph.data == "tags":
+        self._labels_fit_the_graph()
+        if graph.data == "labels":
             return self
         text = data.dataset is not None and data.dataset.text_only
         given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
@@ -782,20 +819,34 @@ class Spec(StrictModel):
                              "language model is selected on validation perplexity: use ppl")
         return self
 
-    def _tags_fit_the_graph(self) -> None:
-        """A tagger (data: tags) trains on the tagging data set, nothing else does; accuracy scores a tagger."""
+    def _labels_fit_the_graph(self) -> None:
+        """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
+        labels (words: tagging and token_classification; lines: classification and sequence_classification),
+        no other kind does; accuracy scores labels."""
         graph, dataset, metric = GRAPHS[self.model.kind], self.data.dataset, self.train.select.metric
-        tagged = dataset is not None and dataset.tagged
-        if tagged and graph.data != "tags":
-            raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is words and their tags, a tagger's "  # type: ignore[union-attr]
+        per = dataset.labels_per if dataset is not None else None
+        if per is not None and graph.data != "labels":
+            what = "words and their tags, a tagger's" if per == "word" else "lines and their labels, a classifier's"
+            raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
                              f"data: set model.kind: encoder_only (an {self.model.kind} model trains on "
                              f"{'text' if graph.data == 'text' else 'source-target pairs'})")
-        if graph.data == "tags" and not tagged:
-            raise FieldError(("data", "dataset"), f"an {self.model.kind} model trains on words and their tags: set "
-                             "data.dataset to {kind: tagging} (the treebank sample) or {kind: tagging, source: files}")
-        if (metric == "accuracy") != (graph.data == "tags") and metric != "ppl":
-            why = ("accuracy scores a tagger's labels (model.kind encoder_only)" if metric == "accuracy" else
-                   f"{metric} scores decoded outputs; a tagger is selected on accuracy or ppl")
+        if graph.data == "labels" and per is None:
+            raise FieldError(("data", "dataset"), f"an {self.model.kind} model trains on words and their tags or "
+                             "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "
+                             "{kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")
+        head_per = getattr(self.model.head, "labels_per", None)  # a plugin head may not say
+        if head_per is not None and per is not None and head_per != per:
+            fits = "token_classification" if per == "word" else "sequence_classification"
+            raise FieldError(("model", "head"), f"a {self.model.head.kind} head labels each {head_per}, and "  # type: ignore[union-attr]
+                             f"data.dataset {dataset.kind} labels each {per}: set model.head to {{kind: {fits}}}")  # type: ignore[union-attr]
+        for split in ("train", "valid", "test"):
+            if per == "line" and isinstance(getattr(self.data, split), ParallelFiles):
+                raise FieldError(("data", split), f"a classifier's data.{split} is one LABEL<TAB>TEXT file: give "
+                                 "its path, not source and target")
+        if (metric == "accuracy") != (graph.data == "labels") and metric != "ppl":
+            why = ("accuracy scores a tagger's labels or a classifier's (model.kind encoder_only)"
+                   if metric == "accuracy" else f"{metric} scores decoded outputs; a tagger or classifier is "
+                   "selected on accuracy or ppl")
             raise FieldError(("train", "select", "metric"), why)
 
     def vocab_size(self) -> int:

@@ -70,10 +70,15 @@ def prepare(
     RUN/prepared/train (what `tbuild train` does first; reused while the tokenizer, filters and files
     are unchanged)."""
     from tbuild.engine.data.prepare import prepared_train
+    from tbuild.engine.data.tagged import labelled
     from tbuild.engine.data.tokenizer import prepare_tokenizer
+    from tbuild.engine.errors import TbuildError
     from tbuild.engine.run_dir import run_dir_of
 
     loaded = load(spec, set_)
+    if labelled(loaded.spec):
+        raise TbuildError(f"tbuild data prepare memory-maps translation or text pairs; {loaded.name} is a tagger or "
+                          "classifier (model.kind encoder_only), whose examples tbuild train encodes in memory")
     run = run_dir_of(loaded)
 
     def info(message: str) -> None:

@@ -60,8 +60,8 @@ def decode(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Translate one sentence per line; an empty line gives an empty line. A tagger's run (model.kind
-    encoder_only): each line's tags instead, one per word, space-separated."""
-    from tbuild.engine.data.tagged import tagger
+    encoder_only): each line's tags instead, one per word, space-separated; a classifier's: its label."""
+    from tbuild.engine.data.tagged import labelled
     from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.files import atomic_write
@@ -72,8 +72,8 @@ def decode(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha, nbest=nbest,
                        sampling=sampling, topk=topk, topp=topp, temperature=temperature, seed=seed,
                        no_repeat_ngram=no_repeat_ngram)
-    if tagger(runs[0].spec):
-        _tags(runs, input_, output, loading)
+    if labelled(runs[0].spec):
+        _labels(runs, input_, output, loading)
         return
     for run in runs:
         require_kind(run.spec, "decode", language_model=False)
@@ -101,25 +101,33 @@ def decode(
         sys.stdout.write(text)
 
 
-def _tags(runs: list, input_: Path | None, output: Path | None, loading: Loading) -> None:
+def _labels(runs: list, input_: Path | None, output: Path | None, loading: Loading) -> None:
     """A tagger: each input line's tags, one per whitespace-separated word, space-separated (the format of
-    PREFIX.tags; an empty line gives an empty line)."""
+    PREFIX.tags); a classifier: each input line's label (its text alone, no label column). An empty line
+    gives an empty line."""
+    from tbuild.engine.data.classified import classifier
     from tbuild.engine.data.tagged import labels_of
+    from tbuild.engine.decoding.classifier import classify_lines
     from tbuild.engine.decoding.tagger import load_tagger, tag_lines
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
 
+    what = "a classifier" if classifier(runs[0].spec) else "a tagger"
     if len(runs) > 1:
-        raise TbuildError("a tagger decodes alone: give one run (ensembles decode translations)")
+        raise TbuildError(f"{what} decodes alone: give one run (ensembles decode translations)")
     if input_ is not None and not input_.is_file():
         raise TbuildError(f"{input_}: input file not found")
     lines = decode_lines(input_.read_bytes() if input_ else sys.stdin.buffer.read(), str(input_ or "stdin"))
     run = runs[0]
     t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
                     notify=notify)
-    text = "".join(" ".join(tags) + "\n" for tags in tag_lines(t, labels_of(run.spec), lines,
-                                                                run.spec.decode.batch_tokens))
+    labels, batch = labels_of(run.spec), run.spec.decode.batch_tokens
+    if classifier(run.spec):
+        out = classify_lines(t, labels, lines, batch)
+    else:
+        out = [" ".join(tags) for tags in tag_lines(t, labels, lines, batch)]
+    text = "".join(line + "\n" for line in out)
     if output is not None:
         atomic_write(output, text.encode())
     else:

@@ -36,7 +36,8 @@ def evaluate(
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
-    from tbuild.engine.data.tagged import tagger
+    from tbuild.engine.data.classified import classifier
+    from tbuild.engine.data.tagged import labelled
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.lm import is_language_model
     from tbuild.engine.decoding.request import DecodeRequest
@@ -52,8 +53,9 @@ def evaluate(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
                        no_repeat_ngram=no_repeat_ngram)
     run = runs[0]
-    if is_language_model(run.spec) or tagger(run.spec):
-        (_language_model if is_language_model(run.spec) else _tagger)(runs, split, src, loading)
+    if is_language_model(run.spec) or labelled(run.spec):
+        alone = _language_model if is_language_model(run.spec) else _classifier if classifier(run.spec) else _tagger
+        alone(runs, split, src, loading)
         return
     process = configure_process()
     # perplexity: the float32 native model; decoding: a second engine when it differs from that one
@@ -134,17 +136,9 @@ def _language_model(runs: list, split: str, src: Path | None, loading: Loading) 
 def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
     """A tagger (model.kind encoder_only): the split's token accuracy beside the most-frequent-tag
     baseline of the training split; writes eval_SPLIT.json."""
-    from tbuild.engine.decoding.tagger import evaluate_tagger, load_tagger
-    from tbuild.engine.errors import TbuildError
-    from tbuild.engine.process import configure_process
+    from tbuild.engine.decoding.tagger import evaluate_tagger
 
-    if src is not None or len(runs) > 1 or loading.engine != "native":
-        raise TbuildError("a tagger is evaluated alone, on a split of its data, by the native engine "
-                          "(no --src/--ref, one run, no --engine)")
-    run = runs[0]
-    configure_process()
-    t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
-                    notify=notify)
+    run, t = _labeller(runs, src, loading, "a tagger")
     result = evaluate_tagger(run, t, split)
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
                         f"words, {result.weights})", title_justify="left")
@@ -155,6 +149,50 @@ def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
                   "frequent tag (unknown words: the most frequent tag)")
     table.add_row("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
     console.print(table)
+    console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
+
+
+def _labeller(runs: list, src: Path | None, loading: Loading, what: str) -> tuple:
+    """A tagger's or classifier's run and its loaded model (``what`` names it in the one-line refusal of
+    --src, several runs or another engine)."""
+    from tbuild.engine.decoding.tagger import load_tagger
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.process import configure_process
+
+    if src is not None or len(runs) > 1 or loading.engine != "native":
+        raise TbuildError(f"{what} is evaluated alone, on a split of its data, by the native engine "
+                          "(no --src/--ref, one run, no --engine)")
+    configure_process()
+    return runs[0], load_tagger(runs[0], checkpoint=loading.checkpoint, average=loading.average,
+                                device=loading.device, notify=notify)
+
+
+def _classifier(runs: list, split: str, src: Path | None, loading: Loading) -> None:
+    """A sequence classifier (model.kind encoder_only, data.dataset classification): the split's accuracy
+    beside the majority-class baseline of the training split, and the confusion table (gold rows,
+    predicted columns); writes eval_SPLIT.json."""
+    from tbuild.engine.decoding.classifier import evaluate_classifier
+
+    run, t = _labeller(runs, src, loading, "a classifier")
+    result = evaluate_classifier(run, t, split)
+    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})",
+                  title_justify="left")
+    for column in ("metric", "score", "note"):
+        table.add_column(column, justify="right" if column == "score" else "left")
+    table.add_row("accuracy", f"{100 * result.accuracy:.2f}", "% of lines classified right")
+    table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with the most frequent training label "
+                  "(majority class)")
+    table.add_row("perplexity", f"{result.perplexity:.3f}", "per line, over the labels")
+    console.print(table)
+    confusion = Table(title="Confusion (rows: gold label, columns: predicted)", title_justify="left")
+    labels = list(result.confusion)
+    for column in ("gold", *labels, "lines", "right %"):
+        confusion.add_column(column, justify="left" if column == "gold" else "right")
+    for gold, row in result.confusion.items():
+        n = sum(row.values())
+        confusion.add_row(gold, *(f"{row[p]:,}" for p in labels), f"{n:,}",
+                          f"{100 * row[gold] / n:.2f}" if n else "-")
+    console.print(confusion)
     console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
 
 

@@ -33,7 +33,7 @@ def inspect(
 
     loaded = load(spec, set_)
     if loaded.spec.model.head is not None:  # a tagger's labels: from_data is counted in the training split
-        from tbuild.engine.data.tagged import fit_labels
+        from tbuild.engine.data.labelled import fit_labels
 
         loaded = replace(loaded, spec=fit_labels(loaded.spec, notify))
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated

@@ -1,6 +1,6 @@
 """The encoder-only graph: the Transformer's encoder stack (§3.1: self-attention over the whole input and
 the position-wise FFN, each in a residual connection) and an output head over its final states (a
-tagger's per-position label scores), no decoder.
+tagger's per-position label scores, or a classifier's scores of the whole input), no decoder.
 
 Legend: B batch, S length, D d_model, L labels. The parameters are named as the encoder-decoder's source
 side (``src_embed``, ``encoder``, ``encoder_norm``), so an encoder-decoder's encoder loads into it by name
@@ -26,7 +26,8 @@ ENCODER_ONLY = WeightTree(
 
 
 class EncoderOnly(nn.Module):
-    """``encode`` token ids to final states; ``forward`` gives the head's scores at every position."""
+    """``encode`` token ids to final states; ``forward`` gives the head's scores (at every position, or for
+    the whole input)."""
 
     WEIGHTS: ClassVar[WeightTree] = ENCODER_ONLY  # its parts (components/weights.py)
 
@@ -44,8 +45,9 @@ class EncoderOnly(nn.Module):
         return encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
-        """The head's scores (B, S, L) at every source position. ``tgt`` is the trainer's decoder input,
-        which an encoder-only model has none of: unused."""
+        """The head's scores: (B, S, L) at every source position (a tagger's), or (B, 1, L) for the whole
+        input (a sequence classifier's, ``heads.py``). ``tgt`` is the trainer's decoder input, which an
+        encoder-only model has none of: unused."""
         del tgt
-        states, _ = self.encode(src)
-        return self.head(states)
+        states, pad = self.encode(src)
+        return self.head(states, pad)

@@ -1,11 +1,13 @@
-"""The output heads of an encoder-only model (``model.head``; specs in ``specs/head.py``)."""
+"""The output heads of an encoder-only model (``model.head``; specs in ``specs/head.py``). Each is called
+with the final encoder states (B, S, D) and the padding mask (B, S), True at padding."""
 
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 from .registry import HEAD
-from .specs.head import TokenClassificationSpec
+from .specs.head import SequenceClassificationSpec, TokenClassificationSpec
 
 
 @HEAD.register(TokenClassificationSpec)
@@ -15,3 +17,33 @@ class TokenClassification(nn.Linear):
 
     def __init__(self, spec: TokenClassificationSpec, *, d_model: int) -> None:
         super().__init__(d_model, spec.label_count(), bias=spec.bias)
+
+    def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+        """states (B, S, D) -> scores (B, S, L); ``pad`` is unused (padding positions carry no label)."""
+        del pad
+        return super().forward(states)
+
+
+@HEAD.register(SequenceClassificationSpec)
+class SequenceClassification(nn.Linear):
+    """Scores of each label for the whole input: the final states pooled (``pooling``: the mean over the
+    non-padding positions, or the first position's), then a linear layer -> (B, 1, labels), one position's
+    scores, so a classifier's loss and accuracy go through the tagger's per-position code unchanged. Its
+    parameters are ``head.weight`` and ``head.bias``."""
+
+    def __init__(self, spec: SequenceClassificationSpec, *, d_model: int) -> None:
+        super().__init__(d_model, spec.label_count(), bias=spec.bias)
+        self.pooling = spec.pooling
+
+    def pool(self, states: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor:
+        """states (B, S, D), pad (B, S) -> one vector per input (B, D)."""
+        if self.pooling == "first":
+            return states[:, 0]
+        if pad is None:
+            return states.mean(1)
+        keep = (~pad).unsqueeze(-1).to(states.dtype)  # (B, S, 1)
+        return (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+
+    def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+        """states (B, S, D) and pad (B, S) -> scores (B, 1, L)."""
+        return super().forward(self.pool(states, pad)).unsqueeze(1)

@@ -26,7 +26,8 @@ class EvalRecord(BaseModel):
     """One split's scores as ``tbuild evaluate`` keeps them (``eval_<split>.json``, flat JSON): how it
     was decoded and scored, with sacreBLEU's figures (a translation run) or EVALB's (a parsing run:
     ``params``, ``all``, ``short``, ``cutoff``, ``repairs``); a language model's: its perplexity, NLL
-    and tokens, nothing decoded; a tagger's: its accuracy beside the baseline's, label perplexity, words.
+    and tokens, nothing decoded; a tagger's: its accuracy beside the baseline's, label perplexity, words; a
+    classifier's: the same per line, and its confusion table.
     Fields in the order they are written."""
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -45,8 +46,9 @@ class EvalRecord(BaseModel):
     short: dict | None = None  # ... for those of length <= cutoff
     cutoff: int | None = None
     repairs: dict | None = None
-    accuracy: float | None = None  # a tagger's: the share of words tagged right
-    baseline_accuracy: float | None = None  # ... of the most frequent training tag per word
+    accuracy: float | None = None  # a tagger's: the share of words tagged right (a classifier's: of lines)
+    baseline_accuracy: float | None = None  # ... of the most frequent training tag per word (label overall)
+    confusion: dict[str, dict[str, int]] | None = None  # a classifier's: gold label -> predicted label -> lines
     perplexity: float
     nll: float | None = None  # a language model's: mean NLL per token (nats), EOS included; a tagger's per word
     tokens: int | None = None  # a language model's: the tokens scored

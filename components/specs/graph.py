@@ -16,13 +16,13 @@ from typing import Literal
 @dataclass(frozen=True)
 class Graph:
     """One model kind: its stacks (input side first), whether the decoder layers attend to an encoder's
-    output, and its data: ``pairs`` (source → target), ``text`` (one side: a language model) or ``tags``
-    (a words line and its labels, one per word: a tagger)."""
+    output, and its data: ``pairs`` (source → target), ``text`` (one side: a language model) or ``labels``
+    (an input and its labels: one per word, a tagger's; or one per line, a classifier's)."""
 
     kind: str
     stacks: tuple[str, ...]
     cross_attention: bool
-    data: Literal["pairs", "text", "tags"]
+    data: Literal["pairs", "text", "labels"]
     summary: str
 
     @property
@@ -49,6 +49,6 @@ DECODER_ONLY = declare(Graph(
     "decoder_only", ("decoder",), cross_attention=False, data="text",
     summary="a causal language model: one stack of masked self-attention and feed-forward layers, no encoder"))
 ENCODER_ONLY = declare(Graph(
-    "encoder_only", ("encoder",), cross_attention=False, data="tags",
+    "encoder_only", ("encoder",), cross_attention=False, data="labels",
     summary="an encoder over the input and a head over its final states (model.head: a tagger's "
-    "token_classification), no decoder"))
+    "token_classification or a classifier's sequence_classification), no decoder"))

@@ -1,23 +1,26 @@
 """Specs of the output heads of an encoder-only model (``model.head``; blocks in ``tbuild.components.heads``).
-Torch-free. A head maps the final encoder states to scores over a label set read from the data."""
+Torch-free. A head maps the final encoder states to scores over a label set read from the data: one label
+per word (``token_classification``, a tagger) or one per input line (``sequence_classification``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
 from ..registry import HEAD
 from ..spec_base import ComponentSpec
 
+LabelsPer = Literal["word", "line"]
 
-@HEAD.declare
-class TokenClassificationSpec(ComponentSpec):
-    """One label per input position: a linear layer from d_model to the label set (a tagger's tags).
-    ``labels: from_data`` is fitted to the training split's labels when a run starts (its spec.yaml then
-    lists them, sorted), as ``vocab_size: from_tokenizer`` is fitted to the tokenizer."""
 
-    kind: Literal["token_classification"] = "token_classification"
+class LabelHeadSpec(ComponentSpec):
+    """Base of the built-in heads: a label set and a linear layer from d_model to it. ``labels: from_data``
+    is fitted to the training split's labels when a run starts (its spec.yaml then lists them, sorted), as
+    ``vocab_size: from_tokenizer`` is fitted to the tokenizer. ``labels_per``: what one label labels (the
+    data set must label the same: a tagger's words, a classifier's lines)."""
+
+    labels_per: ClassVar[LabelsPer] = "word"
     labels: Literal["from_data"] | list[str] = Field(
         "from_data", description="The label set: from_data (the training split's labels, sorted) or the labels "
         "themselves (a fitted run's spec lists them; an evaluation label outside them is an error).")
@@ -38,3 +41,28 @@ class TokenClassificationSpec(ComponentSpec):
         if not isinstance(self.labels, list):
             raise RuntimeError("model.head.labels is from_data: fit the spec to its data first (tbuild train does)")
         return len(self.labels)
+
+
+@HEAD.declare
+class TokenClassificationSpec(LabelHeadSpec):
+    """One label per input position: a linear layer from d_model to the label set (a tagger's tags).
+    ``labels: from_data`` is fitted to the training split's labels when a run starts (its spec.yaml then
+    lists them, sorted), as ``vocab_size: from_tokenizer`` is fitted to the tokenizer."""
+
+    kind: Literal["token_classification"] = "token_classification"
+
+
+@HEAD.declare
+class SequenceClassificationSpec(LabelHeadSpec):
+    """One label per input line: the final states pooled into one vector, then a linear layer from d_model to
+    the label set (a classifier's classes; ``labels: from_data`` as for token_classification). ``pooling:
+    mean`` (the default) averages the non-padding positions: a model trained from scratch has no
+    pretraining that teaches one position to summarise the input (BERT's [CLS] learns it from
+    next-sentence prediction), and the mean passes the loss's gradient to every position; ``first`` takes
+    the first position's state (the BOS each input starts with), as BERT's [CLS] does."""
+
+    labels_per: ClassVar[LabelsPer] = "line"
+    kind: Literal["sequence_classification"] = "sequence_classification"
+    pooling: Literal["mean", "first"] = Field(
+        "mean", description="mean: the mean of the final states over the non-padding positions; first: the "
+        "first position's (the BOS every input starts with, as BERT's [CLS]).")

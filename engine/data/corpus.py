@@ -46,30 +46,38 @@ def text_only(data: DataSpec) -> bool:
     return data.dataset is not None and data.dataset.text_only
 
 
+def classified(data: DataSpec) -> bool:
+    """Whether the spec's data is lines each with one label (a classifier's LABEL<TAB>TEXT files)."""
+    return data.dataset is not None and data.dataset.labels_per == "line"
+
+
 def text_file(data: DataSpec, split: str) -> Path:
-    """The one file of a text-only split (its path, or PREFIX.<side>[.gz]; the schema refuses
-    source/target files there)."""
+    """The one file of a text-only or classification split (its path, or PREFIX.<side>[.gz], or
+    PREFIX.langid[.gz]; the schema refuses source/target files there)."""
     value = _split_value(data, split)
     assert data.dataset is not None and isinstance(value, str)
     return _plain_or_gz(data.dataset.text_file(value))
 
 
 def split_paths(data: DataSpec, split: str) -> tuple[Path, ...]:
-    """The files a split reads: (source, target), or (text,) for a language model's data."""
-    return (text_file(data, split),) if text_only(data) else split_files(data, split)
+    """The files a split reads: (source, target), or (text,) for a language model's or a classifier's data."""
+    return (text_file(data, split),) if text_only(data) or classified(data) else split_files(data, split)
 
 
 def iter_split(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
     """A split's (source, target) lines, streamed; a language model's text gives ("", line) for each
-    non-empty line (its data has no source side)."""
+    non-empty line (its data has no source side); a classifier's, (text, label) for each example."""
+    if classified(data):
+        return ((text, label) for _, label, text in iter_labelled(text_file(data, split), f"data.{split}"))
     if text_only(data):
         return (("", line) for line in iter_lines(text_file(data, split), f"data.{split}") if line)
     return iter_parallel(*split_files(data, split), f"data.{split}")
 
 
-def iter_lines(path: Path, field: str) -> Iterator[str]:
+def iter_lines(path: Path, field: str, strip: str | None = None) -> Iterator[str]:
     """The lines of a plain or gzip UTF-8 file, one at a time, each stripped of surrounding
-    whitespace (and the first of a byte-order mark); errors name the field, file and line."""
+    whitespace (``strip``: of these characters only; and the first of a byte-order mark); errors name the
+    field, file and line."""
     if not path.is_file():
         what = "is not a file" if path.exists() else "file not found"
         raise DataError(f"{field}: {what}: {path}")
@@ -82,14 +90,30 @@ def iter_lines(path: Path, field: str) -> Iterator[str]:
             # Binary iteration splits on b"\n" only, unlike str.splitlines (which also splits on
             # \x1c, \x85, U+2028 ... and would shift the line alignment of a parallel corpus).
             for number, line in enumerate(f, 1):  # noqa: B007 - number is used in the errors
-                text = line.decode("utf-8").strip()
-                yield text[1:].strip() if number == 1 and text.startswith("\ufeff") else text
+                text = line.decode("utf-8").strip(strip)
+                yield text[1:].strip(strip) if number == 1 and text.startswith("\ufeff") else text
     except UnicodeDecodeError as e:
         raise DataError(f"{field}: {path}: line {number} is not valid UTF-8 (byte {e.start})") from None
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise DataError(f"{field}: {path}: corrupt gzip file after line {number} ({e})") from None
     except OSError as e:
         raise DataError(f"{field}: cannot read {path}: {e.strerror or e}") from None
+
+
+def iter_labelled(path: Path, field: str) -> Iterator[tuple[int, str, str]]:
+    """(line number, label, text) of each example of a LABEL<TAB>TEXT file (a classifier's), streamed;
+    empty lines are skipped. A line without a tab, with an empty label or with no text is an error naming
+    the field, file and line."""
+    for number, line in enumerate(iter_lines(path, field, strip=" \r\n"), 1):
+        if not line.strip():
+            continue
+        label, tab, text = line.partition("\t")
+        label, text = label.strip(), text.strip()
+        problem = ("no tab" if not tab else "an empty label" if not label else "no text after the tab"
+                   if not text else None)
+        if problem is not None:
+            raise DataError(f"{field}: {path} line {number}: {problem} (each line is LABEL<TAB>TEXT)")
+        yield number, label, text
 
 
 def iter_parallel(src: Path, tgt: Path, field: str) -> Iterator[tuple[str, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset, TextDataset
 
 from ..errors import DataError
-from . import multi30k, tagging, treebank, wmt14  # noqa: F401  (register the built-in data sets' providers)
+from . import classification, multi30k, tagging, treebank, wmt14  # noqa: F401  (register the built-in data sets' providers)
 from .corpus import SPLITS, iter_split, split_paths
 
 Log = Callable[[str], None]

@@ -1,6 +1,6 @@
-"""A tagger's split read and encoded: words and tags with one-line errors, the label set fitted from the
-training split (``model.head.labels: from_data``), and the rows that predict each word's tag at its first
-subword piece (the usual practice: the loss is taken there only)."""
+"""A tagger's split read and encoded: words and tags with one-line errors, and the rows that predict each
+word's tag at its first subword piece (the usual practice: the loss is taken there only). The label set
+fitted from the training split (``model.head.labels: from_data``): ``labelled.py``."""
 
 from __future__ import annotations
 
@@ -66,29 +66,21 @@ def read_tagged(data: DataSpec, split: str, log: Log = lambda _: None) -> Tagged
     return out
 
 
-def fit_labels(spec: Spec, log: Log) -> Spec:
-    """The spec with ``model.head.labels: from_data`` replaced by the training split's tags, sorted (a list
-    given in the spec is kept: tags outside it are refused when a split is encoded)."""
-    head = spec.model.head
-    if head is None or head.labels != "from_data":
-        return spec
-    train = read_tagged(spec.data, "train", log)
-    labels = sorted({t for tags in train.tags for t in tags})
-    if len(labels) < 2:
-        raise DataError(f"data.train: {train.tags_file} has {len(labels)} distinct tag; a tagger needs at least 2")
-    log(f"model.head.labels: {len(labels)} tags from {train.tags_file}")
-    model = spec.model.model_copy(update={"head": head.model_copy(update={"labels": labels})})
-    return spec.model_copy(update={"model": model})
+def labelled(spec: Spec) -> bool:
+    """Whether the spec's model predicts labels (model.kind encoder_only: a tagger, or a classifier whose data
+    is lines and their labels, ``classified.py``; the two share the label rows and their loss)."""
+    return GRAPHS[spec.model.kind].data == "labels"
 
 
 def tagger(spec: Spec) -> bool:
-    """Whether the spec's model is a tagger (a kind whose data is words and their tags)."""
-    return GRAPHS[spec.model.kind].data == "tags"
+    """Whether the spec's model is a tagger (its data: words and their tags, one per word)."""
+    return labelled(spec) and spec.data.dataset is not None and spec.data.dataset.labels_per == "word"
 
 
 def label_offset(spec: Spec) -> int:
-    """What a target row adds to each class: LABEL_OFFSET for a tagger's labels, 0 for tokens."""
-    return LABEL_OFFSET if tagger(spec) else 0
+    """What a target row adds to each class: LABEL_OFFSET for a tagger's or classifier's labels, 0 for
+    tokens."""
+    return LABEL_OFFSET if labelled(spec) else 0
 
 
 def labels_of(spec: Spec) -> list[str]:

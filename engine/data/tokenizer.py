@@ -123,7 +123,7 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         raise DataError(f"data.train: no lines in {' and '.join(map(str, split_paths(spec.data, 'train')))}")
     text = text_only(spec.data)  # a language model's text: no source side
     source, target = [] if text else [s for s, _ in kept], [t for _, t in kept]
-    if spec.data.dataset is not None and spec.data.dataset.tagged:  # a tagger's words; its tags are labels
+    if spec.data.dataset is not None and spec.data.dataset.labels_per:  # a tagger's words or a classifier's text
         text, source, target = True, [], source
     del kept
     whole = whole_target_tokens(spec, target)

@@ -68,11 +68,11 @@ def is_language_model(spec: Spec) -> bool:
 
 def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
     """Refuse, in one line, ``command`` on a run of the other family: a language model where a translator
-    is needed (``language_model`` False), or the reverse; a tagger anywhere (it has its own evaluate and
-    decode paths: ``tagger.py``)."""
-    if GRAPHS[spec.model.kind].data == "tags":
+    is needed (``language_model`` False), or the reverse; a tagger or classifier anywhere (they have their
+    own evaluate and decode paths: ``tagger.py``, ``classifier.py``)."""
+    if GRAPHS[spec.model.kind].data == "labels":
         raise TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
-                          "tagger: tbuild evaluate, decode and inspect take it)")
+                          "tagger or classifier: tbuild evaluate, decode and inspect take it)")
     if language_model and not is_language_model(spec):
         raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")

@@ -14,7 +14,7 @@ import torch
 
 from tbuild.builder.schema import Spec
 
-from ..data.tagged import LABEL_OFFSET, Tagged, encode_tagged, first_piece_rows, labels_of, read_tagged, tagger
+from ..data.tagged import LABEL_OFFSET, Tagged, encode_tagged, first_piece_rows, labelled, labels_of, read_tagged
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
@@ -22,16 +22,16 @@ from .translator import Translator, length_batches, load_translator, padded
 
 
 def require_tagger(spec: Spec, command: str) -> None:
-    """Refuse ``command``'s tagger path on a run that is no tagger."""
-    if not tagger(spec):
-        raise TbuildError(f"tbuild {command} of tags needs a tagger (model.kind encoder_only); "
+    """Refuse ``command``'s label path on a run that is no tagger or classifier."""
+    if not labelled(spec):
+        raise TbuildError(f"tbuild {command} of labels needs a tagger or classifier (model.kind encoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} model")
 
 
 def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                 notify: Callable[[str], None] = lambda _: None) -> Translator:
-    """The run's tagger with its weights, loaded as ``load_translator`` loads a translator (the same weights
-    choice, device and precision)."""
+    """The run's tagger or classifier with its weights, loaded as ``load_translator`` loads a translator (the
+    same weights choice, device and precision)."""
     require_tagger(run.spec, "decode")
     return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
 
@@ -51,17 +51,26 @@ def tag_lines(t: Translator, labels: list[str], lines: list[str], batch_tokens: 
                               "(model.max_positions)")
         rows.append(src)
         starts.append([p for p, x in enumerate(tgt) if x])
+    kept = [b for b in range(len(rows)) if starts[b]]
+    best = best_labels(t, [rows[b] for b in kept], batch_tokens)
     out: list[list[str]] = [[] for _ in lines]
+    for b, scores in zip(kept, best, strict=True):
+        out[b] = [labels[int(scores[p])] for p in starts[b]]
+    return out
+
+
+@torch.no_grad()
+def best_labels(t: Translator, rows: list[list[int]], batch_tokens: int = 4000) -> list[torch.Tensor]:
+    """Each source row's best label id at every position the head scores (a tagger: each piece; a
+    sequence classifier: one, the whole row), in the rows' order, batched by length."""
+    out: list[torch.Tensor] = [torch.empty(0, dtype=torch.long)] * len(rows)
     t.model.eval()
     for batch in length_batches([len(r) for r in rows], batch_tokens):
-        batch = [b for b in batch if starts[b]]
-        if not batch:
-            continue
         src = t.policy.to_device(padded([rows[b] for b in batch]))
         with t.policy.autocast():
             best = t.model(src).argmax(-1).cpu()
         for r, b in enumerate(batch):
-            out[b] = [labels[int(best[r, p])] for p in starts[b]]
+            out[b] = best[r]
     return out
 
 

@@ -16,10 +16,11 @@ import torch
 from tbuild.builder import LoadedSpec
 from tbuild.builder.schema import Spec
 
+from ..data.labelled import encode_labelled, fit_labels
 from ..data.mapped import MappedPairs
 from ..data.pairs import Pairs, load_pairs
 from ..data.prepare import prepared_id, prepared_train
-from ..data.tagged import encode_tagged, fit_labels, tagger
+from ..data.tagged import labelled
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..errors import TbuildError
 from ..finetune.start import resolve_start, start_source, start_tokenizer
@@ -119,11 +120,12 @@ def _lock(run: RunDir, fresh: bool) -> RunLock:
 
 
 def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[MappedPairs | Pairs, Pairs | None]:
-    """The training pairs (prepared once into memory-mapped arrays; a tagger's few sentences encoded in
-    memory, word pieces → labels at first pieces) and the validation pairs."""
-    if tagger(spec):
-        valid = encode_tagged(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
-        return encode_tagged(spec, "train", tokenizer, info, max_length=spec.data.max_length), valid
+    """The training pairs (prepared once into memory-mapped arrays; a tagger's or classifier's examples
+    encoded in memory: word pieces → labels at first pieces, or a line's pieces → its label) and the
+    validation pairs."""
+    if labelled(spec):
+        valid = encode_labelled(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
+        return encode_labelled(spec, "train", tokenizer, info, max_length=spec.data.max_length), valid
     valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
     return prepared_train(spec, tokenizer, run, info), valid_pairs
 

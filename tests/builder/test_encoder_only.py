@@ -52,7 +52,8 @@ def test_a_head_on_another_kind_and_tags_for_another_kind_are_refused(tmp_path: 
     p = write(tmp_path, TAGGER.replace("{kind: tagging, source: files}", "text"))
     assert error_of(p).startswith(f"{p}:8:3: data.dataset: an encoder_only model trains on words and their tags")
     p = write(tmp_path, TAGGER + "train:\n  select: {metric: bleu}\n")
-    assert "train.select.metric: bleu scores decoded outputs; a tagger is selected on accuracy or ppl" in error_of(p)
+    assert ("train.select.metric: bleu scores decoded outputs; a tagger or classifier is selected on accuracy "
+            "or ppl") in error_of(p)
     p = write(tmp_path, "data:\n  train: x\n  valid: y\ntrain:\n  select: {metric: accuracy}\n")
     assert "train.select.metric: accuracy scores a tagger's labels" in error_of(p)
     p = write(tmp_path, TAGGER.replace("labels: [DT, NN, VB]", "labels: [DT, DT]"))
