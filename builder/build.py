@@ -24,7 +24,7 @@ from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecode
 
 from .resolved import ResolvedGroup, ResolvedStack, resolve
 from .schema import ModelSpec, Spec
-from .tokens import PAD
+from .tokens import BOS, PAD
 
 Layer = Callable[[Residual, Residual | None, Residual], nn.Module]  # (self-attention, cross, FFN) -> a layer
 
@@ -142,6 +142,8 @@ def _decoder_only(spec: Spec) -> nn.Module:
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
         pad_id=PAD,
+        bos_id=BOS,
+        prefix_lm=None if spec.model.prefix_lm is None else (spec.model.prefix_lm.attention, spec.model.prefix_lm.loss),
     )
 
 

@@ -42,10 +42,13 @@ class ResolvedStack:
     groups: tuple[ResolvedGroup, ...]
     final_norm: ComponentSpec | None  # after the last layer (pre-norm stacks by default)
     max_positions: int | None
+    prefix: bool = False  # a prefix LM's decoder (model.prefix_lm.attention prefix): its mask comes per batch
 
     @property
     def causal(self) -> bool:
-        return self.name == "decoder"  # masked decoder self-attention (§3.2.3)
+        """Masked decoder self-attention (§3.2.3); a prefix LM's decoder is built unmasked and gets each
+        batch's prefix mask instead (bidirectional over the source, causal over the target)."""
+        return self.name == "decoder" and not self.prefix
 
     def use(self, role: str) -> Use:
         """The use of a component in this stack in ``role`` (see ``Use``)."""
@@ -115,8 +118,9 @@ def _stack(model: ModelSpec, stack: StackSpec, name: str, cross_attention: bool)
         for g in stack.layer_groups())
     final = model.norm_placement == "pre" if model.final_norm is None else model.final_norm
     assert stack.d_k is not None and stack.d_v is not None  # filled in by ModelSpec validation
+    prefix = name == "decoder" and model.prefix_lm is not None and model.prefix_lm.attention == "prefix"
     return ResolvedStack(name, stack.heads, stack.d_k, stack.d_v, stack.d_ff, groups,
-                         (stack.norm or model.norm) if final else None, model.max_positions)
+                         (stack.norm or model.norm) if final else None, model.max_positions, prefix)
 
 
 def _declared(model: ModelSpec, cross_attention: bool) -> list[tuple[SpecPath, ComponentSpec]]:

@@ -123,6 +123,18 @@ class DecoderStackSpec(StackSpec):
     )
 
 
+class PrefixLMSpec(StrictModel):
+    """A decoder-only translator (a prefix LM, Raffel et al. 2020 §3.2.1): each pair is one sequence
+    BOS, source pieces, EOS (the separator), target pieces, EOS (docs/graphs.md)."""
+
+    attention: Literal["causal", "prefix"] = Field(
+        "prefix", description="prefix: the source and its separator attend to each other both ways, the target "
+        "causally; causal: every position causally (a plain language model over the joined sequence).")
+    loss: Literal["target", "both"] = Field(
+        "target", description="target: loss on the target pieces and their EOS only; both: on the source pieces "
+        "and the separator too (validation perplexity then counts them).")
+
+
 class ModelSpec(StrictModel):
     """The architecture. Defaults are the paper's base model (Table 3, §3)."""
 
@@ -146,6 +158,9 @@ class ModelSpec(StrictModel):
         None, description="encoder_only: the output head over the final encoder states, e.g. {kind: "
         "token_classification} (a tagger) or {kind: sequence_classification} (a classifier; its labels from "
         "the data); other kinds have none.")
+    prefix_lm: PrefixLMSpec | None = Field(
+        None, description="decoder_only: translate pairs as one sequence (source, separator, target), e.g. "
+        "{attention: prefix, loss: target}; none: a language model over one side of text.")
     attention: AttentionSpec = Field(default_factory=MultiHeadSpec, description="Default self-attention block.")
     cross_attention: AttentionSpec = Field(
         default_factory=MultiHeadSpec, description="Default cross-attention (encoder_decoder only).")
@@ -221,6 +236,9 @@ class ModelSpec(StrictModel):
             if name in graph.stacks and getattr(self, name) is None:
                 raise FieldError((name,), f"an {self.kind} model needs its {name} stack: model.{name} cannot be null")
         self._head_checks()
+        if self.prefix_lm is not None and self.kind != "decoder_only":
+            raise FieldError(("prefix_lm",), f"prefix_lm makes a decoder_only model translate; an {self.kind} model "
+                             "has no prefix LM: remove model.prefix_lm")
         if not graph.cross_attention:
             why = f"a {self.kind} model has no cross-attention (no encoder to attend to)"
             if self.decoder is not None and self.decoder.cross_attention is not None:
@@ -797,13 +815,18 @@ class Spec(StrictModel):
             return self
         text = data.dataset is not None and data.dataset.text_only
         given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
+        if text and self.model.prefix_lm is not None:
+            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} is one side of text; a prefix LM "  # type: ignore[union-attr]
+                             "(model.prefix_lm) translates source-target pairs: give pairs, or remove "
+                             "model.prefix_lm for a language model")
         if text and graph.data != "text":
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
                              f"language model's data: set model.kind: decoder_only (an {self.model.kind} model "
                              "trains on source-target pairs)")
-        if given and not text and graph.data == "text":
+        if given and not text and graph.data == "text" and self.model.prefix_lm is None:
             raise FieldError(("model", "kind"), f"a {self.model.kind} model trains on one side of text (a language "
-                             "model): set data.dataset to text (your files) or {kind: multi30k, side: de}")
+                             "model): set data.dataset to text (your files) or {kind: multi30k, side: de}, or "
+                             "set model.prefix_lm: {attention: prefix} to translate pairs")
         if not text:
             return self
         for split in ("train", "valid", "test"):
@@ -867,6 +890,8 @@ class Spec(StrictModel):
             leave_out["decoder"] = {"pointer": True}
         if self.model.head is None:  # model.head joined later too (encoder_only)
             leave_out["head"] = True
+        if self.model.prefix_lm is None:  # so did prefix_lm (decoder_only translators)
+            leave_out["prefix_lm"] = True
         for name, stack in self.model.stacks().items():  # so did order: its default (standard) is left out
             plain = stack.order in (None, "standard")
             unset = {"order": True} if plain else {}

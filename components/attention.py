@@ -3,7 +3,8 @@ D d_model, d_k/d_v per-head query-key/value sizes, R relative-position buckets.
 
 Every block has the same call: ``block(x, memory=None, *, key_padding_mask=None, cache=None,
 positional=None, offset=0, beams=1)`` with x (B·beams, T, D) queries, memory (B, S, D) for
-cross-attention (None for self-attention), key_padding_mask (B, S) True at padding, a per-layer
+cross-attention (None for self-attention), key_padding_mask (B, S) True at padding (or (B, 1, T, S) True
+where a query may not see a key: a prefix LM's mask, components/decoder_only.py), a per-layer
 ``cache`` dict for incremental decoding, the positional scheme whose ``rotate``/``attn_bias`` hooks
 apply to self-attention, and ``beams`` query rows sharing each memory row. Causality is fixed at
 construction (decoder self-attention). Queries sit at absolute positions offset..offset+T-1 and keys
@@ -93,10 +94,11 @@ def local_mask(q_len: int, k_len: int, offset: int, window: int, causal: bool,
 def merge_masks(
     padding: torch.Tensor | None, causal: torch.Tensor | None, bias: torch.Tensor | None, dtype: torch.dtype
 ) -> torch.Tensor | None:
-    """Combine key padding (B, S), causal (T, S) and an additive (H, T, S) bias into one mask."""
+    """Combine key padding (B, S) or a blocked mask (B, 1, T, S), causal (T, S) and an additive (H, T, S)
+    bias into one mask."""
     allowed = None
     if padding is not None:
-        allowed = ~padding[:, None, None, :]  # (B, 1, 1, S)
+        allowed = ~padding if padding.dim() == 4 else ~padding[:, None, None, :]  # (B, 1, 1 or T, S)
     if causal is not None:
         allowed = causal if allowed is None else allowed & causal
     if bias is None:
@@ -268,7 +270,8 @@ class LocalAttention(AttentionBlock):
             # A padded query whose whole window is padding keeps its own key, so no row is empty
             # (its output is never used); real queries are unaffected: their own key is not padding.
             own = relative_positions(t, s, offset, q.device) == 0  # (T, S)
-            allowed = allowed & (~key_padding_mask[:, None, None, :] | own)  # (B, 1, T, S)
+            blocked = key_padding_mask if key_padding_mask.dim() == 4 else key_padding_mask[:, None, None, :]
+            allowed = allowed & (~blocked | own)  # (B, 1, T, S)
         mask = merge_masks(None, allowed, self._bias(positional, t, s, offset, q), q.dtype)
         return scaled_dot_product(q, k, v, mask, self._dropout_p(), need_weights=need_weights)
 

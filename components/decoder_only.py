@@ -3,7 +3,12 @@ encoder and its encoder-decoder attention. Each layer is masked self-attention (
 itself and the positions before it) then the position-wise FFN (§3.3), each in a residual connection;
 the output projection predicts the next token (tied to the embedding as §3.4 when the spec says so).
 
-Legend: B batch, T length, D d_model, V vocabulary. The parameter names are those of the
+A prefix LM (``model.prefix_lm``, Raffel et al. 2020 §3.2.1) translates with the same stack: each pair
+is one sequence BOS, source pieces, EOS (the separator), target pieces, EOS. With ``attention: prefix``
+the first P = |source| + 2 positions (BOS, source, separator) attend to each other both ways and the
+rest causally (``prefix_mask``); with ``attention: causal`` every position is causal.
+
+Legend: B batch, T length, D d_model, V vocabulary, P prefix length. The parameter names are those of the
 encoder-decoder's target side (``tgt_embed``, ``decoder``, ``decoder_norm``, ``output``), so weights
 move between the two kinds by name where their tensors match.
 """
@@ -27,12 +32,39 @@ class CausalLayer(nn.Module):
         super().__init__()
         self.self_attn, self.ffn = self_attn, ffn
 
-    def forward(self, x: torch.Tensor, positional: Positional, cache: dict | None, offset: int) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, positional: Positional, cache: dict | None, offset: int,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """x (B, T, D) at positions offset..offset+T-1; ``cache`` (incremental decoding) holds the keys and
-        values of the earlier positions and gets this call's."""
-        x = self.self_attn(x, cache=None if cache is None else cache.setdefault("self", {}),
+        values of the earlier positions and gets this call's; ``mask`` (B, 1, T, T) True where a query may
+        not see a key (a prefix LM's, ``prefix_mask``)."""
+        x = self.self_attn(x, key_padding_mask=mask, cache=None if cache is None else cache.setdefault("self", {}),
                            positional=positional, offset=offset)
         return self.ffn(x)
+
+
+def prefix_mask(prefix: torch.Tensor, length: int) -> torch.Tensor:
+    """(B, 1, T, T) True where query i may not see key j: it sees j ≤ i (causal, §3.2.3) and every j
+    below its row's prefix length ``prefix`` (B,) (bidirectional over the prefix). Padding sits right of
+    each row's tokens, so no real query sees it."""
+    i = torch.arange(length, device=prefix.device)[:, None]
+    j = torch.arange(length, device=prefix.device)[None, :]
+    allowed = (j <= i) | (j < prefix[:, None, None])  # (B, T, T)
+    return ~allowed[:, None]
+
+
+def pack(src: torch.Tensor, tgt_in: torch.Tensor, bos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prefix LM's sequences from a batch of pairs: src (B, S) source ids ending with EOS (the separator)
+    and tgt_in (B, T) BOS then the target -> (B, S + T) ids BOS, source, EOS, target, PAD-padded, and
+    the prefix lengths P (B,) (BOS, source, separator)."""
+    b, s = src.shape
+    prefix = src.ne(pad).sum(1) + 1  # (B,)
+    seq = torch.full((b, s + tgt_in.size(1)), pad, dtype=src.dtype, device=src.device)
+    seq[:, 0] = bos
+    seq[:, 1:s + 1] = src
+    if tgt_in.size(1) > 1:  # the target after each row's separator (over that row's source padding)
+        where = prefix[:, None] + torch.arange(tgt_in.size(1) - 1, device=src.device)[None, :]
+        seq.scatter_(1, where, tgt_in[:, 1:])
+    return seq, prefix
 
 
 DECODER_ONLY = WeightTree(
@@ -50,32 +82,53 @@ class DecoderOnly(nn.Module):
     WEIGHTS: ClassVar[WeightTree] = DECODER_ONLY  # its parts (components/weights.py)
 
     def __init__(self, *, tgt_embed: Embedding, decoder: list[CausalLayer], decoder_norm: nn.Module | None,
-                 output: nn.Linear, pad_id: int) -> None:
+                 output: nn.Linear, pad_id: int, bos_id: int = 2, prefix_lm: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.tgt_embed = tgt_embed
         self.decoder = nn.ModuleList(decoder)
         self.decoder_norm = decoder_norm
         self.output = output  # pre-softmax linear transformation (§3.4), possibly tied
-        self.pad_id = pad_id
+        self.pad_id, self.bos_id = pad_id, bos_id
+        self.prefix_lm = prefix_lm  # (attention, loss) of model.prefix_lm, or None: a language model
 
-    def decode(self, tgt: torch.Tensor, cache: DecoderCache | None = None) -> torch.Tensor:
-        """tgt (B, T) ids -> logits (B, T, V) of each position's next token. With a cache, tgt holds only
-        the new positions; the earlier ones come from the cache, which is updated. Padding is right of
-        the tokens, so the causal mask alone keeps every real position from seeing it."""
+    def states(self, tgt: torch.Tensor, cache: DecoderCache | None = None,
+               prefix: torch.Tensor | None = None) -> torch.Tensor:
+        """tgt (B, T) ids -> the final states (B, T, D) (``decode`` before the output projection)."""
         offset = cache.offset if cache is not None else 0
         if cache is not None and not cache.layers:
             cache.layers = [{} for _ in self.decoder]
+        mask = None
+        if prefix is not None and self.prefix_lm is not None and self.prefix_lm[0] == "prefix":
+            mask = prefix_mask(prefix, tgt.size(1))
         x = self.tgt_embed(tgt, offset)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, self.tgt_embed.positional, None if cache is None else cache.layers[i], offset)
+            x = layer(x, self.tgt_embed.positional, None if cache is None else cache.layers[i], offset, mask)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         if cache is not None:
             cache.offset += tgt.size(1)
-        return self.output(x)
+        return x
+
+    def decode(self, tgt: torch.Tensor, cache: DecoderCache | None = None,
+               prefix: torch.Tensor | None = None) -> torch.Tensor:
+        """tgt (B, T) ids -> logits (B, T, V) of each position's next token. With a cache, tgt holds only
+        the new positions; the earlier ones come from the cache, which is updated. Padding is right of
+        the tokens, so the causal mask alone keeps every real position from seeing it. ``prefix`` (B,):
+        a prefix LM's prefix lengths (whole sequences, no cache; ``prefix_mask``); with a cache, a prefix
+        fed whole is bidirectional and each later step sees every cached position."""
+        return self.output(self.states(tgt, cache, prefix))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V) of shifted-right ``tgt`` (B, T): the trainer's call. ``src`` is the
-        batch's source side, which a language model's data has none of (an EOS-only row each): unused."""
-        del src
-        return self.decode(tgt)
+        """Teacher-forced logits (B, T, V) of shifted-right ``tgt`` (B, T): the trainer's call. A language
+        model's data has no source (an EOS-only row each): unused. A prefix LM's ``src`` is the source
+        (ending with EOS, the separator): with loss target the pair is packed (``pack``) and the logits of
+        the target positions come back, aligned with the target; with loss both ``tgt`` already holds
+        BOS, source, separator, target (``engine/data/joined.py``) and every position's logits come back."""
+        if self.prefix_lm is None:
+            return self.decode(tgt)
+        if self.prefix_lm[1] == "both":
+            return self.decode(tgt, prefix=src.ne(self.pad_id).sum(1) + 1)
+        seq, prefix = pack(src, tgt, self.bos_id, self.pad_id)
+        x = self.states(seq, prefix=prefix)  # (B, S + T, D)
+        where = prefix[:, None] - 1 + torch.arange(tgt.size(1), device=tgt.device)[None, :]  # separator on
+        return self.output(x.gather(1, where[..., None].expand(-1, -1, x.size(-1))))

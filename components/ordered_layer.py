@@ -29,7 +29,7 @@ class _Inputs:
     """What a layer's blocks read besides x: the padding of x, the encoder's memory, positions, the cache."""
 
     positional: Positional
-    pad: torch.Tensor | None = None  # (B, T) True at padding (an encoder's self-attention)
+    pad: torch.Tensor | None = None  # (B, T) True at padding (an encoder's self-attention); (B, 1, T, T) a prefix LM's
     memory: torch.Tensor | None = None  # (M, S, D), M·beams = B (cross-attention)
     memory_pad: torch.Tensor | None = None
     cache: dict | None = None  # this layer's incremental-decoding state
@@ -97,5 +97,6 @@ class OrderedCausalLayer(OrderedLayer):
     """A decoder-only model's layer (masked self-attention, no cross-attention) in a declared order;
     called as ``CausalLayer``."""
 
-    def forward(self, x: torch.Tensor, positional: Positional, cache: dict | None, offset: int) -> torch.Tensor:
-        return self.run(x, _Inputs(positional, cache=cache, offset=offset))
+    def forward(self, x: torch.Tensor, positional: Positional, cache: dict | None, offset: int,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.run(x, _Inputs(positional, pad=mask, cache=cache, offset=offset))

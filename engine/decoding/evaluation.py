@@ -12,6 +12,7 @@ from tbuild.builder.tokens import EOS
 
 from ..data.corpus import read_parallel
 from ..data.datasets import read_split
+from ..data.joined import for_model
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
@@ -41,7 +42,7 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
     tok = translator.tokenizer
     pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
                   [ids + [EOS] for ids in tok.encode(references)])
-    ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
+    ppl = evaluate_loss(translator.model, for_model(run.spec, pairs), batch_tokens=run.spec.train.batch_tokens,
                         label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
     result = EvalRecord(
         split=split, sentences=len(sources), weights=translator.weights,

@@ -32,6 +32,7 @@ from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
 from .translator import Translator, length_batches, load_translator, padded, sampler
 
+PREFIX_LM_COMMANDS = frozenset({"decode", "evaluate"})  # what a decoder-only translator's run takes
 DEFAULT_MAX_POSITIONS = 1024  # prompt tokens kept when the model has no max_positions
 
 
@@ -62,8 +63,9 @@ class LanguageModelSearch:
 
 
 def is_language_model(spec: Spec) -> bool:
-    """Whether the spec's model is a language model (a kind that trains on text, not pairs or tags)."""
-    return GRAPHS[spec.model.kind].data == "text"
+    """Whether the spec's model is a language model (a kind that trains on text, not pairs or tags; a
+    decoder-only translator, ``model.prefix_lm``, is not)."""
+    return GRAPHS[spec.model.kind].data == "text" and spec.model.prefix_lm is None
 
 
 def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
@@ -73,6 +75,9 @@ def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
     if GRAPHS[spec.model.kind].data == "labels":
         raise TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
                           "tagger or classifier: tbuild evaluate, decode and inspect take it)")
+    if spec.model.prefix_lm is not None and command not in PREFIX_LM_COMMANDS:
+        raise TbuildError(f"tbuild {command} of a decoder-only translator (model.prefix_lm) is not supported yet: "
+                          f"tbuild {' and '.join(sorted(PREFIX_LM_COMMANDS))} take it")
     if language_model and not is_language_model(spec):
         raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch import nn
 
 from tbuild.builder import build_model
+from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 
@@ -19,8 +21,9 @@ from ..run_dir import Run
 from ..weights import load_weights, weights_files
 from .constraints import Phrases
 from .ensemble import Ensemble
-from .model import search_model
+from .model import SearchModel, search_model
 from .packed import pack_linears
+from .prefix_lm import PrefixLMSearch, is_prefix_lm
 from .quantize import check_quantization, quantize_model
 from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
 from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths, temperature, top_k, top_p
@@ -52,6 +55,9 @@ class Translator:
         ensemble's first model)."""
         from .alignment import align
 
+        if is_prefix_lm(self.model):
+            raise TbuildError("alignments read an encoder-decoder's cross-attention; a decoder-only translator "
+                              "(model.prefix_lm) has none")
         model = search_model(self.model).members[0]
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens)
         return [align(model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
@@ -89,8 +95,16 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
     elif quantization == "float32" and policy.autocast_dtype is None:
         pack_linears(model)  # CPU float32 only; elsewhere a no-op (packed.py)
     max_positions = run.spec.model.max_positions
-    return Translator(model, tokenizer, policy, weights, max_positions or DEFAULT_MAX_SOURCE, max_positions,
-                      quantization)
+    return Translator(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization)
+
+
+def max_source(spec: Spec) -> int:
+    """Source tokens kept (EOS included): max_positions (or ``DEFAULT_MAX_SOURCE``); a prefix LM's source
+    shares its positions with BOS and at least one output token."""
+    limit = spec.model.max_positions
+    if limit is None:
+        return DEFAULT_MAX_SOURCE
+    return max(1, limit - 2) if spec.model.prefix_lm is not None else limit
 
 
 def encode_sources(tok: Tokenizer, lines: list[str], limit: int,
@@ -106,13 +120,15 @@ def encode_sources(tok: Tokenizer, lines: list[str], limit: int,
     return sources
 
 
-def length_batches(lengths: list[int], budget: int) -> list[list[int]]:
-    """Indices sorted by length, cut so that (longest source · sentences) ≤ budget."""
+def length_batches(lengths: list[int], budget: int, *, same_length: bool = False) -> list[list[int]]:
+    """Indices sorted by length, cut so that (longest source · sentences) ≤ budget; ``same_length``: cut
+    where the length changes too (a prefix LM's batches, ``prefix_lm.py``)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
     for i in order:
-        if current and lengths[i] * (len(current) + 1) > budget:
+        if current and (lengths[i] * (len(current) + 1) > budget
+                        or same_length and lengths[i] != lengths[current[0]]):
             batches.append(current)
             current = []
         current.append(i)
@@ -141,14 +157,15 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
     ``constraints`` (one per line) name phrases each output must or must not contain (``constraints.py``);
     its ``step_rule`` gives the search a ban for each batch's line indices (well-formed trees)."""
     check_request(translator.name, request)
-    model, policy, r = search_model(translator.model), translator.policy, request
+    model, policy, r = searched(translator.model), translator.policy, request
+    joined = isinstance(model, PrefixLMSearch)
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, hooks.warn)
     targets = translator.tokenizer.encode(list(r.prefixes)) if r.prefixes else None
     include, exclude = encode_constraints(translator.tokenizer, r.constraints)
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
     sampling = sampler(r, policy.device)
-    for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens):
+    for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens, same_length=joined):
         rows = [todo[j] for j in batch]
         src = padded([sources[i] for i in rows]).to(policy.device)
         rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
@@ -160,13 +177,32 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
         with policy.autocast():
             hyps = beam_search(model, src, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
                                max_len_b=r.max_len_b, nbest=r.nbest, min_len=r.min_len,
-                               max_len_cap=translator.max_output_len, rules=rules, sampling=sampling,
+                               max_len_cap=output_cap(translator, src.size(1) if joined else None),
+                               rules=rules, sampling=sampling,
                                token_scores=r.token_scores)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         hooks.after_batch()
         hooks.progress(len(rows))
     return results
+
+
+def searched(model: nn.Module) -> SearchModel:
+    """The translator's model as the search sees it: a prefix LM's prefix-then-steps (``prefix_lm.py``),
+    an encoder-decoder or ensemble as ``search_model`` has it."""
+    if is_prefix_lm(model):
+        return PrefixLMSearch(model)
+    if isinstance(model, Ensemble) and any(is_prefix_lm(m) for m in model.members):
+        raise TbuildError("an ensemble of decoder-only translators (model.prefix_lm) is not supported yet: "
+                          "decode with one run")
+    return search_model(model)
+
+
+def output_cap(translator: Translator, source: int | None) -> int | None:
+    """The longest output (EOS included) the model's positions allow: max_positions, or for a prefix LM
+    (``source``: its batch's source length, EOS included) what its prefix (BOS, source) leaves."""
+    cap = translator.max_output_len
+    return cap if cap is None or source is None else max(1, cap - source - 1)
 
 
 def encode_constraints(tok: Tokenizer, constraints: Sequence[LineConstraints] | None

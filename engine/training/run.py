@@ -16,9 +16,10 @@ import torch
 from tbuild.builder import LoadedSpec
 from tbuild.builder.schema import Spec
 
+from ..data.batches import BatchSource
+from ..data.joined import for_model
 from ..data.labelled import encode_labelled, fit_labels
-from ..data.mapped import MappedPairs
-from ..data.pairs import Pairs, load_pairs
+from ..data.pairs import load_pairs
 from ..data.prepare import prepared_id, prepared_train
 from ..data.tagged import labelled
 from ..data.tokenizer import Tokenizer, fit_vocab
@@ -45,8 +46,8 @@ class RunFiles:
 
     spec: Spec
     tokenizer: Tokenizer
-    train_pairs: MappedPairs | Pairs
-    valid_pairs: Pairs | None
+    train_pairs: BatchSource  # prepared pairs, or a tagger's or classifier's examples (joined: data/joined.py)
+    valid_pairs: BatchSource | None
     data_id: str | None
     initial: Initial
 
@@ -119,7 +120,7 @@ def _lock(run: RunDir, fresh: bool) -> RunLock:
     return RunLock(run.path).acquire()
 
 
-def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[MappedPairs | Pairs, Pairs | None]:
+def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[BatchSource, BatchSource | None]:
     """The training pairs (prepared once into memory-mapped arrays; a tagger's or classifier's examples
     encoded in memory: word pieces → labels at first pieces, or a line's pieces → its label) and the
     validation pairs."""
@@ -127,7 +128,8 @@ def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[Ma
         valid = encode_labelled(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
         return encode_labelled(spec, "train", tokenizer, info, max_length=spec.data.max_length), valid
     valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
-    return prepared_train(spec, tokenizer, run, info), valid_pairs
+    return (for_model(spec, prepared_train(spec, tokenizer, run, info)),
+            None if valid_pairs is None else for_model(spec, valid_pairs))
 
 
 def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> RunFiles:

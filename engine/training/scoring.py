@@ -24,7 +24,7 @@ from ..data.tokenizer import Tokenizer
 from ..data.treebank import gold_file
 from ..data.trees import read_treebank
 from ..decoding.request import DecodeRequest
-from ..decoding.translator import DEFAULT_MAX_SOURCE, Translator
+from ..decoding.translator import Translator, max_source
 from ..errors import DataError
 from ..parsing.evalb import collins, evalb, read_lines
 from ..parsing.evaluation import style_of, to_trees, tree_rule_for
@@ -83,8 +83,7 @@ class ValidScorer:
         if not lines:
             return []
         max_positions = self.spec.model.max_positions
-        translator = Translator(model, self.tokenizer, self.policy, "training", max_positions or DEFAULT_MAX_SOURCE,
-                                max_positions)
+        translator = Translator(model, self.tokenizer, self.policy, "training", max_source(self.spec), max_positions)
         model.eval()
         with torch.no_grad():
             results = translator.translate(lines, self.request(translator, lines))
