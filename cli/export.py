@@ -14,7 +14,8 @@ from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, OUTPUT, S
 def export(
     target: Path = TARGET,
     to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2, or hf (a Hugging Face "
-                           "MarianMTModel folder with its MarianTokenizer files)."),
+                           "folder: MarianMTModel with its MarianTokenizer files; GPT2LMHeadModel or "
+                           "LlamaForCausalLM for decoder_only; XLMRobertaXLForTokenClassification for a tagger)."),
     output: Path | None = OUTPUT("the folder RUN/export/TO-QUANTIZATION"),
     quantization: str | None = EXPORT_QUANTIZATION,
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),
@@ -44,6 +45,10 @@ def export(
     if to == "hf" and quantization not in (None, "float32"):
         raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
+    if run.spec.model.kind in ("decoder_only", "encoder_only"):
+        if check_src is not None:
+            raise TbuildError(f"--check-src: a {run.spec.model.kind} export is checked on the valid split")
+        return _export_graph(run, to, output, quantization, checkpoint, average, device, check)
     require_kind(run.spec, "export", language_model=False)
     if profile is not None:
         check_profile(run.spec, to, profile)
@@ -95,3 +100,21 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
                   highlight=False)
     if r.beam > 1:
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
+
+
+def _export_graph(run, to: str, output: Path | None, quantization: str | None,  # noqa: ANN001
+                  checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
+    """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
+    from tbuild.engine.export.graph_runs import export_graph, graph_parity
+    from tbuild.engine.export.provenance import write_provenance
+
+    out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
+    weights = export_graph(run, to, out, quantization=quantization, checkpoint=checkpoint, average=average)
+    write_provenance(run, out, to, weights)
+    console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
+    if check == "none":
+        return
+    r = graph_parity(run, to, out, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
+    for line in r.lines_out():
+        console.print(f"  {line}", highlight=False)

@@ -13,6 +13,7 @@ from tbuild.components.specs.graph import GRAPHS
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
+from .graph_targets import check_graph
 
 
 class UnsupportedExport(TbuildError):
@@ -111,9 +112,12 @@ def check_exportable(spec: Spec, target: Target) -> None:
         if name not in target.kinds[registry]:
             refuse(f"{registry} kind {name!r} ({where})", registry)
 
-    if not GRAPHS[model.kind].translates:
-        raise UnsupportedExport(f"cannot export to {target.name}: model.kind {model.kind} (no export maps a "
-                                f"{model.kind} model yet; {target.name} takes an encoder_decoder)")
+    if not GRAPHS[model.kind].translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
+        def refuse_graph(what: str) -> None:
+            raise UnsupportedExport(f"cannot export {model.kind} to {target.name}: {what}")
+
+        check_graph(spec, view, target.name, refuse_graph)
+        return
     if model.decoder.pointer is not None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.decoder.pointer "
                                 f"({model.decoder.pointer.kind}) adds the encoder output to the decoder's input, "

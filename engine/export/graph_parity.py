@@ -1,0 +1,127 @@
+"""Parity of a decoder-only or encoder-only export with tbuild: the largest logit (or, through CTranslate2,
+log-prob) difference on sample inputs, and the outputs: greedy continuations of prompts (tbuild's
+``generate`` against ``generate`` of the Hugging Face class or CTranslate2's ``Generator``), or the
+predicted labels of every position. Both sides never emit PAD or BOS, stop at EOS and take the same
+number of new tokens, so greedy outputs must be identical (up to float ties)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.tokens import BOS, EOS, PAD
+
+from ..decoding.lm import LanguageModel, generate
+from ..decoding.request import DecodeRequest
+from ..decoding.translator import Translator, padded
+from .graph_targets import TABLE_ROWS
+
+SAMPLE_LINES = 16  # the lines whose logits are compared
+PROMPTS = 8  # the prompts continued greedily
+PROMPT_TOKENS = 3  # each prompt: the first pieces of a line
+NEW_TOKENS = 12
+
+
+@dataclass
+class GraphParity:
+    target: str
+    lines: int  # sample lines compared (logits or log-probs)
+    max_logit_diff: float  # hf: logits; ctranslate2: log-probs of each next token
+    outputs: int  # prompts continued, or label positions predicted
+    identical: float  # share of identical greedy continuations, or of identical labels
+
+    def lines_out(self) -> list[str]:
+        what = "greedy continuations" if self.target != "labels" else "predicted labels"
+        return [f"max |Δ logit| on {self.lines} lines: {self.max_logit_diff:.2e}",
+                f"{what} identical: {100 * self.identical:.1f}% of {self.outputs}"]
+
+
+def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
+    """BOS and each non-empty line's pieces, cut to the model's positions."""
+    limit = (lm.max_positions or TABLE_ROWS) - 1
+    kept = [line for line in lines if line.strip()][:SAMPLE_LINES]
+    return [[BOS] + ids[:limit] for ids in lm.translator.tokenizer.encode(kept)]
+
+
+def lm_logit_diff(lm: LanguageModel, peer, rows: list[list[int]], target: str) -> float:  # noqa: ANN001
+    """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's."""
+    model, worst = lm.translator.model.eval(), 0.0
+    for row in rows:
+        ids = torch.tensor([row])
+        with torch.no_grad():
+            ours = model.decode(ids.to(lm.translator.policy.device))[0].float().cpu()
+            if target == "hf":
+                theirs = peer(input_ids=ids).logits[0].float()
+            else:
+                pieces = [lm.translator.tokenizer.sp.id_to_piece(i) for i in row]
+                theirs = torch.tensor(peer.score_batch([pieces])[0].log_probs)
+                ours = ours[:-1].log_softmax(-1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        worst = max(worst, (ours - theirs).abs().max().item())
+    return worst
+
+
+def peer_continuations(peer, prompts: list[list[int]], target: str, vocabulary: list[str]) -> list[list[int]]:  # noqa: ANN001
+    """Each prompt (BOS first) with its greedy continuation, BOS and EOS dropped."""
+    out = []
+    for prompt in prompts:
+        if target == "hf":
+            ids = peer.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1)[0].tolist()
+        else:
+            # CTranslate2's max_length counts the prompt's pieces after BOS
+            result = peer.generate_batch([[vocabulary[i] for i in prompt]], max_length=len(prompt) - 1 + NEW_TOKENS,
+                                         sampling_topk=1,
+                                         include_prompt_in_result=True, end_token=vocabulary[EOS],
+                                         suppress_sequences=[[vocabulary[PAD]], [vocabulary[BOS]]])
+            ids = result[0].sequences_ids[0]
+        out.append([i for i in ids if i not in (BOS, EOS, PAD)])
+    return out
+
+
+def check_lm(lm: LanguageModel, peer, lines: list[str], target: str, decode: DecodeSpec) -> GraphParity:  # noqa: ANN001
+    """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
+    the run's decode section, at beam 1)."""
+    rows = sample_rows(lm, lines)
+    diff = lm_logit_diff(lm, peer, rows, target)
+    prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
+    texts = [lm.translator.tokenizer.decode(p[1:]) for p in prompts]
+    request = DecodeRequest.of(decode.model_copy(update={"beam": 1, "nbest": 1}))
+    ours = [h[0].tokens if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
+    prompts = [[BOS] + lm.translator.tokenizer.encode([t])[0] for t in texts]  # as generate encodes them
+    sp = lm.translator.tokenizer.sp
+    theirs = peer_continuations(peer, prompts, target, [sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+    same = sum(a == b for a, b in zip(ours, theirs, strict=True))
+    return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
+
+
+def check_tagger(t: Translator, hf, rows: list[list[int]]) -> GraphParity:  # noqa: ANN001
+    """Logit difference and identical labels at every non-padding position of ``rows`` (batched)."""
+    worst, same, total = 0.0, 0, 0
+    model = t.model.eval()
+    for start in range(0, len(rows), SAMPLE_LINES):
+        src = padded(rows[start:start + SAMPLE_LINES])
+        keep = src.ne(PAD)
+        with torch.no_grad():
+            ours = model(t.policy.to_device(src)).float().cpu()
+            theirs = hf(input_ids=src, attention_mask=keep.long()).logits.float()
+        if ours.size(1) == 1:  # pragma: no cover - a sequence classifier (refused by the export)
+            keep = keep[:, :1]
+        worst = max(worst, (ours - theirs)[keep].abs().max().item())
+        same += int((ours.argmax(-1) == theirs.argmax(-1))[keep].sum())
+        total += int(keep.sum())
+    return GraphParity("labels", len(rows), worst, total, same / max(1, total))
+
+
+PARITY_FILE = "graph-parity.json"  # not parity.json: the model card's table is a translator's (BLEU)
+
+
+def save_graph_parity(report: GraphParity, folder: Path) -> None:
+    """The report as ``folder/graph-parity.json``."""
+    from ..files import atomic_write
+
+    atomic_write(folder / PARITY_FILE, (json.dumps(dataclasses.asdict(report), indent=2) + "\n").encode())

@@ -1,0 +1,84 @@
+"""``tbuild export`` of a decoder-only or encoder-only run: write it for the target (``hf_graphs.py``,
+``ct2_graphs.py``), then check parity on the validation split (``graph_parity.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ..decoding.lm import load_language_model
+from ..decoding.tagger import load_tagger
+from ..errors import TbuildError
+from ..run_dir import Run
+from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
+from .targets import TARGETS, check_exportable
+
+
+def export_graph(run: Run, to: str, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,
+                 average: int | None = None) -> str:
+    """Write ``run``'s model for ``to`` (hf or ctranslate2) into ``out``; returns which weights."""
+    from tbuild.builder import build_model
+
+    from ..data.tokenizer import Tokenizer
+    from ..weights import load_weights
+    from .ct2_graphs import write_ct2_graph
+    from .hf_graphs import write_hf_graph
+
+    check_exportable(run.spec, TARGETS[to])  # refuse before loading anything
+    try:
+        import transformers  # noqa: F401
+
+        if to == "ctranslate2":
+            import ctranslate2  # noqa: F401
+    except ImportError as e:
+        raise TbuildError(f"--to {to} needs the {e.name} package: pip install -e '.[export]'") from None
+    tok = Tokenizer.load(run.tokenizer)
+    model = build_model(run.spec)
+    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
+    vocabulary = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    if to == "hf":
+        write_hf_graph(model.eval(), run.spec, tok.path, vocabulary, out)
+    else:
+        write_ct2_graph(model.eval(), run.spec, vocabulary, out, quantization or "float32")
+    return weights
+
+
+def load_peer(to: str, out: Path):  # noqa: ANN201 - a transformers model or a ctranslate2.Generator
+    """The export in ``out`` on the CPU, as its runtime loads it."""
+    if to == "ctranslate2":
+        import ctranslate2
+
+        return ctranslate2.Generator(str(out), device="cpu")
+    import transformers
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    return transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval() if _lm(out) else \
+        transformers.AutoModelForTokenClassification.from_pretrained(str(out)).eval()
+
+
+def _lm(out: Path) -> bool:
+    return (out / "generation_config.json").is_file()
+
+
+def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, average: int | None = None,
+                 device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
+    """Compare the export in ``out`` with tbuild on the validation split; the report is also saved there."""
+    from ..data.datasets import read_split
+    from ..data.tagged import first_piece_rows, read_tagged, word_pieces
+
+    peer = load_peer(to, out)
+    if run.spec.model.kind == "decoder_only":
+        lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+        _, lines = read_split(run.spec.data, "valid", lambda _: None)
+        report = check_lm(lm, peer, lines, to, run.spec.decode)
+    else:
+        t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+        words = read_tagged(run.spec.data, "valid").words
+        pieces = word_pieces(t.tokenizer, words)
+        rows = [first_piece_rows(p, [0] * len(p))[0] for p in pieces]
+        limit = t.max_output_len or len(max(rows, key=len))
+        report = check_tagger(t, peer, [r[:limit] for r in rows if r])
+    save_graph_parity(report, out)
+    return report

@@ -1,0 +1,123 @@
+"""Which Hugging Face class holds a decoder-only or encoder-only model exactly, and the one-line refusal
+of everything no mapped class computes. Torch-free (``validate`` and ``inspect`` call it through
+``targets.check_exportable``).
+
+- decoder_only -> ``GPT2LMHeadModel`` (learned positions, or sinusoidal/none written as its position
+  table; LayerNorm; ReLU or exact GELU; biases, zeros where tbuild has none) or ``LlamaForCausalLM``
+  (RoPE, rotated half-split there and interleaved in tbuild: the export permutes each head's Q/K rows;
+  RMSNorm; SwiGLU; grouped K/V heads). Both are pre-norm with a final norm and 1/√d_k scaling (§3.2.1).
+- encoder_only with a token_classification head -> ``XLMRobertaXLForTokenClassification``: pre-norm
+  layers, a final LayerNorm, no LayerNorm on the embeddings (BERT and RoBERTa have one, which tbuild
+  does not), learned positions that start at row 1 (RoBERTa's offset: row 0 is the padding id's).
+- CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
+  (its GPT-2 and Llama loaders); it has no encoder with a classification head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from tbuild.builder.resolved import ResolvedModel, ResolvedStack
+from tbuild.builder.schema import Spec
+
+Refuse = Callable[[str], None]
+TABLE_POSITIONS = frozenset({"learned", "sinusoidal", "none"})  # written as a learned table (1024 rows by default)
+TABLE_ROWS = 1024
+
+
+def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse) -> tuple[str, str, str]:
+    """The stack's one attention, FFN and norm kind (refusing mixes, post-norm, reordered layers, a missing
+    final norm, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
+    where = f"model.{stack.name}"
+    if placement != "pre":
+        refuse(f"model.norm_placement {placement} (the mapped classes are pre-norm)")
+    if stack.final_norm is None:
+        refuse(f"{where} has no final norm (model.final_norm: false; the mapped classes end with one)")
+    if stack.prefix:
+        refuse(f"{where} is a prefix LM (bidirectional over a prefix; the mapped classes are causal throughout)")
+    if stack.d_k != stack.d_v:
+        refuse(f"{where} d_k ({stack.d_k}) differs from d_v ({stack.d_v})")
+    for i, g in enumerate(stack.groups):
+        if not g.layout.standard:
+            refuse(f"{where} layer group {i} order {g.layout.describe()} (the mapped classes' layers are "
+                   "self-attention then feed-forward)")
+    kinds = {(g.attention.kind, g.ffn.kind, g.norm.kind, g.norm.eps, g.attention.bias,  # type: ignore[attr-defined]
+              g.attention.kv_heads or stack.heads) for g in stack.groups}  # type: ignore[attr-defined]
+    norms = {(g.norm.kind, g.norm.eps) for g in stack.groups} | {(stack.final_norm.kind, stack.final_norm.eps)}  # type: ignore[union-attr,attr-defined]
+    if len(kinds) > 1 or len(norms) > 1:
+        refuse(f"{where} layer groups differ in attention, FFN, norm, bias or kv_heads (one config holds one of each)")
+    attention, ffn, norm, *_ = kinds.pop()
+    if attention != "multihead":
+        refuse(f"attention kind {attention!r} (the mapped classes' attention is multihead)")
+    return attention, ffn, norm
+
+
+def causal_lm_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
+    """``gpt2`` or ``llama``: the class that computes this decoder-only model (refusing what neither does)."""
+    model = spec.model
+    if getattr(model, "prefix_lm", None) is not None:
+        refuse("model.prefix_lm (a translator packed into one sequence; export takes language models)")
+    name = _causal_lm_layers(spec, view, refuse)
+    if model.scale_embeddings and model.tie_embeddings != "none":
+        refuse("model.scale_embeddings true with a tied output (GPT-2 and Llama do not scale embeddings by "
+               "√d_model; untie them, tie_embeddings: none, or train with scale_embeddings: false)")
+    return name
+
+
+def _causal_lm_layers(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
+    model, stack = spec.model, view.stacks[0]
+    _, ffn, norm = _uniform(stack, model.norm_placement, refuse)
+    positional = view.positional.kind  # type: ignore[attr-defined]
+    if positional == "rope":
+        if ffn != "swiglu" or norm != "rmsnorm":
+            refuse(f"model.positional rope with ffn {ffn} and norm {norm} (the rotary class mapped, Llama, "
+                   "has SwiGLU and RMSNorm)")
+        if {g.ffn.kind for g in stack.groups} != {"swiglu"}:  # type: ignore[attr-defined]
+            refuse("model.ffn mixes kinds")
+        return "llama"
+    if positional not in TABLE_POSITIONS:
+        refuse(f"model.positional {positional} (the mapped classes compute rope (Llama) or a position table "
+               "(GPT-2: learned, sinusoidal or none))")
+    if ffn not in ("relu", "gelu") or norm != "layernorm":
+        refuse(f"model.ffn {ffn} and model.norm {norm} with {positional} positions (GPT-2 has LayerNorm and a "
+               "two-layer ReLU/GELU FFN; SwiGLU and RMSNorm map to Llama, which needs rope)")
+    _heads_tile_width(stack, model.d_model, refuse)
+    if positional == "learned" and stack.max_positions is None:  # pragma: no cover - the schema requires it
+        refuse("model.max_positions is unset")
+    return "gpt2"
+
+
+def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> None:
+    if stack.d_k * stack.heads != d_model:
+        refuse(f"model.{stack.name} d_k ({stack.d_k}) · heads ({stack.heads}) differs from d_model ({d_model})")
+    kv = {g.attention.kv_heads for g in stack.groups} - {None, stack.heads}  # type: ignore[attr-defined]
+    if kv:
+        refuse(f"model.attention kv_heads {min(kv)} (GPT-2 and XLM-RoBERTa-XL give every head its own K/V)")
+
+
+def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
+    """``xlm_roberta_xl``: the token classifier that computes this encoder-only model, or a refusal."""
+    model, stack = spec.model, view.stacks[0]
+    head = model.head.kind if model.head is not None else None
+    if head == "sequence_classification":
+        refuse("model.head sequence_classification (BERT's and RoBERTa's sequence classifiers pass the pooled "
+               "state through a dense layer and tanh that tbuild's head does not have, and none pools the mean)")
+    _, ffn, norm = _uniform(stack, model.norm_placement, refuse)
+    positional = view.positional.kind  # type: ignore[attr-defined]
+    if positional not in TABLE_POSITIONS:
+        refuse(f"model.positional {positional} (XLM-RoBERTa-XL holds a position table: learned, sinusoidal or none)")
+    if ffn not in ("relu", "gelu") or norm != "layernorm":
+        refuse(f"model.ffn {ffn} and model.norm {norm} (XLM-RoBERTa-XL has LayerNorm and a ReLU/GELU FFN)")
+    _heads_tile_width(stack, model.d_model, refuse)
+    return "xlm_roberta_xl"
+
+
+def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
+    """The Hugging Face class a decoder-only or encoder-only ``spec`` exports to for ``target`` (hf or
+    ctranslate2), or a refusal naming the field."""
+    if spec.model.kind == "encoder_only":
+        if target == "ctranslate2":
+            refuse("model.kind encoder_only (CTranslate2's Encoder returns hidden states, no classification "
+                   "head; export it with --to hf)")
+        return tagger_class(spec, view, refuse)
+    return causal_lm_class(spec, view, refuse)

@@ -1,0 +1,238 @@
+"""Write a decoder-only model as a Hugging Face ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` folder and an
+encoder-only tagger as an ``XLMRobertaXLForTokenClassification`` folder (which class: ``graph_targets.py``;
+call ``targets.check_exportable`` first, these functions assume what it guarantees).
+
+The maps are one to one, with four transformations, each exact:
+- GPT-2's ``Conv1D`` stores (in, out) where ``nn.Linear`` stores (out, in): transposed; its fused
+  ``c_attn`` is W^Q|W^K|W^V stacked on the output axis. Biases tbuild has none of are written as zeros.
+- Llama rotates each head's dimension pairs (i, i + d_k/2) (``rotate_half``), tbuild the pairs (2i, 2i+1)
+  (Su et al. 2021): the rows of W^Q and W^K are permuted within each head (even rows first, then odd), so
+  Llama's pair i is tbuild's pair i and q·k is unchanged (both sides permuted alike).
+- √d_model embedding scaling (§3.4), which neither class has, is folded into an untied token table.
+- Sinusoidal (§3.5) or no positions become the class's learned table (1024 rows, or max_positions);
+  XLM-RoBERTa counts positions from row 1 (row 0 is the padding id's), so tbuild's row p is its row p + 1.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tbuild.builder.resolved import resolve
+from tbuild.builder.schema import Spec
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.positional import sinusoid_table
+
+from .graph_targets import TABLE_ROWS, check_graph
+
+State = dict[str, torch.Tensor]
+
+
+def hf_class(spec: Spec) -> str:
+    """gpt2, llama or xlm_roberta_xl (the refusal of ``targets.check_exportable`` otherwise)."""
+    from .targets import HF, check_exportable
+
+    check_exportable(spec, HF)
+    return check_graph(spec, resolve(spec.model), "hf", lambda what: None)
+
+
+def _tensors(model: nn.Module) -> State:
+    return {n: p.detach().float() for n, p in model.named_parameters(remove_duplicate=False)}
+
+
+def _linear(t: State, ours: str, theirs: str, *, bias: bool = True, conv1d: bool = False) -> State:
+    """``theirs``.weight/.bias from tbuild's linear ``ours`` (zeros for a bias tbuild lacks)."""
+    w = t[f"{ours}.weight"]
+    out = {f"{theirs}.weight": w.t().contiguous() if conv1d else w}
+    if bias:
+        out[f"{theirs}.bias"] = t.get(f"{ours}.bias", torch.zeros(w.size(0)))
+    return out
+
+
+def _norm(t: State, ours: str, theirs: str) -> State:
+    return {f"{theirs}.{p}": t[f"{ours}.{p}"] for p in ("weight", "bias") if f"{ours}.{p}" in t}
+
+
+def position_table(model: nn.Module, spec: Spec, embed: str) -> torch.Tensor:
+    """The positions tbuild adds to the embeddings as a (rows, D) table: learned rows as trained, a
+    sinusoid's (§3.5) or zeros."""
+    kind, d = spec.model.positional.kind, spec.model.d_model  # type: ignore[union-attr]
+    rows = spec.model.max_positions or TABLE_ROWS
+    if kind == "learned":
+        return getattr(model, embed).positional.embedding.weight.detach().float()
+    return sinusoid_table(rows, d) if kind == "sinusoidal" else torch.zeros(rows, d)
+
+
+def token_table(t: State, spec: Spec, name: str) -> torch.Tensor:
+    """The token embedding with §3.4's √d_model folded in (the export refuses it with a tied output)."""
+    scale = math.sqrt(spec.model.d_model) if spec.model.scale_embeddings else 1.0
+    return t[name] * scale if scale != 1.0 else t[name]
+
+
+def gpt2_state(model: nn.Module, spec: Spec) -> State:
+    """GPT2LMHeadModel's tensors from a decoder-only model (pre-norm, LayerNorm, ReLU/GELU)."""
+    t = _tensors(model)
+    state = {"transformer.wte.weight": token_table(t, spec, "tgt_embed.tokens.weight"),
+             "transformer.wpe.weight": position_table(model, spec, "tgt_embed"),
+             "lm_head.weight": t["output.weight"]}
+    state |= _norm(t, "decoder_norm", "transformer.ln_f")
+    for i in range(len(model.decoder)):  # type: ignore[arg-type]
+        ours, theirs = f"decoder.{i}", f"transformer.h.{i}"
+        att = f"{ours}.self_attn.sublayer"
+        q, k, v = (_linear(t, f"{att}.w_{x}", "x") for x in "qkv")
+        state[f"{theirs}.attn.c_attn.weight"] = torch.cat([q["x.weight"], k["x.weight"], v["x.weight"]]).t()
+        state[f"{theirs}.attn.c_attn.bias"] = torch.cat([q["x.bias"], k["x.bias"], v["x.bias"]])
+        state |= _linear(t, f"{att}.w_o", f"{theirs}.attn.c_proj", conv1d=True)
+        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.mlp.c_fc", conv1d=True)
+        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.mlp.c_proj", conv1d=True)
+        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.ln_1") | _norm(t, f"{ours}.ffn.norm", f"{theirs}.ln_2")
+    return state
+
+
+def half_split(w: torch.Tensor, d_k: int) -> torch.Tensor:
+    """Rows (heads·d_k, ...) reordered within each head: even rows, then odd (interleaved -> half-split RoPE)."""
+    order = torch.cat([torch.arange(0, d_k, 2), torch.arange(1, d_k, 2)])
+    rows = torch.cat([order + h * d_k for h in range(w.size(0) // d_k)])
+    return w[rows]
+
+
+def llama_state(model: nn.Module, spec: Spec) -> State:
+    """LlamaForCausalLM's tensors from a decoder-only model (pre-norm, RoPE, RMSNorm, SwiGLU)."""
+    t, view = _tensors(model), resolve(spec.model)
+    d_k, bias = view.stacks[0].d_k, view.stacks[0].groups[0].attention.bias  # type: ignore[attr-defined]
+    state = {"model.embed_tokens.weight": token_table(t, spec, "tgt_embed.tokens.weight"),
+             "lm_head.weight": t["output.weight"], "model.norm.weight": t["decoder_norm.weight"]}
+    for i in range(len(model.decoder)):  # type: ignore[arg-type]
+        ours, theirs = f"decoder.{i}", f"model.layers.{i}"
+        att = f"{ours}.self_attn.sublayer"
+        for x, name in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "o_proj")):
+            part = _linear(t, f"{att}.w_{x}", f"{theirs}.self_attn.{name}", bias=bias)
+            state |= {n: half_split(p, d_k) for n, p in part.items()} if x in "qk" else part
+        for ffn, name in (("w1", "gate_proj"), ("v", "up_proj"), ("w2", "down_proj")):
+            state |= _linear(t, f"{ours}.ffn.sublayer.{ffn}", f"{theirs}.mlp.{name}", bias=False)
+        state[f"{theirs}.input_layernorm.weight"] = t[f"{ours}.self_attn.norm.weight"]
+        state[f"{theirs}.post_attention_layernorm.weight"] = t[f"{ours}.ffn.norm.weight"]
+    return state
+
+
+def xlmr_state(model: nn.Module, spec: Spec) -> State:
+    """XLMRobertaXLForTokenClassification's tensors from an encoder-only tagger (pre-norm, LayerNorm)."""
+    t = _tensors(model)
+    table = position_table(model, spec, "src_embed")
+    pre = "roberta.embeddings"
+    state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
+             f"{pre}.position_embeddings.weight": torch.cat([torch.zeros(1, table.size(1)), table]),
+             f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
+    state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm") | _linear(t, "head", "classifier")
+    for i in range(len(model.encoder)):  # type: ignore[arg-type]
+        ours, theirs = f"encoder.{i}", f"roberta.encoder.layer.{i}"
+        att = f"{ours}.self_attn.sublayer"
+        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
+            state |= _linear(t, f"{att}.w_{x}", f"{theirs}.attention.{name}")
+        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.attention.self_attn_layer_norm")
+        state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.LayerNorm")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
+    return state
+
+
+def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a transformers PretrainedConfig
+    """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids."""
+    import transformers
+
+    m, stack = spec.model, resolve(spec.model).stacks[0]
+    group = stack.groups[0]
+    layers, eps = len(getattr(model, stack.name)), group.norm.eps  # type: ignore[attr-defined]
+    ids = {"pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS}
+    if name == "gpt2":
+        rows = position_table(model, spec, "tgt_embed").size(0)
+        return transformers.GPT2Config(
+            vocab_size=model.output.weight.size(0), n_positions=rows, n_embd=m.d_model, n_layer=layers,
+            n_head=stack.heads, n_inner=stack.d_ff, activation_function=group.ffn.kind,  # type: ignore[attr-defined]
+            layer_norm_epsilon=eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            tie_word_embeddings=m.tie_embeddings != "none", **ids)
+    if name == "llama":
+        return transformers.LlamaConfig(
+            vocab_size=model.output.weight.size(0), hidden_size=m.d_model, intermediate_size=stack.d_ff,
+            num_hidden_layers=layers, num_attention_heads=stack.heads, head_dim=stack.d_k,
+            num_key_value_heads=group.attention.kv_heads or stack.heads,  # type: ignore[attr-defined]
+            hidden_act="silu", rms_norm_eps=eps, max_position_embeddings=m.max_positions or TABLE_ROWS,
+            rope_parameters={"rope_type": "default", "rope_theta": m.positional.base},  # type: ignore[union-attr]
+            attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
+            tie_word_embeddings=m.tie_embeddings != "none", **ids)
+    labels = list(m.head.labels)  # type: ignore[union-attr,arg-type]
+    return transformers.XLMRobertaXLConfig(
+        vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
+        num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
+        max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
+        layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)}, **ids)
+
+
+CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),
+           "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state)}
+
+
+def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
+    """An in-memory Hugging Face model holding ``model``'s weights (float32, eval mode)."""
+    import transformers
+
+    name = hf_class(spec)
+    cls, state_of = CLASSES[name]
+    hf = getattr(transformers, cls)(hf_config(model, spec, name)).eval()
+    state = state_of(model, spec)
+    params = dict(hf.named_parameters(remove_duplicate=False))
+    missing = set(params) - set(state) - ({"lm_head.weight"} if hf.config.tie_word_embeddings else set())
+    if missing or set(state) - set(params):  # pragma: no cover - a transformers release that renamed a weight
+        raise AssertionError(f"{cls} weights not matched: {sorted(missing | (set(state) - set(params)))}")
+    with torch.no_grad():
+        for n, tensor in state.items():
+            params[n].copy_(tensor)
+    return hf
+
+
+def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> str:
+    """Save the folder (config.json, model.safetensors, generation_config.json for a language model) and
+    tbuild's sentencepiece model as tokenizer.model with tbuild's ids in tbuild-tokenizer.json; returns the class."""
+    from transformers.utils import logging
+
+    hf = to_hf_graph(model.eval(), spec)
+    out.mkdir(parents=True, exist_ok=True)
+    logging.disable_progress_bar()
+    if spec.model.kind == "decoder_only":
+        from transformers import GenerationConfig
+
+        hf.generation_config = GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
+                                                do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
+    hf.save_pretrained(str(out))
+    shutil.copyfile(spm_model, out / "tokenizer.model")
+    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": spec.model.kind == "decoder_only",
+           "vocabulary": vocabulary}
+    (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
+    return type(hf).__name__
+
+
+def export_graph_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
+    """Write ``run``'s decoder-only or encoder-only model (``load_weights``) as a Hugging Face folder in
+    ``out``; returns which weights."""
+    from tbuild.builder import build_model
+
+    from ..data.tokenizer import Tokenizer
+    from ..errors import TbuildError
+    from ..weights import load_weights
+
+    hf_class(run.spec)  # refuse before loading anything
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        raise TbuildError("--to hf needs the transformers package: pip install -e '.[export]'") from None
+    tok = Tokenizer.load(run.tokenizer)
+    model = build_model(run.spec)
+    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
+    write_hf_graph(model.eval(), run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    return weights

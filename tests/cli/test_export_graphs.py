@@ -1,0 +1,98 @@
+"""`tbuild export` of a decoder-only language model (--to hf: GPT2LMHeadModel or LlamaForCausalLM; --to
+ctranslate2: its Generator) and of an encoder-only tagger (--to hf: XLMRobertaXLForTokenClassification),
+each trained a few steps, with the parity report; the refusals are one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+from tests.cli.test_lm import lm_spec
+from tests.cli.test_tagger import TEST, TRAIN
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def lm_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Llama-like LM (RoPE, RMSNorm, SwiGLU, untied) trained 4 steps."""
+    root = tmp_path_factory.mktemp("lm-export")
+    spec = lm_spec(tiny_corpus, root / "run")
+    spec["model"].update(ffn={"kind": "swiglu"}, norm={"kind": "rmsnorm"}, tie_embeddings="none")
+    (root / "lm.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "lm.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
+def _parity(output: str) -> tuple[float, str]:
+    flat = " ".join(output.split())
+    return float(flat.split("max |Δ logit| on 16 lines: ")[1].split()[0]), flat
+
+
+def test_export_lm_to_hf_loads_as_llama_and_matches(lm_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    result = runner.invoke(app, ["export", str(lm_run), "-o", str(out), "--to", "hf", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    diff, flat = _parity(result.output)
+    assert diff < 1e-4 and "greedy continuations identical: 100.0% of 8" in flat, result.output
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["LlamaForCausalLM"]
+    assert json.loads((out / "graph-parity.json").read_text())["identical"] == 1.0
+    assert (out / "tokenizer.model").is_file() and (out / "tbuild.json").is_file()
+    assert isinstance(transformers.AutoModelForCausalLM.from_pretrained(str(out)), transformers.LlamaForCausalLM)
+
+
+def test_export_lm_to_ctranslate2_generates_as_tbuild(lm_run: Path, tmp_path: Path) -> None:
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
+    out = tmp_path / "ct2"
+    result = runner.invoke(app, ["export", str(lm_run), "-o", str(out), "--to", "ctranslate2"])
+    assert result.exit_code == 0, result.output
+    diff, flat = _parity(result.output)
+    assert diff < 1e-4 and "greedy continuations identical: 100.0% of 8" in flat, result.output
+    assert (out / "model.bin").is_file()
+
+
+@pytest.fixture(scope="module")
+def tagger_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny pre-norm tagger (learned positions) trained 3 steps on the toy files."""
+    root = tmp_path_factory.mktemp("tagger-export")
+    for split, (words, tags) in (("train", TRAIN), ("valid", TRAIN), ("test", TEST)):
+        (root / f"{split}.words").write_text(words)
+        (root / f"{split}.tags").write_text(tags)
+    spec = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
+                      "norm_placement": "pre", "positional": {"kind": "learned"}, "max_positions": 32,
+                      "head": {"kind": "token_classification"}},
+            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
+                     "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 30}},
+            "train": {"max_steps": 3, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                      "select": {"metric": "accuracy"}},
+            "output_dir": str(root / "run")}
+    (root / "tagger.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "tagger.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
+def test_export_tagger_to_hf_predicts_the_same_labels(tagger_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    result = runner.invoke(app, ["export", str(tagger_run), "-o", str(out), "--to", "hf"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    diff = float(flat.split("max |Δ logit| on 3 lines: ")[1].split()[0])
+    assert diff < 1e-4 and "predicted labels identical: 100.0% of 26" in flat, result.output
+    hf = transformers.AutoModelForTokenClassification.from_pretrained(str(out))
+    assert hf.config.id2label == dict(enumerate(["DT", "MD", "NN", "NNS", "PRP", "VBZ"]))
+
+
+def test_export_refusals_are_one_line(tagger_run: Path, lm_run: Path, tmp_path: Path) -> None:
+    refused = runner.invoke(app, ["export", str(tagger_run), "--to", "ctranslate2"])
+    assert refused.exit_code == 2 and "cannot export encoder_only to ctranslate2: model.kind" in refused.output
+    post = runner.invoke(app, ["export", str(lm_run), "--to", "hf", "--set", "model.norm_placement=post"])
+    assert post.exit_code == 2 and "model.norm_placement post" in post.output, post.output
+    assert len(post.output.strip().splitlines()) == 1
