@@ -17,7 +17,7 @@ from tbuild.components.kv_cache import KVBuffer, Move
 from tbuild.engine.decoding.search import Hypothesis, Rules, beam_search
 from tbuild.engine.parsing.constrained import WellFormed
 from tests.components.test_pointer import tiny
-from tests.conftest import tiny_model
+from tests.conftest import multi30k_lines, tiny_model
 from tests.engine.parsing.test_constrained import vocab
 
 
@@ -100,14 +100,14 @@ def test_parser_with_a_pointer_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> 
     assert all(out) and new < old
 
 
-def test_trained_translator_is_unchanged(tiny_run: Path, val_pairs: tuple[list[str], list[str]],
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A run trained on a Multi30k slice translating 12 validation sentences at beam 4, 2-best."""
+def test_trained_translator_is_unchanged(tiny_run: Path, multi30k: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run trained on a Multi30k slice translating the first 12 sentences of test2016 at beam 4, 2-best."""
     from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.run_dir import resolve_run
 
     translator = load_translator(resolve_run(tiny_run, []), device="cpu")
     request = DecodeRequest(beam=4, nbest=2, alpha=0.6, max_len_a=1.0, max_len_b=5, format="jsonl")
-    out, new, old = _both(lambda: translator.translate(val_pairs[0][:12], request), monkeypatch)
+    lines = multi30k_lines(multi30k, "test2016.en.gz", 12)
+    out, new, old = _both(lambda: translator.translate(lines, request), monkeypatch)
     assert all(out) and new < old
