@@ -39,12 +39,6 @@ def inspect(
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if draw is not None or as_mermaid:
         from tbuild.builder.diagram import diagram, mermaid
-        from tbuild.engine.decoding.lm import is_language_model
-        from tbuild.engine.errors import TbuildError
-
-        if is_language_model(loaded.spec) or loaded.spec.model.head is not None:
-            raise TbuildError(f"--draw/--mermaid draw an encoder_decoder; drawing a {loaded.spec.model.kind} model "
-                              "comes later (the table without them lists its blocks)")
         from tbuild.engine.drawing import draw as draw_diagram
 
         picture = diagram(loaded.spec, report, loaded.name)

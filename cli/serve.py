@@ -1,4 +1,4 @@
-"""`tbuild serve`: a run behind HTTP, with sentences of concurrent requests decoded together."""
+"""`tbuild serve`: a run behind HTTP at its kind's endpoint, with lines of concurrent requests decoded together."""
 
 from __future__ import annotations
 
@@ -29,8 +29,10 @@ def serve(
     loading: Loading = Loading(),
     set_: list[str] = SET_OPTION,
 ) -> None:
-    """Serve a trained run over HTTP: `POST /translate` `{"src": [...]}`, `GET /health`, `GET /info`
-    (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after answering the requests queued."""
+    """Serve a trained run over HTTP at its kind's endpoint: a translator `POST /translate` `{"src": [...]}`,
+    a language model `POST /generate` `{"prompts": [...]}`, a tagger or classifier `POST /classify`
+    `{"texts": [...]}`; `GET /health`, `GET /info` (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after
+    answering the requests queued."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.process import configure_process
 
@@ -40,11 +42,9 @@ def serve(
     except ImportError as e:
         raise TbuildError(f"tbuild serve needs FastAPI and uvicorn ({e.name} is missing): "
                           "pip install 'tbuild[serve]'") from None
-    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.serving.service import open_service
 
     [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha)
-    require_kind(run.spec, "serve", language_model=False)
     process = configure_process()
     service = open_service(run, engine=loading.engine, quantization=loading.quantization, device=loading.device,
                            checkpoint=loading.checkpoint, average=loading.average, batch_tokens=batch_tokens,
@@ -52,7 +52,7 @@ def serve(
                            max_chars=max_chars, after_batch=process.after_batch, notify=notify,
                            compiled=loading.compile_)
     s = service.settings
-    console.print(f"serving {run.spec.name} ({service.engine.name}, {service.engine.precision}) on "
-                  f"http://{host}:{port}; batching {'on' if s.batching else 'off'} ({s.batch_tokens} tokens, "
-                  f"{max_wait_ms:g} ms)", highlight=False)
+    console.print(f"serving {run.spec.name} ({run.spec.model.kind}, {service.engine.name}, "
+                  f"{service.engine.precision}) at POST http://{host}:{port}/{s.endpoint}; batching "
+                  f"{'on' if s.batching else 'off'} ({s.batch_tokens} tokens, {max_wait_ms:g} ms)", highlight=False)
     run_server(create_app(service), host, port)

@@ -1,13 +1,13 @@
-"""Draw a spec's ``Diagram`` (``builder/diagram.py``) with matplotlib: the encoder on the left and the
-decoder on the right, bottom to top as in the paper's Figure 1, the encoder's output feeding each
-decoder group with cross-attention. SVG or PNG by the file's suffix."""
+"""Draw a spec's ``Diagram`` (``builder/diagram.py``) with matplotlib: a column per stack the model has
+(the encoder on the left, the decoder on the right; one column for a decoder-only or encoder-only
+model), bottom to top as in the paper's Figure 1, the output (or head) on top of the last, the encoder's
+output feeding each decoder group with cross-attention. SVG or PNG by the file's suffix."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from tbuild.builder.diagram import Box, Diagram
-from tbuild.components.transformer import EncoderDecoder
 
 from .errors import TbuildError
 
@@ -59,22 +59,24 @@ def draw(d: Diagram, path: Path) -> None:
 
     if path.suffix.lower() not in (".svg", ".png"):
         raise TbuildError(f"--draw {path}: the file must end in .svg or .png")
-    heights = [sum(_height(b) + GAP for b in boxes) for boxes in (d.encoder, (*d.decoder, d.output))]
-    top = max(heights) + 0.3
-    fig = plt.figure(figsize=(2 * WIDTH, top + 0.8 + LINE * len(d.notes)))
+    columns = [(name, boxes + ((d.output,) if n == len(d.stacks) - 1 else ()))
+               for n, (name, boxes) in enumerate(d.stacks)]  # the output on top of the last stack
+    top = max(sum(_height(b) + GAP for b in boxes) for _, boxes in columns) + 0.3
+    width = max(len(columns), 2) * WIDTH  # one stack: room for the notes below it
+    fig = plt.figure(figsize=(width, top + 0.8 + LINE * len(d.notes)))
     ax = fig.add_axes((0, 0, 1, 1))
-    ax.set_xlim(0, 2 * WIDTH)
+    ax.set_xlim(0, width)
     ax.set_ylim(-0.2 - LINE * len(d.notes), top + 0.6)
     ax.axis("off")
     ax.text(0.2, top + 0.35, d.name, fontsize=12, fontweight="bold", va="center")
-    for n, stack in enumerate(EncoderDecoder.WEIGHTS.stacks):  # one column per stack: the encoder, the decoder
-        ax.text(n * WIDTH + 0.2, top + 0.05, stack.name.capitalize(), fontsize=10, va="center")
-    enc = _column(ax, d.encoder, 0.2, 0.2)
-    dec = _column(ax, (*d.decoder, d.output), WIDTH + 0.2, 0.2)
-    enc_top = enc[d.encoder[-1].key][1]
+    spans: dict[str, tuple[float, float]] = {}
+    for n, (name, boxes) in enumerate(columns):
+        ax.text(n * WIDTH + 0.2, top + 0.05, name.capitalize(), fontsize=10, va="center")
+        spans |= _column(ax, boxes, n * WIDTH + 0.2, 0.2)
     for box in d.decoder:
         if box.cross:
-            bottom, topy = dec[box.key]
+            enc_top = spans[d.encoder[-1].key][1]
+            bottom, topy = spans[box.key]
             ax.annotate("", (WIDTH + 0.2, (bottom + topy) / 2), (WIDTH - 0.2, enc_top - 0.1),
                         arrowprops={"arrowstyle": "->", "color": "#2a7a3b", "linestyle": "--",
                                     "connectionstyle": "arc3,rad=-0.15"})

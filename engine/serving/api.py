@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model
-
-EXAMPLE = '{"src": ["a sentence"]}'
 
 
 def _whole(value: Any) -> Any:
@@ -29,10 +27,23 @@ class RequestError(Exception):
         self.status, self.message = status, message
 
 
-class TranslateRequest(BaseModel):
-    """``POST /translate``: source sentences and, optionally, decoding options for this request."""
+class LinesRequest(BaseModel):
+    """A request's lines (the field ``LINES``, ``NOUN`` in messages) and its options: the base of each
+    endpoint's request, so that one set of limits and messages covers them all."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # JSON's types as the document states them: no 0 for false
+    LINES: ClassVar[str] = "src"
+    NOUN: ClassVar[str] = "sentences"
+    EXAMPLE: ClassVar[str] = '{"src": ["a sentence"]}'
+
+    @property
+    def lines(self) -> list[str]:
+        return getattr(self, self.LINES)
+
+
+class TranslateRequest(LinesRequest):
+    """``POST /translate``: source sentences and, optionally, decoding options for this request."""
+
     src: list[str] = Field(min_length=1, description="Source sentences, one per item (at least one); an empty "
                                                      "sentence gives an empty output.")
     beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
@@ -52,6 +63,58 @@ class TranslateResponse(BaseModel):
     nbest: list[list[Hyp]] | None = None
 
 
+Sampling = Literal["topk", "topp", "temperature"]
+
+
+class GenerateRequest(LinesRequest):
+    """``POST /generate`` (a language model): prompts to continue and, optionally, the options of ``tbuild
+    generate`` for this request."""
+
+    LINES: ClassVar[str] = "prompts"
+    NOUN: ClassVar[str] = "prompts"
+    EXAMPLE: ClassVar[str] = '{"prompts": ["Ein Mann"]}'
+    prompts: list[str] = Field(min_length=1, description="Prompts, one per item (at least one); an empty prompt "
+                                                         "generates from nothing.")
+    max_new_tokens: Annotated[int, Field(ge=1, le=4096), BeforeValidator(_whole)] | None = Field(
+        None, description="Most tokens generated after each prompt (default: the spec's decode.max_len_b); "
+                          "422 when it leaves no room in the model's positions.")
+    beam: Count | None = Field(None, description="Beam size, 1: greedy (default: the spec's decode.beam).")
+    alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
+    nbest: Count | None = Field(None, description="Also return the N best (N ≤ beam) or, sampling, N samples.")
+    sampling: Sampling | None = Field(None, description="Sample instead of beam search (default: decode.sampling).")
+    topk: Annotated[int, Field(ge=1, le=100000), BeforeValidator(_whole)] | None = Field(
+        None, description="topk sampling's K (default: decode.topk).")
+    topp: float | None = Field(None, gt=0, le=1, description="topp sampling's mass (default: decode.topp).")
+    temperature: float | None = Field(None, gt=0, le=100, description="Sampling temperature (default: "
+                                                                       "decode.temperature).")
+    seed: Annotated[int, Field(ge=0, le=2**63 - 1), BeforeValidator(_whole)] | None = Field(
+        None, description="Sampling seed: the same prompts, options and seed give the same outputs "
+                          "(default: decode.seed).")
+    scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
+
+
+class GenerateResponse(BaseModel):
+    outputs: list[str] = Field(description="Each prompt followed by its continuation, as tbuild generate prints it.")
+    scores: list[float] | None = None
+    nbest: list[list[Hyp]] | None = None
+
+
+class ClassifyRequest(LinesRequest):
+    """``POST /classify`` (an encoder-only model): texts to label, one per item."""
+
+    LINES: ClassVar[str] = "texts"
+    NOUN: ClassVar[str] = "texts"
+    EXAMPLE: ClassVar[str] = '{"texts": ["a text"]}'
+    texts: list[str] = Field(min_length=1, description="Texts, one per item (at least one); an empty text gets "
+                                                       "no tags (a tagger) or an empty label (a classifier).")
+
+
+class ClassifyResponse(BaseModel):
+    tags: list[list[str]] | None = Field(None, description="A tagger's: each text's tags, one per "
+                                                           "whitespace-separated word.")
+    labels: list[str] | None = Field(None, description="A sequence classifier's: each text's label.")
+
+
 class ErrorBody(BaseModel):
     """Every error's body."""
 
@@ -59,9 +122,12 @@ class ErrorBody(BaseModel):
 
 
 class Health(BaseModel):
-    """``GET /health``: the server's state and its batcher's counts so far."""
+    """``GET /health``: the server's state, the model kind and endpoint it serves, and its batcher's counts
+    so far."""
 
     status: Literal["ok", "draining"]
+    kind: str = Field(description="The model's kind (model.kind): encoder_decoder, decoder_only or encoder_only.")
+    endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
     pending: int = Field(description="Jobs (requests) queued, not yet decoded.")
     batches: int = Field(description="Engine calls.")
     requests: int
@@ -70,14 +136,16 @@ class Health(BaseModel):
 
 
 class Info(BaseModel):
-    """``GET /info``: the model, its engine, its tokenizer, the server's settings and the scores where
-    evaluated."""
+    """``GET /info``: the model, its kind and endpoint, its engine, its tokenizer, the server's settings and
+    the scores where evaluated."""
 
     model_config = ConfigDict(extra="allow")
     name: str
+    kind: str = Field(description="model.kind: encoder_decoder, decoder_only or encoder_only.")
+    endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
     params: int
-    source_lang: str
-    target_lang: str
+    source_lang: str | None = Field(None, description="A translator's source language.")
+    target_lang: str | None = Field(None, description="A translator's target language.")
     engine: str
     precision: str
     weights: str
@@ -85,7 +153,11 @@ class Info(BaseModel):
     decode: dict[str, Any] = Field(description="The spec's decoding settings.")
     batching: dict[str, Any]
     limits: dict[str, int] = Field(description="max_lines, max_chars, max_tokens.")
-    bleu: dict[str, dict[str, Any]] = Field(description="Per evaluated split: bleu, bleu_signature, chrf.")
+    bleu: dict[str, dict[str, Any]] | None = Field(
+        None, description="A translator's, per evaluated split: bleu, bleu_signature, chrf.")
+    scores: dict[str, dict[str, float]] = Field(
+        description="Per evaluated split, what tbuild evaluate scored: bleu and chrf (a translator), perplexity, "
+                    "accuracy and baseline_accuracy (a tagger or classifier).")
 
 
 @dataclass(frozen=True)
@@ -95,15 +167,27 @@ class Limits:
     max_tokens: int  # source tokens per sentence (EOS included): the model's limit
 
 
-def request_model(limits: Limits) -> type[TranslateRequest]:
-    """``TranslateRequest`` with a server's sentence and character limits on ``src``, so that they are
-    checked by the model and stated in the OpenAPI document (the token limit needs the tokenizer:
+DESCRIPTIONS = {
+    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters and {tokens} tokens "
+           "(413 above); an empty sentence gives an empty output.",
+    "prompts": "Prompts, one per item: 1 to {lines}, each of at most {chars} characters, and tokens that leave "
+               "room for max_new_tokens in the model's {tokens} positions (413 above); an empty prompt generates "
+               "from nothing.",
+    "texts": "Texts, one per item: 1 to {lines}, each of at most {chars} characters (413 above); a tagger's at "
+             "most {tokens} pieces (413 above), a classifier's cut there as in training; an empty text gets no "
+             "tags or an empty label.",
+}
+
+
+def request_model(limits: Limits, base: type[LinesRequest] = TranslateRequest) -> type[LinesRequest]:
+    """``base`` (an endpoint's request) with a server's line and character limits on its lines, so that
+    they are checked by the model and stated in the OpenAPI document (the token limit needs the tokenizer:
     ``check_lengths``)."""
     sentence = Annotated[str, Field(max_length=limits.max_chars)]
-    description = (f"Source sentences, one per item: 1 to {limits.max_lines}, each of at most {limits.max_chars} "
-                   f"characters and {limits.max_tokens} tokens (413 above); an empty sentence gives an empty output.")
-    return create_model("TranslateRequest", __base__=TranslateRequest, __doc__=TranslateRequest.__doc__,
-                        src=(list[sentence], Field(min_length=1, max_length=limits.max_lines, description=description)))
+    description = DESCRIPTIONS[base.LINES].format(lines=limits.max_lines, chars=limits.max_chars,
+                                                  tokens=limits.max_tokens)
+    lines = (list[sentence], Field(min_length=1, max_length=limits.max_lines, description=description))
+    return create_model(base.__name__, __base__=base, __doc__=base.__doc__, **{base.LINES: lines})
 
 
 def _position(text: str, pos: int) -> str:
@@ -112,44 +196,47 @@ def _position(text: str, pos: int) -> str:
     return f"line {line}, column {column}"
 
 
-def _limit_error(error: dict[str, Any]) -> RequestError | None:
-    """The 413 or 422 of a limit on ``src`` (``request_model``'s), None for any other error."""
+def _limit_error(error: dict[str, Any], request: type[LinesRequest]) -> RequestError | None:
+    """The 413 or 422 of a limit on the request's lines (``request_model``'s), None for any other error."""
     loc, kind, value = tuple(error["loc"][1:]), error["type"], error.get("input")
-    if loc == ("src",) and kind == "too_short":
-        return RequestError(422, "src: the list of sentences is empty")
-    if loc == ("src",) and kind == "too_long":
-        return RequestError(413, f"src: {len(value)} sentences, more than the limit of {error['ctx']['max_length']} "
-                                 "per request")
-    if len(loc) == 2 and loc[0] == "src" and kind == "string_too_long":
-        return RequestError(413, f"src[{loc[1]}]: {len(value)} characters, more than the limit of "
+    field, noun = request.LINES, request.NOUN
+    if loc == (field,) and kind == "too_short":
+        return RequestError(422, f"{field}: the list of {noun} is empty")
+    if loc == (field,) and kind == "too_long":
+        return RequestError(413, f"{field}: {len(value)} {noun}, more than the limit of "
+                                 f"{error['ctx']['max_length']} per request")
+    if len(loc) == 2 and loc[0] == field and kind == "string_too_long":
+        return RequestError(413, f"{field}[{loc[1]}]: {len(value)} characters, more than the limit of "
                                  f"{error['ctx']['max_length']}")
     return None
 
 
-def validation_error(errors: Sequence[Any], body: Any) -> RequestError:
-    """The ``RequestError`` for FastAPI's validation ``errors`` of a body (``loc`` starts with "body"):
-    400 for a body that is not JSON, 422 for a body of the wrong shape (reported before the limits),
-    413 for too many or too long sentences, 422 for an empty list."""
+def validation_error(errors: Sequence[Any], body: Any,
+                     request: type[LinesRequest] = TranslateRequest) -> RequestError:
+    """The ``RequestError`` for FastAPI's validation ``errors`` of a ``request`` body (``loc`` starts with
+    "body"): 400 for a body that is not JSON, 422 for a body of the wrong shape (reported before the
+    limits), 413 for too many or too long lines, 422 for an empty list."""
     first = errors[0]
     if first["type"] == "json_invalid":
         text = body if isinstance(body, str) else ""
         where = f" ({_position(text, first['loc'][1])})" if len(first["loc"]) > 1 else ""
         reason = first.get("ctx", {}).get("error", first["msg"])
         return RequestError(400, f"the body is not valid JSON: {reason}{where}")
-    limits = [_limit_error(e) for e in errors]
+    limits = [_limit_error(e, request) for e in errors]
     shape = [e for e, limit in zip(errors, limits, strict=True) if limit is None]
     if not shape:  # only limits: the count of sentences before their lengths
         found = [limit for limit in limits if limit is not None]
-        return next((r for r in found if r.message.startswith("src:")), found[0])
+        return next((r for r in found if r.message.startswith(f"{request.LINES}:")), found[0])
     first = shape[0]
     where = ".".join(str(p) for p in first["loc"][1:])
     if not where:
-        return RequestError(422, f"the body must be a JSON object such as {EXAMPLE}, sent as application/json")
+        return RequestError(422, f"the body must be a JSON object such as {request.EXAMPLE}, sent as "
+                                 "application/json")
     return RequestError(422, f"{where}: {first['msg']}")
 
 
-def check_lengths(lengths: list[int], limits: Limits) -> None:
-    """413 naming the first sentence whose source tokens exceed the model's limit."""
+def check_lengths(lengths: list[int], limit: int, field: str = "src", unit: str = "tokens", why: str = "") -> None:
+    """413 naming the first line whose tokens exceed ``limit`` (the model's; ``why``: how it is made up)."""
     for n, length in enumerate(lengths):
-        if length > limits.max_tokens:
-            raise RequestError(413, f"src[{n}]: {length} tokens, more than the model's limit of {limits.max_tokens}")
+        if length > limit:
+            raise RequestError(413, f"{field}[{n}]: {length} {unit}, more than the model's limit of {limit}{why}")

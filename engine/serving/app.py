@@ -1,5 +1,7 @@
-"""The FastAPI app over a ``Service``: ``POST /translate``, ``GET /health``, ``GET /info``. FastAPI
-validates the body against the request model (``api.request_model``: the server's limits are in it, so
+"""The FastAPI app over a ``Service``: its kind's one decoding route (``POST /translate``, ``/generate``
+or ``/classify``: ``tasks.py``), ``GET /health``, ``GET /info``. Another kind's route is a 404 that names
+the one served (the document lists only the routes this server has). FastAPI validates the body against
+the request model (``api.request_model``: the server's limits are in it, so
 the OpenAPI document states them) and the document declares every status a route answers. Every error
 is a JSON ``{"error": "..."}`` with its status and the exception's headers (a 405's ``Allow``); a
 failure of the server itself is a 500 with no traceback (that goes to the server's log); SIGTERM
@@ -19,16 +21,44 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from .api import ErrorBody, Health, Info, RequestError, TranslateResponse, request_model, validation_error
+from .api import (
+    ClassifyRequest,
+    ClassifyResponse,
+    ErrorBody,
+    GenerateRequest,
+    GenerateResponse,
+    Health,
+    Info,
+    LinesRequest,
+    RequestError,
+    TranslateRequest,
+    TranslateResponse,
+    request_model,
+    validation_error,
+)
 from .service import Service
+from .tasks import ENDPOINTS
 
 log = logging.getLogger("tbuild.serve")
 
+# each endpoint: its request body, its answer and what its route's docstring says
+ROUTES: dict[str, tuple[type[LinesRequest], type, str]] = {
+    "translate": (TranslateRequest, TranslateResponse,
+                  "Translate ``src`` (in order), with the run's decoding options or the request's."),
+    "generate": (GenerateRequest, GenerateResponse,
+                 "Continue each of ``prompts`` (in order) as ``tbuild generate`` does: beam search (beam 1: "
+                 "greedy) or sampling with a seed, with the run's options or the request's."),
+    "classify": (ClassifyRequest, ClassifyResponse,
+                 "Label each of ``texts`` (in order) as ``tbuild decode`` does: a tagger's tags, one per word, or "
+                 "a sequence classifier's label."),
+}
+
 STATUSES = {
     400: "The body is not valid UTF-8, or not valid JSON.",
-    413: "More sentences than the server's limit, or a sentence over its characters or the model's tokens.",
+    413: "More lines than the server's limit, or a line over its characters or the model's tokens.",
     422: "The body is not a JSON object of the request's shape (sent as application/json), the list of "
-         "sentences is empty, or a decoding option is wrong (nbest > beam).",
+         "lines is empty, or an option is wrong (nbest > beam, max_new_tokens past the model's positions, a "
+         "classifier's text holding a tab).",
     500: "The server failed (the message names the error's type; the traceback goes to the server's log); "
          "the server keeps serving.",
     503: "The request took more than the server's timeout and was cancelled, or the server is shutting down.",
@@ -44,23 +74,28 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": STATUSES[status]} for status in statuses}
 
 
-def add_error_handlers(app: FastAPI) -> None:
-    """Every error as ``{"error": "..."}``: the client's (4xx, with the exception's headers) and the
-    server's (500, the traceback to the log)."""
+def add_error_handlers(app: FastAPI, endpoint: str = "translate") -> None:
+    """Every error as ``{"error": "..."}``: the client's (4xx, with the exception's headers; another kind's
+    route a 404 naming the ``endpoint`` served) and the server's (500, the traceback to the log)."""
+    request_type = ROUTES[endpoint][0]
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, e: RequestError) -> JSONResponse:
         return error(e.status, e.message)
 
     @app.exception_handler(HTTPException)
-    async def _http_error(_: Request, e: HTTPException) -> JSONResponse:
+    async def _http_error(request: Request, e: HTTPException) -> JSONResponse:
         if isinstance(e.__cause__, UnicodeDecodeError):  # FastAPI's 400 for a body it could not decode
             return error(400, f"the body is not valid UTF-8 (byte {e.__cause__.start})", e.headers)
+        other = request.url.path.strip("/")
+        if e.status_code == 404 and other in ROUTES:  # another kind's endpoint
+            return error(404, f"/{other} is not served here: this server serves {ENDPOINTS[endpoint]} at "
+                              f"POST /{endpoint} (one endpoint per model kind; GET /info names it)", e.headers)
         return error(e.status_code, str(e.detail), e.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_: Request, e: RequestValidationError) -> JSONResponse:
-        request_error = validation_error(e.errors(), e.body)
+        request_error = validation_error(e.errors(), e.body, request_type)
         return error(request_error.status, request_error.message)
 
     @app.exception_handler(Exception)
@@ -79,30 +114,40 @@ def create_app(service: Service) -> FastAPI:
         await asyncio.to_thread(service.close)
 
     app = FastAPI(title="tbuild serve", lifespan=lifespan, version="1")
-    add_error_handlers(app)
-    body_type = request_model(service.settings.limits)
+    endpoint = service.settings.endpoint
+    add_error_handlers(app, endpoint)
+    add_route(app, service, endpoint)
 
-    @app.post("/translate", response_model=TranslateResponse, response_model_exclude_none=True,
-              responses=responses(400, 413, 422, 500, 503))
-    async def translate(body: body_type) -> TranslateResponse:  # type: ignore[valid-type]
-        """Translate ``src`` (in order), with the run's decoding options or the request's."""
+    @app.get("/health", response_model=Health, responses=responses(500))
+    async def health() -> dict:
+        """``ok`` (or ``draining``), the kind and endpoint served, the lines queued and the batches decoded."""
+        return service.health()
+
+    @app.get("/info", response_model=Info, response_model_exclude_none=True, responses=responses(500))
+    async def info() -> dict:
+        """The model: name, kind, endpoint, parameters, languages, engine, tokenizer hash, scores where
+        evaluated."""
+        return service.info()
+
+    return app
+
+
+def add_route(app: FastAPI, service: Service, endpoint: str) -> None:
+    """``POST /<endpoint>``: the body checked against its model (with the server's limits), its lines
+    queued for the batcher, the answer in their order (503 after the server's timeout)."""
+    base, answer, summary = ROUTES[endpoint]
+    body_type = request_model(service.settings.limits, base)
+
+    async def decode(body: body_type) -> answer:  # type: ignore[valid-type]
         future = service.submit(body)
         try:
             results = await asyncio.wait_for(asyncio.wrap_future(future), service.settings.timeout)
         except asyncio.TimeoutError:
             future.cancel()
             raise RequestError(503, f"the request took more than {service.settings.timeout:g} s and was "
-                                    "cancelled; try again, or with fewer sentences") from None
+                                    f"cancelled; try again, or with fewer {base.NOUN}") from None
         return service.respond(body, results)
 
-    @app.get("/health", response_model=Health, responses=responses(500))
-    async def health() -> dict:
-        """``ok`` (or ``draining``), the sentences queued and the batches decoded so far."""
-        return service.health()
-
-    @app.get("/info", response_model=Info, responses=responses(500))
-    async def info() -> dict:
-        """The model: name, parameters, languages, engine, tokenizer hash, BLEU where evaluated."""
-        return service.info()
-
-    return app
+    decode.__doc__, decode.__name__ = summary, endpoint
+    app.post(f"/{endpoint}", response_model=answer, response_model_exclude_none=True,
+             responses=responses(400, 413, 422, 500, 503))(decode)

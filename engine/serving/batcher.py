@@ -11,22 +11,23 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..decoding.request import DecodeRequest
-from ..decoding.search import Hypothesis
 
-Decode = Callable[[list[str], DecodeRequest], list[list[Hypothesis]]]
+Decode = Callable[[list[str], DecodeRequest], list[Any]]  # a result per line: its n-best list, or its labels
 
 
 @dataclass
 class Job:
     """One request's lines, their source lengths in tokens and decoding request (settings only: no
-    per-line inputs, so that jobs with equal requests decode as one); ``future`` gets the n-best lists
-    in the lines' order."""
+    per-line inputs, so that jobs with equal requests decode as one, unless ``alone``: a sampled job, whose
+    seed must give what it gives on its own); ``future`` gets the results in the lines' order."""
 
     lines: list[str]
     lengths: list[int]
     request: DecodeRequest
+    alone: bool = False
     future: Future = field(default_factory=Future)
 
 
@@ -118,9 +119,9 @@ class Batcher:
     def _decode(self, jobs: list[Job]) -> None:
         """Decode the jobs still wanted, grouped by their decoding requests, and answer each."""
         jobs = [j for j in jobs if j.future.set_running_or_notify_cancel()]
-        groups: dict[DecodeRequest, list[Job]] = {}
+        groups: dict[tuple[DecodeRequest, int], list[Job]] = {}
         for job in jobs:
-            groups.setdefault(job.request, []).append(job)
+            groups.setdefault((job.request, id(job) if job.alone else 0), []).append(job)
         for group in groups.values():
             lines = [line for job in group for line in job.lines]
             try:

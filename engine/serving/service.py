@@ -1,5 +1,5 @@
-"""What the server serves, without HTTP: an engine behind a ``Batcher``, the request checks, the
-responses and ``/info``. ``app.py`` puts it behind FastAPI."""
+"""What the server serves, without HTTP: a run's task (its engine and endpoint, ``tasks.py``) behind a
+``Batcher``, the request checks, the responses and ``/info``. ``app.py`` puts it behind FastAPI."""
 
 from __future__ import annotations
 
@@ -8,12 +8,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ..decoding.engines import Engine
-from ..decoding.request import DecodeRequest, InvalidRequest
-from ..decoding.search import Hypothesis
+from ..decoding.request import DecodeRequest
 from ..run_dir import Run
-from .api import Hyp, Limits, RequestError, TranslateRequest, TranslateResponse, check_lengths
+from .api import Limits, LinesRequest, RequestError
 from .batcher import Batcher, Job
+from .tasks import Task
 
 
 @dataclass(frozen=True)
@@ -23,44 +22,32 @@ class Settings:
     batching: bool  # gather requests (False: each request decoded alone)
     timeout: float  # seconds before a request is answered 503
     limits: Limits
+    endpoint: str = "translate"  # the one route that decodes (tasks.py): translate, generate or classify
 
 
 class Service:
-    """The engine of a run, its decoding defaults and the batcher that feeds it."""
+    """The task of a run (its engine and endpoint: ``tasks.py``), its decoding defaults and the batcher that
+    feeds it."""
 
-    def __init__(self, engine: Engine, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
-        self.engine, self.run, self.settings = engine, run, settings
-        self.batcher = Batcher(engine.translate, budget=settings.batch_tokens, max_wait=settings.max_wait,
+    def __init__(self, task: Task, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
+        self.task, self.engine, self.run, self.settings = task, task.engine, run, settings
+        self.batcher = Batcher(task.decode, budget=settings.batch_tokens, max_wait=settings.max_wait,
                                enabled=settings.batching, after_batch=after_batch)
         self.closing = False
 
-    def decode_request(self, request: TranslateRequest) -> DecodeRequest:
-        """The spec's decoding options with the request's beam, α and n-best (422 if they clash)."""
-        update = {k: v for k, v in (("beam", request.beam), ("alpha", request.alpha), ("nbest", request.nbest))
-                  if v is not None}
-        try:
-            return DecodeRequest.of(self.run.spec.decode, batch_tokens=self.settings.batch_tokens, **update)
-        except InvalidRequest as e:
-            raise RequestError(422, str(e)) from None
-
-    def submit(self, request: TranslateRequest) -> Future:
-        """Check the request's sentences against the model's limit and queue them; the future gets
-        their n-best lists."""
+    def submit(self, request: LinesRequest) -> Future:
+        """Check the request's lines against the model's limit and queue them; the future gets their
+        results (n-best lists, or labels). A sampled request is decoded alone: its seed then gives what it
+        gives on the command line, whatever else is queued."""
         if self.closing:
             raise RequestError(503, "the server is shutting down")
-        lines = [line.rstrip("\r").strip() for line in request.src]  # as `tbuild decode` reads its lines
-        lengths = [len(ids) + 1 if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
-        check_lengths(lengths, self.settings.limits)
-        return self.batcher.submit(Job(lines, lengths, self.decode_request(request)))
+        lines = [line.rstrip("\r").strip() for line in request.lines]  # as `tbuild decode` reads its lines
+        lengths = self.task.lengths(request, lines)
+        decode = self.task.decode_request(request)
+        return self.batcher.submit(Job(lines, lengths, decode, alone=decode.sampling is not None))
 
-    def respond(self, request: TranslateRequest, results: list[list[Hypothesis]]) -> TranslateResponse:
-        tok = self.engine.tokenizer
-        texts = [[Hyp(text=tok.decode(h.tokens), score=h.score) for h in hyps] for hyps in results]
-        return TranslateResponse(
-            translations=[t[0].text if t else "" for t in texts],
-            scores=[t[0].score if t else 0.0 for t in texts] if request.scores else None,
-            nbest=texts if request.nbest else None,
-        )
+    def respond(self, request: LinesRequest, results: list[Any]) -> Any:
+        return self.task.respond(request, results)
 
     def close(self, timeout: float | None = None) -> None:
         """Refuse new requests, answer the queued ones, stop the worker."""
@@ -68,7 +55,8 @@ class Service:
         self.batcher.close(timeout)
 
     def health(self) -> dict:
-        return {"status": "draining" if self.closing else "ok", "pending": self.batcher.pending(),
+        return {"status": "draining" if self.closing else "ok", "kind": self.run.spec.model.kind,
+                "endpoint": f"/{self.task.endpoint}", "pending": self.batcher.pending(),
                 **self.batcher.stats.to_json()}
 
     def info(self) -> dict:
@@ -76,14 +64,18 @@ class Service:
 
 
 def service_info(service: Service) -> dict:
-    """``GET /info``: the model, its engine, its tokenizer and its scores where evaluated."""
+    """``GET /info``: the model, its kind and endpoint, its engine, its tokenizer and its scores where
+    evaluated."""
     from tbuild.builder.inspect import inspect_model
 
     run, spec, s = service.run, service.run.spec, service.settings
-    scores = {e.split: {"bleu": e.bleu, "bleu_signature": e.bleu_signature, "chrf": e.chrf} for e in run.dir.evals()}
+    evals = run.dir.evals()
+    translator = service.task.endpoint == "translate"
+    metrics = ("bleu", "chrf", "perplexity", "accuracy", "baseline_accuracy")
     return {
-        "name": spec.name, "params": inspect_model(spec).total,
-        "source_lang": spec.data.source_lang, "target_lang": spec.data.target_lang,
+        "name": spec.name, "kind": spec.model.kind, "endpoint": f"/{service.task.endpoint}",
+        "params": inspect_model(spec).total,
+        **({"source_lang": spec.data.source_lang, "target_lang": spec.data.target_lang} if translator else {}),
         "engine": service.engine.name, "precision": service.engine.precision, "weights": service.engine.weights,
         "tokenizer_sha256": hashlib.sha256(run.tokenizer.read_bytes()).hexdigest(),
         "decode": spec.decode.model_dump(),
@@ -91,7 +83,9 @@ def service_info(service: Service) -> dict:
                      "timeout_s": s.timeout},
         "limits": {"max_lines": s.limits.max_lines, "max_chars": s.limits.max_chars,
                    "max_tokens": s.limits.max_tokens},
-        "bleu": scores,
+        **({"bleu": {e.split: {"bleu": e.bleu, "bleu_signature": e.bleu_signature, "chrf": e.chrf} for e in evals}}
+           if translator else {}),
+        "scores": {e.split: {m: getattr(e, m) for m in metrics if getattr(e, m) is not None} for e in evals},
     }
 
 
@@ -100,10 +94,8 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
                  max_wait_ms: float = 10.0, batching: bool = True, timeout: float = 30.0, max_lines: int = 256,
                  max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
                  compiled: bool = False) -> Service:
-    """Load the run's ``engine`` (``load_engine``) and put it behind a batcher."""
-    from ..decoding.translator import DEFAULT_MAX_SOURCE
+    """Load the run's task (``load_task``: its engine and endpoint) and put it behind a batcher."""
     from ..errors import TbuildError
-    from ..export.engines import load_engine
 
     for name, value in (("--batch-tokens", batch_tokens or 1), ("--max-lines", max_lines), ("--max-chars", max_chars),
                         ("--timeout", timeout)):
@@ -111,12 +103,47 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
             raise TbuildError(f"{name} must be positive, not {value}")
     if max_wait_ms < 0:
         raise TbuildError(f"--max-wait-ms must be 0 or more, not {max_wait_ms}")
-    loaded = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                         device=device, notify=notify, compiled=compiled)
-    if compiled:  # compile before the first request, which would otherwise wait for it
-        notify("compiling the decoder step on warm-up sentences")
-        loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
-                         DecodeRequest.of(run.spec.decode))
-    limits = Limits(max_lines, max_chars, run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
-    settings = Settings(batch_tokens or run.spec.decode.batch_tokens, max_wait_ms / 1000, batching, timeout, limits)
-    return Service(loaded, run, settings, after_batch)
+    budget = batch_tokens or run.spec.decode.batch_tokens
+    task = load_task(run, budget, engine=engine, quantization=quantization, checkpoint=checkpoint, average=average,
+                     device=device, notify=notify, compiled=compiled)
+    settings = Settings(budget, max_wait_ms / 1000, batching, timeout, Limits(max_lines, max_chars, task.max_tokens),
+                        task.endpoint)
+    return Service(task, run, settings, after_batch)
+
+
+def load_task(run: Run, batch_tokens: int, *, engine: str = "native", quantization: str | None = None,
+              checkpoint: Any = None, average: int | None = None, device: str = "auto",
+              notify: Any = lambda _: None, compiled: bool = False) -> Task:
+    """The run's endpoint (``tasks.endpoint_of``) with its engine loaded: a translator behind either engine
+    (``load_engine``), a language model or a tagger/classifier on the native one (other options refused in
+    one line)."""
+    from ..decoding.lm import load_language_model, require_kind
+    from ..decoding.tagger import load_tagger
+    from ..decoding.translator import DEFAULT_MAX_SOURCE
+    from ..errors import TbuildError
+    from ..export.engines import load_engine
+    from .tasks import ENDPOINTS, Generation, Labelling, Translation, endpoint_of
+
+    endpoint = endpoint_of(run.spec)
+    if endpoint == "translate":
+        require_kind(run.spec, "serve", language_model=False)  # a prefix LM: not served yet, in one line
+        loaded = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
+                             device=device, notify=notify, compiled=compiled)
+        if compiled:  # compile before the first request, which would otherwise wait for it
+            notify("compiling the decoder step on warm-up sentences")
+            loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
+                             DecodeRequest.of(run.spec.decode))
+        limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
+        return Translation(loaded, run.spec, batch_tokens, limit)
+    what = f"{ENDPOINTS[endpoint]} ({run.spec.model.kind}, served at /{endpoint})"
+    for given, option in ((engine != "native", f"--engine {engine}"), (compiled, "--compile")):
+        if given:
+            raise TbuildError(f"{option}: {what} is served by the native engine, uncompiled")
+    if endpoint == "generate":
+        return Generation(load_language_model(run, checkpoint=checkpoint, average=average, device=device,
+                                              quantization=quantization or run.spec.decode.quantization,
+                                              notify=notify), run.spec, batch_tokens)
+    if quantization not in (None, "float32"):
+        raise TbuildError(f"--quantization {quantization}: {what} is served in float32")
+    return Labelling(load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify),
+                     run.spec, batch_tokens)

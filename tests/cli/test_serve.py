@@ -100,3 +100,23 @@ def test_sigterm_answers_the_queued_requests_then_exits(tiny_run: Path) -> None:
 def test_without_fastapi_the_error_names_the_extra() -> None:  # pragma: no cover - a bare install
     result = CliRunner().invoke(app, ["serve", "nope"])
     assert "pip install 'tbuild[serve]'" in result.output
+
+
+def test_a_language_model_is_served_at_generate(tiny_corpus: Path, tmp_path: Path) -> None:
+    """`tbuild serve` of a decoder-only run: /generate answers as `tbuild generate` does, /translate is a 404
+    naming /generate, /health says the kind."""
+    import yaml
+
+    from tests.cli.test_lm import lm_spec
+
+    (tmp_path / "lm.yaml").write_text(yaml.safe_dump(lm_spec(tiny_corpus, tmp_path / "run")))
+    trained = CliRunner().invoke(app, ["train", str(tmp_path / "lm.yaml")])
+    assert trained.exit_code == 0, trained.output
+    prompts = ["Ein Mann", "Zwei Frauen"]
+    result = CliRunner().invoke(app, ["generate", str(tmp_path / "run")], input="".join(f"{p}\n" for p in prompts))
+    assert result.exit_code == 0, result.output
+    with server(tmp_path / "run") as (url, _):
+        assert call(f"{url}/generate", {"prompts": prompts}) == (200, {"outputs": result.stdout.splitlines()})
+        status, body = call(f"{url}/translate", {"src": ["a"]})
+        assert status == 404 and "serves a language model at POST /generate" in body["error"]
+        assert call(f"{url}/health")[1]["kind"] == "decoder_only"

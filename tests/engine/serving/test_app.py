@@ -58,8 +58,10 @@ def test_scores_and_nbest_when_asked(client: TestClient, tiny_run: Path) -> None
 def test_health_and_info(client: TestClient) -> None:
     health = client.get("/health").json()
     assert health["status"] == "ok" and health["pending"] == 0
+    assert (health["kind"], health["endpoint"]) == ("encoder_decoder", "/translate")
     info = client.get("/info").json()
     assert info["engine"] == "native" and info["source_lang"] == "en" and info["target_lang"] == "de"
+    assert (info["kind"], info["endpoint"]) == ("encoder_decoder", "/translate") and "bleu" in info
     assert info["params"] > 0 and len(info["tokenizer_sha256"]) == 64
 
 
@@ -91,6 +93,10 @@ def test_bad_input_is_a_json_4xx_naming_it(client: TestClient, body: bytes, stat
 
 def test_unknown_routes_and_methods_are_json(client: TestClient) -> None:
     assert client.get("/nope").json() == {"error": "Not Found"}
+    other = client.post("/generate", json={"prompts": ["a"]})  # another kind's endpoint names the one served
+    assert other.status_code == 404 and other.json()["error"] == (
+        "/generate is not served here: this server serves a translator at POST /translate (one endpoint per model "
+        "kind; GET /info names it)")
     assert client.get("/translate").status_code == 405 and "error" in client.get("/translate").json()
 
 

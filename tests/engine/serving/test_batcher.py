@@ -96,3 +96,15 @@ def test_close_decodes_every_queued_job_then_stops() -> None:
     assert all(f.done() and f.result() == [[Hypothesis(tokens=[10], score=-1.0, log_prob=-1.0)]] for f in futures)
     with pytest.raises(RuntimeError, match="closed"):
         batcher.submit(job("z"))
+
+
+def test_a_job_decoded_alone_is_never_merged() -> None:
+    """A sampled request's job (``alone``) gets its own engine call, so its seed gives what it gives alone."""
+    engine = Recorder()
+    batcher = Batcher(engine, budget=1000, max_wait=0.3)
+    futures = [batcher.submit(job("a")), batcher.submit(Job(["b"], [1], SPEC, alone=True)),
+               batcher.submit(Job(["c"], [1], SPEC, alone=True)), batcher.submit(job("d"))]
+    for f in futures:
+        f.result(timeout=5)
+    batcher.close()
+    assert sorted(engine.batches) == [["a", "d"], ["b"], ["c"]]

@@ -66,7 +66,7 @@ def app(service: Service) -> FastAPI:
 
 def document() -> dict[str, Any]:
     """The server's OpenAPI document at these limits (it depends on them alone: no model is loaded)."""
-    settings = SimpleNamespace(limits=Limits(MAX_LINES, MAX_CHARS, MAX_TOKENS))
+    settings = SimpleNamespace(limits=Limits(MAX_LINES, MAX_CHARS, MAX_TOKENS), endpoint="translate")
     return create_app(cast(Service, SimpleNamespace(settings=settings))).openapi()
 
 

@@ -1,0 +1,199 @@
+"""What each model kind serves, one endpoint per kind: a translator ``/translate`` (an encoder-decoder, or a
+decoder-only prefix LM), a language model ``/generate`` (``decoding/lm.py``), a tagger or sequence classifier
+``/classify`` (``decoding/tagger.py``, ``decoding/classifier.py``). A task turns a request's lines into the
+batcher's job (their lengths, checked against the model's limit, and a ``DecodeRequest``), decodes a
+gathered batch, and answers; ``service.py`` holds the batcher, the limits and ``/info`` common to all."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tbuild.builder.schema import Spec
+from tbuild.components.specs.graph import GRAPHS
+
+from ..data.classified import classifier
+from ..data.tagged import labels_of
+from ..decoding.classifier import classify_lines
+from ..decoding.engines import Engine
+from ..decoding.lm import DEFAULT_MAX_POSITIONS, LanguageModel, generate
+from ..decoding.request import DecodeRequest, InvalidRequest
+from ..decoding.search import Hypothesis
+from ..decoding.tagger import tag_lines
+from ..decoding.translator import Translator
+from .api import (
+    ClassifyRequest,
+    ClassifyResponse,
+    GenerateRequest,
+    GenerateResponse,
+    Hyp,
+    LinesRequest,
+    RequestError,
+    TranslateRequest,
+    TranslateResponse,
+    check_lengths,
+)
+
+ENDPOINTS = {"translate": "a translator", "generate": "a language model", "classify": "a tagger or classifier"}
+
+
+def endpoint_of(spec: Spec) -> str:
+    """The one endpoint a run is served at: ``classify`` for an encoder-only model (labels), ``generate``
+    for a language model (decoder-only over text), ``translate`` for the rest (pairs: an encoder-decoder,
+    a decoder-only prefix LM)."""
+    data = GRAPHS[spec.model.kind].data
+    if data == "labels":
+        return "classify"
+    if data == "text" and getattr(spec.model, "prefix_lm", None) is None:
+        return "generate"
+    return "translate"
+
+
+class Task(Protocol):
+    endpoint: str  # translate, generate or classify
+    request: type[LinesRequest]  # the endpoint's body (its limits added by ``api.request_model``)
+    engine: Engine | Translator  # name, tokenizer, weights, precision (for /info)
+    max_tokens: int  # the model's limit (``Limits.max_tokens``)
+
+    def lengths(self, body: Any, lines: list[str]) -> list[int]: ...
+
+    def decode_request(self, body: Any) -> DecodeRequest: ...
+
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]: ...
+
+    def respond(self, body: Any, results: list[Any]) -> Any: ...
+
+
+def _request(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRequest:
+    """The spec's decoding options with the request's (those given), 422 if they clash."""
+    try:
+        return DecodeRequest.of(spec.decode, batch_tokens=batch_tokens,
+                                **{k: v for k, v in options.items() if v is not None})
+    except InvalidRequest as e:
+        raise RequestError(422, str(e)) from None
+
+
+def _hyps(decode: Callable[[list[int]], str], results: list[list[Hypothesis]]) -> list[list[Hyp]]:
+    return [[Hyp(text=decode(h.tokens), score=h.score) for h in hyps] for hyps in results]
+
+
+@dataclass
+class Translation:
+    """``/translate``: source sentences to their translations, through either engine."""
+
+    engine: Engine
+    spec: Spec
+    batch_tokens: int
+    max_tokens: int
+    endpoint: str = "translate"
+    request: type[LinesRequest] = TranslateRequest
+
+    def lengths(self, body: TranslateRequest, lines: list[str]) -> list[int]:
+        lengths = [len(ids) + 1 if ids else 0 for ids in self.engine.tokenizer.encode(lines)]  # EOS
+        check_lengths(lengths, self.max_tokens)
+        return lengths
+
+    def decode_request(self, body: TranslateRequest) -> DecodeRequest:
+        return _request(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
+
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
+        return self.engine.translate(lines, request)
+
+    def respond(self, body: TranslateRequest, results: list[list[Hypothesis]]) -> TranslateResponse:
+        texts = _hyps(self.engine.tokenizer.decode, results)
+        return TranslateResponse(translations=[t[0].text if t else "" for t in texts],
+                                 scores=[t[0].score if t else 0.0 for t in texts] if body.scores else None,
+                                 nbest=texts if body.nbest else None)
+
+
+@dataclass
+class Generation:
+    """``/generate``: prompts to the prompts and their continuations, as ``tbuild generate`` writes them."""
+
+    lm: LanguageModel
+    spec: Spec
+    batch_tokens: int
+    endpoint: str = "generate"
+    request: type[LinesRequest] = GenerateRequest
+
+    @property
+    def engine(self) -> Translator:
+        return self.lm.translator
+
+    @property
+    def max_tokens(self) -> int:
+        return self.lm.max_positions or DEFAULT_MAX_POSITIONS
+
+    def lengths(self, body: GenerateRequest, lines: list[str]) -> list[int]:
+        """Each prompt's tokens; 413 for one that leaves no room for ``max_new_tokens`` in the model's
+        positions (``tbuild generate`` keeps its last tokens instead, with a warning)."""
+        new = body.max_new_tokens or self.spec.decode.max_len_b
+        room = self.max_tokens - 1 - new  # BOS, the new tokens
+        if room < 0:
+            raise RequestError(422, f"max_new_tokens: {new} does not fit the model's {self.max_tokens} positions "
+                                    "(BOS included)")
+        lengths = [len(ids) for ids in self.engine.tokenizer.encode(lines)]
+        check_lengths(lengths, room, "prompts", why=f" (its {self.max_tokens} positions less BOS and "
+                                                    f"max_new_tokens {new})")
+        return [max(n, 1) for n in lengths]  # as generate() batches them
+
+    def decode_request(self, body: GenerateRequest) -> DecodeRequest:
+        options = {name: getattr(body, name) for name in ("beam", "alpha", "nbest", "sampling", "topk", "topp",
+                                                          "temperature", "seed")}
+        return _request(self.spec, self.batch_tokens, options | {"max_len_b": body.max_new_tokens})
+
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
+        return generate(self.lm, lines, request, request.max_len_b)  # max_len_b: the new tokens
+
+    def respond(self, body: GenerateRequest, results: list[list[Hypothesis]]) -> GenerateResponse:
+        texts = _hyps(self.engine.tokenizer.decode, results)
+        return GenerateResponse(outputs=[t[0].text if t else "" for t in texts],
+                                scores=[t[0].score if t else 0.0 for t in texts] if body.scores else None,
+                                nbest=texts if body.nbest else None)
+
+
+@dataclass
+class Labelling:
+    """``/classify``: texts to a tagger's tags (one per word) or a classifier's label (one per text), as
+    ``tbuild decode`` labels lines."""
+
+    engine: Translator
+    spec: Spec
+    batch_tokens: int
+    endpoint: str = "classify"
+    request: type[LinesRequest] = ClassifyRequest
+
+    def __post_init__(self) -> None:
+        self.labels, self.classifier = labels_of(self.spec), classifier(self.spec)
+
+    @property
+    def max_tokens(self) -> int:
+        return self.engine.max_output_len or self.engine.max_source_tokens
+
+    def lengths(self, body: ClassifyRequest, lines: list[str]) -> list[int]:
+        """Each text's source row length: a classifier's BOS, pieces and EOS (cut to the model's positions, as
+        in training); a tagger's pieces, at least one a word, and EOS (413 past the model's positions). A
+        classifier's text holding a tab (a LABEL<TAB>TEXT line) is a 422."""
+        tok = self.engine.tokenizer
+        if self.classifier:
+            for n, line in enumerate(lines):
+                if "\t" in line:
+                    raise RequestError(422, f"texts[{n}] holds a tab: /classify takes text alone (for "
+                                            "LABEL<TAB>TEXT lines send the text after the tab)")
+            return [min(len(ids) + 2, self.max_tokens) if line else 0
+                    for line, ids in zip(lines, tok.encode(lines), strict=True)]
+        lengths = [sum(max(len(ids), 1) for ids in tok.encode(line.split())) + 1 if line else 0 for line in lines]
+        check_lengths(lengths, self.max_tokens, "texts", unit="pieces")
+        return lengths
+
+    def decode_request(self, body: ClassifyRequest) -> DecodeRequest:
+        return _request(self.spec, self.batch_tokens, {})
+
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]:
+        if self.classifier:
+            return classify_lines(self.engine, self.labels, lines, request.batch_tokens)
+        return tag_lines(self.engine, self.labels, lines, request.batch_tokens)
+
+    def respond(self, body: ClassifyRequest, results: list[Any]) -> ClassifyResponse:
+        return ClassifyResponse(labels=results) if self.classifier else ClassifyResponse(tags=results)
