@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,6 +29,9 @@ from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
 from .targets import HF, check_exportable
+
+if TYPE_CHECKING:
+    from ..data.tokenizer import Tokenizer
 
 SINUSOID_ROWS = 1024  # Marian's max_position_embeddings when the model has no max_positions
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
@@ -157,16 +161,18 @@ def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: lis
     write_tokenizer(spm_model, names, spec, out, hf.config.max_position_embeddings)
 
 
-def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
-    """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
-    MarianMTModel folder in ``out``; returns which weights."""
+def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # noqa: ANN001
+                average: int | None) -> tuple[torch.nn.Module, Tokenizer, str]:
+    """``run``'s model in eval mode with its weights (``load_weights``: a checkpoint, an average or the
+    default), its tokenizer and which weights, for a Hugging Face writer: ``refuse`` raises before
+    anything is loaded, and so does a missing transformers package."""
     from tbuild.builder import build_model
 
     from ..data.tokenizer import Tokenizer
     from ..errors import TbuildError
     from ..weights import load_weights
 
-    check_exportable(run.spec, HF)  # refuse before loading anything
+    refuse()
     try:
         import transformers  # noqa: F401
     except ImportError:
@@ -174,5 +180,12 @@ def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int |
     tok = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
-    write_hf(model.eval(), run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    return model.eval(), tok, weights
+
+
+def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
+    """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
+    MarianMTModel folder in ``out``; returns which weights."""
+    model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, HF), checkpoint, average)
+    write_hf(model, run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
     return weights

@@ -220,19 +220,8 @@ def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: li
 def export_graph_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
     """Write ``run``'s decoder-only or encoder-only model (``load_weights``) as a Hugging Face folder in
     ``out``; returns which weights."""
-    from tbuild.builder import build_model
+    from .hf import load_for_hf
 
-    from ..data.tokenizer import Tokenizer
-    from ..errors import TbuildError
-    from ..weights import load_weights
-
-    hf_class(run.spec)  # refuse before loading anything
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        raise TbuildError("--to hf needs the transformers package: pip install -e '.[export]'") from None
-    tok = Tokenizer.load(run.tokenizer)
-    model = build_model(run.spec)
-    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
-    write_hf_graph(model.eval(), run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    model, tok, weights = load_for_hf(run, lambda: hf_class(run.spec), checkpoint, average)
+    write_hf_graph(model, run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
     return weights
