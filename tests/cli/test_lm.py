@@ -100,13 +100,24 @@ def test_generate_greedy_and_seeded_samples(trained: tuple[Path, Path], tmp_path
     assert len(record["tokens"]) <= 2 + 8 + 1  # the prompt's pieces, at most decode.max_len_b more, EOS
 
 
-@pytest.mark.parametrize("command", [["decode"], ["export"], ["attention", "--text", "x"], ["card"]])
+@pytest.mark.parametrize("command", [["decode"], ["attention", "--text", "x"], ["card"]])
 def test_a_translator_s_commands_refuse_a_language_model(trained: tuple[Path, Path], command: list[str]) -> None:
     _, run = trained  # (tbuild serve serves it at /generate: tests/engine/serving/test_kinds.py)
     result = runner.invoke(app, [command[0], str(run), *command[1:]], input="Ein Mann\n")
     assert result.exit_code == 2
     assert f"tbuild {command[0]} needs a translator (model.kind encoder_decoder)" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+def test_export_refuses_what_no_causal_lm_class_computes(trained: tuple[Path, Path]) -> None:
+    """The fixture's LM has RoPE with ReLU and LayerNorm: Llama's class has SwiGLU and RMSNorm, so each target
+    refuses it in one line naming the fields (tests/cli/test_export_graphs.py exports the ones that fit)."""
+    _, run = trained
+    for target in ("ctranslate2", "hf"):
+        result = runner.invoke(app, ["export", str(run), "--to", target])
+        assert result.exit_code == 2, result.output
+        assert f"cannot export decoder_only to {target}: model.positional rope" in result.output
+        assert len(result.output.strip().splitlines()) == 1
 
 
 def test_generate_refuses_a_translator(tiny_corpus: Path, tmp_path: Path) -> None:
