@@ -76,15 +76,20 @@ def evaluate(
     _report(run, result, lowercase)
 
 
-def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
-    """The scores' table and signatures; writes eval_SPLIT.json."""
-
-    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
-                        f"{result.engine} engine)",
-                  title_justify="left")
+def _scores_table(title: str) -> Table:
+    """An empty metric / score / note table, the one every kind's evaluation prints."""
+    table = Table(title=title, title_justify="left")
     table.add_column("metric")
     table.add_column("score", justify="right")
     table.add_column("note")
+    return table
+
+
+def _report(run, result, lowercase: bool) -> None:  # noqa: ANN001
+    """The scores' table and signatures; writes eval_SPLIT.json."""
+
+    table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
+                          f"{result.engine} engine)")
     rows = [("BLEU", result.bleu, "sacreBLEU, cased"), ("BLEU (lowercased)", result.bleu_lowercase, "sacreBLEU, -lc")]
     for name, score, note in (reversed(rows) if lowercase else rows):
         table.add_row(name, f"{score:.2f}", note)
@@ -120,11 +125,7 @@ def _language_model(runs: list, split: str, src: Path | None, loading: Loading) 
     lm = load_language_model(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
                              quantization=loading.quantization or run.spec.decode.quantization, notify=notify)
     result = evaluate_perplexity(run, lm, split)
-    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} lines, {result.weights})",
-                  title_justify="left")
-    table.add_column("metric")
-    table.add_column("score", justify="right")
-    table.add_column("note")
+    table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences} lines, {result.weights})")
     table.add_row("perplexity", f"{result.perplexity:.2f}", f"per subword token, EOS included ({result.tokens:,} "
                   "tokens, teacher-forced)")
     table.add_row("NLL", f"{result.nll:.4f}", "nats per token")
@@ -140,10 +141,8 @@ def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
 
     run, t = _labeller(runs, src, loading, "a tagger")
     result = evaluate_tagger(run, t, split)
-    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
-                        f"words, {result.weights})", title_justify="left")
-    for column in ("metric", "score", "note"):
-        table.add_column(column, justify="right" if column == "score" else "left")
+    table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
+                          f"words, {result.weights})")
     table.add_row("accuracy", f"{100 * result.accuracy:.2f}", "% of words tagged right (each word's first piece)")
     table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with each training word's most "
                   "frequent tag (unknown words: the most frequent tag)")
@@ -175,10 +174,7 @@ def _classifier(runs: list, split: str, src: Path | None, loading: Loading) -> N
 
     run, t = _labeller(runs, src, loading, "a classifier")
     result = evaluate_classifier(run, t, split)
-    table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})",
-                  title_justify="left")
-    for column in ("metric", "score", "note"):
-        table.add_column(column, justify="right" if column == "score" else "left")
+    table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})")
     table.add_row("accuracy", f"{100 * result.accuracy:.2f}", "% of lines classified right")
     table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with the most frequent training label "
                   "(majority class)")

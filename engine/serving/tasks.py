@@ -74,8 +74,13 @@ def _request(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRe
         raise RequestError(422, str(e)) from None
 
 
-def _hyps(decode: Callable[[list[int]], str], results: list[list[Hypothesis]]) -> list[list[Hyp]]:
-    return [[Hyp(text=decode(h.tokens), score=h.score) for h in hyps] for hyps in results]
+def _texts(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], body: Any
+           ) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
+    """Each line's best text, with its score and n-best list where ``body`` (scores, nbest) asks for them
+    (an empty text and score 0 where a line has no output)."""
+    hyps = [[Hyp(text=decode(h.tokens), score=h.score) for h in line] for line in results]
+    return ([t[0].text if t else "" for t in hyps], [t[0].score if t else 0.0 for t in hyps] if body.scores else None,
+            hyps if body.nbest else None)
 
 
 @dataclass
@@ -101,10 +106,8 @@ class Translation:
         return self.engine.translate(lines, request)
 
     def respond(self, body: TranslateRequest, results: list[list[Hypothesis]]) -> TranslateResponse:
-        texts = _hyps(self.engine.tokenizer.decode, results)
-        return TranslateResponse(translations=[t[0].text if t else "" for t in texts],
-                                 scores=[t[0].score if t else 0.0 for t in texts] if body.scores else None,
-                                 nbest=texts if body.nbest else None)
+        texts, scores, nbest = _texts(self.engine.tokenizer.decode, results, body)
+        return TranslateResponse(translations=texts, scores=scores, nbest=nbest)
 
 
 @dataclass
@@ -147,10 +150,8 @@ class Generation:
         return generate(self.lm, lines, request, request.max_len_b)  # max_len_b: the new tokens
 
     def respond(self, body: GenerateRequest, results: list[list[Hypothesis]]) -> GenerateResponse:
-        texts = _hyps(self.engine.tokenizer.decode, results)
-        return GenerateResponse(outputs=[t[0].text if t else "" for t in texts],
-                                scores=[t[0].score if t else 0.0 for t in texts] if body.scores else None,
-                                nbest=texts if body.nbest else None)
+        texts, scores, nbest = _texts(self.engine.tokenizer.decode, results, body)
+        return GenerateResponse(outputs=texts, scores=scores, nbest=nbest)
 
 
 @dataclass
