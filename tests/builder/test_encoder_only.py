@@ -78,6 +78,6 @@ def test_the_graph_is_the_encoder_decoders_source_side_by_name(tmp_path: Path) -
 
 
 def test_the_shipped_tagger_spec_validates() -> None:
-    spec = load_spec(REPO / "specs" / "tagging" / "pos-tagger.yaml").spec
+    spec = load_spec(REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml").spec
     assert spec.model.kind == "encoder_only" and spec.model.head.labels == "from_data"  # type: ignore[union-attr]
     assert spec.train.select.metric == "accuracy" and spec.data.dataset.tagged  # type: ignore[union-attr]

@@ -123,7 +123,7 @@ def test_the_data_must_fit_the_kind(tmp_path: Path) -> None:
     p = write(tmp_path, lm + "  train: a.txt\n  valid: b.txt\ntrain:\n  select: {metric: bleu}\n")
     assert "train.select.metric: bleu scores translations; a language model is selected on validation perplexity" \
         in error_of(p)
-    assert load_spec(REPO / "specs" / "lm" / "multi30k-de.yaml").spec.data.dataset.side == "de"  # type: ignore[union-attr]
+    assert load_spec(REPO / "specs" / "examples" / "graphs" / "lm-multi30k-de.yaml").spec.data.dataset.side == "de"  # type: ignore[union-attr]
 
 
 def test_a_resolved_decoder_only_spec_reloads(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ def write(tmp: Path, text: str) -> Path:
 
 
 def test_the_shipped_spec_is_a_decoder_only_translator() -> None:
-    spec = load_spec(REPO / "specs/lm/multi30k-prefix-lm.yaml").spec
+    spec = load_spec(REPO / "specs/examples/graphs/multi30k-prefix-lm.yaml").spec
     assert spec.model.kind == "decoder_only" and spec.model.prefix_lm is not None
     assert (spec.model.prefix_lm.attention, spec.model.prefix_lm.loss) == ("prefix", "target")
 

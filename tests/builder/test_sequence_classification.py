@@ -105,7 +105,7 @@ def test_the_classifier_scores_each_input_once_whatever_its_padding(tmp_path: Pa
 
 
 def test_the_shipped_langid_spec_validates() -> None:
-    spec = load_spec(REPO / "specs" / "classification" / "langid.yaml").spec
+    spec = load_spec(REPO / "specs" / "examples" / "graphs" / "langid.yaml").spec
     assert spec.model.kind == "encoder_only" and spec.model.head.kind == "sequence_classification"  # type: ignore[union-attr]
     assert spec.data.dataset.kind == "classification" and spec.data.dataset.source == "multi30k-langid"  # type: ignore[union-attr]
     assert spec.train.select.metric == "accuracy" and spec.train.max_minutes == 2

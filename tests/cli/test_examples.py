@@ -53,8 +53,8 @@ def test_examples_cover_every_registered_variant() -> None:
     for name, registry in REGISTRIES.items():
         # learned positions: specs/paper/E-learned.yaml; next_word (a pointer for parsing, not Multi30k):
         # specs/parsing/ptb-sample.yaml
-        # token_classification (a tagger's head, model.head): specs/tagging/pos-tagger.yaml;
-        # sequence_classification (a classifier's): specs/classification/langid.yaml
+        # token_classification (a tagger's head, model.head): specs/examples/graphs/pos-tagger.yaml;
+        # sequence_classification (a classifier's): specs/examples/graphs/langid.yaml
         missing = set(registry) - used[name] - {"learned", "next_word", "token_classification",
                                                 "sequence_classification"}
         assert not missing, f"no example uses {name} kinds {sorted(missing)}"
