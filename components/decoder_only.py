@@ -52,6 +52,15 @@ def prefix_mask(prefix: torch.Tensor, length: int) -> torch.Tensor:
     return ~allowed[:, None]
 
 
+def left_padding_mask(start: torch.Tensor, offset: int, length: int) -> torch.Tensor:
+    """(B, 1, T, S = offset + T) True where query i (column offset + i) may not see key j in a left-padded
+    batch: row b's columns before start[b] (B,) are padding, seen by no query but a padding query's own
+    column (so no softmax row is empty; a padding query's output is never read)."""
+    i = torch.arange(offset, offset + length, device=start.device)[:, None]
+    j = torch.arange(offset + length, device=start.device)[None, :]
+    return ((j < start[:, None, None]) & (j != i))[:, None]
+
+
 def pack(src: torch.Tensor, tgt_in: torch.Tensor, bos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
     """A prefix LM's sequences from a batch of pairs: src (B, S) source ids ending with EOS (the separator)
     and tgt_in (B, T) BOS then the target -> (B, S + T) ids BOS, source, EOS, target, PAD-padded, and
@@ -92,7 +101,7 @@ class DecoderOnly(nn.Module):
         self.prefix_lm = prefix_lm  # (attention, loss) of model.prefix_lm, or None: a language model
 
     def states(self, tgt: torch.Tensor, cache: DecoderCache | None = None,
-               prefix: torch.Tensor | None = None) -> torch.Tensor:
+               prefix: torch.Tensor | None = None, start: torch.Tensor | None = None) -> torch.Tensor:
         """tgt (B, T) ids -> the final states (B, T, D) (``decode`` before the output projection)."""
         offset = cache.offset if cache is not None else 0
         if cache is not None and not cache.layers:
@@ -100,9 +109,16 @@ class DecoderOnly(nn.Module):
         mask = None
         if prefix is not None and self.prefix_lm is not None and self.prefix_lm[0] == "prefix":
             mask = prefix_mask(prefix, tgt.size(1))
-        x = self.tgt_embed(tgt, offset)
+        positional = self.tgt_embed.positional
+        if start is not None:  # a left-padded batch: each row's positions from its first token
+            shifted = positional.shifted(start)
+            if shifted is None:
+                raise ValueError(f"{type(positional).__name__} positions cannot decode a left-padded batch")
+            positional, padding = shifted, left_padding_mask(start, offset, tgt.size(1))
+            mask = padding if mask is None else mask | padding
+        x = self.tgt_embed(tgt, offset, positional=positional)
         for i, layer in enumerate(self.decoder):
-            x = layer(x, self.tgt_embed.positional, None if cache is None else cache.layers[i], offset, mask)
+            x = layer(x, positional, None if cache is None else cache.layers[i], offset, mask)
         if self.decoder_norm is not None:
             x = self.decoder_norm(x)
         if cache is not None:
@@ -110,13 +126,16 @@ class DecoderOnly(nn.Module):
         return x
 
     def decode(self, tgt: torch.Tensor, cache: DecoderCache | None = None,
-               prefix: torch.Tensor | None = None) -> torch.Tensor:
+               prefix: torch.Tensor | None = None, start: torch.Tensor | None = None) -> torch.Tensor:
         """tgt (B, T) ids -> logits (B, T, V) of each position's next token. With a cache, tgt holds only
         the new positions; the earlier ones come from the cache, which is updated. Padding is right of
         the tokens, so the causal mask alone keeps every real position from seeing it. ``prefix`` (B,):
         a prefix LM's prefix lengths (whole sequences, no cache; ``prefix_mask``); with a cache, a prefix
-        fed whole is bidirectional and each later step sees every cached position."""
-        return self.output(self.states(tgt, cache, prefix))
+        fed whole is bidirectional and each later step sees every cached position. ``start`` (B,): a
+        left-padded batch (a prefix LM decoding sources of different lengths): row b's first start[b]
+        columns (of the cache's and these) are padding, masked for every real query, and its positions
+        count from its first token (``Positional.shifted``), so each row computes what it would alone."""
+        return self.output(self.states(tgt, cache, prefix, start))
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of shifted-right ``tgt`` (B, T): the trainer's call. A language

@@ -7,9 +7,18 @@ contract:
 - ``attn_bias(heads, T, S, offset)``: an additive (H, T, S) bias on attention logits, or ``None``.
 
 Attention blocks call ``rotate`` and ``attn_bias`` for self-attention only.
+
+A left-padded batch (a prefix LM decoding sources of different lengths, ``engine/decoding/prefix_lm.py``)
+holds row b's position c - start[b] at column c: ``shifted(start)`` is the scheme for such a batch, its
+hooks still called with column offsets. Schemes that read only differences of positions (none, ALiBi)
+are their own shifted view; those that read absolute positions (sinusoidal, learned, RoPE) take each
+row's positions (``offset`` a (B, 1) tensor: each row's first position); any other scheme (a plugin)
+returns None, and its batches keep one source length.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -18,20 +27,58 @@ from .registry import POSITIONAL
 from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RotarySpec, SinusoidalSpec
 
 __all__ = ["ALiBi", "ALiBiSpec", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional", "Rotary",
-           "RotarySpec", "Sinusoidal", "SinusoidalSpec", "sinusoid_table"]
+           "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "sinusoid_table"]
+
+Offset = int | torch.Tensor  # the first position: one for every row, or each row's (B, 1)
 
 
 class Positional(nn.Module):
     """Identity hooks; schemes override the ones they use."""
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    shift: ClassVar[str] = "none"
+    """How ``shifted`` views it: "invariant" (reads only differences of positions: itself), "rows" (its
+    ``forward``/``rotate`` take each row's offsets), "none" (cannot: ``shifted`` gives None)."""
+
+    def shifted(self, start: torch.Tensor) -> Positional | None:
+        """This scheme for a batch whose row b holds position c - start[b] at column c (start (B,) long:
+        each row's left padding), or None where it cannot (module docstring)."""
+        if self.shift == "invariant":
+            return self
+        return RowShifted(self, start) if self.shift == "rows" else None
+
+    def forward(self, x: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
         return x
 
-    def rotate(self, t: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
         return t
 
     def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor | None:
         return None
+
+
+def positions(offset: Offset, length: int, device: torch.device) -> torch.Tensor:
+    """(T,) positions offset..offset+T-1, or (B, T) each row's for a (B, 1) ``offset``."""
+    pos = torch.arange(length, device=device)
+    return pos + offset if isinstance(offset, int) else pos[None, :] + offset.to(device)
+
+
+class RowShifted(Positional):
+    """``base`` (a "rows" scheme) for a left-padded batch: column c of row b at position c - start[b];
+    padding columns (negative positions) take position 0 where the scheme has a table: they are never
+    attended."""
+
+    def __init__(self, base: Positional, start: torch.Tensor) -> None:
+        super().__init__()
+        self.base, self.start = base, start
+
+    def _rows(self, offset: Offset) -> torch.Tensor:
+        return (offset - self.start)[:, None]  # (B, 1): each row's position at column ``offset``
+
+    def forward(self, x: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        return self.base(x, self._rows(offset))
+
+    def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        return self.base.rotate(t, self._rows(offset))
 
 
 def sinusoid_table(length: int, d_model: int, start: int = 0) -> torch.Tensor:
@@ -48,13 +95,20 @@ def sinusoid_table(length: int, d_model: int, start: int = 0) -> torch.Tensor:
 
 @POSITIONAL.register(SinusoidalSpec)
 class Sinusoidal(Positional):
+    shift = "rows"
+
     def __init__(self, spec: SinusoidalSpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
         self.d_model = d_model
         # A cache, not a parameter: recomputed on load, never saved in checkpoints.
         self.register_buffer("table", sinusoid_table(max_positions or 1024, d_model), persistent=False)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        if not isinstance(offset, int):  # each row's positions (a left-padded batch)
+            pos = positions(offset, x.size(1), self.table.device).clamp(min=0)  # (B, T)
+            end = int(pos.max()) + 1
+            table = self.table if end <= self.table.size(0) else sinusoid_table(end, self.d_model).to(pos.device)
+            return x + table[pos].to(x.dtype)
         end = offset + x.size(1)
         if end <= self.table.size(0):
             rows = self.table[offset:end]
@@ -65,40 +119,55 @@ class Sinusoidal(Positional):
 
 @POSITIONAL.register(LearnedSpec)
 class Learned(Positional):
+    shift = "rows"
+
     def __init__(self, spec: LearnedSpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
         assert max_positions is not None  # LearnedSpec.check guarantees it
         self.embedding = nn.Embedding(max_positions, d_model)
         nn.init.normal_(self.embedding.weight, std=d_model**-0.5)
 
-    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
-        end = offset + x.size(1)
+    def forward(self, x: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        pos = None
+        if isinstance(offset, int):
+            end = offset + x.size(1)
+        else:  # each row's positions (a left-padded batch)
+            pos = positions(offset, x.size(1), self.embedding.weight.device).clamp(min=0)  # (B, T)
+            end = int(pos.max()) + 1
         if end > self.embedding.num_embeddings:
             limit = self.embedding.num_embeddings
             raise ValueError(f"sequence of {end} positions exceeds max_positions {limit}")
-        return x + self.embedding.weight[offset:end].to(x.dtype)
+        rows = self.embedding.weight[offset:end] if pos is None else self.embedding.weight[pos]
+        return x + rows.to(x.dtype)
 
 
 @POSITIONAL.register(NoPositionSpec)
 class NoPosition(Positional):
+    shift = "invariant"
+
     def __init__(self, spec: NoPositionSpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
 
 
 @POSITIONAL.register(RotarySpec)
 class Rotary(Positional):
+    shift = "rows"
+
     def __init__(self, spec: RotarySpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
         self.base = spec.base
 
-    def rotate(self, t: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        """t (B, H, T, d_k) at positions offset.. (``offset`` (B, 1): each row's first position)."""
         d = t.size(-1)
         if d % 2:
             raise ValueError(f"rope needs an even d_k, got {d}")
         dtype = torch.promote_types(t.dtype, torch.float32)  # angles in at least fp32 (fp64 for fp64 inputs)
         inv_freq = self.base ** (-torch.arange(0, d, 2, device=t.device, dtype=dtype) / d)  # (d/2,): θ_i
-        pos = torch.arange(offset, offset + t.size(-2), device=t.device, dtype=dtype)  # (T,): m
-        angle = pos[:, None] * inv_freq[None, :]  # (T, d/2): m·θ_i
+        pos = positions(offset, t.size(-2), t.device).to(dtype)  # (T,) or (B, T): m
+        angle = pos[..., None] * inv_freq  # (T, d/2) or (B, T, d/2): m·θ_i
+        if angle.dim() == 3:
+            angle = angle[:, None]  # (B, 1, T, d/2): every head of a row alike
         cos, sin = angle.cos().to(t.dtype), angle.sin().to(t.dtype)
         x1, x2 = t[..., 0::2], t[..., 1::2]  # pairs (2i, 2i+1) rotate together
         # 2-d rotation of each pair by m·θ_i (Su et al. 2021, §3.4.2)
@@ -108,6 +177,8 @@ class Rotary(Positional):
 
 @POSITIONAL.register(ALiBiSpec)
 class ALiBi(Positional):
+    shift = "invariant"  # -m_h·|i-j| reads the distance alone
+
     def __init__(self, spec: ALiBiSpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
 

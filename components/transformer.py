@@ -115,9 +115,11 @@ class Embedding(nn.Module):
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
 
-    def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, T, D); ``extra`` (B, T, D) is added before the dropout (a decoder pointer's input)."""
-        x = self.positional(self.tokens(ids) * self.scale, offset)
+    def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None,
+                positional: Positional | None = None) -> torch.Tensor:
+        """(B, T, D); ``extra`` (B, T, D) is added before the dropout (a decoder pointer's input);
+        ``positional``: the scheme's view for this batch in place of its own (``Positional.shifted``)."""
+        x = (self.positional if positional is None else positional)(self.tokens(ids) * self.scale, offset)
         return self.dropout(x if extra is None else x + extra)
 
 

@@ -47,12 +47,24 @@ def length_penalty(length: int | torch.Tensor, alpha: float) -> float | torch.Te
     return ((5 + length) / 6) ** alpha
 
 
-def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int, cap: int | None = None) -> torch.Tensor:
+Cap = int | torch.Tensor | None  # the longest |Y| the decoder's positions allow: one, per sentence (B,), or none
+
+
+def capped(limit: torch.Tensor, cap: Cap) -> torch.Tensor:
+    """(B,) ``limit`` at most ``cap`` (one for all, or each sentence's)."""
+    if cap is None:
+        return limit
+    if isinstance(cap, int):
+        return limit.clamp(max=cap)
+    return torch.minimum(limit, cap.to(limit.device))
+
+
+def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int, cap: Cap = None) -> torch.Tensor:
     """(B,) longest |Y| per sentence: floor(a · src_len + b), at most ``cap`` (the decoder's position
-    limit, if it has one), at least 1, from the padding mask (B, S)."""
+    limit, if it has one; a prefix LM's is each sentence's), at least 1, from the padding mask (B, S)."""
     src_len = (~pad).sum(1).double()
     # 1e-9: a decimal `a` such as 1.15 is not exact in binary; floor(1.15 · 20) must be 23, not 22.
-    return torch.floor(max_len_a * src_len + max_len_b + 1e-9).long().clamp(min=1, max=cap)
+    return capped(torch.floor(max_len_a * src_len + max_len_b + 1e-9).long(), cap).clamp(min=1)
 
 
 def _ban(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) -> torch.Tensor:
@@ -209,7 +221,7 @@ class Rules:
             lprobs.masked_fill_(token.ne(PAD), NEG_INF)
             lprobs.scatter_(1, token, kept)  # the model's log-prob of the forced token
 
-    def limits(self, limit: torch.Tensor, cap: int | None) -> torch.Tensor:
+    def limits(self, limit: torch.Tensor, cap: Cap) -> torch.Tensor:
         """Max |Y| per sentence, long enough for each prefix, its positive constraints and EOS."""
         if self.prefix is None and self.include is None:
             return limit
@@ -219,7 +231,7 @@ class Rules:
         if self.include is not None:
             need += self.include.total().to(limit.device)
         limit = torch.maximum(limit, need)
-        return limit if cap is None else limit.clamp(max=cap)  # a prefix past the cap is cut there
+        return capped(limit, cap)  # a prefix past the cap is cut there
 
 
 @dataclass
@@ -271,7 +283,7 @@ def _step_log_probs(model: SearchModel, b: _Beams, t: int, min_len: int, rules: 
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
-                max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: int | None = None,
+                max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: Cap = None,
                 rules: Rules | None = None, sampling: Sampling | None = None,
                 token_scores: bool = False) -> list[list[Hypothesis]]:
     """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
@@ -280,7 +292,8 @@ def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, a
     Each step ranks the 2k best (prefix, token) candidates of a sentence by log-prob; EOS candidates
     among the first k become finished hypotheses and the k best others stay alive (fairseq and
     Hugging Face do the same). ``min_len`` (benchmarks) bans EOS while |Y| < min_len; ``max_len_cap``
-    bounds every max_len (a decoder with learned positions has no position past max_positions).
+    bounds every max_len (a decoder with learned positions has no position past max_positions; one
+    bound, or each sentence's (B,): a prefix LM's prefix takes positions of its own).
     ``rules`` forces target prefixes, blocks repeated n-grams and holds lexical constraints (positive
     ones choose the beam by dynamic beam allocation, ``constraints.py``). With ``sampling`` (a step that draws
     through its logits filters), the k rows are k independent samples (``nbest`` = k of them, sorted by
@@ -445,7 +458,7 @@ def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alph
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
-                  max_len_b: int, min_len: int = 0, max_len_cap: int | None = None) -> list[list[int]]:
+                  max_len_b: int, min_len: int = 0, max_len_cap: Cap = None) -> list[list[int]]:
     """The most probable next token at each step until EOS or max_len (same conventions as
     ``beam_search``); the reference that beam 1 must match. ``alpha`` is unused (accepted so the
     two functions take the same arguments)."""

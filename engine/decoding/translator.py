@@ -122,7 +122,7 @@ def encode_sources(tok: Tokenizer, lines: list[str], limit: int,
 
 def length_batches(lengths: list[int], budget: int, *, same_length: bool = False) -> list[list[int]]:
     """Indices sorted by length, cut so that (longest source · sentences) ≤ budget; ``same_length``: cut
-    where the length changes too (a prefix LM's batches, ``prefix_lm.py``)."""
+    where the length changes too (a prefix LM whose positional scheme has no shifted view, ``prefix_lm.py``)."""
     order = sorted(range(len(lengths)), key=lambda i: lengths[i])
     batches: list[list[int]] = []
     current: list[int] = []
@@ -159,13 +159,14 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
     check_request(translator.name, request)
     model, policy, r = searched(translator.model), translator.policy, request
     joined = isinstance(model, PrefixLMSearch)
+    one_length = joined and not model.mixes_lengths  # type: ignore[union-attr]
     sources = encode_sources(translator.tokenizer, lines, translator.max_source_tokens, hooks.warn)
     targets = translator.tokenizer.encode(list(r.prefixes)) if r.prefixes else None
     include, exclude = encode_constraints(translator.tokenizer, r.constraints)
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
     sampling = sampler(r, policy.device)
-    for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens, same_length=joined):
+    for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens, same_length=one_length):
         rows = [todo[j] for j in batch]
         src = padded([sources[i] for i in rows]).to(policy.device)
         rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
@@ -177,7 +178,7 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
         with policy.autocast():
             hyps = beam_search(model, src, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
                                max_len_b=r.max_len_b, nbest=r.nbest, min_len=r.min_len,
-                               max_len_cap=output_cap(translator, src.size(1) if joined else None),
+                               max_len_cap=output_cap(translator, src.ne(PAD).sum(1) if joined else None),
                                rules=rules, sampling=sampling,
                                token_scores=r.token_scores)
         for i, h in zip(rows, hyps, strict=True):
@@ -198,11 +199,11 @@ def searched(model: nn.Module) -> SearchModel:
     return search_model(model)
 
 
-def output_cap(translator: Translator, source: int | None) -> int | None:
+def output_cap(translator: Translator, source: torch.Tensor | None) -> int | torch.Tensor | None:
     """The longest output (EOS included) the model's positions allow: max_positions, or for a prefix LM
-    (``source``: its batch's source length, EOS included) what its prefix (BOS, source) leaves."""
+    (``source`` (B,): each row's source length, EOS included) what each row's prefix (BOS, source) leaves."""
     cap = translator.max_output_len
-    return cap if cap is None or source is None else max(1, cap - source - 1)
+    return cap if cap is None or source is None else (cap - source - 1).clamp(min=1)
 
 
 def encode_constraints(tok: Tokenizer, constraints: Sequence[LineConstraints] | None

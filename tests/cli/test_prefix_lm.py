@@ -47,6 +47,26 @@ def test_decode_gives_one_target_line_per_source(trained: Path, tmp_path: Path) 
     assert len(lines) == 3 and lines[1] == ""
 
 
+def test_lines_of_different_lengths_in_one_batch_decode_as_each_alone(trained: Path, tmp_path: Path) -> None:
+    """``tbuild decode`` puts sources of different lengths in one batch (left-padded prefixes): each line's
+    n-best outputs and scores are those of decoding it alone."""
+    lines = ["A man is walking.", "Dogs.", "Two dogs play in the snow near a big red house."]
+
+    def decoded(text: list[str], name: str) -> list[dict]:
+        source = tmp_path / name
+        source.write_text("\n".join(text) + "\n")
+        result = runner.invoke(app, ["decode", str(trained), "--input", str(source), "--beam", "3", "--nbest", "2",
+                                     "--format", "jsonl"])
+        assert result.exit_code == 0, result.output
+        return [json.loads(line) for line in result.stdout.splitlines()]
+
+    together = decoded(lines, "all.en")
+    for n, line in enumerate(lines):
+        alone = decoded([line], f"{n}.en")[0]
+        assert [h["output"] for h in together[n]["nbest"]] == [h["output"] for h in alone["nbest"]]
+        assert together[n]["score"] == pytest.approx(alone["score"], abs=1e-5)
+
+
 def test_evaluate_reports_bleu_and_chrf(trained: Path) -> None:
     result = runner.invoke(app, ["evaluate", str(trained), "--split", "test"])
     assert result.exit_code == 0, result.output
