@@ -68,6 +68,11 @@ def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
                       "training would resume with:", highlight=False, soft_wrap=True)
         for change in changes:
             console.print(f"  {change.line()}", highlight=False, markup=False, soft_wrap=True)
+    if loaded.spec.train.init is not None and not run.resume_points():  # what it would load from train.init's source
+        from tbuild.engine.finetune.preview import preview_plan
+
+        for line in preview_plan(loaded):
+            console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None:  # noqa: ANN001

@@ -45,10 +45,12 @@ class WeightTree:
         return next(s for s in self.stacks if s.name == name)
 
     def fixed_parts(self) -> dict[str, tuple[str, ...]]:
-        """Part name -> parameter-name prefixes: the embeddings (with the output), each stack (with its
-        final norm), each final norm."""
+        """Part name -> parameter-name prefixes: the embeddings (with the output where it has a row per
+        vocabulary piece: not a tagger's or classifier's head), each stack (with its final norm), each final
+        norm."""
         embeddings = tuple(f"{s.embedding}." for s in self.stacks if s.embedding is not None)
-        parts = {"embeddings": embeddings + ((f"{self.output}.",) if self.output is not None else ())}
+        vocab_output = self.output is not None and f"{self.output}.weight" in self.vocab_rows
+        parts = {"embeddings": embeddings + ((f"{self.output}.",) if vocab_output else ())}
         parts |= {s.name: (f"{s.layers}.",) + ((f"{s.norm}.",) if s.norm else ()) for s in self.stacks}
         parts |= {f"{s.name}.norm": (f"{s.norm}.",) for s in self.stacks if s.norm}
         return parts

@@ -12,17 +12,24 @@ from tbuild.builder import build_model
 from tbuild.builder.loader import LoadedSpec
 from tbuild.builder.schema import InitSpec
 
+from ..data.labelled import fit_labels
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..run_dir import RunDir, load_target, run_dir_of
-from .plan import make_plan
+from .plan import check_kinds, make_plan
 from .source import Source, load_source
-from .start import read_lineage
+from .start import init_located, read_lineage
 from .vocab import extend_tokenizer
 
 
 def preview_plan(loaded: LoadedSpec) -> list[str]:
-    """Lines saying what ``train.init`` loads, remaps, leaves new and freezes (per block), or where the run
-    already started from."""
+    """Lines saying what ``train.init`` loads, remaps, leaves new and freezes (per block) and which of the
+    source's tensors it leaves out, or where the run already started from; its refusals name the spec's
+    line."""
+    with init_located(loaded):
+        return _preview(loaded)
+
+
+def _preview(loaded: LoadedSpec) -> list[str]:
     init = loaded.spec.train.init
     if init is None:
         return []
@@ -35,6 +42,7 @@ def preview_plan(loaded: LoadedSpec) -> list[str]:
     if untrained is not None:
         return [f"train.init: from {init.source}: {untrained}; the load plan is shown once the source is trained"]
     source = load_source(init)
+    check_kinds(loaded.spec.model.kind, source)
     with tempfile.TemporaryDirectory() as tmp:
         path = _tokenizer_path(loaded, run, source, Path(tmp))
         if path is None:
@@ -42,11 +50,11 @@ def preview_plan(loaded: LoadedSpec) -> list[str]:
                     f"  vocab {init.vocab}: the plan needs this run's own tokenizer, trained when training starts "
                     "(`tbuild data prepare SPEC` trains it now)"]
         tokenizer = Tokenizer.load(path)
-        spec = fit_vocab(loaded.spec, tokenizer, lambda _: None)
+        spec = fit_labels(fit_vocab(loaded.spec, tokenizer, lambda _: None), lambda _: None)  # a head's labels
         with torch.device("meta"):  # shapes only: nothing allocated
             model = build_model(spec)
         plan = make_plan(model, source, init, tokenizer)
-    return [plan.header(), *plan.block_lines(), plan.summary()]
+    return plan.lines()
 
 
 def _untrained(init: InitSpec) -> str | None:

@@ -1,14 +1,16 @@
 """The trained model a run starts from: its weights (best, newest, a named checkpoint or an average),
-step, tokenizer and run directory."""
+step, tokenizer and run directory; its model kind, weight tree and tied names (read from its spec)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from tbuild.builder import build_model
 from tbuild.builder.schema import InitSpec
+from tbuild.components.weights import WeightTree, weight_tree
 
 from ..checkpoint import average_checkpoints, read_checkpoint
 from ..data.download import sha256_of
@@ -23,6 +25,13 @@ class Source:
     step: int
     tensors: dict[str, torch.Tensor]  # parameter name -> tensor (optimizer slots under "optim.")
     optimizer_state: dict[str, dict[str, torch.Tensor]]  # parameter name -> Adam's slots, where saved
+    tree: WeightTree | None = None  # the source model kind's parts (None: not known)
+    aliases: dict[str, str] = field(default_factory=dict)  # a tied parameter's other names -> its saved name
+
+    @property
+    def kind(self) -> str:
+        """The source's ``model.kind``."""
+        return self.run.spec.model.kind
 
     @property
     def tokenizer(self) -> Path:
@@ -48,7 +57,20 @@ def load_source(init: InitSpec) -> Source:
         tensors, meta = read_checkpoint(paths[0])
         weights = paths[0].name
     model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
-    return Source(run, weights, int(meta.get("step", 0)), model, _optimizer_slots(tensors, meta))
+    with torch.device("meta"):  # names only: nothing allocated
+        built = build_model(run.spec)
+    return Source(run, weights, int(meta.get("step", 0)), model, _optimizer_slots(tensors, meta),
+                  weight_tree(built), {n: saved for saved, names in tied_names(built).items() for n in names[1:]})
+
+
+def tied_names(model: torch.nn.Module) -> dict[str, tuple[str, ...]]:
+    """A tied parameter's name as ``named_parameters`` gives it (the one a checkpoint saves) -> all of its
+    names, that one first: an encoder-decoder with three-way tying (§3.4) saves ``src_embed.tokens.weight``
+    alone, which a decoder-only model names ``tgt_embed.tokens.weight``."""
+    by_id: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        by_id.setdefault(id(param), []).append(name)
+    return {names[0]: tuple(names) for names in by_id.values() if len(names) > 1}
 
 
 def _optimizer_slots(tensors: dict[str, torch.Tensor], meta: dict) -> dict[str, dict[str, torch.Tensor]]:

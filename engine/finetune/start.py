@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
-from tbuild.builder import build_model
+from tbuild.builder import LoadedSpec, build_model
 from tbuild.builder.schema import InitSpec, Spec
 
 from ..data.tokenizer import Tokenizer, prepare_tokenizer
@@ -22,7 +23,7 @@ from ..files import atomic_write
 from ..initial import Initial, Patch
 from ..run_dir import RunDir
 from .parts import frozen_names
-from .plan import LoadPlan, make_plan
+from .plan import LoadPlan, check_kinds, make_plan
 from .source import Source, load_source
 from .vocab import extend_tokenizer
 
@@ -32,9 +33,29 @@ Log = Callable[[str], None]
 
 def start_source(spec: Spec, run: RunDir) -> Source | None:
     """The trained model ``train.init`` names, loaded once where the run starts from it (no checkpoint
-    yet); None without ``train.init`` or on a later call."""
+    yet); None without ``train.init`` or on a later call. A source of a model kind that shares no stack
+    with the spec's is refused here, before the run writes anything."""
     init = spec.train.init
-    return load_source(init) if init is not None and not run.resume_points() else None
+    if init is None or run.resume_points():
+        return None
+    source = load_source(init)
+    check_kinds(spec.model.kind, source)
+    return source
+
+
+@contextmanager
+def init_located(loaded: LoadedSpec) -> Iterator[None]:
+    """Errors about ``train.init`` (``train.init: ...``, ``train.init.freeze: ...``) begin with where the
+    spec sets it (file:line:column, or the --set that did)."""
+    try:
+        yield
+    except TbuildError as e:
+        if not str(e).startswith("train.init"):
+            raise
+        where = loaded.where
+        at = next((where[k] for k in (("train", "init", "from"), ("train", "init"), ("train",)) if k in where),
+                  loaded.path or "the spec")
+        raise TbuildError(f"{at}: {e}") from None
 
 
 def start_tokenizer(spec: Spec, run: RunDir, source: Source | None, log: Log, *, main: bool = True) -> Tokenizer:
@@ -85,7 +106,7 @@ def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, source: Source 
             f"{f'; {len(frozen)} tensors frozen' if frozen else ''}")
         return Initial(frozen=frozenset(frozen), schedule_offset=int(lineage.get("schedule_offset", 0)))
     plan = make_plan(model, source, init, tokenizer)
-    for line in (plan.header(), *plan.block_lines(), plan.summary()):
+    for line in plan.lines():
         log(line)
     offset = 0 if "schedule" in init.reset else plan.source.step
     initial = Initial(_patches(plan), frozenset(e.name for e in plan.entries if e.frozen), _moments(plan, init),
@@ -117,7 +138,8 @@ def _moments(plan: LoadPlan, init: InitSpec) -> dict[str, dict[str, torch.Tensor
         raise TbuildError(f"train.init.reset without optimizer: {plan.source.weights} holds no optimizer "
                           "state by parameter name; name a step checkpoint of a run trained by this version in "
                           "train.init.from, or reset the optimizer")
-    return {e.name: slots[e.name] for e in plan.entries if e.status == "loaded" and not e.frozen and e.name in slots}
+    return {e.name: slots[e.source_name] for e in plan.entries
+            if e.status == "loaded" and not e.frozen and e.source_name in slots}
 
 
 def _record(plan: LoadPlan, run: RunDir, offset: int) -> None:

@@ -24,7 +24,7 @@ from ..data.prepare import prepared_id, prepared_train
 from ..data.tagged import labelled
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..errors import TbuildError
-from ..finetune.start import resolve_start, start_source, start_tokenizer
+from ..finetune.start import init_located, resolve_start, start_source, start_tokenizer
 from ..initial import Initial
 from ..policy import Policy, choose_device, choose_policy, model_widths
 from ..run_dir import RunDir, delete_run, run_dir_of
@@ -139,14 +139,16 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
         emit("info", {"message": message})
 
     log: Log = info if main else lambda _: None
-    source = start_source(loaded.spec, run)  # train.init's trained model, at the run's start
-    tokenizer = start_tokenizer(loaded.spec, run, source, info, main=main)
+    with init_located(loaded):  # its errors name the spec's line
+        source = start_source(loaded.spec, run)  # train.init's trained model, at the run's start
+        tokenizer = start_tokenizer(loaded.spec, run, source, info, main=main)
     spec = fit_labels(fit_vocab(loaded.spec, tokenizer, info), info).model_copy(update={"name": loaded.name})
     if main:
         for change in stored_changes(run, spec):
             info(f"changed since the run's last call: {change.line()}")
         run.write_spec(spec)
     train_pairs, valid_pairs = _pairs(spec, tokenizer, run, info)
-    initial = resolve_start(spec, run, tokenizer, source, log, main=main)
+    with init_located(loaded):
+        initial = resolve_start(spec, run, tokenizer, source, log, main=main)
     return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
 
