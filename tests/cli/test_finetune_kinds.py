@@ -12,12 +12,15 @@ from pathlib import Path
 
 import pytest
 import sentencepiece as spm
+import torch
 import yaml
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
+from tbuild.builder import build_model, load_spec
 from tbuild.cli.app import app
 from tbuild.engine.checkpoint import read_checkpoint
+from tests.conftest import REPO
 
 runner = CliRunner()
 WIDE = {"COLUMNS": "300"}
@@ -188,3 +191,19 @@ def test_refusals_are_one_line_naming_the_specs_line(root: Path, classifier: tup
         assert f"{spec}:{line}:" in result.output and message.format(root=root) in result.output
         assert "Traceback" not in result.output
     assert not list((root / name).glob("checkpoints/step_*"))
+
+
+def test_the_shipped_tagger_from_multi30k_validates_and_its_encoder_is_multi30ks() -> None:
+    spec = REPO / "specs" / "examples" / "graphs" / "pos-tagger-from-multi30k.yaml"
+    result = runner.invoke(app, ["validate", str(spec)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    tagger = load_spec(spec, ["model.vocab_size=6000", "model.head.labels=[DT,NN]"]).spec
+    assert tagger.model.kind == "encoder_only" and tagger.train.init is not None
+    assert tagger.train.init.source == "runs/multi30k" and tagger.data.dataset.kind == "tagging"  # type: ignore[union-attr]
+    assert Path(tagger.data.train) == REPO / "data" / "pos-sample" / "train"  # extends: relative to pos-tagger.yaml
+    translator = load_spec(REPO / "specs" / "multi30k.yaml", ["model.vocab_size=6000"]).spec
+    with torch.device("meta"):
+        ours, theirs = (dict(build_model(s).named_parameters()) for s in (tagger, translator))
+    body = {n: p.shape for n, p in ours.items() if not n.startswith("head.")}
+    assert {n.split(".")[0] for n in body} == {"src_embed", "encoder", "encoder_norm"}
+    assert all(n in theirs and theirs[n].shape == shape for n, shape in body.items())  # every one loads
