@@ -597,7 +597,9 @@ class InitSpec(StrictModel):
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
     source: str = Field(..., alias="from", description="A run directory, a spec (its run directory) or a "
-                        "checkpoint file, relative to the working directory (as output_dir is).")
+                        "checkpoint file, relative to the working directory (as output_dir is); of this "
+                        "model.kind or another that shares a stack with it (an encoder-decoder's encoder for an "
+                        "encoder_only model, its decoder for a decoder_only one), loaded by name.")
     average: int | None = Field(None, ge=0, description="Start from the average of the source's newest K "
                                 "checkpoints (0: its train.average_last); None: its best, else newest, weights.")
     include: list[str] = Field(["*"], description="Parameter-name patterns (fnmatch) to load.")
@@ -609,7 +611,8 @@ class InitSpec(StrictModel):
         "output rows are copied by piece string; pieces the source lacks start as the spec's init. extend: the "
         "source's tokenizer is kept and the pieces of one trained on this run's data that it lacks are appended "
         "(every source piece keeps its id and row; the new ones start as the spec's init).")
-    freeze: list[str] = Field([], description="Parts that get no gradient and no optimizer state: embeddings, "
+    freeze: list[str] = Field([], description="Parts that get no gradient and no optimizer state: embeddings "
+                              "(with a vocabulary-sized output, not a tagger's or classifier's head), "
                               "encoder, decoder, encoder.layers.I or I-J, decoder.layers.I or I-J, "
                               "encoder.norm, decoder.norm.")
     reset: list[Literal["optimizer", "schedule"]] = Field(
