@@ -32,7 +32,7 @@ from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
 from .translator import Translator, length_batches, load_translator, padded, sampler
 
-PREFIX_LM_COMMANDS = frozenset({"decode", "evaluate"})  # what a decoder-only translator's run takes
+PREFIX_LM_COMMANDS = ("decode", "evaluate", "serve")  # what a decoder-only translator's run takes
 DEFAULT_MAX_POSITIONS = 1024  # prompt tokens kept when the model has no max_positions
 
 
@@ -77,7 +77,7 @@ def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
                           "tagger or classifier: tbuild evaluate, decode and inspect take it)")
     if spec.model.prefix_lm is not None and command not in PREFIX_LM_COMMANDS:
         raise TbuildError(f"tbuild {command} of a decoder-only translator (model.prefix_lm) is not supported yet: "
-                          f"tbuild {' and '.join(sorted(PREFIX_LM_COMMANDS))} take it")
+                          f"tbuild {', '.join(PREFIX_LM_COMMANDS[:-1])} and {PREFIX_LM_COMMANDS[-1]} take it")
     if language_model and not is_language_model(spec):
         raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")

@@ -111,12 +111,26 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
     return Service(task, run, settings, after_batch)
 
 
+def native_prefix_lm(engine: str, compiled: bool) -> None:
+    """Refuse, in one line, what a decoder-only translator (``model.prefix_lm``) is not served with: another
+    engine (CTranslate2 has no export of it) or ``--compile`` (tried on a tiny prefix LM: the same tokens,
+    but its decoder step hit torch.compile's recompile limit and 4 sentences took minutes)."""
+    from ..errors import TbuildError
+
+    what = "a decoder-only translator (model.prefix_lm)"
+    if engine != "native":
+        raise TbuildError(f"--engine {engine}: {what} is served by the native engine (it has no {engine} export)")
+    if compiled:
+        raise TbuildError(f"--compile: {what} is served uncompiled (its decoder step recompiles past "
+                          "torch.compile's limit)")
+
+
 def load_task(run: Run, batch_tokens: int, *, engine: str = "native", quantization: str | None = None,
               checkpoint: Any = None, average: int | None = None, device: str = "auto",
               notify: Any = lambda _: None, compiled: bool = False) -> Task:
-    """The run's endpoint (``tasks.endpoint_of``) with its engine loaded: a translator behind either engine
-    (``load_engine``), a language model or a tagger/classifier on the native one (other options refused in
-    one line)."""
+    """The run's endpoint (``tasks.endpoint_of``) with its engine loaded: an encoder-decoder translator
+    behind either engine (``load_engine``); a decoder-only translator (``model.prefix_lm``), a language
+    model or a tagger/classifier on the native one (other options refused in one line)."""
     from ..decoding.lm import load_language_model, require_kind
     from ..decoding.tagger import load_tagger
     from ..decoding.translator import DEFAULT_MAX_SOURCE
@@ -126,7 +140,9 @@ def load_task(run: Run, batch_tokens: int, *, engine: str = "native", quantizati
 
     endpoint = endpoint_of(run.spec)
     if endpoint == "translate":
-        require_kind(run.spec, "serve", language_model=False)  # a prefix LM: not served yet, in one line
+        require_kind(run.spec, "serve", language_model=False)
+        if run.spec.model.prefix_lm is not None:
+            native_prefix_lm(engine, compiled)
         loaded = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
                              device=device, notify=notify, compiled=compiled)
         if compiled:  # compile before the first request, which would otherwise wait for it

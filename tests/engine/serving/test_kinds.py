@@ -1,6 +1,8 @@
 """One endpoint per model kind, through FastAPI's test client on tiny runs trained through the CLI: a
 language model at /generate (its answers equal `tbuild generate`'s: greedy, sampled with a seed, n-best),
-a tagger and a sequence classifier at /classify (equal to `tbuild decode`'s labels); each with its 4xx
+a tagger and a sequence classifier at /classify (equal to `tbuild decode`'s labels), a decoder-only translator
+(model.prefix_lm) at /translate (equal to `tbuild decode`'s texts and n-best scores; another engine and
+--compile refused in one line); each with its 4xx
 (the shared limits, the kind's own checks), another kind's endpoint a 404 naming the one served, and
 /health and /info saying the kind."""
 
@@ -168,3 +170,40 @@ def test_a_classifier_labels_each_text_as_tbuild_decode(classifier_run: Path) ->
         assert client.post("/translate", json={"src": ["a"]}).status_code == 404
         info = client.get("/info").json()
         assert info["endpoint"] == "/classify" and info["kind"] == "encoder_only" and "scores" in info
+
+
+@pytest.fixture(scope="module")
+def prefix_lm_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.cli.test_prefix_lm import prefix_lm_spec
+
+    root = tmp_path_factory.mktemp("serve-prefix-lm")
+    return trained(root, prefix_lm_spec(tiny_corpus, root / "run") | {"output_dir": str(root / "run")})
+
+
+def test_a_prefix_lm_translates_as_tbuild_decode(prefix_lm_run: Path) -> None:
+    """A decoder-only translator (model.prefix_lm) at /translate: its best texts, and its n-best texts
+    and scores, those of `tbuild decode` (sources of different lengths in one batch)."""
+    src = ["A man is walking.", "", "Two dogs play in the snow near a big red house."]
+    for client in client_of(prefix_lm_run):
+        response = client.post("/translate", json={"src": src})
+        assert response.status_code == 200, response.text
+        assert response.json()["translations"] == cli_lines(["decode", str(prefix_lm_run)], src)
+        nbest = client.post("/translate", json={"src": src, "beam": 3, "nbest": 2, "scores": True}).json()
+        want = cli_lines(["decode", str(prefix_lm_run), "--beam", "3", "--nbest", "2"], src)
+        empty = [{"text": "", "score": 0.0}]  # the CLI's line for an empty source
+        got = [f"{i} ||| {h['text']} ||| {h['score']:.4f}" for i, n in enumerate(nbest["nbest"]) for h in n or empty]
+        assert got == want and len(want) == 5
+        assert client.post("/generate", json={"prompts": ["a"]}).status_code == 404
+        info = client.get("/info").json()
+        assert (info["kind"], info["endpoint"], info["engine"]) == ("decoder_only", "/translate", "native")
+        assert (info["source_lang"], info["target_lang"]) == ("en", "de") and "bleu" in info
+
+
+@pytest.mark.parametrize(("option", "says"), [(["--engine", "ctranslate2"], "--engine ctranslate2: a decoder-only "
+                                               "translator (model.prefix_lm) is served by the native engine"),
+                                              (["--compile"], "--compile: a decoder-only translator "
+                                               "(model.prefix_lm) is served uncompiled")])
+def test_a_prefix_lm_refuses_what_it_is_not_served_with(prefix_lm_run: Path, option: list[str], says: str) -> None:
+    result = runner.invoke(cli, ["serve", str(prefix_lm_run), *option])
+    assert result.exit_code == 2 and says in " ".join(result.output.split()), result.output
+    assert "Traceback" not in result.output
