@@ -904,5 +904,7 @@ class Spec(StrictModel):
             if part:
                 leave_out[name] = leave_out.get(name, {}) | part
         model = self.model.model_dump(mode="json", exclude=leave_out or None) | {"vocab_size": self.vocab_size()}
+        if model.get("head", {}).get("piece") == "first":  # so did head.piece: its default (first) is left out
+            del model["head"]["piece"]  # (by hand: an exclude does not reach into the registry's head union)
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -126,7 +126,7 @@ def _labels(runs: list, input_: Path | None, output: Path | None, loading: Loadi
     if classifier(run.spec):
         out = classify_lines(t, labels, lines, batch)
     else:
-        out = [" ".join(tags) for tags in tag_lines(t, labels, lines, batch)]
+        out = [" ".join(tags) for tags in tag_lines(t, run.spec, lines, batch)]
     text = "".join(line + "\n" for line in out)
     if output is not None:
         atomic_write(output, text.encode())

@@ -4,14 +4,15 @@ per word (``token_classification``, a tagger) or one per input line (``sequence_
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..registry import HEAD
 from ..spec_base import ComponentSpec
 
 LabelsPer = Literal["word", "line"]
+Piece = Literal["first", "last"]
 
 
 class LabelHeadSpec(ComponentSpec):
@@ -47,9 +48,14 @@ class LabelHeadSpec(ComponentSpec):
 class TokenClassificationSpec(LabelHeadSpec):
     """One label per input position: a linear layer from d_model to the label set (a tagger's tags).
     ``labels: from_data`` is fitted to the training split's labels when a run starts (its spec.yaml then
-    lists them, sorted), as ``vocab_size: from_tokenizer`` is fitted to the tokenizer."""
+    lists them, sorted), as ``vocab_size: from_tokenizer`` is fitted to the tokenizer. ``piece``: which of a
+    word's subword pieces its label is trained and read at (``engine/data/tagged.py``: ``word_row``)."""
 
     kind: Literal["token_classification"] = "token_classification"
+    piece: Piece = Field(
+        "first", description="Which of a word's subword pieces its label is trained and predicted at: first (the "
+        "usual practice) or last (for English part-of-speech tags, the suffix pieces -ing, -ed, -s, -ly carry "
+        "most of what an unseen word's tag depends on; the first piece of 'walking' is 'walk').")
 
 
 @HEAD.declare
@@ -66,3 +72,12 @@ class SequenceClassificationSpec(LabelHeadSpec):
     pooling: Literal["mean", "first"] = Field(
         "mean", description="mean: the mean of the final states over the non-padding positions; first: the "
         "first position's (the BOS every input starts with, as BERT's [CLS]).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_piece(cls, data: Any) -> Any:  # noqa: ANN401 - the raw mapping, before validation
+        """``piece`` picks a word's piece for a token_classification head; this head labels whole lines."""
+        if isinstance(data, dict) and "piece" in data:
+            raise ValueError("piece (which of a word's pieces holds its label) is a token_classification head's "
+                             "field; a sequence_classification head labels each line as a whole: remove it")
+        return data

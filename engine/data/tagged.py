@@ -1,5 +1,6 @@
 """A tagger's split read and encoded: words and tags with one-line errors, and the rows that predict each
-word's tag at its first subword piece (the usual practice: the loss is taken there only). The label set
+word's tag at its first subword piece (the usual practice: the loss is taken there only) or at its last
+(``model.head.piece: last``; ``word_piece`` and ``word_row``, the one word → piece map). The label set
 fitted from the training split (``model.head.labels: from_data``): ``labelled.py``."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from tbuild.builder.schema import DataSpec, Spec
 from tbuild.builder.tokens import EOS, PAD, UNK
 from tbuild.components.specs.graph import GRAPHS
+from tbuild.components.specs.head import Piece
 
 from ..errors import DataError
 from .corpus import iter_parallel, split_files
@@ -28,8 +30,8 @@ LABEL_OFFSET = 1  # label j is stored as j + 1 in a tagged row: PAD (0) marks a 
 
 class TaggedPairs(Pairs):
     """A tagger's encoded sentences: ``src`` rows are word pieces + EOS, ``tgt`` rows as long, a label at
-    each word's first piece and PAD elsewhere. A row's target length is its labels (its words), so the
-    trainer normalises the loss and counts tokens per word, as validation does."""
+    each word's first (or last) piece and PAD elsewhere. A row's target length is its labels (its words),
+    so the trainer normalises the loss and counts tokens per word, as validation does."""
 
     @cached_property
     def tgt_lengths(self) -> np.ndarray:
@@ -102,32 +104,49 @@ def word_pieces(tok: Tokenizer, sentences: list[list[str]]) -> list[list[list[in
     return out
 
 
-def first_piece_rows(pieces: list[list[int]], labels: list[int]) -> tuple[list[int], list[int]]:
-    """One sentence's source row (its pieces, then EOS) and label row, as long: each word's label (+
-    LABEL_OFFSET) at its first piece, PAD (no label, no loss) at its other pieces and at EOS."""
+def word_piece(spec: Spec) -> Piece:
+    """Which of each word's pieces holds its label (``model.head.piece``, first unless a token_classification
+    head says last): resolved here alone, for training, validation, evaluation, decoding, serving and export."""
+    return getattr(spec.model.head, "piece", "first")
+
+
+def word_row(pieces: list[list[int]], piece: Piece) -> tuple[list[int], list[int]]:
+    """One sentence's source row (its words' pieces, then EOS) and each word's position in it: its first or
+    its last piece (``piece``, from ``word_piece``). The one word → piece map: labels are trained, validated,
+    evaluated and read there."""
     src: list[int] = []
-    tgt: list[int] = []
-    for ids, label in zip(pieces, labels, strict=True):
+    at: list[int] = []
+    for ids in pieces:
         ids = ids or [UNK]  # no word gives no piece (each starts with "▁"); kept aligned regardless
+        at.append(len(src) + (len(ids) - 1 if piece == "last" else 0))
         src += ids
-        tgt += [label + LABEL_OFFSET] + [PAD] * (len(ids) - 1)
-    return src + [EOS], tgt + [PAD]
+    return src + [EOS], at
+
+
+def label_rows(pieces: list[list[int]], labels: list[int], piece: Piece) -> tuple[list[int], list[int]]:
+    """One sentence's source row (``word_row``) and label row, as long: each word's label (+ LABEL_OFFSET) at
+    its ``piece`` piece, PAD (no label, no loss) at its other pieces and at EOS."""
+    src, at = word_row(pieces, piece)
+    tgt = [PAD] * len(src)
+    for position, label in zip(at, labels, strict=True):
+        tgt[position] = label + LABEL_OFFSET
+    return src, tgt
 
 
 def encode_tagged(spec: Spec, split: str, tok: Tokenizer, log: Log, *,
                   max_length: int | None = None) -> TaggedPairs:
-    """A split as ``Pairs``: word pieces + EOS → labels at first pieces (``first_piece_rows``). A tag
-    outside the model's labels is an error naming the file and line. ``max_length``: sentences with more
-    pieces (EOS counted) are dropped (training)."""
+    """A split as ``Pairs``: word pieces + EOS → labels at each word's first or last piece (``label_rows``,
+    ``model.head.piece``). A tag outside the model's labels is an error naming the file and line.
+    ``max_length``: sentences with more pieces (EOS counted) are dropped (training)."""
     data = read_tagged(spec.data, split, log)
     index = {label: i for i, label in enumerate(labels_of(spec))}
-    src, tgt, dropped = [], [], 0
+    src, tgt, dropped, piece = [], [], 0, word_piece(spec)
     for tags, pieces, line in zip(data.tags, word_pieces(tok, data.words), data.lines, strict=True):
         unknown = next((t for t in tags if t not in index), None)
         if unknown is not None:
             raise DataError(f"data.{split}: {data.tags_file} line {line}: tag {unknown!r} is not one of the "
                             f"model's {len(index)} labels (model.head.labels)")
-        s, t = first_piece_rows(pieces, [index[x] for x in tags])
+        s, t = label_rows(pieces, [index[x] for x in tags], piece)
         if max_length is not None and len(s) > max_length:
             dropped += 1
             continue

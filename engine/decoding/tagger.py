@@ -1,6 +1,6 @@
 """A tagger (``model.kind: encoder_only`` with a ``token_classification`` head): each input word's tag,
-read at the word's first subword piece (as it was trained, ``data/tagged.py``); the token accuracy of a
-split beside the most-frequent-tag baseline of its training split."""
+read at the word's first or last subword piece (``model.head.piece``, as it was trained, ``data/tagged.py``);
+the token accuracy of a split beside the most-frequent-tag baseline of its training split."""
 
 from __future__ import annotations
 
@@ -14,7 +14,17 @@ import torch
 
 from tbuild.builder.schema import Spec
 
-from ..data.tagged import LABEL_OFFSET, Tagged, encode_tagged, first_piece_rows, labelled, labels_of, read_tagged
+from ..data.tagged import (
+    LABEL_OFFSET,
+    Tagged,
+    encode_tagged,
+    labelled,
+    labels_of,
+    read_tagged,
+    word_piece,
+    word_pieces,
+    word_row,
+)
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
@@ -37,20 +47,20 @@ def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None
 
 
 @torch.no_grad()
-def tag_lines(t: Translator, labels: list[str], lines: list[str], batch_tokens: int = 4000) -> list[list[str]]:
-    """Each line's tags, one per whitespace-separated word (an empty line: none): the head's best label at
-    each word's first piece. A line longer than the model's positions is an error naming it."""
+def tag_lines(t: Translator, spec: Spec, lines: list[str], batch_tokens: int = 4000) -> list[list[str]]:
+    """Each line's tags, one per whitespace-separated word (an empty line: none): the head's best label (of
+    ``spec``'s labels) at each word's first or last piece (``model.head.piece``, as it was trained). A line
+    longer than the model's positions is an error naming it."""
+    labels, piece = labels_of(spec), word_piece(spec)
     sentences = [line.split() for line in lines]
-    flat = t.tokenizer.encode([w for words in sentences for w in words])
-    rows, starts, i = [], [], 0
-    for n, words in enumerate(sentences, 1):
-        src, tgt = first_piece_rows(flat[i:i + len(words)], [0] * len(words))
-        i += len(words)
+    rows, starts = [], []
+    for n, pieces in enumerate(word_pieces(t.tokenizer, sentences), 1):
+        src, at = word_row(pieces, piece)
         if t.max_output_len is not None and len(src) > t.max_output_len:
             raise TbuildError(f"line {n}: {len(src)} pieces exceed the model's {t.max_output_len} positions "
                               "(model.max_positions)")
         rows.append(src)
-        starts.append([p for p, x in enumerate(tgt) if x])
+        starts.append(at)
     kept = [b for b in range(len(rows)) if starts[b]]
     best = best_labels(t, [rows[b] for b in kept], batch_tokens)
     out: list[list[str]] = [[] for _ in lines]
@@ -100,9 +110,9 @@ class Baseline:
 
 
 def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
-    """The split's token accuracy (each word's best label at its first piece) and label perplexity, and the
-    baseline's accuracy from the training split; a tag outside the model's labels is an error naming its
-    file and line."""
+    """The split's token accuracy (each word's best label at its ``model.head.piece`` piece: the label rows
+    of ``encode_tagged``) and label perplexity, and the baseline's accuracy from the training split; a tag
+    outside the model's labels is an error naming its file and line."""
     spec, started = run.spec, time.perf_counter()
     labels_of(spec)
     pairs = encode_tagged(spec, split, t.tokenizer, lambda _: None)

@@ -66,7 +66,7 @@ def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None
                  device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
     """Compare the export in ``out`` with tbuild on the validation split; the report is also saved there."""
     from ..data.datasets import read_split
-    from ..data.tagged import first_piece_rows, read_tagged, word_pieces
+    from ..data.tagged import read_tagged, word_piece, word_pieces, word_row
 
     peer = load_peer(to, out)
     if run.spec.model.kind == "decoder_only":
@@ -77,7 +77,7 @@ def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None
         t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
         words = read_tagged(run.spec.data, "valid").words
         pieces = word_pieces(t.tokenizer, words)
-        rows = [first_piece_rows(p, [0] * len(p))[0] for p in pieces]
+        rows = [word_row(p, word_piece(run.spec))[0] for p in pieces]  # compared at every piece
         limit = t.max_output_len or len(max(rows, key=len))
         report = check_tagger(t, peer, [r[:limit] for r in rows if r])
     save_graph_parity(report, out)

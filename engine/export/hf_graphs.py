@@ -28,6 +28,7 @@ from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
 
+from ..data.tagged import word_piece
 from .graph_targets import TABLE_ROWS, check_graph
 
 State = dict[str, torch.Tensor]
@@ -171,7 +172,8 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
         num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
         layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)}, **ids)
+        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)},
+        tbuild_word_piece=word_piece(spec), **ids)  # which of a word's pieces to read its label at
 
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),

@@ -194,7 +194,7 @@ class Labelling:
     def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]:
         if self.classifier:
             return classify_lines(self.engine, self.labels, lines, request.batch_tokens)
-        return tag_lines(self.engine, self.labels, lines, request.batch_tokens)
+        return tag_lines(self.engine, self.spec, lines, request.batch_tokens)
 
     def respond(self, body: ClassifyRequest, results: list[Any]) -> ClassifyResponse:
         return ClassifyResponse(labels=results) if self.classifier else ClassifyResponse(tags=results)

@@ -81,3 +81,24 @@ def test_the_shipped_tagger_spec_validates() -> None:
     spec = load_spec(REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml").spec
     assert spec.model.kind == "encoder_only" and spec.model.head.labels == "from_data"  # type: ignore[union-attr]
     assert spec.train.select.metric == "accuracy" and spec.data.dataset.tagged  # type: ignore[union-attr]
+
+
+def test_head_piece_first_by_default_keeps_the_architecture_hash_and_last_changes_it() -> None:
+    path = REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml"
+    spec = load_spec(path).spec
+    assert spec.model.head.piece == "first"  # type: ignore[union-attr]
+    assert spec.architecture_hash() == "67e6b338635ef4a9"  # its hash before model.head.piece existed
+    assert load_spec(path, ["model.head.piece=first"]).spec.architecture_hash() == "67e6b338635ef4a9"
+    assert load_spec(path, ["model.head.piece=last"]).spec.architecture_hash() != "67e6b338635ef4a9"
+
+
+def test_head_piece_is_refused_on_a_sequence_head_and_outside_first_last(tmp_path: Path) -> None:
+    classifier = TAGGER.replace("token_classification", "sequence_classification").replace(
+        "{kind: tagging, source: files}", "{kind: classification, source: files}")
+    p = write(tmp_path, classifier.replace("labels: [DT, NN, VB]}", "labels: [DT, NN, VB], piece: last}"))
+    assert error_of(p).startswith(f"{p}:5:3: model.head: piece (which of a word's pieces holds its label) is a "
+                                  "token_classification head's field; a sequence_classification head labels each "
+                                  "line as a whole")
+    p = write(tmp_path, TAGGER.replace("labels: [DT, NN, VB]}", "labels: [DT, NN, VB], piece: middle}"))
+    assert error_of(p).startswith(f"{p}:5:")
+    assert "model.head.piece: " in error_of(p) and "'first' or 'last'" in error_of(p)

@@ -77,3 +77,29 @@ def test_inspect_shows_the_head_and_export_refuses(trained: Path) -> None:
     refused = runner.invoke(app, ["export", str(trained), "--to", "ctranslate2", "-o", str(trained / "x")])
     assert refused.exit_code == 2
     assert "cannot export encoder_only to ctranslate2" in refused.output and "Traceback" not in refused.output
+
+
+def test_piece_last_trains_decodes_and_evaluates_at_each_words_last_piece(trained: Path, tmp_path: Path) -> None:
+    """model.head.piece: last end to end: the fitted spec keeps it (and its own architecture hash), and
+    evaluate's accuracy is the share of decode's tags that match the gold tags (both read the last piece)."""
+    from tbuild.builder import load_spec
+
+    spec = yaml.safe_load((trained.parent / "tagger.yaml").read_text())
+    spec["model"]["head"]["piece"] = "last"
+    spec["train"]["max_steps"] = 2
+    spec["output_dir"] = str(tmp_path / "run")
+    (tmp_path / "last.yaml").write_text(yaml.safe_dump(spec))
+    assert runner.invoke(app, ["train", str(tmp_path / "last.yaml")]).exit_code == 0
+    run = tmp_path / "run"
+    fitted = load_spec(run / "spec.yaml").spec
+    assert fitted.model.head.piece == "last"  # type: ignore[union-attr]
+    assert fitted.architecture_hash() != load_spec(trained / "spec.yaml").spec.architecture_hash()
+    result = runner.invoke(app, ["evaluate", str(run), "--split", "test"])
+    assert result.exit_code == 0, result.output
+    decoded = runner.invoke(app, ["decode", str(run)], input=TEST[0])
+    assert decoded.exit_code == 0, decoded.output
+    tags = decoded.stdout.split()
+    assert len(tags) == 4
+    right = sum(a == b for a, b in zip(tags, TEST[1].split(), strict=True))
+    assert json.loads((run / "eval_test.json").read_text())["accuracy"] == right / 4
+

@@ -120,7 +120,7 @@ TAGGER_VARIANTS = {
     "sinusoidal relu, scaled": {},
     "learned gelu, no biases": {"positional": {"kind": "learned"}, "max_positions": 30, "ffn": {"kind": "gelu"},
                                 "attention": {"kind": "multihead", "bias": False},
-                                "head": TAGGER["head"] | {"bias": False}},
+                                "head": TAGGER["head"] | {"bias": False, "piece": "last"}},
 }
 
 
@@ -132,6 +132,7 @@ def test_tagger_round_trip(overrides: dict, tmp_path: Path) -> None:
     hf = transformers.AutoModelForTokenClassification.from_pretrained(tmp_path / "hf").eval()
     assert type(hf).__name__ == "XLMRobertaXLForTokenClassification"
     assert hf.config.id2label == {0: "DT", 1: "NN", 2: "VB"}
+    assert hf.config.tbuild_word_piece == spec.model.head.piece  # type: ignore[union-attr]  # read labels there
     src = torch.tensor([[5, 6, 7, 8, 9, EOS], [5, 6, 7, EOS, PAD, PAD]])  # padded: the mask matters
     keep = src.ne(PAD)
     with torch.no_grad():
