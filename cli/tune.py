@@ -129,8 +129,10 @@ def _print_plan(study, url: str) -> None:  # noqa: ANN001 - Study (lazy import)
                                       f"{b.trial_minutes:g} min" if b.trial_minutes else "") if x) or "the base's stops"
     study_budget = ", ".join(x for x in (f"{b.trials} trials" if b.trials else "",
                                          f"{b.minutes:g} training minutes" if b.minutes else "") if x)
+    heard = ("the whole validation split's loss pass" if o.metric in ("accuracy", "ppl")  # nothing decoded
+             else f"{o.lines or 'all'} lines at beam {o.beam}")
     lines = [f"objective: validation {o.metric}, {'maximize' if o.maximize else 'minimize'} ({o.weights} weights; "
-             f"the pruner hears {o.lines or 'all'} lines at beam {o.beam} at each validation)",
+             f"the pruner hears {heard} at each validation)",
              f"budget: {study_budget}; each trial {per_trial}",
              f"sampler: {spec.sampler.kind} (seed {spec.sampler.seed}); pruner: {spec.pruner.kind}",
              f"storage: {url}", f"trials in: {study.folder / 'trials'}"]

@@ -22,7 +22,7 @@ NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder na
 Real = float  # aliases: Param has fields named float and int
 Floats = tuple[float, float]
 Ints = tuple[int, int]
-HIGHER_IS_BETTER = {"bleu": True, "bleu_lowercase": True, "chrf": True, "f1": True, "ppl": False}
+HIGHER_IS_BETTER = {"bleu": True, "bleu_lowercase": True, "chrf": True, "f1": True, "accuracy": True, "ppl": False}
 
 
 class Param(StrictModel):
@@ -88,8 +88,9 @@ class Param(StrictModel):
 class Objective(StrictModel):
     """What a trial is scored by, on the validation split only."""
 
-    metric: Literal["bleu", "bleu_lowercase", "chrf", "ppl", "f1"] = Field(
-        "bleu", description="bleu, bleu_lowercase, chrf, ppl (perplexity) or f1 (EVALB, a parsing spec).")
+    metric: Literal["bleu", "bleu_lowercase", "chrf", "ppl", "f1", "accuracy"] = Field(
+        "bleu", description="bleu, bleu_lowercase, chrf, ppl (perplexity), f1 (EVALB, a parsing spec) or accuracy "
+        "(a tagger's or classifier's, model.kind encoder_only).")
     direction: Literal["maximize", "minimize"] | None = Field(None, description="Default: minimize ppl, maximize "
                                                                                  "the others.")
     weights: Literal["best", "average"] = Field("best", description="The weights a finished trial is scored with: "
@@ -231,11 +232,12 @@ def _check_links(study: Study) -> None:
 
 
 def _check_values(study: Study) -> None:
-    """The base with the shared overrides, then each parameter at each end or choice (the others at the
+    """The base with the shared overrides and the objective's metric (as each trial selects on it: a
+    tagger's accuracy, a translator's BLEU), then each parameter at each end or choice (the others at the
     base's values), validated as specs; every error of every value reported together."""
     errors: list[str] = []
     try:
-        study.load({})
+        study.load({}, [(f"train.select.metric={study.spec.objective.metric}", study.at("objective", "metric"))])
     except SpecError as e:
         errors.extend(str(e).splitlines())
     for key, param in study.spec.space.items():

@@ -103,3 +103,19 @@ def test_piece_last_trains_decodes_and_evaluates_at_each_words_last_piece(traine
     right = sum(a == b for a, b in zip(tags, TEST[1].split(), strict=True))
     assert json.loads((run / "eval_test.json").read_text())["accuracy"] == right / 4
 
+
+def test_a_tune_study_scores_a_tagger_trial_by_its_validation_accuracy(trained: Path, tmp_path: Path) -> None:
+    """objective {metric: accuracy} (specs/tune/pos-tagger.yaml's): a finished trial's score is the validation
+    accuracy tbuild evaluate reports, kept in the run's eval_valid.json."""
+    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.tune.spec import load_study
+    from tbuild.engine.tune.trial import score
+
+    study = tmp_path / "study.yaml"
+    study.write_text(f"base: {trained.parent / 'tagger.yaml'}\nspace:\n  model.head.piece: {{choice: [first, last]}}\n"
+                     "objective: {metric: accuracy}\nbudget: {trials: 2, trial_steps: 2}\n")
+    value = score(resolve_run(trained), load_study(study))
+    assert 0 <= value <= 1 and value == json.loads((trained / "eval_valid.json").read_text())["accuracy"]
+    result = runner.invoke(app, ["evaluate", str(trained), "--split", "valid"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((trained / "eval_valid.json").read_text())["accuracy"] == value

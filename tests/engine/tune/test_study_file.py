@@ -60,6 +60,8 @@ def test_a_good_study_loads_with_its_defaults(tmp_path: Path) -> None:
      "budget: give trials and/or minutes: the study needs a stop"),
     (GOOD + "pruner: {kind: threshold}\n", "pruner: threshold goes with kind: threshold, and only with it"),
     (GOOD + "objective: {metric: blue}\n", "objective.metric: Input should be 'bleu'"),
+    (GOOD + "objective: {metric: accuracy}\n", "study.yaml:8:13: train.select.metric: accuracy scores a tagger's "
+                                             "labels or a classifier's"),  # the objective on a translator
 ])
 def test_a_bad_study_file_is_refused_naming_file_line_and_field(tmp_path: Path, body: str, expected: str) -> None:
     with pytest.raises(SpecError) as e:
@@ -101,6 +103,20 @@ def test_dry_run_prints_the_plan_and_writes_nothing(tmp_path: Path, monkeypatch:
     for text in ("study study: 4 parameters", "float (0.0001, 0.003) log", "= model.encoder.layers",
                  "model.encoder.layers in [3, 4]", "budget: 3 trials; each trial 100 steps",
                  "objective: validation bleu, maximize", "sqlite:///", "sampler: tpe"):
+        assert text in result.output, (text, result.output)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_tagger_study_dry_runs_on_validation_accuracy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.cli.app import app
+
+    monkeypatch.chdir(tmp_path)
+    study = REPO / "specs" / "tune" / "pos-tagger.yaml"
+    result = runner.invoke(app, ["tune", str(study), "--dry-run"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for text in ("study pos-tagger: 7 parameters", "model.head.piece", "one of ['first', 'last']",
+                 "objective: validation accuracy, maximize (best weights; the pruner hears the whole validation "
+                 "split's loss pass at each validation)", "budget: 30 training minutes; each trial 3 min"):
         assert text in result.output, (text, result.output)
     assert not (tmp_path / "runs").exists()
 
@@ -156,7 +172,8 @@ def test_the_baseline_trial_takes_the_base_specs_values_inside_the_space(tmp_pat
 @pytest.mark.parametrize("path", sorted((REPO / "specs" / "tune").glob("*.yaml")), ids=lambda p: p.name)
 def test_the_shipped_studies_validate(path: Path) -> None:
     study = load_study(path)
-    assert study.spec.objective.metric == "bleu" and study.spec.budget.minutes
+    assert study.spec.budget.minutes
+    assert study.spec.objective.metric == ("accuracy" if path.name == "pos-tagger.yaml" else "bleu")
 
 
 @pytest.mark.parametrize("path", sorted((REPO / "specs" / "tune" / "best").glob("*.yaml")), ids=lambda p: p.name)
