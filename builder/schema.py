@@ -774,6 +774,33 @@ class DecodeProfile(StrictModel):
 # ----------------------------------------------------------------------------- spec
 
 
+
+def _without_late_defaults(model: dict) -> dict:
+    """The dumped model section without the fields that joined the spec after models were trained, where they
+    hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
+    ``decoder.pointer``, ``head`` and ``prefix_lm`` (None), each stack's and group's ``order`` (standard; a
+    group's only where its stack's is) and ``head.piece`` (first)."""
+    if model.get("kind") == "encoder_decoder":
+        del model["kind"]
+    for key in ("head", "prefix_lm"):
+        if model.get(key) is None:
+            model.pop(key, None)
+    if model.get("head") and model["head"].get("piece") == "first":
+        del model["head"]["piece"]
+    for name in ("encoder", "decoder"):
+        stack = model.get(name)
+        if not stack:
+            continue
+        if name == "decoder" and stack.get("pointer") is None:
+            stack.pop("pointer", None)
+        plain = stack.get("order") in (None, "standard")
+        if plain:
+            stack.pop("order", None)
+        for group in stack.get("groups") or []:
+            if group.get("order") is None or (plain and group.get("order") == "standard"):
+                group.pop("order", None)
+    return model
+
 class Spec(StrictModel):
     """A whole tbuild spec."""
 
@@ -885,26 +912,6 @@ class Spec(StrictModel):
 
     def architecture_hash(self) -> str:
         """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
-        # model.kind joined the spec after runs of the encoder-decoder were trained: left out for it, so
-        # their checkpoints keep their hash
-        leave_out: dict = {"kind": True} if self.model.kind == "encoder_decoder" else {}
-        # decoder.pointer joined later too: a model without one keeps its hash
-        if self.model.decoder is not None and self.model.decoder.pointer is None:
-            leave_out["decoder"] = {"pointer": True}
-        if self.model.head is None:  # model.head joined later too (encoder_only)
-            leave_out["head"] = True
-        if self.model.prefix_lm is None:  # so did prefix_lm (decoder_only translators)
-            leave_out["prefix_lm"] = True
-        for name, stack in self.model.stacks().items():  # so did order: its default (standard) is left out
-            plain = stack.order in (None, "standard")
-            unset = {"order": True} if plain else {}
-            groups = {i: {"order": True} for i, g in enumerate(stack.groups or [])
-                      if g.order is None or (plain and g.order == "standard")}
-            part = unset | ({"groups": groups} if groups else {})
-            if part:
-                leave_out[name] = leave_out.get(name, {}) | part
-        model = self.model.model_dump(mode="json", exclude=leave_out or None) | {"vocab_size": self.vocab_size()}
-        if model.get("head", {}).get("piece") == "first":  # so did head.piece: its default (first) is left out
-            del model["head"]["piece"]  # (by hand: an exclude does not reach into the registry's head union)
+        model = _without_late_defaults(self.model.model_dump(mode="json")) | {"vocab_size": self.vocab_size()}
         payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
