@@ -42,10 +42,13 @@ def train(
     if dry_run:
         _changes(load(spec, overrides))
     elif nproc is not None and "WORLD_SIZE" not in os.environ:
+        from tbuild.engine.policy import choose_device
+        from tbuild.engine.training.distributed import check_gpus
         from tbuild.engine.training.run import check_training
 
         nodes = int(nnodes) if nnodes and nnodes.isdigit() else 1  # a range (MIN:MAX) is checked by each worker
         check_training(load(spec, overrides).spec, nproc * nodes, minutes)  # before any process starts
+        check_gpus(nproc, choose_device(device))
         args = ["train", str(spec), *(a for s in overrides for a in ("--set", s)), "--device", device]
         args += [*(["--minutes", str(minutes)] if minutes is not None else []), *(["--fresh"] if fresh else [])]
         _launch(nproc, args, nnodes, rdzv)

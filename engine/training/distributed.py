@@ -37,6 +37,7 @@ class Rank:
     index: int = 0
     world: int = 1
     local: int = 0  # index on this machine: the CUDA device it uses
+    local_world: int = 1  # processes on this machine (torchrun's LOCAL_WORLD_SIZE)
 
     @property
     def is_main(self) -> bool:
@@ -48,22 +49,34 @@ class Rank:
 
 
 def rank_from_env() -> Rank:
-    """The rank torchrun gave this process (RANK, WORLD_SIZE, LOCAL_RANK), else rank 0 of 1."""
+    """The rank torchrun gave this process (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), else rank 0
+    of 1."""
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         index, local = int(os.environ.get("RANK", "0")), int(os.environ.get("LOCAL_RANK", "0"))
+        local_world = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     except ValueError as e:
         raise TbuildError(f"torchrun environment: {e}") from None
     if not 0 <= index < world:
         raise TbuildError(f"RANK {index} is not in 0..{world - 1} (WORLD_SIZE {world})")
-    return Rank(index, world, local)
+    return Rank(index, world, local, local_world)
+
+
+def check_gpus(processes: int, device: torch.device) -> None:
+    """Refuse more training processes on this machine than it has GPUs: NCCL takes one GPU per process,
+    and two ranks on one GPU fail or hang."""
+    gpus = torch.cuda.device_count()
+    if device.type == "cuda" and processes > gpus:
+        raise TbuildError(f"{processes} training processes on this machine but {gpus} GPU(s): NCCL needs one GPU "
+                          f"per process (--nproc {gpus}, or --device cpu to train on gloo)")
 
 
 def init(rank: Rank, device: torch.device) -> torch.device:
     """Join the process group (gloo on CPU, nccl on CUDA, one device per local rank); returns the
     device this rank computes on. Nothing to do for a single process."""
     if device.type == "cuda":
-        device = torch.device("cuda", rank.local % max(torch.cuda.device_count(), 1))
+        check_gpus(rank.local_world, device)
+        device = torch.device("cuda", rank.local)
         torch.cuda.set_device(device)
     if not rank.distributed or dist.is_initialized():
         return device

@@ -1,5 +1,6 @@
 """Training on 2 processes (torchrun, gloo on CPU) against one process: the same updates, resume
-across process counts, main-only writes, a killed rank ending the job.
+across process counts, main-only writes, a killed rank ending the job. Every run here names the CPU, also
+on a machine with a GPU (one GPU cannot take two NCCL processes, and a GPU run's curve is not a CPU run's).
 
 One update on N processes must equal one process accumulating the same batches (the spec's
 update_freq counts batches over all processes). Dropout is 0: each process draws its own masks.
@@ -24,7 +25,9 @@ from safetensors import safe_open
 
 from tbuild.builder import load_spec
 from tbuild.engine.checkpoint import read_checkpoint
+from tbuild.engine.errors import TbuildError
 from tbuild.engine.run_dir import RunDir
+from tbuild.engine.training import distributed
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec as train
 from tbuild.engine.training.sharded import MIN_TORCH
@@ -86,7 +89,7 @@ def _torchrun(spec: dict, folder: Path, *extra: str, audit: Path | None = None,
         (audit / "sitecustomize.py").write_text(AUDIT)
         env.update(PYTHONPATH=str(audit), AUDIT_RUN=str(Path(spec["output_dir"]).resolve()),
                    AUDIT_LOG=str(audit / "writes"))
-    cmd = [sys.executable, "-m", "tbuild.cli", "train", str(path), "--nproc", "2", *extra]
+    cmd = [sys.executable, "-m", "tbuild.cli", "train", str(path), "--nproc", "2", "--device", "cpu", *extra]
     if not wait:
         return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
@@ -124,7 +127,7 @@ def _assert_same_weights(a: Path, b: Path, step: int) -> None:
 def reference(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One process, 6 updates of 2 batches each, checkpoints at 3 and 6."""
     run = tmp_path_factory.mktemp("one") / "run"
-    train(load_spec(_spec(tiny_corpus, run)), quiet)
+    train(load_spec(_spec(tiny_corpus, run)), quiet, device="cpu")
     return run
 
 
@@ -162,7 +165,7 @@ def test_two_processes_resume_on_one(reference: Path, ddp_run: tuple[Path, Path]
     run = tmp_path / "run"
     shutil.copytree(ddp_run[0], run)
     events: list[tuple[str, dict]] = []
-    train(load_spec(_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)))
+    train(load_spec(_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)), device="cpu")
     assert any("resumed from step_00000003" in d.get("message", "") for _, d in events)
     _assert_same_curve(reference, run, [1, 2, 3, 4, 5, 6])
     _assert_same_weights(reference, run, 6)
@@ -273,7 +276,7 @@ def test_fsdp_resumes_on_one_process_without_unpickling(reference: Path, fsdp_ru
     for name in ("load", "loads", "Unpickler"):
         monkeypatch.setattr(pickle, name, refuse)
     events: list[tuple[str, dict]] = []
-    train(load_spec(_fsdp_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)))
+    train(load_spec(_fsdp_spec(tiny_corpus, run)), lambda k, d: events.append((k, d)), device="cpu")
     monkeypatch.undo()
     messages = [d.get("message", "") for _, d in events]
     assert any("step_00000006.dcp: shard files truncated" in m and "falling back" in m for m in messages), messages
@@ -374,6 +377,20 @@ def test_a_killed_rank_ends_the_job_and_a_rerun_resumes(tmp_path: Path, tiny_cor
     saved = int(RunDir(run).step_checkpoints()[-1].stem.split("_")[1])
     events: list[tuple[str, dict]] = []
     result = train(load_spec(_spec(tiny_corpus, run, max_steps=saved + 2, update_freq=2)),
-                   lambda k, d: events.append((k, d)))
+                   lambda k, d: events.append((k, d)), device="cpu")
     assert any(f"resumed from step_{saved:08d}" in d.get("message", "") for _, d in events)
     assert result["step"] == saved + 2
+
+
+def test_more_processes_than_gpus_on_a_machine_is_refused_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two NCCL ranks on one GPU fail or hang (seen on an H100): refused before the process group."""
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    expected = r"2 training processes on this machine but 1 GPU\(s\): NCCL needs one GPU per process \(--nproc 1, or"
+    with pytest.raises(TbuildError, match=expected):
+        distributed.init(distributed.Rank(0, 2, 0, local_world=2), torch.device("cuda"))
+    distributed.check_gpus(2, torch.device("cpu"))  # gloo on the CPU takes any number
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert distributed.rank_from_env() == distributed.Rank(3, 4, 1, 2)
