@@ -117,6 +117,10 @@ def ct2_engines(model: torch.nn.Module, run: DecodeRun, policy: Policy, folder: 
         write_ctranslate2(model, spec, names, folder / label, quantization)
         translator = ctranslate2.Translator(str(folder / label), device=policy.device.type, compute_type=compute,
                                             intra_threads=run.threads, inter_threads=1)
+        try:  # a CUDA build finds its GPU libraries (cuBLAS 12) only at the first translation
+            translator.translate_batch([[names[FIRST_ID]]], max_decoding_length=1)
+        except RuntimeError as e:
+            return {"ct2": f"ctranslate2 cannot run here: {str(e).splitlines()[0]}"}
         engines[label] = _ct2_run(translator, names)
     return engines
 
