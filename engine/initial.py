@@ -42,9 +42,20 @@ class Initial:
                 param.requires_grad_(False)
 
     def load_moments(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Put the carried optimizer state of each trained parameter into ``optimizer``."""
+        """Put the carried optimizer state of each trained parameter into ``optimizer``, placed as
+        ``Optimizer.load_state_dict`` places it: the moments on the parameter's device; the step count
+        there too (as float32) where the parameter's group is fused or capturable (a fused CUDA AdamW
+        reads it on the GPU), else on the CPU."""
+        on_device = {id(p) for g in optimizer.param_groups if g.get("fused") or g.get("capturable")
+                     for p in g["params"]}
         for name, param in model.named_parameters():
             slots = self.moments.get(name)
             if slots is not None and param.requires_grad:
-                optimizer.state[param] = {k: v.clone().to(param.device) if k != "step" else v.clone()
-                                          for k, v in slots.items()}
+                optimizer.state[param] = {k: _placed(k, v, param, id(param) in on_device) for k, v in slots.items()}
+
+
+def _placed(key: str, value: torch.Tensor, param: torch.Tensor, step_on_device: bool) -> torch.Tensor:
+    """A copy of one optimizer state tensor where ``param``'s optimizer reads it."""
+    if key != "step":
+        return value.clone().to(param.device)
+    return value.clone().to(param.device, torch.float32) if step_on_device else value.clone()
