@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import TbuildError
 from ..files import atomic_write
-from ..run_dir import EvalRecord, Run, RunDir
+from ..run_dir import EvalRecord, Run, resolve_run
 from ..training.run import train_spec
 from ..training.trainer import Event
 from .spec import Study
@@ -65,7 +65,7 @@ class TrialRun:
                 raise Interrupted(f"trial {trial.number} interrupted at step {result['step']}; run the same "
                                   "command to resume it")
             watch.step, watch.minutes = result["step"], result["elapsed"] / 60
-            value = score(Run(loaded.spec, RunDir(folder)), self.study)
+            value = score(resolve_run(folder), self.study)  # the run's fitted spec (tags, vocabulary), as trained
         except optuna.TrialPruned as e:
             watch.emit("stopped", {"why": str(e)})  # the display closes what the trainer's end would have
             record.write("pruned", steps=watch.step, minutes=watch.minutes)

@@ -146,3 +146,39 @@ def test_two_processes_share_a_storage_given_by_url(tmp_path: Path, tiny_corpus:
     assert 3 <= len(trials) <= 4 and all(t.state.name == "COMPLETE" for t in trials)  # a race may start one more
     assert not (tmp_path / "study" / "study.db").exists()
     assert len(_trials(tmp_path / "study")) == len(trials)
+
+
+def test_a_tagger_study_scores_each_trial_on_its_fitted_spec(tmp_path: Path) -> None:
+    """A tagger's labels are fitted from its data when it trains (``labels: from_data``): each trial is scored
+    with its run's resolved spec (a study scored with the unfitted one failed every trial after training)."""
+    from tbuild.cli.app import app
+
+    words, tags = "cats dogs birds\nthe can rusts\nyou can can\n", "NNS NNS NNS\nDT NN VBZ\nPRP MD MD\n"
+    for split in ("train", "valid"):
+        (tmp_path / f"{split}.words").write_text(words)
+        (tmp_path / f"{split}.tags").write_text(tags)
+    base = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
+                      "head": {"kind": "token_classification"}},
+            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": "train", "valid": "valid",
+                     "tokenizer": {"vocab_size": 30}},
+            "train": {"max_steps": 100, "validate_every": 2, "threads": 1, "precision": "fp32",
+                      "select": {"metric": "accuracy"}}}
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    study = tmp_path / "study.yaml"
+    study.write_text(f"""\
+base: base.yaml
+output_dir: {tmp_path / 'study'}
+space:
+  model.head.piece: {{choice: [first, last]}}
+objective: {{metric: accuracy}}
+budget: {{trials: 2, trial_steps: 4}}
+sampler: {{kind: grid}}
+pruner: {{kind: none}}
+""")
+    result = runner.invoke(app, ["tune", str(study)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    trials = _trials(tmp_path / "study")
+    assert [t["state"] for t in trials.values()] == ["complete", "complete"], trials
+    for name, t in trials.items():
+        kept = json.loads((tmp_path / "study" / "trials" / name / "eval_valid.json").read_text())
+        assert t["value"] == pytest.approx(kept["accuracy"]) and 0 <= t["value"] <= 1 and kept["split"] == "valid"
