@@ -143,7 +143,8 @@ def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
     result = evaluate_tagger(run, t, split)
     table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
                           f"words, {result.weights})")
-    table.add_row("accuracy", f"{100 * result.accuracy:.2f}", "% of words tagged right (each word's first piece)")
+    table.add_row("accuracy", f"{100 * result.accuracy:.2f}",
+                  f"% of words tagged right (read at each word's {run.spec.model.head.piece} piece)")
     table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with each training word's most "
                   "frequent tag (unknown words: the most frequent tag)")
     table.add_row("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")

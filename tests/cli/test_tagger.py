@@ -43,9 +43,10 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_evaluate_reports_accuracy_and_the_baseline(trained: Path) -> None:
-    result = runner.invoke(app, ["evaluate", str(trained), "--split", "test"])
+    result = runner.invoke(app, ["evaluate", str(trained), "--split", "test"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "accuracy" in result.output and "baseline" in result.output
+    assert "read at each word's first piece" in result.output  # model.head.piece, the default
     record = json.loads((trained / "eval_test.json").read_text())
     assert 0 <= record["accuracy"] <= 1 and record["tokens"] == 4 and record["sentences"] == 1
     assert record["baseline_accuracy"] == 0.5  # the→DT, cats→NNS right; can→MD, swims→NNS (unknown) wrong
