@@ -128,7 +128,8 @@ def test_plugin_block_through_entry_points(tmp_path: Path) -> None:
     spec = tmp_path / "s.yaml"
     spec.write_text("model:\n  vocab_size: 30\n  d_model: 16\n  encoder: {layers: 1, heads: 2, d_ff: 8}\n"
                     "  decoder: {layers: 1, heads: 2, d_ff: 8}\n  ffn: {kind: scaled_relu, scale: 0.25}\n")
-    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    # the plugin beside whatever PYTHONPATH already holds (packages installed with pip --target live there)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
     code = ("import sys, torch; from tbuild.builder import load_spec, build_model; "
             "m = build_model(load_spec(sys.argv[1]).spec); "
             "print(type(m.encoder[0].ffn.sublayer).__name__, m.encoder[0].ffn.sublayer.scale, "
