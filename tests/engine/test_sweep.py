@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -107,7 +108,7 @@ def test_a_row_trains_on_the_threads_it_asks_for(tmp_path: Path, tiny_corpus: Pa
     finally:
         torch.set_num_threads(before)
     assert result.exit_code == 0, result.output
-    assert "device cpu, 1 thread\n" in result.output
+    assert re.search(r"device (cpu|cuda), 1 thread\n", result.output), result.output  # auto: CUDA where present
 
 
 def test_a_search_on_validation_scores_no_test(tmp_path: Path, tiny_corpus: Path) -> None:
