@@ -118,7 +118,7 @@ def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, ou
     """Training and decoding rows on ``device``, appended to ``out``."""
     cpu, quick = device == "cpu", args.quick
     if args.only in (None, "train-real") and cpu:
-        out["rows"].extend(_train_real(args))
+        _add(args, out, _train_real(args))
     if args.only == "train-real":  # no MFU column: no matmul peaks to measure
         return
     gemm = (512, 5) if quick else ((2048, 5) if cpu else (8192, 10))
@@ -129,7 +129,7 @@ def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, ou
     for shape in args.shapes:
         if args.only != "decode":
             for precision in precisions:
-                out["rows"].extend(_train(args, hw, device, shape, precision, vocab, peaks, out))
+                _add(args, out, _train(args, hw, device, shape, precision, vocab, peaks, out))
         if args.only != "train":
             length = 10 if quick else 30
             policy = choose_policy("fp32" if cpu else "bf16", device)
@@ -137,13 +137,22 @@ def device_part(args: argparse.Namespace, hw: hardware.Hardware, device: str, ou
                 try:
                     lengths = None if kind == "fixed" else _drawn(args, cap=2 * length if quick else None)
                 except TbuildError as e:  # offline without a mirror: the fixed rows still run
-                    out["rows"].append({"part": "decode", "shape": shape, "device": device, "lengths": kind,
+                    _add(args, out, [{"part": "decode", "shape": shape, "device": device, "lengths": kind,
                                         "precision": policy.precision, "impl": "tbuild",
-                                        "search": "beam 4, greedy", "skipped": str(e)})
+                                        "search": "beam 4, greedy", "skipped": str(e)}])
                     continue
                 run = DecodeRun(SHAPES[shape], vocab, args.fixed_sentences, length, length, args.warmup, args.repeats,
                                 args.threads, lengths)
-                out["rows"].extend(run_decoding(run, policy, args.peers))
+                _add(args, out, run_decoding(run, policy, args.peers))
+
+
+def _add(args: argparse.Namespace, out: dict, rows: list[dict]) -> None:
+    """Rows as they finish: kept, printed to stderr at once, and the JSON rewritten (a run cut short keeps them)."""
+    out["rows"].extend(rows)
+    for row in rows:
+        print(report.line(row), file=sys.stderr, flush=True)
+    if args.json is not None:
+        report.write_json(out, args.json)
 
 
 def _drawn(args: argparse.Namespace, cap: int | None):  # noqa: ANN202 - real_lengths.Lengths

@@ -72,5 +72,18 @@ def show(report: dict, console: Console | None = None) -> None:
         console.print(real_table(report["real"]))
 
 
+def line(row: dict) -> str:
+    """One finished row as a line (printed as rows finish, so a run cut short still shows its figures)."""
+    what = ", ".join(filter(None, (row["part"], row["shape"], row.get("search"), row.get("lengths"), row["device"],
+                                   row["precision"], NAMES.get(row["impl"], row["impl"]))))
+    if "tokens_per_s" in row:
+        ratios = ", ".join(f"{NAMES.get(k, k)} {v:.2f}×" for k, v in row.get("ratios", {}).items())
+        return f"{what}: {row['tokens_per_s']:,.0f} tokens/s" + (f" (tbuild ×: {ratios})" if ratios else "")
+    return f"{what}: {row.get('skipped') or row.get('error') or row.get('note', '')}"
+
+
 def write_json(report: dict, path: Path) -> None:
-    path.write_text(json.dumps(report, indent=2) + "\n")
+    """The report as JSON, replaced atomically (rewritten as rows finish)."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(report, indent=2) + "\n")
+    partial.replace(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import parse
+from benchmarks.report import line as report_line
 from tests.conftest import REPO
 
 
@@ -51,6 +52,10 @@ def test_quick_run_writes_finite_positive_figures(tmp_path: Path) -> None:
         assert report["gpu_skipped"].startswith("no GPU: skipped")
         assert "no GPU: skipped" in result.stdout
     assert "tbuild ×" in result.stdout
+    finished = result.stderr.splitlines()  # each row as it finished, so a run cut short keeps its figures
+    for r in rows:
+        assert report_line(r) in finished
+    assert not (tmp_path / "bench.json.partial").exists()
 
 
 @pytest.mark.parametrize("args, message", [
