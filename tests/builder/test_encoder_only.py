@@ -83,13 +83,17 @@ def test_the_shipped_tagger_spec_validates() -> None:
     assert spec.train.select.metric == "accuracy" and spec.data.dataset.tagged  # type: ignore[union-attr]
 
 
-def test_head_piece_first_by_default_keeps_the_architecture_hash_and_last_changes_it() -> None:
+def test_head_piece_first_by_default_keeps_the_architecture_hash_and_last_changes_it(tmp_path: Path) -> None:
     path = REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml"
-    spec = load_spec(path).spec
+    first = ["model.encoder.layers=4", "model.dropout.residual=0.2"]  # the recipe before it was tuned
+    text = path.read_text().replace(", piece: last}", "}")  # the spec without the field
+    assert text != path.read_text()
+    (tmp_path / "pos-tagger.yaml").write_text(text.replace("../../../data/", f"{REPO}/data/"))
+    spec = load_spec(tmp_path / "pos-tagger.yaml", first).spec
     assert spec.model.head.piece == "first"  # type: ignore[union-attr]
     assert spec.architecture_hash() == "67e6b338635ef4a9"  # its hash before model.head.piece existed
-    assert load_spec(path, ["model.head.piece=first"]).spec.architecture_hash() == "67e6b338635ef4a9"
-    assert load_spec(path, ["model.head.piece=last"]).spec.architecture_hash() != "67e6b338635ef4a9"
+    assert load_spec(path, [*first, "model.head.piece=first"]).spec.architecture_hash() == "67e6b338635ef4a9"
+    assert load_spec(path, first).spec.architecture_hash() != "67e6b338635ef4a9"  # last
 
 
 def test_head_piece_is_refused_on_a_sequence_head_and_outside_first_last(tmp_path: Path) -> None:
