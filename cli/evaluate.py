@@ -147,6 +147,10 @@ def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
                   f"% of words tagged right (read at each word's {run.spec.model.head.piece} piece)")
     table.add_row("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with each training word's most "
                   "frequent tag (unknown words: the most frequent tag)")
+    for name, group, what in (("known", result.known, "seen in training"), ("unknown", result.unknown, "never seen")):
+        if group and group["words"]:
+            table.add_row(f"{name} words", f"{100 * group['accuracy']:.2f}", f"% of the {group['words']:,} words "
+                          f"{what} (baseline {100 * group['baseline_accuracy']:.2f})")
     table.add_row("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
     console.print(table)
     console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")

@@ -48,6 +48,8 @@ class EvalRecord(BaseModel):
     repairs: dict | None = None
     accuracy: float | None = None  # a tagger's: the share of words tagged right (a classifier's: of lines)
     baseline_accuracy: float | None = None  # ... of the most frequent training tag per word (label overall)
+    known: dict | None = None  # a tagger's words seen in training: words, accuracy, baseline_accuracy
+    unknown: dict | None = None  # ... and those never seen in training
     confusion: dict[str, dict[str, int]] | None = None  # a classifier's: gold label -> predicted label -> lines
     perplexity: float
     nll: float | None = None  # a language model's: mean NLL per token (nats), EOS included; a tagger's per word

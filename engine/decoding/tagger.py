@@ -108,6 +108,17 @@ class Baseline:
                  for w, tag in zip(words, tags, strict=True)]
         return sum(self.by_word.get(w, self.overall) == tag for w, tag in pairs) / max(len(pairs), 1)
 
+    def by_seen(self, split: Tagged, predicted: list[list[str]]) -> tuple[dict, dict]:
+        """The split's words seen in training and those not: how many, the share ``predicted`` tags right
+        and the share the baseline does (None where a group is empty)."""
+        groups: dict[bool, list[tuple[bool, bool]]] = {True: [], False: []}
+        for words, tags, guesses in zip(split.words, split.tags, predicted, strict=True):
+            for w, tag, guess in zip(words, tags, guesses, strict=True):
+                groups[w in self.by_word].append((guess == tag, self.by_word.get(w, self.overall) == tag))
+        return tuple({"words": len(g), "accuracy": sum(r for r, _ in g) / len(g) if g else None,
+                      "baseline_accuracy": sum(b for _, b in g) / len(g) if g else None}
+                     for g in (groups[True], groups[False]))
+
 
 def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
     """The split's token accuracy (each word's best label at its ``model.head.piece`` piece: the label rows
@@ -118,7 +129,10 @@ def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
     pairs = encode_tagged(spec, split, t.tokenizer, lambda _: None)
     result = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
                            label_smoothing=spec.train.label_smoothing, policy=t.policy, offset=LABEL_OFFSET)
-    baseline = Baseline.of(read_tagged(spec.data, "train")).accuracy(read_tagged(spec.data, split))
+    baseline, gold = Baseline.of(read_tagged(spec.data, "train")), read_tagged(spec.data, split)
+    predicted = tag_lines(t, spec, [" ".join(words) for words in gold.words], spec.train.batch_tokens)
+    known, unknown = baseline.by_seen(gold, predicted)
     return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, accuracy=result["accuracy"],
-                      baseline_accuracy=baseline, perplexity=result["ppl"], nll=result["nll"],
-                      tokens=result["tokens"], seconds=time.perf_counter() - started, precision=t.precision)
+                      baseline_accuracy=baseline.accuracy(gold), known=known, unknown=unknown,
+                      perplexity=result["ppl"], nll=result["nll"], tokens=result["tokens"],
+                      seconds=time.perf_counter() - started, precision=t.precision)

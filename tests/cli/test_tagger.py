@@ -50,6 +50,12 @@ def test_evaluate_reports_accuracy_and_the_baseline(trained: Path) -> None:
     record = json.loads((trained / "eval_test.json").read_text())
     assert 0 <= record["accuracy"] <= 1 and record["tokens"] == 4 and record["sentences"] == 1
     assert record["baseline_accuracy"] == 0.5  # the→DT, cats→NNS right; can→MD, swims→NNS (unknown) wrong
+    known, unknown = record["known"], record["unknown"]  # the, can, cats; swims
+    assert (known["words"], unknown["words"]) == (3, 1)
+    assert known["baseline_accuracy"] == pytest.approx(2 / 3) and unknown["baseline_accuracy"] == 0.0
+    # the decoded tags, split by group, add up to the accuracy that scoring the head gives
+    assert 3 * known["accuracy"] + unknown["accuracy"] == pytest.approx(4 * record["accuracy"])
+    assert "known words" in result.output and "unknown words" in result.output
 
 
 def test_an_unknown_tag_at_evaluation_is_one_line(trained: Path) -> None:
