@@ -27,11 +27,7 @@ def _study(tmp_path: Path, tiny_corpus: Path, extra: str = "", *, steps: int = 4
     base = tiny_train_spec(tiny_corpus, tmp_path / "unused", max_steps=1000, validate_every=2, checkpoint_every=2)
     base.pop("output_dir")
     base["decode"] = {"beam": 1, "max_len_a": 1.0, "max_len_b": 5}
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
-    study = tmp_path / "study.yaml"
-    study.write_text(f"""\
-base: base.yaml
-output_dir: {tmp_path / 'study'}
+    return _write_study(tmp_path, base, f"""\
 space:
   train.schedule.lr: {{float: [1.0e-4, 3.0e-3], log: true}}
   model.dropout.residual: {{choice: [0.0, 0.1]}}
@@ -39,6 +35,14 @@ objective: {{metric: bleu, lines: 8}}
 budget: {{trials: {trials}, trial_steps: {steps}}}
 sampler: {{kind: random, seed: 3}}
 {extra}""")
+
+
+def _write_study(tmp_path: Path, base: dict, rest: str) -> Path:
+    """study.yaml over base.yaml (``base``) in ``tmp_path``, trials in tmp_path/study; ``rest``: the study's
+    space, objective, budget, sampler and pruner."""
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    study = tmp_path / "study.yaml"
+    study.write_text(f"base: base.yaml\noutput_dir: {tmp_path / 'study'}\n{rest}")
     return study
 
 
@@ -163,17 +167,13 @@ def test_a_tagger_study_scores_each_trial_on_its_fitted_spec(tmp_path: Path) -> 
                      "tokenizer": {"vocab_size": 30}},
             "train": {"max_steps": 100, "validate_every": 2, "threads": 1, "precision": "fp32",
                       "select": {"metric": "accuracy"}}}
-    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
-    study = tmp_path / "study.yaml"
-    study.write_text(f"""\
-base: base.yaml
-output_dir: {tmp_path / 'study'}
+    study = _write_study(tmp_path, base, """\
 space:
-  model.head.piece: {{choice: [first, last]}}
-objective: {{metric: accuracy}}
-budget: {{trials: 2, trial_steps: 4}}
-sampler: {{kind: grid}}
-pruner: {{kind: none}}
+  model.head.piece: {choice: [first, last]}
+objective: {metric: accuracy}
+budget: {trials: 2, trial_steps: 4}
+sampler: {kind: grid}
+pruner: {kind: none}
 """)
     result = runner.invoke(app, ["tune", str(study)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
