@@ -18,7 +18,7 @@ import yaml
 from ..errors import TbuildError
 from ..files import atomic_write
 from .spec import Study
-from .trial import read_trial
+from .trial import read_trial, state_of
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ def trial_rows(optuna_study: Any) -> list[TrialRow]:
     rows = []
     for t in optuna_study.get_trials(deepcopy=False):
         a = t.user_attrs
-        rows.append(TrialRow(t.number, t.state.name.lower(), t.value, a.get("values", {}), a.get("steps"),
+        rows.append(TrialRow(t.number, state_of(t), t.value, a.get("values", {}), a.get("steps"),
                              a.get("train_minutes"), a.get("folder", ""), bool(a.get("baseline"))))
     return rows
 

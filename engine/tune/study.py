@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import TbuildError
 from .spec import Study
+from .trial import state_of
 
 STUDY_DB = "study.db"
 
@@ -158,14 +159,12 @@ def optimize(study: Study, optuna_study: Any, objective: Callable[[Any], float],
 
 def describe(trial: Any, optuna_study: Any) -> str:
     """A finished trial in one line, with the study's best so far."""
-    from optuna.trial import TrialState
-
-    state = trial.state.name.lower()
+    state = state_of(trial)
     steps = trial.user_attrs.get("steps")
     at = f" at step {steps}" if steps is not None else ""
     value = f" {trial.value:.4g}" if trial.value is not None else ""
     line = f"trial {trial.number} {state}{value}{at}"
-    if trial.state == TrialState.FAIL:
+    if state == "fail":
         line += f": {trial.user_attrs.get('error', 'see its folder for why')}"
     try:
         best = optuna_study.best_trial

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 TRIAL_FILE = "trial.json"
 FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
+INTERRUPTED = "interrupted"  # user attribute: Ctrl-C stopped the try (optuna's state says failed)
 
 
 class Interrupted(Exception):  # noqa: N818 - not a TbuildError: a failed trial is one, and the study goes on
@@ -62,6 +63,7 @@ class TrialRun:
             if result["reason"] == "interrupted":
                 trial.study.enqueue_trial(trial.params, user_attrs={FOLDER_OF: number})
                 record.write("interrupted", steps=result["step"], minutes=result["elapsed"] / 60)
+                trial.set_user_attr(INTERRUPTED, True)  # optuna marks it failed; the report says interrupted
                 raise Interrupted(f"trial {trial.number} interrupted at step {result['step']}; run the same "
                                   "command to resume it")
             watch.step, watch.minutes = result["step"], result["elapsed"] / 60
@@ -84,6 +86,12 @@ class TrialRun:
         _attrs(trial, watch.step, watch.minutes)
         record.write("complete", steps=watch.step, minutes=watch.minutes, value=value)
         return value
+
+
+def state_of(trial: Any) -> str:
+    """A trial's state in words: optuna's (complete, pruned, fail, running, waiting), except a try that
+    Ctrl-C stopped, which optuna records as failed and tbuild calls interrupted."""
+    return "interrupted" if trial.user_attrs.get(INTERRUPTED) else trial.state.name.lower()
 
 
 def folder_number(trial: Any) -> int:

@@ -135,6 +135,27 @@ def test_a_worker_killed_mid_trial_loses_only_that_try_and_the_retry_resumes_its
 
 
 @pytest.mark.slow
+def test_a_trial_stopped_with_ctrl_c_is_reported_interrupted_and_resumed(tmp_path: Path, tiny_corpus: Path) -> None:
+    study = _study(tmp_path, tiny_corpus, "pruner: {kind: none}\n", steps=60, trials=1)
+    proc = subprocess.Popen([*TBUILD, "tune", str(study)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    run = tmp_path / "study" / "trials" / "trial-000"
+    deadline = time.monotonic() + 120
+    while not list(run.glob("checkpoints/step_*.safetensors")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the trial ended before it could be stopped"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert "trial 0 interrupted at step" in out, out
+    assert json.loads((run / "trial.json").read_text())["state"] == "interrupted"
+    assert (tmp_path / "study" / "trials.csv").read_text().splitlines()[1].startswith("0,interrupted,")
+    done = subprocess.run([*TBUILD, "tune", str(study)], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "resuming trial 0's run" in done.stdout
+    rows = (tmp_path / "study" / "trials.csv").read_text().splitlines()
+    assert rows[1].startswith("0,interrupted,") and rows[2].startswith("1,complete,")
+
+
+@pytest.mark.slow
 def test_two_processes_share_a_storage_given_by_url(tmp_path: Path, tiny_corpus: Path) -> None:
     study = _study(tmp_path, tiny_corpus, "pruner: {kind: none}\n", steps=4, trials=3)
     url = f"sqlite:///{tmp_path / 'elsewhere' / 'shared.db'}"
