@@ -153,11 +153,16 @@ def _encoder_only(spec: Spec) -> nn.Module:
     assert encoder is not None and model.head is not None  # the kind's stack and head (schema)
     tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=PAD)  # the source side's table
     positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
+    vocab_sized = getattr(model.head, "vocab_sized", False)  # a masked LM's head: a score per piece
+    head = HEAD.build(model.head, d_model=model.d_model, **({"vocab_size": spec.src_vocab_size()} if vocab_sized
+                                                            else {}))
+    if vocab_sized and model.tie_embeddings != "none":
+        head.weight = tokens.weight  # one matrix for the embedding and the output layer (§3.4; BERT ties them too)
     return EncoderOnly(
         src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings),
         encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
-        head=HEAD.build(model.head, d_model=model.d_model),
+        head=head,
         pad_id=PAD,
     )
 

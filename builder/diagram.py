@@ -69,6 +69,8 @@ def diagram(spec: Spec, report: Report, name: str | None = None) -> Diagram:
 def _head_lines(head: ComponentSpec) -> tuple[str, ...]:
     """A head's labels (counted, not listed) and its other settings."""
     labels = getattr(head, "labels", None)
+    if getattr(head, "vocab_sized", False):  # a masked LM's head: a score per vocabulary piece
+        return ("a score per vocabulary piece",)
     count = f"{len(labels)} labels" if isinstance(labels, list) else "labels from the data"
     others = head.model_dump(exclude={"kind", "labels"})
     return (count + "".join(f", {k} {v}" for k, v in others.items() if k != "bias"),)

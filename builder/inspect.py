@@ -135,7 +135,10 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
     output = getattr(net, tree.output)
     out = count(output)
     if spec.model.head is not None:  # an encoder-only model's head over the final encoder states
-        rows.append(Row("output head", spec.model.head.kind, out, f"{output.weight.size(0)} labels"))
+        vocab = getattr(spec.model.head, "vocab_sized", False)  # a masked LM's: a score per piece
+        note = (f"{output.weight.size(0):,} pieces" + (", tied to the token embedding" if tied != "none" else "")
+                if vocab else f"{output.weight.size(0)} labels")
+        rows.append(Row("output head", spec.model.head.kind, out, note))
     else:
         table = "target" if "encoder" in embeds else "token"
         rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))

@@ -489,6 +489,32 @@ class ClassificationDataset(DatasetSpec):
 DatasetKind = DATASETS.field(DatasetSpec, shorthand=True)
 
 
+class MaskingSpec(StrictModel):
+    """How a masked LM's lines are hidden (model.head masked_lm; Devlin et al. 2019 §3.1 "Task #1: Masked LM"):
+    ``rate`` of each line's pieces are chosen at random (at least one), and each chosen piece is replaced by
+    [MASK] ``mask`` of the time, by a random piece ``random`` of the time, and kept the rest; the loss is taken
+    at the chosen positions only. Static masking, as BERT's original data: the training split is read
+    ``copies`` times, each copy masked differently (its masks drawn from (seed, copy, line)), so a resumed run
+    sees exactly the rows an uninterrupted one does; validation and test are masked once, with the same seed,
+    so their figures are reproducible."""
+
+    rate: float = Field(0.15, gt=0, lt=1, description="Share of each line's pieces chosen for prediction "
+                        "(BERT §3.1: 15%); at least one per line.")
+    mask: float = Field(0.8, ge=0, le=1, description="Share of the chosen pieces replaced by [MASK] (BERT: 80%).")
+    random: float = Field(0.1, ge=0, le=1, description="Share replaced by a random piece (BERT: 10%); the rest "
+                          "(BERT: 10%) is kept as it is.")
+    copies: int = Field(10, ge=1, description="Differently masked copies of the training split (BERT's "
+                        "duplicate factor: 10); one epoch reads them all.")
+    seed: int | None = Field(None, description="The masks' seed (None: train.seed).")
+
+    @model_validator(mode="after")
+    def _shares(self) -> MaskingSpec:
+        if self.mask + self.random > 1:
+            raise FieldError(("random",), f"mask ({self.mask}) + random ({self.random}) exceed 1: the rest of "
+                             "the chosen pieces is kept")
+        return self
+
+
 class DataSpec(StrictModel):
     """Parallel data. A split is a file prefix (PREFIX.<lang>[.gz]) or explicit source/target files."""
 
@@ -505,6 +531,9 @@ class DataSpec(StrictModel):
     valid: str | ParallelFiles | None = Field(None, description="Validation data.")
     test: str | ParallelFiles | None = Field(None, description="Test data (`tbuild evaluate --split test`).")
     tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec, description="Subword tokenizer.")
+    masking: MaskingSpec | None = Field(
+        None, description="A masked LM's masking (model.head masked_lm; None there: BERT's 15%, 80/10/10, 10 "
+        "copies); refused for other models.")
     max_length: int = Field(256, ge=1, description="Drop training pairs with more subword tokens than this.")
     max_length_ratio: float | None = Field(
         None, gt=0, description="Drop training pairs whose length ratio exceeds this (None: keep all)."
@@ -775,6 +804,11 @@ class DecodeProfile(StrictModel):
 
 
 
+def _masked_lm(model: ModelSpec) -> bool:
+    """Whether the model is a masked LM (an encoder_only model with a masked_lm head: it reads text)."""
+    return model.head is not None and model.head.kind == "masked_lm"
+
+
 def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
@@ -841,7 +875,8 @@ class Spec(StrictModel):
         compares a source with a target there)."""
         graph, data = GRAPHS[self.model.kind], self.data
         self._labels_fit_the_graph()
-        if graph.data == "labels":
+        self._masking_fits_the_head()
+        if graph.data == "labels" and not _masked_lm(self.model):
             return self
         text = data.dataset is not None and data.dataset.text_only
         given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
@@ -849,7 +884,7 @@ class Spec(StrictModel):
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} is one side of text; a prefix LM "  # type: ignore[union-attr]
                              "(model.prefix_lm) translates source-target pairs: give pairs, or remove "
                              "model.prefix_lm for a language model")
-        if text and graph.data != "text":
+        if text and graph.data != "text" and not _masked_lm(self.model):
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
                              f"language model's data: set model.kind: decoder_only (an {self.model.kind} model "
                              "trains on source-target pairs)")
@@ -867,10 +902,25 @@ class Spec(StrictModel):
             if getattr(data, name) is not None:
                 raise FieldError(("data", name), f"data.{name} compares source and target lengths; a language "
                                  "model's text has one side: remove it")
-        if self.train.select.metric != "ppl":
+        if self.train.select.metric not in ("ppl", "accuracy" if _masked_lm(self.model) else "ppl"):
             raise FieldError(("train", "select", "metric"), f"{self.train.select.metric} scores translations; a "
                              "language model is selected on validation perplexity: use ppl")
         return self
+
+    def _masking_fits_the_head(self) -> None:
+        """A masked_lm head reads plain text (one side: the text data set, or a multi30k side), hidden as
+        data.masking says; data.masking means nothing to another model."""
+        data = self.data
+        if not _masked_lm(self.model):
+            if data.masking is not None:
+                raise FieldError(("data", "masking"), "data.masking hides pieces for a masked LM (model.head: "
+                                 "{kind: masked_lm}): remove it")
+            return
+        if data.dataset is None or not data.dataset.text_only:
+            what = f"data.dataset {data.dataset.kind}" if data.dataset is not None else "no data.dataset"
+            raise FieldError(("model", "head"), f"a masked_lm head predicts hidden pieces of plain text, and {what} "
+                             "is not one side of text: set data.dataset to text (your files) or {kind: multi30k, "
+                             "side: en}")
 
     def _labels_fit_the_graph(self) -> None:
         """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
@@ -883,7 +933,7 @@ class Spec(StrictModel):
             raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
                              f"data: set model.kind: encoder_only (an {self.model.kind} model trains on "
                              f"{'text' if graph.data == 'text' else 'source-target pairs'})")
-        if graph.data == "labels" and per is None:
+        if graph.data == "labels" and per is None and not _masked_lm(self.model):
             raise FieldError(("data", "dataset"), f"an {self.model.kind} model trains on words and their tags or "
                              "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "
                              "{kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")

@@ -1,5 +1,6 @@
 """The output heads of an encoder-only model (``model.head``; specs in ``specs/head.py``). Each is called
-with the final encoder states (B, S, D) and the padding mask (B, S), True at padding."""
+with the final encoder states (B, S, D) and the padding mask (B, S), True at padding. A head whose spec is
+``vocab_sized`` (a masked LM's) is built with ``vocab_size`` too."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 from torch import nn
 
 from .registry import HEAD
-from .specs.head import SequenceClassificationSpec, TokenClassificationSpec
+from .specs.head import MaskedLMSpec, SequenceClassificationSpec, TokenClassificationSpec
 
 
 @HEAD.register(TokenClassificationSpec)
@@ -47,3 +48,18 @@ class SequenceClassification(nn.Linear):
     def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
         """states (B, S, D) and pad (B, S) -> scores (B, 1, L)."""
         return super().forward(self.pool(states, pad)).unsqueeze(1)
+
+
+@HEAD.register(MaskedLMSpec)
+class MaskedLM(nn.Linear):
+    """Scores of every vocabulary piece at every position (a masked LM's, Devlin et al. 2019 §3.1): a linear
+    layer over the final encoder states (B, S, D) -> (B, S, V). Its parameters are ``head.weight`` (the token
+    embedding's table where ``model.tie_embeddings`` ties them: the builder sets it) and ``head.bias``."""
+
+    def __init__(self, spec: MaskedLMSpec, *, d_model: int, vocab_size: int) -> None:
+        super().__init__(d_model, vocab_size, bias=spec.bias)
+
+    def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+        """states (B, S, D) -> scores (B, S, V); ``pad`` is unused (padding positions carry no loss)."""
+        del pad
+        return super().forward(states)

@@ -81,3 +81,20 @@ class SequenceClassificationSpec(LabelHeadSpec):
             raise ValueError("piece (which of a word's pieces holds its label) is a token_classification head's "
                              "field; a sequence_classification head labels each line as a whole: remove it")
         return data
+
+
+MASK_PIECE = "[MASK]"  # the masked-LM's mask token: a sentencepiece control symbol, never produced from text
+
+
+@HEAD.declare
+class MaskedLMSpec(ComponentSpec):
+    """A masked language model's head (BERT's pretraining, Devlin et al. 2019 §3.1 "Task #1: Masked LM"): the
+    final state of every position mapped to scores over the vocabulary by one linear layer (d_model ->
+    vocabulary), tied to the token embedding unless ``model.tie_embeddings: none`` (as BERT's output layer is).
+    It reads plain text (the ``text`` data set, or ``{kind: multi30k, side: en}``), some pieces of each line
+    hidden as ``data.masking`` says; the loss is taken at the hidden positions only. An encoder pretrained so
+    starts a tagger or classifier through ``train.init`` (the head itself starts new there)."""
+
+    vocab_sized: ClassVar[bool] = True  # its outputs are the vocabulary's pieces (the builder passes vocab_size)
+    kind: Literal["masked_lm"] = "masked_lm"
+    bias: bool = Field(True, description="A bias per vocabulary piece (BERT's output layer has one).")

@@ -1,6 +1,7 @@
-"""An encoder-only model's labelled data, whichever it labels: a tagger's words (``tagged.py``) or a
-classifier's lines (``classified.py``). The label set fitted from the training split
-(``model.head.labels: from_data``) and a split encoded as pairs, by the data set's kind."""
+"""An encoder-only model's labelled data, whichever it labels: a tagger's words (``tagged.py``), a
+classifier's lines (``classified.py``) or a masked LM's hidden pieces (``masked.py``). The label set fitted
+from the training split (``model.head.labels: from_data``) and a split encoded as pairs, by the data set's
+kind."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from collections.abc import Callable
 from tbuild.builder.schema import Spec
 
 from ..errors import DataError
+from .batches import BatchSource
 from .classified import encode_classified, read_classified
 from .corpus import classified
+from .masked import encode_masked, masked_lm
 from .tagged import TaggedPairs, encode_tagged, read_tagged
 from .tokenizer import Tokenizer
 
@@ -22,7 +25,7 @@ def fit_labels(spec: Spec, log: Log) -> Spec:
     tags, a classifier's classes), sorted; a list given in the spec is kept (labels outside it are refused
     when a split is encoded)."""
     head = spec.model.head
-    if head is None or head.labels != "from_data":
+    if head is None or getattr(head, "labels", None) != "from_data":  # a masked LM's head has no labels
         return spec
     if classified(spec.data):
         examples = read_classified(spec.data, "train", log)
@@ -40,8 +43,8 @@ def fit_labels(spec: Spec, log: Log) -> Spec:
 
 
 def encode_labelled(spec: Spec, split: str, tok: Tokenizer, log: Log, *,
-                    max_length: int | None = None) -> TaggedPairs:
-    """A split of an encoder-only model's data as pairs: ``encode_classified`` for a classifier's lines,
-    ``encode_tagged`` for a tagger's words."""
-    encode = encode_classified if classified(spec.data) else encode_tagged
+                    max_length: int | None = None) -> TaggedPairs | BatchSource:
+    """A split of an encoder-only model's data as pairs: ``encode_masked`` for a masked LM's text,
+    ``encode_classified`` for a classifier's lines, ``encode_tagged`` for a tagger's words."""
+    encode = encode_masked if masked_lm(spec) else encode_classified if classified(spec.data) else encode_tagged
     return encode(spec, split, tok, log, max_length=max_length)

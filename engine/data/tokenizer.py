@@ -13,6 +13,7 @@ import sentencepiece as spm
 
 from tbuild.builder.schema import Spec, TokenizerSpec, TreebankDataset
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
@@ -40,10 +41,11 @@ class Tokenizer:
     @classmethod
     def train(
         cls, sentences: Iterable[str], spec: TokenizerSpec, model_prefix: Path, seed: int = 1,
-        whole: Iterable[str] = (),
+        whole: Iterable[str] = (), controls: Iterable[str] = (),
     ) -> Tokenizer:
         """Train on the non-empty ``sentences``; write ``<model_prefix>.model`` and ``.vocab``.
-        ``whole``: tokens that are each one piece wherever they start a word, never split.
+        ``whole``: tokens that are each one piece wherever they start a word, never split. ``controls``:
+        control pieces (ids after EOS, in order) that no text encodes to, e.g. a masked LM's [MASK].
         Deterministic for the same input and seed."""
         lines = [s for s in sentences if s]
         if not lines:
@@ -63,6 +65,7 @@ class Tokenizer:
                 # "▁(NP" is one piece: the bracket with the word boundary before it, so a linearized
                 # tree costs one piece per token
                 **({"user_defined_symbols": [f"▁{t}" for t in sorted(set(whole))]} if whole else {}),
+                **({"control_symbols": list(controls)} if controls else {}),
             )
         except RuntimeError as e:
             reason = str(e).split("] ", 1)[-1].strip() or str(e)
@@ -133,7 +136,8 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         + (f"; {len(whole)} target tokens kept whole" if whole else ""))
     run.path.mkdir(parents=True, exist_ok=True)
     tmp_prefix = run.path / f".spm.{os.getpid()}"
-    Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed, whole=whole)
+    controls = [MASK_PIECE] if isinstance(spec.model.head, MaskedLMSpec) else []  # the piece a masked LM hides with
+    Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed, whole=whole, controls=controls)
     for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
         os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))
     return Tokenizer.load(run.tokenizer)
