@@ -63,6 +63,7 @@ def decode(
     encoder_only): each line's tags instead, one per word, space-separated; a classifier's: its label."""
     from tbuild.engine.data.tagged import labelled
     from tbuild.engine.decoding.lm import require_kind
+    from tbuild.engine.decoding.masked_lm import refuse_masked_lm
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evaluation import tree_rule_for
@@ -72,6 +73,7 @@ def decode(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha, nbest=nbest,
                        sampling=sampling, topk=topk, topp=topp, temperature=temperature, seed=seed,
                        no_repeat_ngram=no_repeat_ngram)
+    refuse_masked_lm(runs[0].spec, "decode")
     if labelled(runs[0].spec):
         _labels(runs, input_, output, loading)
         return

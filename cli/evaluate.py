@@ -37,6 +37,7 @@ def evaluate(
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3)."""
     from tbuild.engine.data.classified import classifier
+    from tbuild.engine.data.masked import masked_lm
     from tbuild.engine.data.tagged import labelled
     from tbuild.engine.decoding.evaluation import evaluate as run_evaluation
     from tbuild.engine.decoding.lm import is_language_model
@@ -53,6 +54,9 @@ def evaluate(
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
                        no_repeat_ngram=no_repeat_ngram)
     run = runs[0]
+    if masked_lm(run.spec):
+        _masked_lm(runs, split, src, loading)
+        return
     if is_language_model(run.spec) or labelled(run.spec):
         alone = _language_model if is_language_model(run.spec) else _classifier if classifier(run.spec) else _tagger
         alone(runs, split, src, loading)
@@ -152,6 +156,30 @@ def _tagger(runs: list, split: str, src: Path | None, loading: Loading) -> None:
             table.add_row(f"{name} words", f"{100 * group['accuracy']:.2f}", f"% of the {group['words']:,} words "
                           f"{what} (baseline {100 * group['baseline_accuracy']:.2f})")
     table.add_row("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
+    console.print(table)
+    console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
+
+
+def _masked_lm(runs: list, split: str, src: Path | None, loading: Loading) -> None:
+    """A masked LM (model.head masked_lm): the split's perplexity and accuracy over its hidden pieces, the
+    split masked as in training with the run's seed (the same figures on every call); writes eval_SPLIT.json."""
+    from tbuild.engine.decoding.masked_lm import evaluate_masked_lm, load_masked_lm
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.process import configure_process
+
+    if src is not None or len(runs) > 1 or loading.engine != "native":
+        raise TbuildError("a masked LM is evaluated alone, on a split of its data, by the native engine "
+                          "(no --src/--ref, one run, no --engine)")
+    configure_process()
+    run = runs[0]
+    t = load_masked_lm(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                       notify=notify)
+    result = evaluate_masked_lm(run, t, split)
+    table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})")
+    table.add_row("masked perplexity", f"{result.perplexity:.2f}", f"per hidden piece ({result.tokens:,} pieces, "
+                  "masked as in training, fixed seed)")
+    table.add_row("masked accuracy", f"{100 * result.accuracy:.2f}", "% of hidden pieces scored best")
+    table.add_row("NLL", f"{result.nll:.4f}", "nats per hidden piece")
     console.print(table)
     console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
 

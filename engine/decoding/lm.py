@@ -28,6 +28,7 @@ from ..data.pairs import load_pairs
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
+from .masked_lm import refuse_masked_lm
 from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
 from .translator import Translator, length_batches, load_translator, padded, sampler
@@ -72,6 +73,7 @@ def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
     """Refuse, in one line, ``command`` on a run of the other family: a language model where a translator
     is needed (``language_model`` False), or the reverse; a tagger or classifier anywhere (they have their
     own evaluate and decode paths: ``tagger.py``, ``classifier.py``)."""
+    refuse_masked_lm(spec, command)
     if GRAPHS[spec.model.kind].data == "labels":
         raise TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
                           "tagger or classifier: tbuild evaluate, decode and inspect take it)")

@@ -28,11 +28,13 @@ from ..data.tagged import (
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
+from .masked_lm import refuse_masked_lm
 from .translator import Translator, length_batches, load_translator, padded
 
 
 def require_tagger(spec: Spec, command: str) -> None:
-    """Refuse ``command``'s label path on a run that is no tagger or classifier."""
+    """Refuse ``command``'s label path on a run that is no tagger or classifier (a masked LM's included)."""
+    refuse_masked_lm(spec, command)
     if not labelled(spec):
         raise TbuildError(f"tbuild {command} of labels needs a tagger or classifier (model.kind encoder_only); "
                           f"{spec.name or 'this run'} is an {spec.model.kind} model")

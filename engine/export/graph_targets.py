@@ -99,6 +99,10 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     """``xlm_roberta_xl``: the token classifier that computes this encoder-only model, or a refusal."""
     model, stack = spec.model, view.stacks[0]
     head = model.head.kind if model.head is not None else None
+    if head == "masked_lm":
+        refuse("model.head masked_lm (a masked LM is pretrained to start a tagger or classifier from, through "
+               "train.init; BERT's BertForMaskedLM adds a dense layer, GELU and LayerNorm before its output layer, "
+               "which tbuild's head has not)")
     if head == "sequence_classification":
         refuse("model.head sequence_classification (BERT's and RoBERTa's sequence classifiers pass the pooled "
                "state through a dense layer and tanh that tbuild's head does not have, and none pools the mean)")

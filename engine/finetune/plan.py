@@ -45,6 +45,7 @@ class LoadPlan:
     skipped: list[str]  # source tensors the new model has no place for
     rows: dict[int, int]  # remap: new piece id -> the source's id for the same piece
     stacks: tuple[str, ...] = ()  # the new model's stacks (its kind's WEIGHTS)
+    new_output: str | None = None  # why the output starts new: the source's is of another kind (a line)
 
     def block_lines(self) -> list[str]:
         """One line per block (embeddings, each layer, norms): tensors by status, parameters, frozen."""
@@ -105,7 +106,8 @@ class LoadPlan:
 
     def lines(self) -> list[str]:
         """The whole printout: header, the new model's blocks, the source's skipped ones, the summary."""
-        return [self.header(), *self.block_lines(), *self.skipped_lines(), self.summary()]
+        return [self.header(), *self.block_lines(), *([self.new_output] if self.new_output else []),
+                *self.skipped_lines(), self.summary()]
 
     def _kinds(self) -> str:
         """Where the source is of another model kind: which of its stacks load (those the two share)."""
@@ -136,9 +138,12 @@ def make_plan(model: nn.Module, source: Source, init: InitSpec, tokenizer: Token
     copies = {tree.internal(new): tree.internal(old) for new, old in init.copy_.items()}
     vocab_rows = tree.vocab_rows if rows else frozenset()  # remapped by piece (one tokenizer serves both sides)
     names = tied_names(model)
+    other = _other_output(model, tree.output, source)
     entries, mismatched, used = [], [], set()
     for name, param in model.named_parameters():
         status, src = _status(name, names.get(name, (name,)), init, source, copies, vocab_rows)
+        if other is not None and name.startswith(f"{tree.output}.") and status in LOADS:
+            status, src = "new", None  # another kind of head: its tensors mean something else
         if status in LOADS and src is not None:
             wanted = source.tensors[src].shape
             same_but_rows = status == "remapped" and wanted[1:] == param.shape[1:]
@@ -156,7 +161,19 @@ def make_plan(model: nn.Module, source: Source, init: InitSpec, tokenizer: Token
                           "train.init.exclude let through, so the run would start from scratch")
     buffers = {n for n, _ in model.named_buffers()}
     skipped = sorted(n for n in source.tensors if n not in used and n not in buffers)
-    return LoadPlan(source, entries, skipped, rows, tuple(s.name for s in tree.stacks))
+    return LoadPlan(source, entries, skipped, rows, tuple(s.name for s in tree.stacks), other)
+
+
+def _other_output(model: nn.Module, output: str | None, source: Source) -> str | None:
+    """Where the source's output module is of another class than this model's (a masked LM's head, a score
+    per piece, under a tagger's, a score per tag): the line saying that this model's starts new; else None."""
+    if output is None or source.output_class is None or source.tree is None or source.tree.output != output:
+        return None  # no output, or the source's has another name (nothing of it would load here anyway)
+    ours = type(getattr(model, output)).__name__
+    if ours == source.output_class:
+        return None
+    return (f"  {output}: the source's is a {source.output_class}, this model's a {ours}: it starts new (its "
+            "tensors are not loaded)")
 
 
 @torch.no_grad()

@@ -27,6 +27,7 @@ class Source:
     optimizer_state: dict[str, dict[str, torch.Tensor]]  # parameter name -> Adam's slots, where saved
     tree: WeightTree | None = None  # the source model kind's parts (None: not known)
     aliases: dict[str, str] = field(default_factory=dict)  # a tied parameter's other names -> its saved name
+    output_class: str | None = None  # the class of its output module (a head's: MaskedLM, TokenClassification)
 
     @property
     def kind(self) -> str:
@@ -59,8 +60,10 @@ def load_source(init: InitSpec) -> Source:
     model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     with torch.device("meta"):  # names only: nothing allocated
         built = build_model(run.spec)
+    tree = weight_tree(built)
+    output = type(getattr(built, tree.output)).__name__ if tree.output is not None else None
     return Source(run, weights, int(meta.get("step", 0)), model, _optimizer_slots(tensors, meta),
-                  weight_tree(built), {n: saved for saved, names in tied_names(built).items() for n in names[1:]})
+                  tree, {n: saved for saved, names in tied_names(built).items() for n in names[1:]}, output)
 
 
 def tied_names(model: torch.nn.Module) -> dict[str, tuple[str, ...]]:

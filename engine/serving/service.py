@@ -132,12 +132,14 @@ def load_task(run: Run, batch_tokens: int, *, engine: str = "native", quantizati
     behind either engine (``load_engine``); a decoder-only translator (``model.prefix_lm``), a language
     model or a tagger/classifier on the native one (other options refused in one line)."""
     from ..decoding.lm import load_language_model, require_kind
+    from ..decoding.masked_lm import refuse_masked_lm
     from ..decoding.tagger import load_tagger
     from ..decoding.translator import DEFAULT_MAX_SOURCE
     from ..errors import TbuildError
     from ..export.engines import load_engine
     from .tasks import ENDPOINTS, Generation, Labelling, Translation, endpoint_of
 
+    refuse_masked_lm(run.spec, "serve")
     endpoint = endpoint_of(run.spec)
     if endpoint == "translate":
         require_kind(run.spec, "serve", language_model=False)
