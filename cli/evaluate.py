@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -164,16 +165,8 @@ def _masked_lm(runs: list, split: str, src: Path | None, loading: Loading) -> No
     """A masked LM (model.head masked_lm): the split's perplexity and accuracy over its hidden pieces, the
     split masked as in training with the run's seed (the same figures on every call); writes eval_SPLIT.json."""
     from tbuild.engine.decoding.masked_lm import evaluate_masked_lm, load_masked_lm
-    from tbuild.engine.errors import TbuildError
-    from tbuild.engine.process import configure_process
 
-    if src is not None or len(runs) > 1 or loading.engine != "native":
-        raise TbuildError("a masked LM is evaluated alone, on a split of its data, by the native engine "
-                          "(no --src/--ref, one run, no --engine)")
-    configure_process()
-    run = runs[0]
-    t = load_masked_lm(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
-                       notify=notify)
+    run, t = _labeller(runs, src, loading, "a masked LM", load=load_masked_lm)
     result = evaluate_masked_lm(run, t, split)
     table = _scores_table(f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})")
     table.add_row("masked perplexity", f"{result.perplexity:.2f}", f"per hidden piece ({result.tokens:,} pieces, "
@@ -184,9 +177,9 @@ def _masked_lm(runs: list, split: str, src: Path | None, loading: Loading) -> No
     console.print(f"[dim]wrote {run.dir.write_eval(result)}[/]")
 
 
-def _labeller(runs: list, src: Path | None, loading: Loading, what: str) -> tuple:
-    """A tagger's or classifier's run and its loaded model (``what`` names it in the one-line refusal of
-    --src, several runs or another engine)."""
+def _labeller(runs: list, src: Path | None, loading: Loading, what: str, load: Callable | None = None) -> tuple:
+    """A tagger's, classifier's or masked LM's run and its loaded model (``load``: load_tagger unless given;
+    ``what`` names it in the one-line refusal of --src, several runs or another engine)."""
     from tbuild.engine.decoding.tagger import load_tagger
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.process import configure_process
@@ -195,8 +188,8 @@ def _labeller(runs: list, src: Path | None, loading: Loading, what: str) -> tupl
         raise TbuildError(f"{what} is evaluated alone, on a split of its data, by the native engine "
                           "(no --src/--ref, one run, no --engine)")
     configure_process()
-    return runs[0], load_tagger(runs[0], checkpoint=loading.checkpoint, average=loading.average,
-                                device=loading.device, notify=notify)
+    return runs[0], (load or load_tagger)(runs[0], checkpoint=loading.checkpoint, average=loading.average,
+                                          device=loading.device, notify=notify)
 
 
 def _classifier(runs: list, split: str, src: Path | None, loading: Loading) -> None:

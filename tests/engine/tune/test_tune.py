@@ -46,6 +46,14 @@ def _write_study(tmp_path: Path, base: dict, rest: str) -> Path:
     return study
 
 
+def _first_checkpoint(proc: subprocess.Popen, run: Path) -> Path:
+    """Wait (up to 120 s) until the trial's run folder has a checkpoint or the process ended; the folder."""
+    deadline = time.monotonic() + 120
+    while not list(run.glob("checkpoints/step_*.safetensors")) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    return run
+
+
 def _trials(folder: Path) -> dict[str, dict]:
     return {p.name: json.loads((p / "trial.json").read_text()) for p in sorted((folder / "trials").iterdir())}
 
@@ -114,10 +122,7 @@ def test_a_worker_killed_mid_trial_loses_only_that_try_and_the_retry_resumes_its
     study = _study(tmp_path, tiny_corpus, "pruner: {kind: none}\nstorage: {heartbeat_seconds: 1}\n",
                    steps=60, trials=1)
     proc = subprocess.Popen([*TBUILD, "tune", str(study)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run = tmp_path / "study" / "trials" / "trial-000"
-    deadline = time.monotonic() + 120
-    while not list(run.glob("checkpoints/step_*.safetensors")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
+    run = _first_checkpoint(proc, tmp_path / "study" / "trials" / "trial-000")
     assert proc.poll() is None, "the trial ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -138,10 +143,7 @@ def test_a_worker_killed_mid_trial_loses_only_that_try_and_the_retry_resumes_its
 def test_a_trial_stopped_with_ctrl_c_is_reported_interrupted_and_resumed(tmp_path: Path, tiny_corpus: Path) -> None:
     study = _study(tmp_path, tiny_corpus, "pruner: {kind: none}\n", steps=60, trials=1)
     proc = subprocess.Popen([*TBUILD, "tune", str(study)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    run = tmp_path / "study" / "trials" / "trial-000"
-    deadline = time.monotonic() + 120
-    while not list(run.glob("checkpoints/step_*.safetensors")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
+    run = _first_checkpoint(proc, tmp_path / "study" / "trials" / "trial-000")
     assert proc.poll() is None, "the trial ended before it could be stopped"
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
