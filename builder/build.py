@@ -99,7 +99,8 @@ class _Parts:
     def embedding(self, tokens: nn.Embedding) -> Embedding:
         positional = POSITIONAL.build(self.view.positional, d_model=self.model.d_model,
                                       max_positions=self.model.max_positions)
-        return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings)
+        return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings,
+                         self.model.dropout.token)
 
     def final_norm(self, stack: ResolvedStack) -> nn.Module | None:
         return NORM.build(stack.final_norm, d_model=self.model.d_model) if stack.final_norm is not None else None
@@ -159,7 +160,7 @@ def _encoder_only(spec: Spec) -> nn.Module:
     if vocab_sized and model.tie_embeddings != "none":
         head.weight = tokens.weight  # one matrix for the embedding and the output layer (§3.4; BERT ties them too)
     return EncoderOnly(
-        src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings),
+        src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings, model.dropout.token),
         encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
         head=head,

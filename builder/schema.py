@@ -53,6 +53,9 @@ class DropoutSpec(StrictModel):
     embedding: float = Field(0.1, ge=0, lt=1, description="On the sums of embeddings and positional encodings (§5.4).")
     attention: float = Field(0.0, ge=0, lt=1, description="On attention weights (not in the paper).")
     activation: float = Field(0.0, ge=0, lt=1, description="On the FFN's inner activation (not in the paper).")
+    token: float = Field(0.0, ge=0, lt=1, description="Word dropout (not in the paper): each input token's whole "
+                         "embedding zeroed with this probability, the rest scaled by 1/(1-p), before positions are "
+                         "added; the model must then read the token from its context (Gal & Ghahramani 2016 §4.2).")
 
 
 ORDER_HELP = ("The blocks of each layer, in order: a preset (" + ", ".join(PRESETS) + "; default standard, the "

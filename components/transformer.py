@@ -107,19 +107,26 @@ class DecoderCache:
 
 
 class Embedding(nn.Module):
-    """Token embedding times √d_model (§3.4), plus positions, then dropout (§5.4)."""
+    """Token embedding times √d_model (§3.4), plus positions, then dropout (§5.4). ``token_dropout``: word
+    dropout in training, each token's whole embedding zeroed with that probability (not in the paper)."""
 
-    def __init__(self, tokens: nn.Embedding, positional: Positional, dropout: float, scale: bool) -> None:
+    def __init__(self, tokens: nn.Embedding, positional: Positional, dropout: float, scale: bool,
+                 token_dropout: float = 0.0) -> None:
         super().__init__()
         self.tokens, self.positional = tokens, positional
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
+        self.token_dropout = Dropout(token_dropout)
 
     def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None,
                 positional: Positional | None = None) -> torch.Tensor:
         """(B, T, D); ``extra`` (B, T, D) is added before the dropout (a decoder pointer's input);
         ``positional``: the scheme's view for this batch in place of its own (``Positional.shifted``)."""
-        x = (self.positional if positional is None else positional)(self.tokens(ids) * self.scale, offset)
+        vectors = self.tokens(ids) * self.scale
+        if self.training and self.token_dropout.p > 0.0:
+            # one draw per token, broadcast over its vector: the whole embedding kept (scaled) or zeroed
+            vectors = vectors * self.token_dropout(vectors.new_ones(*ids.shape, 1))
+        x = (self.positional if positional is None else positional)(vectors, offset)
         return self.dropout(x if extra is None else x + extra)
 
 

@@ -45,3 +45,23 @@ def test_cpu_dropout_keeps_the_draws_of_rand_ge_p() -> None:
     expected = x * (torch.rand(x.shape) >= 0.3).float().mul_(1.0 / 0.7)
     torch.manual_seed(3)
     assert torch.equal(Dropout(0.3).train()(x), expected)
+
+
+def test_token_dropout_zeroes_whole_embeddings_and_scales_the_rest() -> None:
+    """Word dropout (``model.dropout.token``): per token, the whole vector is zeroed with probability p or kept
+    times 1/(1-p), before positions are added; nothing changes in evaluation."""
+    from tbuild.components.positional import Sinusoidal
+    from tbuild.components.specs.positional import SinusoidalSpec
+    from tbuild.components.transformer import Embedding
+
+    tokens = torch.nn.Embedding(50, 16)
+    positional = Sinusoidal(SinusoidalSpec(), d_model=16, max_positions=512)
+    embed = Embedding(tokens, positional, dropout=0.0, scale=False, token_dropout=0.25).train()
+    ids = torch.randint(1, 50, (40, 100))
+    positions = embed.positional(torch.zeros(40, 100, 16), 0)  # the positions alone
+    vectors = embed(ids) - positions
+    zeroed = vectors.abs().sum(-1) == 0
+    torch.testing.assert_close(vectors[~zeroed], tokens(ids)[~zeroed] / 0.75)
+    assert abs(zeroed.float().mean().item() - 0.25) < 0.02  # one draw per token, not per element
+    embed.eval()
+    torch.testing.assert_close(embed(ids), positions + tokens(ids))
