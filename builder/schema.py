@@ -816,9 +816,11 @@ def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head`` and ``prefix_lm`` (None), each stack's and group's ``order`` (standard; a
-    group's only where its stack's is) and ``head.piece`` (first)."""
+    group's only where its stack's is), ``head.piece`` (first) and ``dropout.token`` (0)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
+    if model.get("dropout", {}).get("token") == 0.0:
+        del model["dropout"]["token"]
     for key in ("head", "prefix_lm"):
         if model.get(key) is None:
             model.pop(key, None)
