@@ -126,3 +126,14 @@ def test_a_tune_study_scores_a_tagger_trial_by_its_validation_accuracy(trained: 
     result = runner.invoke(app, ["evaluate", str(trained), "--split", "valid"])
     assert result.exit_code == 0, result.output
     assert json.loads((trained / "eval_valid.json").read_text())["accuracy"] == value
+
+
+def test_dry_run_on_a_trained_tagger_sees_its_labels_as_unchanged(trained: Path) -> None:
+    """The run's spec.yaml holds the fitted tag list and the spec says from_data: the same spec again is no
+    change (it resumes), and a real change (word dropout) is named alone."""
+    spec = str(trained.parent / "tagger.yaml")
+    same = runner.invoke(app, ["train", spec, "--dry-run"])
+    assert same.exit_code == 0 and "nothing changed since its last call" in same.output, same.output
+    changed = runner.invoke(app, ["train", spec, "--set", "model.dropout.token=0.2", "--dry-run"])
+    assert changed.exit_code == 2 and "model.dropout.token: 0.0 → 0.2" in changed.output, changed.output
+    assert "model.head.labels" not in changed.output
