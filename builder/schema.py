@@ -697,7 +697,8 @@ class TrainSpec(StrictModel):
     checkpoint_every: int | None = Field(None, ge=1, description="Checkpoint every N steps.")
     checkpoint_minutes: float | None = Field(10.0, gt=0, description="Checkpoint every M minutes (§6.1: 10).")
     keep_last: int = Field(5, ge=1, description="Keep the last K checkpoints.")
-    average_last: int = Field(5, ge=1, description="Checkpoints averaged by `tbuild average` (§6.1: 5 base, 20 big).")
+    average_last: int = Field(5, ge=1, description="Checkpoints averaged by `tbuild average` and `--average` (§6.1: "
+                              "5 base, 20 big); at most keep_last.")
     precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
         "auto", description="auto: bf16 autocast on a CUDA GPU that has it, fp16 with a gradient scaler on one "
         "that does not (V100, T4); on a CPU bf16 autocast only where a short probe (cached per machine) measures "
@@ -736,6 +737,12 @@ class TrainSpec(StrictModel):
         if self.row_steps and self.row_steps & (self.row_steps - 1):
             raise FieldError(("row_steps",), f"row_steps ({self.row_steps}) must be 0 or a power of two")
         return self
+
+    @property
+    def averaged(self) -> int:
+        """How many checkpoints `--average` alone and `tbuild average` average: ``average_last``, at most the
+        ``keep_last`` the run keeps (a tagger keeping 3 averages 3)."""
+        return min(self.average_last, self.keep_last)
 
 
 class DecodeSpec(StrictModel):

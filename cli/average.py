@@ -14,7 +14,7 @@ from .options import OUTPUT, SET_OPTION, TARGET
 def average(
     target: Path = TARGET,
     last: int | None = typer.Option(None, "--last", min=1, help="How many of the newest checkpoints (default: the "
-                                    "spec's train.average_last; §6.1: 5 base, 20 big)."),
+                                    "spec's train.average_last, at most its keep_last; §6.1: 5 base, 20 big)."),
     output: Path | None = OUTPUT("RUN/averaged_lastK.safetensors"),
     set_: list[str] = SET_OPTION,
 ) -> None:
@@ -23,7 +23,7 @@ def average(
     from tbuild.engine.run_dir import resolve_run
 
     run = resolve_run(target, set_)
-    k = last or run.spec.train.average_last
+    k = last or run.spec.train.averaged
     paths = run.dir.newest(k)
     tensors, meta = average_checkpoints(paths)
     out = output or run.dir.path / f"averaged_last{k}.safetensors"

@@ -39,8 +39,9 @@ def OUTPUT(default: str) -> typer.models.OptionInfo:  # noqa: N802 - reads like 
 
 CHECKPOINT = typer.Option(None, "--checkpoint", help="Weights to use (default: best.safetensors, else newest).")
 AVERAGE = typer.Option(
-    None, "--average", metavar="[K]",  # alone it reads 0 (common.Command): engine/weights.py's average_last
-    help="Use the average of the newest K checkpoints (§6.1); --average alone: the spec's train.average_last.",
+    None, "--average", metavar="[K]",  # alone it reads 0 (common.Command): engine/weights.py's train.averaged
+    help="Use the average of the newest K checkpoints (§6.1); --average alone: the spec's train.average_last, "
+         "at most its keep_last.",
 )
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA when present, else CPU), cpu or cuda.")
 COMPILE = typer.Option(False, "--compile", help="Native engine: compile the decoder step with torch.compile (faster "

@@ -13,7 +13,7 @@ from .run_dir import Run
 
 def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> str:
     """Load into ``model`` a named checkpoint, the average of the newest ``average`` checkpoints (§6.1;
-    0: the spec's ``train.average_last``), else the best by validation perplexity, else the newest
+    0: the spec's ``train.averaged``), else the best by validation perplexity, else the newest
     checkpoint. Refuses weights of another architecture or that do not fit the model.
     Returns which weights were loaded, for reports."""
     expect = run.spec.architecture_hash()
@@ -35,7 +35,7 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
 def weights_files(run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> list[Path]:
     """The file(s) ``load_weights`` reads for these options, without reading them."""
     if average is not None:
-        return run.dir.newest(average or run.spec.train.average_last)
+        return run.dir.newest(average or run.spec.train.averaged)
     return [checkpoint or run.checkpoint or _default(run)]
 
 
