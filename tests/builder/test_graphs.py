@@ -132,3 +132,10 @@ def test_a_resolved_decoder_only_spec_reloads(tmp_path: Path) -> None:
     p = write(tmp_path, yaml.safe_dump(spec.model_dump(mode="json")))
     again = load_spec(p).spec
     assert again == spec and again.architecture_hash() == spec.architecture_hash()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "specs" / "examples" / "graphs").glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_shipped_graph_spec_loads(path: Path) -> None:
+    """Each spec of specs/examples/graphs/ validates as shipped (extends, merges and all): a typo in one is a
+    failing test, not a user's first error."""
+    assert load_spec(path).spec.model.kind in ("encoder_decoder", "decoder_only", "encoder_only")
