@@ -5,32 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
-from tbuild.builder import SpecError, build_model, load_spec
+from tbuild.builder import build_model, load_spec
 from tbuild.builder.inspect import inspect_model
 from tbuild.components.encoder_only import EncoderOnly
 
 from ..conftest import REPO
+from .spec_files import error_of, write
 
 TAGGER = ("model:\n  kind: encoder_only\n  d_model: 16\n  encoder: {layers: 2, heads: 2, d_ff: 32}\n"
           "  head: {kind: token_classification, labels: [DT, NN, VB]}\n  vocab_size: 50\n"
           "data:\n  dataset: {kind: tagging, source: files}\n  train: t\n  valid: v\n")
-
-
-def write(tmp: Path, text: str) -> Path:
-    path = tmp / "s.yaml"
-    path.write_text(text)
-    return path
-
-
-def error_of(path: Path) -> str:
-    with pytest.raises(SpecError) as info:
-        load_spec(path)
-    message = str(info.value)
-    assert len(message.splitlines()) == 1
-    return message
 
 
 def test_an_encoder_only_model_needs_a_head_and_has_no_decoder(tmp_path: Path) -> None:

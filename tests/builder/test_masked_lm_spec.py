@@ -6,32 +6,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
-from tbuild.builder import SpecError, build_model, load_spec
+from tbuild.builder import build_model, load_spec
 from tbuild.builder.inspect import inspect_model
 
 from ..conftest import REPO
+from .spec_files import error_of, write
 
 MLM = ("model:\n  kind: encoder_only\n  d_model: 16\n  encoder: {layers: 2, heads: 2, d_ff: 32}\n"
        "  head: {kind: masked_lm}\n  vocab_size: 50\n"
        "data:\n  dataset: text\n  train: t.txt\n  valid: v.txt\n")
 GRAPHS = REPO / "specs" / "examples" / "graphs"
-
-
-def write(tmp: Path, text: str) -> Path:
-    path = tmp / "s.yaml"
-    path.write_text(text)
-    return path
-
-
-def error_of(path: Path) -> str:
-    with pytest.raises(SpecError) as info:
-        load_spec(path)
-    message = str(info.value)
-    assert len(message.splitlines()) == 1
-    return message
 
 
 def test_the_head_scores_every_piece_at_every_position_tied_to_the_token_table(tmp_path: Path) -> None:

@@ -6,33 +6,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 import torch
 
-from tbuild.builder import SpecError, build_model, load_spec
+from tbuild.builder import build_model, load_spec
 from tbuild.builder.inspect import inspect_model
 from tbuild.components.heads import SequenceClassification
 from tbuild.components.specs.head import SequenceClassificationSpec
 
 from ..conftest import REPO
+from .spec_files import error_of, write
 
 CLASSIFIER = ("model:\n  kind: encoder_only\n  d_model: 16\n  encoder: {layers: 2, heads: 2, d_ff: 32}\n"
               "  head: {kind: sequence_classification, labels: [de, en, fr]}\n  vocab_size: 50\n"
               "data:\n  dataset: {kind: classification, source: files}\n  train: t.tsv\n  valid: v.tsv\n")
-
-
-def write(tmp: Path, text: str) -> Path:
-    path = tmp / "s.yaml"
-    path.write_text(text)
-    return path
-
-
-def error_of(path: Path) -> str:
-    with pytest.raises(SpecError) as info:
-        load_spec(path)
-    message = str(info.value)
-    assert len(message.splitlines()) == 1
-    return message
 
 
 def test_a_sequence_head_on_another_kind_is_refused(tmp_path: Path) -> None:
