@@ -723,9 +723,10 @@ class TrainSpec(StrictModel):
         None, ge=0, description="Round each batch's row count up to one of this many sizes per doubling (a power "
         "of two; extra rows carry no loss); 0: exact; None: 8 on CUDA, 0 on CPU.",
     )
-    compile: bool = Field(
-        False, description="torch.compile the model (one graph for all batch shapes). Off by default: not yet "
-        "measured faster on a GPU, and slower on CPU.",
+    compile: bool | Literal["auto"] = Field(
+        "auto", description="torch.compile the model (graphs traced with symbolic shapes, shared by the "
+        "bucketed batch shapes). auto: on CUDA for runs of 2,000 steps or more (with CUDA graphs for a model "
+        "too small to keep the GPU busy), never on a CPU; true/false: always/never.",
     )
     select: SelectSpec = Field(
         default_factory=SelectSpec, description="The validation metric that picks best.safetensors, and early "

@@ -69,8 +69,9 @@ class _SmoothedNLL(torch.autograd.Function):
 
 def label_smoothed_nll(
     logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int, offset: int = 0
-) -> tuple[torch.Tensor, torch.Tensor, int]:
-    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count). ``offset``: the
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count), all 0-d tensors on
+    the logits' device: none is read on the host, so a training step never waits for the GPU. ``offset``: the
     target holds class c as c + offset (a tagger's labels, stored above PAD: ``data/tagged.py``).
 
     Label smoothing of Szegedy et al. (the paper's [30], §5.4): the target distribution is
@@ -81,7 +82,7 @@ def label_smoothed_nll(
     if offset:
         target = (target - offset).clamp(min=0)  # padding's classes are masked out by keep
     loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep, epsilon)
-    return loss, nll_sum, int(keep.sum())
+    return loss, nll_sum, keep.sum()
 
 
 @torch.no_grad()
@@ -99,7 +100,7 @@ def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, la
         with policy.autocast(), policy.attention():
             logits = model(src, tgt_in)
         loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD, offset)
-        loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + n
+        loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + int(n)
         if offset:
             correct += int((logits.argmax(-1).eq(tgt_out - offset) & tgt_out.ne(PAD)).sum())
     n = max(ntokens, 1)

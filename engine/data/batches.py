@@ -160,6 +160,14 @@ class Bucketing:
         unit = 1 << max(0, n.bit_length() - self.row_steps.bit_length())
         return -(-n // unit) * unit
 
+    def describe(self) -> str:
+        """The rule in words, e.g. "lengths padded to multiples of 8, rows to 8 sizes per doubling"."""
+        if self == EXACT or (self.pad_multiple == 1 and self.row_steps == 0):
+            return "exact shapes"
+        lengths = f"lengths padded to multiples of {self.pad_multiple}" if self.pad_multiple > 1 else "exact lengths"
+        rows = f"rows to {self.row_steps} sizes per doubling" if self.row_steps else "exact rows"
+        return f"{lengths}, {rows}"
+
     def shape(self, src_longest: int, tgt_longest: int, count: int) -> tuple[int, int, int]:
         """(B, S, T) of the padded batch."""
         return self.rows(count), self.length(src_longest), self.length(tgt_longest)

@@ -34,7 +34,7 @@ from tbuild.builder.schema import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
-from ..data.batches import BatchCursor, Bucketing, collate
+from ..data.batches import BatchCursor, Bucketing, batch_shapes, collate
 from ..data.corpus import text_only
 from ..data.tagged import label_offset
 from ..errors import CheckpointError
@@ -45,8 +45,9 @@ from ..policy import Policy
 from ..run_dir import RunDir
 from ..run_lock import RunLock
 from . import distributed
-from .compiled import compile_model
+from .compiled import compile_model, compile_plan, graphs, step_begins
 from .distributed import Rank
+from .feed import BatchFeed
 from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
 from .scoring import ValidScorer, lower_is_better, whole_model
@@ -87,7 +88,11 @@ class Trainer:
         if self.sharded:
             _sharded().require_torch()  # before the first step, not at the first checkpoint
         self.scaler = policy.grad_scaler()
-        self.module = compile_model(self.wrapped) if self.cfg.compile else self.wrapped
+        self.compiling = compile_plan(self.cfg.compile, policy.device, batch_tokens=self.cfg.batch_tokens,
+                                      params=sum(p.numel() for p in self.model.parameters()),
+                                      max_steps=self.cfg.max_steps)
+        self.module = compile_model(self.wrapped, mode=self.compiling.mode) if self.compiling.on else self.wrapped
+        self.graphs = graphs()  # compiled so far in this process: the growth is reported
         self.bucketing = _bucketing(self.cfg, policy, files.spec.model.max_positions)
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
         self.optimizer = _adam(self.cfg, self.params, policy.device)
@@ -104,6 +109,8 @@ class Trainer:
         self.batches = BatchCursor(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths, self.cfg.batch_tokens,
                                    seed=self.cfg.seed, epoch=epoch, index=index, shard=(rank.index, rank.world),
                                    per_update=self.cfg.update_freq)
+        self.feed = BatchFeed(self.batches, lambda rows: collate(self.train_pairs, rows, bucketing=self.bucketing),
+                              to_device=policy.to_device, pin=policy.pin, ahead=policy.feed_ahead)
         self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, files.spec, run.path))
                         if rank.is_main else None)
         if self.metrics is not None:
@@ -123,6 +130,10 @@ class Trainer:
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         precision = self.policy.note or f"precision {self.policy.precision}"
         self.info(precision)
+        if self.compiling.on or self.policy.device.type == "cuda":
+            shapes = len(batch_shapes(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths,
+                                      self.batches.batches, self.bucketing))
+            self.info(f"{self.compiling.why}; {shapes:,} batch shapes an epoch ({self.bucketing.describe()})")
         if self.rank.is_main:
             record_machine(self.run.path, machine_facts(self.policy.device, precision, world))
         if self.policy.warning:
@@ -187,15 +198,15 @@ class Trainer:
         the device (float64 sums): reading them synchronises with a GPU, so that happens only on
         logging steps (``LogWindow.record``)."""
         rank = self.rank
-        micro = [self.batches.next() for _ in range(self.cfg.update_freq // rank.world)]
-        local = int(sum(self.train_pairs.tgt_lengths[batch].sum() for batch in micro))
+        micro = [self.feed.next() for _ in range(self.cfg.update_freq // rank.world)]
+        local = int(sum(self.train_pairs.tgt_lengths[fed.indices].sum() for fed in micro))
         ntok = int(distributed.all_sum(rank, [local], self.policy.device)[0])
         # DDP/FSDP average the ranks' gradients; × world makes that the gradient of the global sum / ntok.
         scale = distributed.gradient_scale(rank) / ntok
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
-        for i, batch in enumerate(micro):
-            tensors = collate(self.train_pairs, batch, bucketing=self.bucketing)
-            src, tgt_in, tgt_out = (self.policy.to_device(t) for t in tensors)
+        for i, fed in enumerate(micro):
+            src, tgt_in, tgt_out = fed.tensors
+            step_begins(self.compiling)
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
                 with self.policy.autocast(), self.policy.attention():
                     logits = self.module(src, tgt_in)
@@ -204,9 +215,10 @@ class Trainer:
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         grad_norm = self._apply_gradients()
         self.state.step += 1
-        if self.batches.epoch != self.state.epoch:
-            self.emit("epoch", {"epoch": self.batches.epoch, "step": self.state.step})
-        self.state.epoch, self.state.batch_index = self.batches.epoch, self.batches.index * rank.world
+        after = micro[-1]  # the data position after this update (the feed's cursor may be further on)
+        if after.epoch != self.state.epoch:
+            self.emit("epoch", {"epoch": after.epoch, "step": self.state.step})
+        self.state.epoch, self.state.batch_index = after.epoch, after.index * rank.world
         loss_sum, nll_sum = distributed.sum_tensors(rank, loss_sum, nll_sum)
         return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
                 "lr": self.optimizer.param_groups[0]["lr"]}
@@ -334,6 +346,13 @@ class Trainer:
                     f"(train.select.patience={cfg.select.patience}; best {best}, in best.safetensors)")
         return reason
 
+    def _report_graphs(self) -> None:
+        """Say when torch.compile has built graphs since the last report (at the first steps; later only if a
+        new shape or mode needs one, bounded by ``compiled.GRAPH_LIMIT``)."""
+        if self.compiling.on and (now := graphs()) > self.graphs:
+            self.info(f"torch.compile: {now - self.graphs} graph(s) built at step {self.state.step} ({now} in all)")
+            self.graphs = now
+
     def _agree(self, stop: StopSignal, last_save: float) -> tuple[str | None, bool, bool]:
         """(stop reason, interrupted, checkpoint now by the clock), the same on every process: a flag
         that depends on time or signals is set everywhere when any process sets it (one tiny all-reduce),
@@ -358,6 +377,7 @@ class Trainer:
             with stop.installed():
                 reason = self._loop(stop, after_step)
         finally:
+            self.feed.close()
             self.lock.release()
             if self.metrics is not None:
                 self.metrics.close()
@@ -382,6 +402,7 @@ class Trainer:
             stats = self.step()
             state.elapsed += time.monotonic() - started
             window.add(stats)
+            self._report_graphs()
             reason, interrupted, timed = self._agree(stop, last_save)
             after_step(state.step)
             if state.step % cfg.log_every == 0 or reason is not None:
