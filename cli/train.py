@@ -33,6 +33,9 @@ def train(
                                     "of the rendezvous (torchrun's c10d backend)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Say what changed since the run directory's last "
                                  "training call and what each change does (or why it is refused); train nothing."),
+    profile: int | None = typer.Option(None, "--profile", min=1, help="Run this many training steps under "
+                                       "torch.profiler (after 3 untimed ones) and print GPU busy %, top kernels and "
+                                       "host gaps; the trace goes to RUN/profile/. Saves no checkpoint."),
 ) -> None:
     """Train a spec; re-running on the same run directory resumes where it stopped (on any number
     of processes)."""
@@ -41,6 +44,8 @@ def train(
         overrides = [f"output_dir={json.dumps(str(spec))}", *overrides]
     if dry_run:
         _changes(load(spec, overrides))
+    elif profile is not None:
+        _profile(load(spec, overrides), profile, device)
     elif nproc is not None and "WORLD_SIZE" not in os.environ:
         from tbuild.engine.policy import choose_device
         from tbuild.engine.training.distributed import check_gpus
@@ -76,6 +81,16 @@ def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
 
         for line in preview_plan(loaded):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _profile(loaded, steps: int, device: str) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
+    from tbuild.engine.process import configure_process
+    from tbuild.engine.training.run import profile_spec
+
+    configure_process(loaded.spec.train.threads)
+    result = profile_spec(loaded, Reporter(), steps, device=device)
+    for line in result.lines():
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
 def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None:  # noqa: ANN001

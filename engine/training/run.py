@@ -33,6 +33,7 @@ from . import distributed
 from .changes import stored_changes
 from .distributed import Rank
 from .loggers import check_loggers
+from .profile import Profile, profile_steps
 from .trainer import Event, Trainer
 
 Log = Callable[[str], None]
@@ -66,6 +67,15 @@ def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", rank: R
         return trainer.train(minutes=minutes, after_step=after_step)
     finally:
         distributed.shutdown()
+
+
+def profile_spec(loaded: LoadedSpec, emit: Event, steps: int, *, device: str = "auto") -> Profile:
+    """``steps`` training steps of ``loaded``'s run under torch.profiler (``profile.py``), in one process;
+    the run directory is prepared as training would, and no checkpoint is written."""
+    check_training(loaded.spec, 1, None)
+    policy = _policy(loaded.spec, device, choose_device(device), Rank())
+    trainer = open_trainer(loaded, emit, policy=policy)
+    return profile_steps(trainer, steps, trainer.run.path / "profile")
 
 
 def check_training(spec: Spec, world: int, minutes: float | None) -> None:

@@ -377,10 +377,7 @@ class Trainer:
             with stop.installed():
                 reason = self._loop(stop, after_step)
         finally:
-            self.feed.close()
-            self.lock.release()
-            if self.metrics is not None:
-                self.metrics.close()
+            self.close()
         state = self.state
         # stop_requested: a Ctrl-C that came with another stop (the last step) still asks the caller to stop
         result = {"step": state.step, "reason": reason, "why": self.describe_stop(reason), "best_ppl": state.best_ppl,
@@ -388,6 +385,13 @@ class Trainer:
                   "elapsed_call": state.elapsed - self.elapsed_before, "stop_requested": stop.requested}
         self.emit("end", result)
         return result
+
+    def close(self) -> None:
+        """Stop the batch feed's worker, release the run's lock, close the metrics loggers."""
+        self.feed.close()
+        self.lock.release()
+        if self.metrics is not None:
+            self.metrics.close()
 
     def _loop(self, stop: StopSignal, after_step: Callable[[int], None]) -> str:
         """The steps, with logging, validation and checkpoints; returns why they stopped."""
