@@ -80,7 +80,8 @@ class Profile:
         what = "kernels" if self.busy is not None else "operators"
         out.append(f"top {what} by self time:")
         total = sum(t for _, t, _ in self.top) or 1.0
-        out += [f"  {t / 1000:9.2f} ms  {100 * t / total:5.1f}%  {calls:6d}×  {name[:90]}" for name, t, calls in self.top]
+        out += [f"  {t / 1000:9.2f} ms  {100 * t / total:5.1f}%  {calls:6d}×  {name[:90]}"
+                for name, t, calls in self.top]
         return out
 
 

@@ -74,7 +74,8 @@ def test_multi30k_is_the_tuners_best_trial_and_v1_the_first_recipe() -> None:
     recipe = load_spec(REPO / "specs" / "multi30k.yaml").spec
     best = load_spec(REPO / "specs" / "tune" / "best" / "multi30k.yaml").spec
     budget = {"max_steps", "checkpoint_every", "checkpoint_minutes", "compile"}  # the recipe's, on any device
-    assert recipe.name == "multi30k" and (recipe.model, recipe.data, recipe.decode) == (best.model, best.data, best.decode)
+    assert recipe.name == "multi30k"
+    assert (recipe.model, recipe.data, recipe.decode) == (best.model, best.data, best.decode)
     assert recipe.train.model_dump(exclude=budget) == best.train.model_dump(exclude=budget)
     assert (recipe.train.max_steps, recipe.train.max_minutes, recipe.train.checkpoint_every) == (8000, 85, 500)
     assert recipe.train.schedule.lr == 0.0026259424579625473  # what trial 7 trained, digit for digit
