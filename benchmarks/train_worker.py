@@ -41,13 +41,16 @@ SEED = 1
 
 
 class Replay:
-    """Stands in for the trainer's ``BatchCursor``: ``next()`` is the batch the parent asked for."""
+    """Stands in for the trainer's ``BatchCursor``: the benchmark's batches in order (the parent asks for
+    them in order, so the trainer's feed may collate the next one ahead, as in training)."""
 
     def __init__(self, batches: list[np.ndarray]) -> None:
-        self.batches, self.at, self.epoch, self.index = batches, 0, 0, 0
+        self.batches, self.epoch, self.index = batches, 0, 0
 
     def next(self) -> np.ndarray:
-        return self.batches[self.at]
+        batch = self.batches[self.index % len(self.batches)]
+        self.index += 1
+        return batch
 
 
 def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy: Policy,
@@ -58,11 +61,15 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
     run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))  # what the trainer writes as it starts
     trainer = Trainer(files, run, lambda kind, data: None, policy=policy)
     shutil.rmtree(run.path)  # steps write nothing there
-    trainer.batches = Replay(batches)  # type: ignore[assignment]
+    replay = Replay(batches)
+    trainer.read_from(replay)  # type: ignore[arg-type]
     trainer.model.train()
 
+    taken = iter(range(len(batches)))
+
     def step(i: int) -> None:
-        trainer.batches.at = i
+        if i != (expected := next(taken)):
+            raise ValueError(f"tbuild's benchmark steps take the batches in order: asked for {i}, not {expected}")
         trainer.step()
 
     return step

@@ -109,13 +109,21 @@ class Trainer:
         self.batches = BatchCursor(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths, self.cfg.batch_tokens,
                                    seed=self.cfg.seed, epoch=epoch, index=index, shard=(rank.index, rank.world),
                                    per_update=self.cfg.update_freq)
-        self.feed = BatchFeed(self.batches, lambda rows: collate(self.train_pairs, rows, bucketing=self.bucketing),
-                              to_device=policy.to_device, pin=policy.pin, ahead=policy.feed_ahead)
+        self.feed = self._feed(self.batches)
         self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, files.spec, run.path))
                         if rank.is_main else None)
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint
         self._say_setup()
+
+    def _feed(self, cursor: BatchCursor) -> BatchFeed:
+        return BatchFeed(cursor, lambda rows: collate(self.train_pairs, rows, bucketing=self.bucketing),
+                         to_device=self.policy.to_device, pin=self.policy.pin, ahead=self.policy.feed_ahead)
+
+    def read_from(self, cursor: BatchCursor) -> None:
+        """Take the training batches from ``cursor`` instead (a benchmark's replay of given batches)."""
+        self.feed.close()
+        self.batches, self.feed = cursor, self._feed(cursor)
 
     def info(self, message: str) -> None:
         self.emit("info", {"message": message})
