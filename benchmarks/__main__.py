@@ -72,6 +72,11 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, help="CPU threads for every implementation (default: all cores)")
     parser.add_argument("--quick", action="store_true", help="a smoke run: small vocabulary, batches and outputs")
     parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--profile", type=int, metavar="N", help="training rows: after the timed rounds, N more "
+                        "steps of each implementation under torch.profiler; prints each one's table (GPU busy %%, "
+                        "host gaps, top kernels) and writes its trace into --profile-dir")
+    parser.add_argument("--profile-dir", type=Path, default=Path("bench-profile"),
+                        help="where --profile writes the traces (default: bench-profile/)")
     args = parser.parse_args(argv)
     args.shapes = _choices("--shapes", args.shapes or ("tiny" if args.quick else "tiny,base"), SHAPES)
     args.peers = _choices("--peers", args.peers, PEERS)
@@ -196,7 +201,7 @@ def _train(args: argparse.Namespace, hw: hardware.Hardware, device: str, shape: 
                                                      "lengths": work.lengths.__dict__, "tbuild_train": settings}
     impls = ["tbuild"] + [p for p in args.peers if p in ("torch", "hf")]
     rows = run_training(TrainRun(work, precision, device, args.threads, args.warmup, args.repeats, settings,
-                                 peak, source), impls)
+                                 peak, source, args.profile or 0, args.profile_dir), impls)
     return [{**r, **({"bf16_matmul_ratio": row["bf16_matmul_ratio"]} if "bf16_matmul_ratio" in row else {})}
             for r in rows]
 

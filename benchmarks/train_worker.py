@@ -31,6 +31,7 @@ from tbuild.engine.initial import Initial
 from tbuild.engine.policy import Policy, choose_policy
 from tbuild.engine.process import configure_process
 from tbuild.engine.run_dir import RunDir
+from tbuild.engine.training.profile import profile_calls
 from tbuild.engine.training.run import RunFiles
 from tbuild.engine.training.trainer import Trainer
 
@@ -65,10 +66,10 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
     trainer.read_from(replay)  # type: ignore[arg-type]
     trainer.model.train()
 
-    taken = iter(range(len(batches)))
+    taken = iter(range(1 << 62))
 
     def step(i: int) -> None:
-        if i != (expected := next(taken)):
+        if i != (expected := next(taken) % len(batches)):
             raise ValueError(f"tbuild's benchmark steps take the batches in order: asked for {i}, not {expected}")
         trainer.step()
 
@@ -116,6 +117,12 @@ def peak_memory_mib(device: torch.device) -> float:
     return kib / 1024
 
 
+def _steps_from(step: Callable[[int], None], first: int, batches: int) -> Callable[[], None]:
+    """Calls of ``step`` on batches first, first + 1, ... (wrapping around the ``batches`` there are)."""
+    at = iter(range(first, 1 << 62))
+    return lambda: step(next(at) % batches)
+
+
 def serve(job: dict, reply: Callable[[dict], None]) -> None:
     process = configure_process(job["threads"])
     policy = choose_policy(job["precision"], job["device"])
@@ -128,6 +135,12 @@ def serve(job: dict, reply: Callable[[dict], None]) -> None:
         if command == "end":
             reply({"peak_memory_mib": round(peak_memory_mib(policy.device), 1)})
             return
+        if command == "profile":  # profile N FIRST DIR: N steps from batch FIRST on, trace into DIR
+            count, first, out = int(args[0]), int(args[1]), Path(args[2])
+            found = profile_calls(_steps_from(step, first, len(batches)), count, out.parent, device=policy.device,
+                                  name=out.name)
+            reply({"profile": found.lines()})
+            continue
         sync()
         start = time.perf_counter()
         step(int(args[0]))

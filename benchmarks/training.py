@@ -80,6 +80,8 @@ class TrainRun:
     settings: dict  # TrainSpec overrides for tbuild (e.g. pad_multiple, compile on a GPU)
     peak_gflops: float
     peak_source: str
+    profile: int = 0  # steps profiled after the timed rounds (0: none)
+    profile_dir: Path = Path("bench-profile")
 
 
 def run_training(run: TrainRun, impls: list[str]) -> list[dict]:
@@ -98,12 +100,25 @@ def run_training(run: TrainRun, impls: list[str]) -> list[dict]:
                 answer = w.ask(f"step {r}")
                 if "seconds" in answer and r >= run.warmup:
                     times[w.impl].append(answer["seconds"])
+        if run.profile:
+            _profiles(run, workers)
         memory = {w.impl: w.ask("end").get("peak_memory_mib") for w in workers}
         errors = {w.impl: w.error for w in workers}
     finally:
         for w in workers:
             w.close()
     return _rows(run, times, memory, errors)
+
+
+def _profiles(run: TrainRun, workers: list[Worker]) -> None:
+    """Each implementation's ``run.profile`` further steps under torch.profiler: its table on stderr, its trace
+    in ``run.profile_dir`` (named by implementation, shape and precision)."""
+    for w in workers:
+        name = f"{w.impl}-{run.work.shape.name}-{run.device}-{run.precision}"
+        answer = w.ask(f"profile {run.profile} {run.warmup + run.repeats} {run.profile_dir / name}")
+        print(f"== {IMPLS[w.impl]} ({run.work.shape.name}, {run.device} {run.precision})", file=sys.stderr)
+        for line in answer.get("profile", [f"no profile: {answer.get('error', w.error)}"]):
+            print(line, file=sys.stderr, flush=True)
 
 
 def _rows(run: TrainRun, times: dict[str, list[float]], memory: dict, errors: dict) -> list[dict]:

@@ -721,7 +721,7 @@ class TrainSpec(StrictModel):
                                   "None: the spec's initialisation.")
     row_steps: int | None = Field(
         None, ge=0, description="Round each batch's row count up to one of this many sizes per doubling (a power "
-        "of two; extra rows carry no loss); 0: exact; None: 8 on CUDA, 0 on CPU.",
+        "of two; extra rows carry no loss); 0: exact; None: 8 on CUDA with CUDA graphs (train.compile), else 0.",
     )
     compile: bool | Literal["auto"] = Field(
         "auto", description="torch.compile the model (graphs traced with symbolic shapes, shared by the "

@@ -71,11 +71,15 @@ class Policy:
             return contextlib.nullcontext()
         return sdpa_kernel(backends, set_priority=True)
 
-    @property
-    def shape_buckets(self) -> tuple[int, int]:
-        """Default (pad_multiple, row_steps) of training batches: bounded shapes on CUDA, where kernels
-        and compiled graphs are planned per shape; exact on CPU, where padding is only extra work."""
-        return (8, 8) if self.device.type == "cuda" else (1, 0)
+    def shape_buckets(self, cuda_graphs: bool = False) -> tuple[int, int]:
+        """Default (pad_multiple, row_steps) of training batches. CUDA: lengths padded to multiples of 8
+        (tensor-core tiles, and few shapes); the row count too (8 sizes per doubling) only for CUDA graphs,
+        which record one graph per shape: graphs traced with symbolic shapes serve any row count, and
+        padded rows are work for nothing (WMT-like batches: 1.26x the real tokens with rows bucketed,
+        1.07x without). CPU: exact, where padding is only extra work."""
+        if self.device.type != "cuda":
+            return (1, 0)
+        return (8, 8 if cuda_graphs else 0)
 
 
 def attention_backends(device: torch.device) -> list[SDPBackend] | None:

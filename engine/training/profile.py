@@ -10,6 +10,7 @@ line or best weights are written, so the run resumes where it was.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -88,29 +89,36 @@ class Profile:
 def profile_steps(trainer: Trainer, steps: int, out_dir: Path, *, warmup: int = WARMUP) -> Profile:
     """Run ``warmup`` then ``steps`` training steps of ``trainer``, the latter under torch.profiler, and
     write the trace into ``out_dir``. Saves nothing else; releases the run's lock."""
-    cuda = trainer.policy.device.type == "cuda"
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     trainer.model.train()
     try:
         for _ in range(warmup):
             trainer.step()
-        _sync(cuda)
-        with profile(activities=activities, record_shapes=False) as prof:
-            started = time.perf_counter()
-            for _ in range(steps):
-                trainer.step()
-            _sync(cuda)
-            seconds = time.perf_counter() - started
+        return profile_calls(trainer.step, steps, out_dir, device=trainer.policy.device,
+                             name=f"step_{trainer.state.step + steps:08d}")
     finally:
         trainer.close()
+
+
+def profile_calls(step: Callable[[], object], steps: int, out_dir: Path, *, device: torch.device,
+                  name: str) -> Profile:
+    """``steps`` calls of ``step`` (warm already) under torch.profiler; the trace is ``out_dir/NAME.pt.trace.json``
+    (the suffix TensorBoard's profiler plugin reads)."""
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    _sync(cuda)
+    with profile(activities=activities, record_shapes=False) as prof:
+        started = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync(cuda)
+        seconds = time.perf_counter() - started
     out_dir.mkdir(parents=True, exist_ok=True)
-    trace = out_dir / f"step_{trainer.state.step:08d}.pt.trace.json"  # the name TensorBoard's plugin reads
+    trace = out_dir / f"{name}.pt.trace.json"
     scratch = out_dir / f".{trace.name}.part"
     prof.export_chrome_trace(str(scratch))
     atomic_write(trace, scratch.read_bytes())
     scratch.unlink()
-    return Profile(steps, seconds, trainer.policy.device.type, _busy(prof) if cuda else None, _top(prof, cuda),
-                   trace)
+    return Profile(steps, seconds, device.type, _busy(prof) if cuda else None, _top(prof, cuda), trace)
 
 
 def _sync(cuda: bool) -> None:

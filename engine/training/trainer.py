@@ -93,7 +93,8 @@ class Trainer:
                                       max_steps=self.cfg.max_steps)
         self.module = compile_model(self.wrapped, mode=self.compiling.mode) if self.compiling.on else self.wrapped
         self.graphs = graphs()  # compiled so far in this process: the growth is reported
-        self.bucketing = _bucketing(self.cfg, policy, files.spec.model.max_positions)
+        self.bucketing = _bucketing(self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
+                                    files.spec.model.max_positions)
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
         self.optimizer = _adam(self.cfg, self.params, policy.device)
         files.initial.load_moments(self.model, self.optimizer)
@@ -448,9 +449,9 @@ def _built(spec: Spec, initial: Initial, device: torch.device) -> nn.Module:
     return model
 
 
-def _bucketing(cfg: TrainSpec, policy: Policy, max_len: int) -> Bucketing:
-    """Batch shapes: the spec's padding multiple and row steps, else the policy's for this device."""
-    pad_multiple, row_steps = policy.shape_buckets
+def _bucketing(cfg: TrainSpec, default: tuple[int, int], max_len: int) -> Bucketing:
+    """Batch shapes: the spec's padding multiple and row steps, else ``default`` (the policy's for this device)."""
+    pad_multiple, row_steps = default
     return Bucketing(pad_multiple if cfg.pad_multiple is None else cfg.pad_multiple,
                      row_steps if cfg.row_steps is None else cfg.row_steps, max_len=max_len)
 

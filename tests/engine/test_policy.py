@@ -73,7 +73,9 @@ def test_attention_backends_by_device() -> None:
     q = torch.randn(2, 2, 5, 8)
     with cpu.attention():
         torch.nn.functional.scaled_dot_product_attention(q, q, q)
-    assert cpu.shape_buckets == (1, 0) and Policy(torch.device("cuda")).shape_buckets == (8, 8)
+    cuda = Policy(torch.device("cuda"))
+    assert cpu.shape_buckets() == cpu.shape_buckets(True) == (1, 0)
+    assert cuda.shape_buckets() == (8, 0) and cuda.shape_buckets(cuda_graphs=True) == (8, 8)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
