@@ -5,6 +5,7 @@ run alone (docs/architecture.md, "Docs that run"). A snippet's id is its page an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from tbuild.builder.schema import Spec
 from tbuild.cli.app import app
 
 from .commands import problems
-from .snippets import REPO, Snippet, all_snippets
+from .snippets import REPO, Snippet, all_snippets, pages
 
 SNIPPETS = all_snippets()
 YAML = [s for s in SNIPPETS if s.kind == "yaml" and not s.fragment]
@@ -96,3 +97,16 @@ def test_fragment_marker_excludes_a_block(tmp_path: Path) -> None:
     page.write_text("```yaml\nmodel: {d_model: 8}\n```\n\n<!-- fragment -->\n```yaml\npointer: {}\n```\n")
     found = extract(page)
     assert [(s.line, s.fragment) for s in found] == [(2, False), (7, True)]
+
+
+WORKSHOP = re.compile(
+    r"\bissues?\b|(?<!torchrun's )\bagents?\b|\bagents'|\ba helper\b|\bhelper's\b|(?<!shell )\bsessions?\b"
+    r"|\bmy own\b|/tmp/|(?-i:\btask #\d)", re.IGNORECASE)
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: p.relative_to(REPO).as_posix())
+def test_no_workshop_words(page: Path) -> None:
+    """The pages speak to users: no words about how the project was made (who ran what, in which sitting)."""
+    found = [f"{page.name}:{n}: {m.group(0)!r}" for n, line in enumerate(page.read_text().splitlines(), 1)
+             for m in WORKSHOP.finditer(line)]
+    assert found == []
