@@ -8,16 +8,20 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 REPO = Path(__file__).resolve().parents[2]
 FRAGMENT = "<!-- fragment -->"
 FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*(\S*)")
 INLINE = re.compile(r"(?<!`)`(tbuild [^`]+)`(?!`)")
 COMMENT = re.compile(r"(^|\s)#.*$")  # a shell comment: '#' at the start of a word
+SPEC_LIKE = {"extends", "model", "data", "train", "decode", "base", "space", "rows", "grid"}
 
 
 @dataclass(frozen=True)
 class Snippet:
-    """One runnable part of a page: ``kind`` is yaml (a fence's body) or cli (a command line)."""
+    """One runnable part of a page: ``kind`` is yaml (a fence's body), cli (a command line) or unlabelled
+    (a fence without ``yaml`` that holds a spec, a sweep or a study)."""
 
     file: str
     line: int
@@ -58,8 +62,19 @@ def extract(path: Path) -> list[Snippet]:
         elif opening.group(3) in ("", "bash", "sh", "console"):
             out += [Snippet(name, i + 2 + k, "cli", command, fragment=fragment)
                     for k, line in enumerate(body) if (command := tbuild_command(line))]
+            if not opening.group(3) and looks_like_a_spec(body):
+                out.append(Snippet(name, i + 2, "unlabelled", "\n".join(body) + "\n", fragment=fragment))
         i = end + 1
     return out
+
+
+def looks_like_a_spec(body: list[str]) -> bool:
+    """An unlabelled fence that holds a spec, a sweep or a study (it should say ```yaml, to be run)."""
+    try:
+        data = yaml.safe_load("\n".join(body))
+    except yaml.YAMLError:
+        return False
+    return isinstance(data, dict) and bool(set(data) & SPEC_LIKE)
 
 
 def tbuild_command(line: str) -> str | None:

@@ -84,6 +84,11 @@ def test_command_line_matches_the_cli(snippet: Snippet) -> None:
 FRAGMENT_HINT = "with <!-- fragment --> on the line before its fence"
 
 
+def test_spec_fences_say_yaml() -> None:
+    """A spec, sweep or study in a fence without ``yaml`` would not run: label it."""
+    assert [s.id for s in SNIPPETS if s.kind == "unlabelled"] == []
+
+
 def test_the_docs_have_snippets() -> None:
     """The extraction finds what the pages hold (a broken pattern would leave nothing to check)."""
     assert len(YAML) >= 10 and len(CLI) >= 100
