@@ -45,13 +45,13 @@ def extract(path: Path) -> list[Snippet]:
     name = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
     lines = path.read_text(encoding="utf-8").splitlines()
     out: list[Snippet] = []
-    i = 0
+    i = prose = 0
     while i < len(lines):
         opening = FENCE.match(lines[i])
         if not opening:
-            out += [Snippet(name, i + 1, "cli", m.group(1), fenced=False) for m in INLINE.finditer(lines[i])]
             i += 1
             continue
+        out += inline_commands(name, lines[prose:i], prose + 1)
         end = i + 1
         while end < len(lines) and not lines[end].strip().startswith(opening.group(2)):
             end += 1
@@ -64,8 +64,15 @@ def extract(path: Path) -> list[Snippet]:
                     for k, line in enumerate(body) if (command := tbuild_command(line))]
             if not opening.group(3) and looks_like_a_spec(body):
                 out.append(Snippet(name, i + 2, "unlabelled", "\n".join(body) + "\n", fragment=fragment))
-        i = end + 1
-    return out
+        i = prose = end + 1
+    return out + inline_commands(name, lines[prose:], prose + 1)
+
+
+def inline_commands(name: str, lines: list[str], first: int) -> list[Snippet]:
+    """The `tbuild …` spans of prose (lines from line ``first`` on); a span may run over a line break."""
+    text = "\n".join(lines)
+    return [Snippet(name, first + text.count("\n", 0, m.start()), "cli", " ".join(m.group(1).split()), fenced=False)
+            for m in INLINE.finditer(text)]
 
 
 def looks_like_a_spec(body: list[str]) -> bool:
