@@ -115,3 +115,18 @@ def test_no_workshop_words(page: Path) -> None:
     found = [f"{page.name}:{n}: {m.group(0)!r}" for n, line in enumerate(page.read_text().splitlines(), 1)
              for m in WORKSHOP.finditer(line)]
     assert found == []
+
+
+def test_install_hints_agree() -> None:
+    """An extra is installed one way in every page, from the clone (tbuild is not on an index): pip install -e
+    '.[NAME]', NAME one of pyproject.toml's extras."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib is in Python >= 3.11")
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    wrong = []
+    for page in pages():
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for hint in re.findall(r"pip install [^`#\n]*?\[[^\]]*\][^\s`]*", line):
+                names = re.fullmatch(r"pip install -e '\.\[([a-z0-9_,-]+)\]'", hint)
+                if names is None or not set(names.group(1).split(",")) <= extras:
+                    wrong.append(f"{page.name}:{n}: {hint}")
+    assert wrong == []
