@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from tbuild.cli.app import app
+from tbuild.cli.common import Command
 
 ROOT = typer.main.get_command(app)
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z0-9_]*(…|\.\.\.)?$|…|\|")  # TARGET, RUN…, a|b: a word standing for values
@@ -84,6 +85,8 @@ def _option_problem(command: Any, rest: list[str], path: list[str]) -> str | Non
     """Consume the option at ``rest[0]`` (and its value); the problem with it, if any."""
     word = rest.pop(0)
     name, eq, value = word.partition("=")
+    if name in Command.ANYWHERE:
+        return None
     options = {opt: p for p in command.get_params(typer.Context(command)) if p.param_type_name == "option"
                for opt in [*p.opts, *p.secondary_opts]}
     if name not in options:

@@ -1,0 +1,56 @@
+"""What the CLI shows of itself: help that reads the same with any typer (a flag without a value, arguments in
+capitals), --debug after the command, and a study file given to validate or inspect pointing to tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+from tests.conftest import REPO
+
+runner = CliRunner()
+WIDE = {"COLUMNS": "200"}
+COMMANDS = sorted(typer.main.get_command(app).list_commands(None))  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("command", [[], *([c] for c in COMMANDS), ["data", "fetch"]], ids=lambda c: " ".join(c))
+def test_help_shows_flags_without_a_value_and_arguments_in_capitals(command: list[str]) -> None:
+    result = runner.invoke(app, [*command, "--help"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert "<bool>" not in result.output
+    usage = next(line for line in result.output.splitlines() if "Usage:" in line)
+    assert "{" not in usage, usage
+
+
+def test_decode_usage_names_its_targets() -> None:
+    usage = runner.invoke(app, ["decode", "--help"], env=WIDE).output
+    assert "[OPTIONS] TARGETS..." in usage
+
+
+def test_a_flag_given_a_value_is_refused() -> None:
+    result = runner.invoke(app, ["inspect", str(REPO / "specs/base.yaml"), "--json", "true"])
+    assert result.exit_code == 2
+
+
+def test_debug_after_the_command_shows_the_traceback(tmp_path: Path) -> None:
+    missing = str(tmp_path / "missing.yaml")
+    quiet = runner.invoke(app, ["validate", missing])
+    assert quiet.exit_code == 2 and "no such spec" in quiet.output
+    for args in (["--debug", "validate", missing], ["validate", missing, "--debug"]):
+        loud = runner.invoke(app, args)
+        assert loud.exit_code != 0 and loud.exception is not None and "no such spec" in str(loud.exception)
+    assert runner.invoke(app, ["validate", missing]).exception.__class__ is SystemExit  # not left on
+
+
+@pytest.mark.parametrize("command", ["validate", "inspect"])
+def test_a_study_file_points_to_tune_dry_run(command: str) -> None:
+    study = REPO / "specs" / "tune" / "multi30k.yaml"
+    result = runner.invoke(app, [command, str(study)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines() == [
+        f"error: {study}: this is a study file, not a spec: run `tbuild tune {study} --dry-run` to validate every "
+        "value of its space and print its plan"]
