@@ -64,7 +64,8 @@ def fetch(
 @guarded
 def prepare(
     spec: Path = SPEC_TARGET,
-    workers: int | None = typer.Option(None, "--workers", help="Encoding processes (default: the cores, at most 8)."),
+    workers: int | None = typer.Option(None, "--processes", help="Encoding processes (default: the cores, at most "
+                                       "8)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Train the run's tokenizer if needed, then encode, filter and memory-map the training split into

@@ -54,3 +54,12 @@ def test_a_study_file_points_to_tune_dry_run(command: str) -> None:
     assert result.output.strip().splitlines() == [
         f"error: {study}: this is a study file, not a spec: run `tbuild tune {study} --dry-run` to validate every "
         "value of its space and print its plan"]
+
+
+def test_a_gpu_estimate_without_max_steps_says_how_to_give_it() -> None:
+    result = runner.invoke(app, ["inspect", str(REPO / "specs/multi30k.yaml"), "--gpus", "8"], env=WIDE)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].endswith("add --set train.max_steps=N")
+    given = runner.invoke(app, ["inspect", str(REPO / "specs/multi30k.yaml"), "--gpus", "8", "--set",
+                                "train.max_steps=8000"], env=WIDE)
+    assert given.exit_code == 0 and "8,000 updates" in given.output
