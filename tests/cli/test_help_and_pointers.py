@@ -3,6 +3,7 @@ capitals), --debug after the command, and a study file given to validate or insp
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -63,3 +64,14 @@ def test_a_gpu_estimate_without_max_steps_says_how_to_give_it() -> None:
     given = runner.invoke(app, ["inspect", str(REPO / "specs/multi30k.yaml"), "--gpus", "8", "--set",
                                 "train.max_steps=8000"], env=WIDE)
     assert given.exit_code == 0 and "8,000 updates" in given.output
+
+
+def test_no_help_text_holds_an_angle_bracketed_word() -> None:
+    """The help is rendered as Markdown, where ``<name>`` is an HTML tag and disappears: write NAME."""
+    root = typer.main.get_command(app)
+    found = []
+    for name in COMMANDS:
+        command = root.get_command(None, name)  # type: ignore[attr-defined]
+        texts = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]
+        found += [f"{name}: {t}" for t in texts if re.search(r"<[A-Za-z_][\w.-]*>", t)]
+    assert found == []
