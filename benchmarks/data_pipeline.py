@@ -13,7 +13,7 @@ matching German sentences, so lengths vary like real data), then in fresh proces
 Memory that grows with N is what the data costs; the model and optimizer are the same for every N.
 Not a test:
 
-    python benchmarks/data_pipeline.py [--sizes 500000 5000000] [--workers 2] [--keep DIR]
+    python benchmarks/data_pipeline.py [--sizes 500000 5000000] [--processes 2] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def tree_rss(pid: int) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[500_000, 5_000_000])
-    parser.add_argument("--workers", type=int, default=None, help="encoding processes (default: the cores)")
+    parser.add_argument("--processes", type=int, default=None, help="encoding processes (default: the cores)")
     parser.add_argument("--keep", type=Path, default=None, help="keep corpora and runs here")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="tbuild-data-bench-"))
@@ -158,7 +158,7 @@ def main() -> None:
         print(f"{n:,} pairs written in {time.monotonic() - started:.0f} s", flush=True)
         sets = common + ["--set", f"data.train={prefix}", "--set", f"data.tokenizer.model={tok_run / 'spm.model'}",
                          "--set", f"output_dir={root / f'run{n}'}"]
-        workers = ["--workers", str(args.workers)] if args.workers else []
+        workers = ["--processes", str(args.processes)] if args.processes else []
         prep = run_measured(TBUILD + ["data", "prepare", str(spec)] + sets + workers)
         train = run_measured(TBUILD + ["train", str(spec)] + sets + ["--set", "train.max_steps=1",
                              "--set", "train.max_epochs=null", "--set", "train.log_every=1"], marker="step 1 ")

@@ -19,7 +19,7 @@ from tbuild.components.registry import Registry
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
 from tbuild.components.specs.feedforward import ReLUFFNSpec
-from tbuild.components.specs.graph import GRAPHS
+from tbuild.components.specs.graph import GRAPHS, with_article
 from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
@@ -231,29 +231,29 @@ class ModelSpec(StrictModel):
 
     def _graph_checks(self) -> None:
         """What the kind's graph has: its stacks and nothing else, cross-attention only with an encoder."""
-        graph = GRAPHS[self.kind]
+        graph, a_kind = GRAPHS[self.kind], with_article(self.kind)
         for name in ("encoder", "decoder"):
             if name not in graph.stacks and getattr(self, name) is not None:
-                raise FieldError((name,), f"a {self.kind} model has no {name}: remove model.{name} (or set it "
+                raise FieldError((name,), f"{a_kind} model has no {name}: remove model.{name} (or set it "
                                  "to null)")
             if name in graph.stacks and getattr(self, name) is None:
-                raise FieldError((name,), f"an {self.kind} model needs its {name} stack: model.{name} cannot be null")
+                raise FieldError((name,), f"{a_kind} model needs its {name} stack: model.{name} cannot be null")
         self._head_checks()
         if self.prefix_lm is not None and self.kind != "decoder_only":
-            raise FieldError(("prefix_lm",), f"prefix_lm makes a decoder_only model translate; an {self.kind} model "
+            raise FieldError(("prefix_lm",), f"prefix_lm makes a decoder_only model translate; {a_kind} model "
                              "has no prefix LM: remove model.prefix_lm")
         if not graph.cross_attention:
-            why = f"a {self.kind} model has no cross-attention (no encoder to attend to)"
+            why = f"{a_kind} model has no cross-attention (no encoder to attend to)"
             if self.decoder is not None and self.decoder.cross_attention is not None:
                 raise FieldError(("decoder", "cross_attention"), f"{why}: remove decoder.cross_attention")
             # a resolved spec (a run's spec.yaml) writes the default out: only another value is refused
             if "cross_attention" in self.model_fields_set and self.cross_attention != MultiHeadSpec():
                 raise FieldError(("cross_attention",), f"{why}: remove model.cross_attention")
         if not graph.cross_attention and self.pointer() is not None:
-            raise FieldError(("decoder", "pointer"), f"a {self.kind} model has no source to point into: remove "
+            raise FieldError(("decoder", "pointer"), f"{a_kind} model has no source to point into: remove "
                              "decoder.pointer")
         if "encoder" not in graph.stacks and self.src_vocab_size is not None:
-            raise FieldError(("src_vocab_size",), f"a {self.kind} model has one vocabulary (no source side): "
+            raise FieldError(("src_vocab_size",), f"{a_kind} model has one vocabulary (no source side): "
                              "remove src_vocab_size")
 
     def _order_checks(self) -> None:
@@ -272,11 +272,11 @@ class ModelSpec(StrictModel):
         """An output head where the encoder is the last stack (encoder_only), none anywhere else."""
         needs = GRAPHS[self.kind].stacks[-1] == "encoder"
         if needs and self.head is None:
-            raise FieldError(("kind",), f"an {self.kind} model needs an output head: set model.head, e.g. "
+            raise FieldError(("kind",), f"{with_article(self.kind)} model needs an output head: set model.head, e.g. "
                              "{kind: token_classification} (a tagger) or {kind: sequence_classification} (a "
                              "classifier)")
         if not needs and self.head is not None:
-            raise FieldError(("head",), f"a {self.kind} model has no head (its decoder's output projection "
+            raise FieldError(("head",), f"{with_article(self.kind)} model has no head (its decoder's output projection "
                              "predicts tokens): remove model.head, or set model.kind: encoder_only")
 
     def pointer(self) -> ComponentSpec | None:
@@ -899,12 +899,12 @@ class Spec(StrictModel):
                              "model.prefix_lm for a language model")
         if text and graph.data != "text" and not _masked_lm(self.model):
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
-                             f"language model's data: set model.kind: decoder_only (an {self.model.kind} model "
-                             "trains on source-target pairs)")
+                             f"language model's data: set model.kind: decoder_only "
+                             f"({with_article(self.model.kind)} model trains on source-target pairs)")
         if given and not text and graph.data == "text" and self.model.prefix_lm is None:
-            raise FieldError(("model", "kind"), f"a {self.model.kind} model trains on one side of text (a language "
-                             "model): set data.dataset to text (your files) or {kind: multi30k, side: de}, or "
-                             "set model.prefix_lm: {attention: prefix} to translate pairs")
+            raise FieldError(("model", "kind"), f"{with_article(self.model.kind)} model trains on one side of "
+                             "text (a language model): set data.dataset to text (your files) or {kind: multi30k, "
+                             "side: de}, or set model.prefix_lm: {attention: prefix} to translate pairs")
         if not text:
             return self
         for split in ("train", "valid", "test"):
@@ -930,10 +930,10 @@ class Spec(StrictModel):
                                  "{kind: masked_lm}): remove it")
             return
         if data.dataset is None or not data.dataset.text_only:
-            what = f"data.dataset {data.dataset.kind}" if data.dataset is not None else "no data.dataset"
-            raise FieldError(("model", "head"), f"a masked_lm head predicts hidden pieces of plain text, and {what} "
-                             "is not one side of text: set data.dataset to text (your files) or {kind: multi30k, "
-                             "side: en}")
+            what = (f"data.dataset {data.dataset.kind} is not one side of text" if data.dataset is not None
+                    else "data.dataset is not set")
+            raise FieldError(("model", "head"), f"a masked_lm head predicts hidden pieces of plain text, and {what}: "
+                             "set data.dataset to text (your files) or {kind: multi30k, side: en}")
 
     def _labels_fit_the_graph(self) -> None:
         """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
@@ -944,10 +944,11 @@ class Spec(StrictModel):
         if per is not None and graph.data != "labels":
             what = "words and their tags, a tagger's" if per == "word" else "lines and their labels, a classifier's"
             raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
-                             f"data: set model.kind: encoder_only (an {self.model.kind} model trains on "
+                             f"data: set model.kind: encoder_only ({with_article(self.model.kind)} model trains on "
                              f"{'text' if graph.data == 'text' else 'source-target pairs'})")
         if graph.data == "labels" and per is None and not _masked_lm(self.model):
-            raise FieldError(("data", "dataset"), f"an {self.model.kind} model trains on words and their tags or "
+            raise FieldError(("data", "dataset"), f"{with_article(self.model.kind)} model trains on words and their "
+                             "tags or "
                              "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "
                              "{kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")
         head_per = getattr(self.model.head, "labels_per", None)  # a plugin head may not say

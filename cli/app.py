@@ -23,6 +23,7 @@ from .train import train
 from .tune import tune
 
 app = typer.Typer(
+    cls=common.Group,
     help="Build, train, decode and evaluate Transformer translation models from YAML specs.",
     no_args_is_help=True,
     add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
@@ -41,7 +42,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _options(
-    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors."),
+    debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors (also after the command)."),
     _: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
 ) -> None:
     common.state["debug"] = debug

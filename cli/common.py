@@ -11,7 +11,7 @@ import typer
 import yaml
 from rich.console import Console
 from rich.markup import escape
-from typer.core import TyperCommand
+from typer.core import TyperCommand, TyperGroup
 
 console = Console()
 err_console = Console(stderr=True)
@@ -29,17 +29,55 @@ def _known_errors() -> dict[type[BaseException], int]:
     return {SpecError: 2, UnsupportedExport: 2, TbuildError: 2}
 
 
+def plain_flags(params: list[Any]) -> list[Any]:
+    """``params`` with each flag's metavar emptied: a flag takes no value, so no type is shown beside it."""
+    for param in params:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class Group(TyperGroup):
+    """The `tbuild` command and its `data` group: flags shown without a value in their help, as in commands'."""
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_flags(super().get_params(ctx))
+
+
 class Command(TyperCommand):
     """A tbuild command: ``--average`` may stand alone (given as 0, read as the spec's
-    ``train.average_last``), which click's options cannot express."""
+    ``train.average_last``), which click's options cannot express; ``--debug`` (``ANYWHERE``) may come after
+    the command too; and its help shows a flag without a value and arguments as ``SPEC``, ``TARGETS...``
+    with any typer (0.29 prints ``--json <bool>`` and ``{spec}``)."""
+
+    ANYWHERE = ("--debug",)  # the app's options a command also takes
+
+    def get_params(self, ctx: Any) -> list[Any]:
+        return plain_flags(super().get_params(ctx))
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         out: list[str] = []
         for i, arg in enumerate(args):
+            if arg == "--":
+                out += args[i:]
+                break
+            if arg in self.ANYWHERE:
+                state["debug"] = True
+                continue
             out.append(arg)
             if arg == "--average" and (i + 1 == len(args) or not args[i + 1].isdigit()):
                 out.append("0")
         return super().parse_args(ctx, out)
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``[OPTIONS] SPEC [MORE]...``: an argument by its name in capitals, in brackets when optional."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                name = (param.metavar or param.name or "").upper()
+                name = name if param.required else f"[{name}]"
+                pieces.append(name + ("..." if param.nargs != 1 else ""))
+        return pieces
 
 
 def notify(message: str) -> None:
@@ -77,16 +115,18 @@ def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy
     """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
     from tbuild.engine.run_dir import load_target
 
-    refuse_sweep_file(spec)
+    refuse_based_file(spec)
     return load_target(spec, sets or [])
 
 
-def refuse_sweep_file(path: Path) -> None:
-    """A sweep file given where a spec belongs: one line pointing to ``tbuild sweep FILE --dry-run`` (exit 2)
-    instead of an unknown-key error per sweep key. A sweep file is a mapping with ``base`` and only
-    sweep keys; anything else is left to the spec loader, whose errors are the precise ones."""
+def refuse_based_file(path: Path) -> None:
+    """A sweep or study file given where a spec belongs: one line pointing to ``tbuild sweep FILE --dry-run``
+    or ``tbuild tune FILE --dry-run`` (exit 2) instead of an unknown-key error per key. Such a file is a
+    mapping with ``base`` and only its own keys (a study's include ``space``); anything else is left to the
+    spec loader, whose errors are the precise ones."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.sweep.spec import SweepSpec
+    from tbuild.engine.tune.spec import StudySpec
 
     if path.suffix not in (".yaml", ".yml", ".json") or not path.is_file():
         return
@@ -94,7 +134,11 @@ def refuse_sweep_file(path: Path) -> None:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return
-    if isinstance(data, dict) and "base" in data and set(data) <= set(SweepSpec.model_fields):
+    if not isinstance(data, dict) or "base" not in data:
+        return
+    if set(data) <= set(SweepSpec.model_fields):
         raise TbuildError(f"{path}: this is a sweep file, not a spec: run `tbuild sweep {path} --dry-run` to "
                           "validate every row and print its plan")
-
+    if "space" in data and set(data) <= set(StudySpec.model_fields):
+        raise TbuildError(f"{path}: this is a study file, not a spec: run `tbuild tune {path} --dry-run` to "
+                          "validate every value of its space and print its plan")

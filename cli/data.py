@@ -6,10 +6,11 @@ from pathlib import Path
 
 import typer
 
-from .common import console, guarded, load
+from .common import Command, Group, console, guarded, load
 from .options import MIRROR, SET_OPTION, SPEC_TARGET
 
-data_app = typer.Typer(help="Fetch built-in data sets; prepare a spec's training data.", no_args_is_help=True)
+data_app = typer.Typer(cls=Group, help="Fetch built-in data sets; prepare a spec's training data.",
+                       no_args_is_help=True)
 
 
 @data_app.callback()
@@ -17,7 +18,7 @@ def _group() -> None:
     """Fetch built-in data sets; prepare a spec's training data."""  # keeps commands subcommands
 
 
-@data_app.command()
+@data_app.command(cls=Command)
 @guarded
 def multi30k(
     output: Path = typer.Option(Path("data/multi30k"), "--output", "-o", help="Folder to put the .gz files in."),
@@ -35,7 +36,7 @@ def multi30k(
         console.print(f"{len(written)} files in {output}", highlight=False)
 
 
-@data_app.command()
+@data_app.command(cls=Command)
 @guarded
 def fetch(
     spec: Path = SPEC_TARGET,
@@ -59,11 +60,12 @@ def fetch(
             console.print(f"data.{split}: {files}", highlight=False, soft_wrap=True)
 
 
-@data_app.command()
+@data_app.command(cls=Command)
 @guarded
 def prepare(
     spec: Path = SPEC_TARGET,
-    workers: int | None = typer.Option(None, "--workers", help="Encoding processes (default: the cores, at most 8)."),
+    workers: int | None = typer.Option(None, "--processes", help="Encoding processes (default: the cores, at most "
+                                       "8)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Train the run's tokenizer if needed, then encode, filter and memory-map the training split into

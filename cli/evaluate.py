@@ -28,8 +28,8 @@ def evaluate(
     no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
     ensembling: Ensembling = Ensembling(),
     loading: Loading = Loading(),
-    evalb: Path | None = typer.Option(None, "--evalb", help="Parsing runs: an EVALB parameter file (default: "
-                                      "COLLINS.prm's rules, built in)."),
+    evalb: Path | None = typer.Option(None, "--params", "-p", help="Parsing runs: an EVALB parameter file, as "
+                                      "tbuild evalb's (default: COLLINS.prm's rules, built in)."),
     diagnose: bool = typer.Option(False, "--diagnose", help="Parsing runs: also F1 by sentence length beside "
                                   "the right-branching floor, teacher-forced accuracy by token kind and span "
                                   "errors (eval_SPLIT.diagnosis.json)."),

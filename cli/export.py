@@ -29,6 +29,7 @@ def export(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
+    from tbuild.components.specs.graph import with_article
     from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
@@ -47,7 +48,7 @@ def export(
     run = resolve_run(target, set_)
     if run.spec.model.kind in ("decoder_only", "encoder_only"):
         if check_src is not None:
-            raise TbuildError(f"--check-src: a {run.spec.model.kind} export is checked on the valid split")
+            raise TbuildError(f"--check-src: {with_article(run.spec.model.kind)} export is checked on the valid split")
         return _export_graph(run, to, output, quantization, checkpoint, average, device, check)
     require_kind(run.spec, "export", language_model=False)
     if profile is not None:

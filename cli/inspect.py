@@ -81,6 +81,10 @@ def _print_estimate(spec, report, gpus: int, gpu_type: str, mfu: float) -> None:
     from tbuild.builder.inspect import estimate_training
     from tbuild.engine.errors import TbuildError
 
+    if spec.train.max_steps is None:
+        stops = ", ".join(f"train.{k}" for k in ("max_minutes", "max_epochs") if getattr(spec.train, k) is not None)
+        raise TbuildError(f"--gpus: the estimate needs a number of updates, and train.max_steps is not set (this "
+                          f"spec stops by {stops or 'no step count'}): add --set train.max_steps=N")
     try:
         est = estimate_training(spec, report, gpus, gpu_type, mfu)
     except ValueError as e:

@@ -18,8 +18,8 @@ from .progress import Quiet, Reporter
 
 @guarded
 def train(
-    spec: Path = typer.Argument(..., help="A spec file (its run directory is runs/<name> unless output_dir is set), "
-                                "or a run directory to train further."),
+    spec: Path = typer.Argument(..., help="A spec file (its run directory is runs/NAME under the working "
+                                "directory, unless output_dir is set), or a run directory to train further."),
     set_: list[str] = SET_OPTION,
     minutes: float | None = typer.Option(None, "--minutes", min=0, help="Train this many more minutes, then stop "
                                          "(the spec's train.max_minutes stays the run's total over all resumes)."),

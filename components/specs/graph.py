@@ -52,3 +52,8 @@ ENCODER_ONLY = declare(Graph(
     "encoder_only", ("encoder",), cross_attention=False, data="labels",
     summary="an encoder over the input and a head over its final states (model.head: a tagger's "
     "token_classification or a classifier's sequence_classification), no decoder"))
+
+
+def with_article(kind: str) -> str:
+    """A model kind in a sentence: ``an encoder_decoder``, ``a decoder_only``."""
+    return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"

@@ -21,7 +21,7 @@ import torch
 
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import PAD
-from tbuild.components.specs.graph import GRAPHS
+from tbuild.components.specs.graph import GRAPHS, with_article
 from tbuild.components.transformer import DecoderCache
 
 from ..data.pairs import load_pairs
@@ -82,10 +82,10 @@ def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
                           f"tbuild {', '.join(PREFIX_LM_COMMANDS[:-1])} and {PREFIX_LM_COMMANDS[-1]} take it")
     if language_model and not is_language_model(spec):
         raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
-                          f"{spec.name or 'this run'} is an {spec.model.kind} translator: use tbuild decode")
+                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} translator: use tbuild decode")
     if not language_model and is_language_model(spec):
         raise TbuildError(f"tbuild {command} needs a translator (model.kind encoder_decoder); "
-                          f"{spec.name or 'this run'} is a {spec.model.kind} language model, which has no "
+                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} language model, which has no "
                           f"{command} yet: tbuild generate continues text, tbuild evaluate gives its perplexity")
 
 

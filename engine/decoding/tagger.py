@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from tbuild.builder.schema import Spec
+from tbuild.components.specs.graph import with_article
 
 from ..data.tagged import (
     LABEL_OFFSET,
@@ -37,7 +38,7 @@ def require_tagger(spec: Spec, command: str) -> None:
     refuse_masked_lm(spec, command)
     if not labelled(spec):
         raise TbuildError(f"tbuild {command} of labels needs a tagger or classifier (model.kind encoder_only); "
-                          f"{spec.name or 'this run'} is an {spec.model.kind} model")
+                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} model")
 
 
 def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",

@@ -48,7 +48,8 @@ class TranslateRequest(LinesRequest):
                                                      "sentence gives an empty output.")
     beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
     alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
-    nbest: Count | None = Field(None, description="Also return the N best of each sentence (N ≤ beam).")
+    nbest: Count | None = Field(None, description="Also return the N best of each sentence (N above the beam "
+                                "widens the beam to N).")
     scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
 
 
@@ -80,7 +81,8 @@ class GenerateRequest(LinesRequest):
                           "422 when it leaves no room in the model's positions.")
     beam: Count | None = Field(None, description="Beam size, 1: greedy (default: the spec's decode.beam).")
     alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
-    nbest: Count | None = Field(None, description="Also return the N best (N ≤ beam) or, sampling, N samples.")
+    nbest: Count | None = Field(None, description="Also return the N best (N above the beam widens the beam to N) "
+                                "or, sampling, N samples.")
     sampling: Sampling | None = Field(None, description="Sample instead of beam search (default: decode.sampling).")
     topk: Annotated[int, Field(ge=1, le=100000), BeforeValidator(_whole)] | None = Field(
         None, description="topk sampling's K (default: decode.topk).")
@@ -168,12 +170,12 @@ class Limits:
 
 
 DESCRIPTIONS = {
-    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters and {tokens} tokens "
-           "(413 above); an empty sentence gives an empty output.",
-    "prompts": "Prompts, one per item: 1 to {lines}, each of at most {chars} characters, and tokens that leave "
-               "room for max_new_tokens in the model's {tokens} positions (413 above); an empty prompt generates "
-               "from nothing.",
-    "texts": "Texts, one per item: 1 to {lines}, each of at most {chars} characters (413 above); a tagger's at "
+    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either) "
+           "and {tokens} tokens (413 above); an empty sentence gives an empty output.",
+    "prompts": "Prompts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either), and "
+               "tokens that leave room for max_new_tokens in the model's {tokens} positions (413 above); an empty "
+               "prompt generates from nothing.",
+    "texts": "Texts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); a tagger's at "
              "most {tokens} pieces (413 above), a classifier's cut there as in training; an empty text gets no "
              "tags or an empty label.",
 }
@@ -197,16 +199,17 @@ def _position(text: str, pos: int) -> str:
 
 
 def _limit_error(error: dict[str, Any], request: type[LinesRequest]) -> RequestError | None:
-    """The 413 or 422 of a limit on the request's lines (``request_model``'s), None for any other error."""
+    """The 422 of a limit on the request's lines that the request schema states (``request_model``'s: minItems,
+    maxItems, maxLength), None for any other error. (413 is the model's limit in tokens, which no schema states.)"""
     loc, kind, value = tuple(error["loc"][1:]), error["type"], error.get("input")
     field, noun = request.LINES, request.NOUN
     if loc == (field,) and kind == "too_short":
         return RequestError(422, f"{field}: the list of {noun} is empty")
     if loc == (field,) and kind == "too_long":
-        return RequestError(413, f"{field}: {len(value)} {noun}, more than the limit of "
+        return RequestError(422, f"{field}: {len(value)} {noun}, more than the limit of "
                                  f"{error['ctx']['max_length']} per request")
     if len(loc) == 2 and loc[0] == field and kind == "string_too_long":
-        return RequestError(413, f"{field}[{loc[1]}]: {len(value)} characters, more than the limit of "
+        return RequestError(422, f"{field}[{loc[1]}]: {len(value)} characters, more than the limit of "
                                  f"{error['ctx']['max_length']}")
     return None
 
@@ -215,7 +218,7 @@ def validation_error(errors: Sequence[Any], body: Any,
                      request: type[LinesRequest] = TranslateRequest) -> RequestError:
     """The ``RequestError`` for FastAPI's validation ``errors`` of a ``request`` body (``loc`` starts with
     "body"): 400 for a body that is not JSON, 422 for a body of the wrong shape (reported before the
-    limits), 413 for too many or too long lines, 422 for an empty list."""
+    limits), 422 for too many, too long or no lines (the limits the schema states)."""
     first = errors[0]
     if first["type"] == "json_invalid":
         text = body if isinstance(body, str) else ""

@@ -55,10 +55,10 @@ ROUTES: dict[str, tuple[type[LinesRequest], type, str]] = {
 
 STATUSES = {
     400: "The body is not valid UTF-8, or not valid JSON.",
-    413: "More lines than the server's limit, or a line over its characters or the model's tokens.",
+    413: "A line over the model's limit in tokens.",
     422: "The body is not a JSON object of the request's shape (sent as application/json), the list of "
-         "lines is empty, or an option is wrong (nbest > beam, max_new_tokens past the model's positions, a "
-         "classifier's text holding a tab).",
+         "lines is empty or longer than the server's limit, a line is over its characters, or an option is "
+         "wrong (max_new_tokens past the model's positions, a classifier's text holding a tab).",
     500: "The server failed (the message names the error's type; the traceback goes to the server's log); "
          "the server keeps serving.",
     503: "The request took more than the server's timeout and was cancelled, or the server is shutting down.",

@@ -66,10 +66,15 @@ class Task(Protocol):
 
 
 def _request(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRequest:
-    """The spec's decoding options with the request's (those given), 422 if they clash."""
+    """The spec's decoding options with the request's (those given), 422 if they clash. An ``nbest`` above
+    the beam widens the beam to it (the N best of a beam search need a beam of N), so every ``nbest`` the
+    request schema allows is answered."""
+    given = {k: v for k, v in options.items() if v is not None}
+    if given.get("sampling", spec.decode.sampling) is None and given.get("nbest", 1) > given.get("beam",
+                                                                                                spec.decode.beam):
+        given["beam"] = given["nbest"]
     try:
-        return DecodeRequest.of(spec.decode, batch_tokens=batch_tokens,
-                                **{k: v for k, v in options.items() if v is not None})
+        return DecodeRequest.of(spec.decode, batch_tokens=batch_tokens, **given)
     except InvalidRequest as e:
         raise RequestError(422, str(e)) from None
 

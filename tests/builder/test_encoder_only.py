@@ -23,15 +23,15 @@ def test_an_encoder_only_model_needs_a_head_and_has_no_decoder(tmp_path: Path) -
     p = write(tmp_path, TAGGER.replace("  head: {kind: token_classification, labels: [DT, NN, VB]}\n", ""))
     assert error_of(p).startswith(f"{p}:2:3: model.kind: an encoder_only model needs an output head")
     p = write(tmp_path, TAGGER.replace("  vocab_size: 50\n", "  vocab_size: 50\n  decoder: {layers: 2}\n"))
-    assert error_of(p).startswith(f"{p}:7:3: model.decoder: a encoder_only model has no decoder")
+    assert error_of(p).startswith(f"{p}:7:3: model.decoder: an encoder_only model has no decoder")
     p = write(tmp_path, TAGGER.replace("  vocab_size: 50\n", "  vocab_size: 50\n  cross_attention: {kind: multihead, "
                                        "kv_heads: 2}\n"))
-    assert error_of(p).startswith(f"{p}:7:3: model.cross_attention: a encoder_only model has no cross-attention")
+    assert error_of(p).startswith(f"{p}:7:3: model.cross_attention: an encoder_only model has no cross-attention")
 
 
 def test_a_head_on_another_kind_and_tags_for_another_kind_are_refused(tmp_path: Path) -> None:
     p = write(tmp_path, "model:\n  head: {kind: token_classification}\n")
-    assert error_of(p).startswith(f"{p}:2:3: model.head: a encoder_decoder model has no head")
+    assert error_of(p).startswith(f"{p}:2:3: model.head: an encoder_decoder model has no head")
     p = write(tmp_path, "data:\n  dataset: {kind: tagging}\n  train: t\n")
     assert error_of(p).startswith(f"{p}:2:3: data.dataset: data.dataset tagging is words and their tags, a "
                                   "tagger's data: set model.kind: encoder_only")

@@ -39,16 +39,18 @@ def test_untied_with_tie_embeddings_none(tmp_path: Path) -> None:
 
 
 def test_refused_on_other_kinds_and_with_labelled_data(tmp_path: Path) -> None:
-    for kind in ("encoder_decoder", "decoder_only"):
+    for kind, article in (("encoder_decoder", "an"), ("decoder_only", "a")):
         p = write(tmp_path, MLM.replace("kind: encoder_only", f"kind: {kind}").replace(
             "  encoder: {layers: 2, heads: 2, d_ff: 32}\n", "" if kind == "decoder_only" else
             "  encoder: {layers: 2, heads: 2, d_ff: 32}\n"))
-        assert f"model.head: a {kind} model has no head" in error_of(p)
+        assert f"model.head: {article} {kind} model has no head" in error_of(p)
     p = write(tmp_path, MLM.replace("  dataset: text\n", "  dataset: {kind: tagging, source: files}\n")
               .replace("t.txt", "t").replace("v.txt", "v"))
     message = error_of(p)
     assert message.startswith(f"{p}:5:3: model.head: a masked_lm head predicts hidden pieces of plain text, and "
                               "data.dataset tagging is not one side of text")
+    p = write(tmp_path, MLM.replace("  dataset: text\n", ""))
+    assert "plain text, and data.dataset is not set: set data.dataset to text" in error_of(p)
 
 
 def test_masking_is_checked(tmp_path: Path) -> None:

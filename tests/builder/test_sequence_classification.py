@@ -23,7 +23,7 @@ CLASSIFIER = ("model:\n  kind: encoder_only\n  d_model: 16\n  encoder: {layers: 
 
 def test_a_sequence_head_on_another_kind_is_refused(tmp_path: Path) -> None:
     p = write(tmp_path, "model:\n  head: {kind: sequence_classification}\n")
-    assert error_of(p).startswith(f"{p}:2:3: model.head: a encoder_decoder model has no head")
+    assert error_of(p).startswith(f"{p}:2:3: model.head: an encoder_decoder model has no head")
     p = write(tmp_path, "model:\n  kind: decoder_only\n  head: {kind: sequence_classification}\n")
     assert error_of(p).startswith(f"{p}:3:3: model.head: a decoder_only model has no head")
 
