@@ -16,7 +16,7 @@ encoder, the decoder and the output (three_way tying, §3.4), √d_model embeddi
 
 M2M100 has the same layers but computes its positions on load (tensor2tensor's sinusoid: frequencies
 10000^(-i/(D/2 - 1)), counted from the padding id + 1), which §3.5's table is not: it is not a target.
-Call ``targets.check_exportable`` first: these functions assume what it guarantees.
+``to_pegasus`` calls ``targets.check_exportable`` first; the other functions assume what it guarantees.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tbuild.components.weights import weight_tree
 
 from .hf import generation_config, seq2seq_config
 from .hf_graphs import position_table
+from .targets import HF, check_exportable
 
 NAMES = "hf-pegasus"  # the model's declared map (components/transformer.py)
 TIED = frozenset({"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"})
@@ -80,6 +81,7 @@ def to_pegasus(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformer
     """An in-memory PegasusForConditionalGeneration holding ``model``'s weights (float32, eval mode)."""
     from transformers import PegasusForConditionalGeneration
 
+    check_exportable(spec, HF)
     config = pegasus_config(model, spec)
     hf = PegasusForConditionalGeneration(config).eval()
     eps = resolve(spec.model).encoder.groups[0].norm.eps  # type: ignore[union-attr,attr-defined] # one eps (targets.py)
