@@ -14,8 +14,9 @@ from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, OUTPUT, S
 def export(
     target: Path = TARGET,
     to: str = typer.Option("ctranslate2", "--to", help="Runtime to export to: ctranslate2, or hf (a Hugging Face "
-                           "folder: MarianMTModel with its MarianTokenizer files; GPT2LMHeadModel or "
-                           "LlamaForCausalLM for decoder_only; XLMRobertaXLForTokenClassification for a tagger)."),
+                           "folder: MarianMTModel for a post-norm translator, PegasusForConditionalGeneration for a "
+                           "pre-norm one, with MarianTokenizer files; GPT2LMHeadModel or LlamaForCausalLM for "
+                           "decoder_only; XLMRobertaXLForTokenClassification for a tagger)."),
     output: Path | None = OUTPUT("the folder RUN/export/TO-QUANTIZATION"),
     quantization: str | None = EXPORT_QUANTIZATION,
     check: str = typer.Option("valid", "--check", help="Parity check on the valid split, or none."),

@@ -157,8 +157,11 @@ def _ctranslate2_names() -> Names:
     return names
 
 
-def _marian_names() -> Names:
-    """Hugging Face ``MarianMTModel``'s parameters (``model.shared`` only where it shares one table)."""
+def _hf_seq2seq_names(final_norms: bool) -> Names:
+    """Hugging Face's BART-family translation models' parameters: ``MarianMTModel``'s (post-norm) and, with
+    ``final_norms`` (each stack's ``layer_norm`` after its pre-norm layers), ``PegasusForConditionalGeneration``'s
+    (``model.shared`` only where the encoder and decoder share one table). Their position tables are not
+    tbuild parameters: Marian rebuilds its sinusoid on load, Pegasus's is written by the export."""
     names: Names = {"model.shared.weight": ("src_embed.tokens.weight",),
                     "model.encoder.embed_tokens.weight": ("src_embed.tokens.weight",),
                     "model.decoder.embed_tokens.weight": ("tgt_embed.tokens.weight",)}
@@ -171,6 +174,8 @@ def _marian_names() -> Names:
             names |= params(f"{hf}.{theirs}_layer_norm", f"{ours}.{mine}.norm")
         names |= params(f"{hf}.fc1", f"{ours}.ffn.sublayer.w1") | params(f"{hf}.fc2", f"{ours}.ffn.sublayer.w2")
         names |= params(f"{hf}.final_layer_norm", f"{ours}.ffn.norm")
+        if final_norms:
+            names |= params(f"model.{stack}.layer_norm", f"{stack}_norm")
     return names | {"lm_head.weight": ("output.weight",)}
 
 
@@ -179,7 +184,8 @@ ENCODER_DECODER = WeightTree(
             Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm")),
     output="output",
     vocab_rows=frozenset({"src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight", "output.bias"}),
-    exports={"ctranslate2": _ctranslate2_names(), "hf": _marian_names()},
+    exports={"ctranslate2": _ctranslate2_names(), "hf": _hf_seq2seq_names(final_norms=False),
+             "hf-pegasus": _hf_seq2seq_names(final_norms=True)},
 )
 
 

@@ -1,5 +1,6 @@
-"""Decoding a run's Hugging Face export (``export/hf.py``) with ``MarianMTModel.generate`` under tbuild's
-conventions, so that its output compares with the native engine's (``translator.py``, ``search.py``):
+"""Decoding a run's Hugging Face export (``export/hf.py``: MarianMTModel or PegasusForConditionalGeneration)
+with ``generate`` under tbuild's conventions, so that its output compares with the native engine's
+(``translator.py``, ``search.py``):
 
 - Length penalty: ``generate`` runs with length_penalty 0 (raw log-probs; HF divides by |Y|^α, tbuild by
   ((5+|Y|)/6)^α), returns its ``beam`` finished hypotheses, and they are re-ranked with tbuild's lp.
@@ -83,7 +84,8 @@ def hf_search(hf: Any, sources: list[list[int]], spec: DecodeRequest, max_output
               progress: Callable[[int], None] = lambda _: None,
               after_batch: Callable[[], None] = lambda: None) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
-    from a ``MarianMTModel``, in input order, batched by length (module docstring)."""
+    from an exported MarianMTModel or PegasusForConditionalGeneration, in input order, batched by length
+    (module docstring)."""
     results: list[list[Hypothesis]] = [[] for _ in sources]
     for rows, limits in limited_batches(sources, spec, max_output_len):
         for i, hyps in zip(rows, _generate(hf, [sources[i] for i in rows], limits, spec), strict=True):

@@ -1,6 +1,7 @@
-"""Write a tbuild model as a Hugging Face ``MarianMTModel`` folder: config.json and
-generation_config.json, model.safetensors, and the files ``MarianTokenizer`` loads (source.spm,
-target.spm, vocab.json with tbuild's ids, tokenizer_config.json).
+"""Write a tbuild encoder-decoder as a Hugging Face folder: config.json and generation_config.json,
+model.safetensors, and the files ``MarianTokenizer`` loads (source.spm, target.spm, vocab.json with tbuild's
+ids, tokenizer_config.json). A post-norm model becomes a ``MarianMTModel`` (this module), a pre-norm one a
+``PegasusForConditionalGeneration`` (``hf_pegasus.py``); ``targets.hf_seq2seq_class`` says which.
 
 Marian is the paper's post-norm Transformer (§3.1) with scaled embeddings (§3.4) and a fixed sinusoid
 (§3.5), so the weights map one to one, with one twist: Marian's table puts sin(pos/10000^(2i/D)) in
@@ -28,12 +29,12 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
-from .targets import HF, check_exportable
+from .targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
 
 if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
 
-SINUSOID_ROWS = 1024  # Marian's max_position_embeddings when the model has no max_positions
+SINUSOID_ROWS = 1024  # max_position_embeddings when the model has no max_positions
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
 
 
@@ -79,15 +80,12 @@ def _embedding_rows(model: EncoderDecoder) -> tuple[int, int]:
     return src, tgt
 
 
-def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
-    """The MarianConfig of ``model``: sizes, activation, positions, tying, and tbuild's special ids
-    (decoding starts from BOS, not Marian's usual PAD)."""
-    from transformers import MarianConfig
-
+def seq2seq_config(model: EncoderDecoder, spec: Spec) -> dict[str, object]:
+    """The config fields MarianConfig and PegasusConfig share: sizes, activation, positions, dropout, and
+    tbuild's special ids (decoding starts from BOS, not PAD as in most Marian and Pegasus models)."""
     m, view = spec.model, resolve(spec.model)
-    (src_rows, tgt_rows), layers = _embedding_rows(model), weight_tree(model).layer_counts(model)
-    return MarianConfig(
-        vocab_size=src_rows, decoder_vocab_size=tgt_rows,
+    layers = weight_tree(model).layer_counts(model)
+    return dict(
         d_model=m.d_model, encoder_layers=layers["encoder"], decoder_layers=layers["decoder"],
         encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
         encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
@@ -95,6 +93,16 @@ def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transfor
         max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
         dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
         pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,
+    )
+
+
+def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
+    """The MarianConfig of ``model``: ``seq2seq_config`` with each side's vocabulary and the tying."""
+    from transformers import MarianConfig
+
+    m, (src_rows, tgt_rows) = spec.model, _embedding_rows(model)
+    return MarianConfig(
+        vocab_size=src_rows, decoder_vocab_size=tgt_rows, **seq2seq_config(model, spec),
         share_encoder_decoder_embeddings=m.tie_embeddings == "three_way",
         tie_word_embeddings=m.tie_embeddings != "none",
     )
@@ -114,10 +122,13 @@ def generation_config(spec: Spec, max_length: int):  # noqa: ANN201 - transforme
 
 
 def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianMTModel
-    """An in-memory MarianMTModel holding ``model``'s weights (float32, eval mode)."""
+    """An in-memory MarianMTModel holding ``model``'s post-norm weights (float32, eval mode)."""
     from transformers import MarianMTModel
 
     check_exportable(spec, HF)
+    if hf_seq2seq_class(spec) != "marian":
+        raise UnsupportedExport("MarianMTModel's layers are post-norm: to_hf writes a pre-norm model as "
+                                "PegasusForConditionalGeneration")
     config = marian_config(model, spec)
     hf = MarianMTModel(config).eval()
     params = dict(hf.named_parameters(remove_duplicate=False))
@@ -132,6 +143,16 @@ def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers
         raise AssertionError(f"MarianMTModel weights not written: {', '.join(sorted(missing))}")
     hf.generation_config = generation_config(spec, config.max_position_embeddings)
     return hf
+
+
+def to_hf(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
+    """An in-memory MarianMTModel (post-norm) or PegasusForConditionalGeneration (pre-norm) holding ``model``'s
+    weights (float32, eval mode)."""
+    if hf_seq2seq_class(spec) == "marian":
+        return to_marian(model, spec)
+    from .hf_pegasus import to_pegasus
+
+    return to_pegasus(model, spec)
 
 
 def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Path, max_length: int) -> None:
@@ -149,10 +170,10 @@ def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Pat
 
 
 def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> None:
-    """Save the MarianMTModel folder (safetensors weights) with its tokenizer files into ``out``."""
+    """Save the ``to_hf`` folder (safetensors weights) with its MarianTokenizer files into ``out``."""
     from transformers.utils import logging
 
-    hf = to_marian(model, spec)
+    hf = to_hf(model, spec)
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
@@ -185,7 +206,7 @@ def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # n
 
 def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
     """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
-    MarianMTModel folder in ``out``; returns which weights."""
+    MarianMTModel or PegasusForConditionalGeneration folder in ``out``; returns which weights."""
     model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, HF), checkpoint, average)
     write_hf(model, run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
     return weights

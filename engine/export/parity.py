@@ -1,7 +1,7 @@
-"""Parity of an exported model (CTranslate2 or a Hugging Face MarianMTModel) with tbuild's own decoding:
-both decode the same lines at the same beam and length penalty, and both score the same references
-teacher-forced. The teacher-forced log-prob difference is the strict check (the same network must give
-the same probabilities, up to float32 rounding); the outputs may differ where the searches differ:
+"""Parity of an exported model (CTranslate2, or a Hugging Face MarianMTModel or PegasusForConditionalGeneration)
+with tbuild's own decoding: both decode the same lines at the same beam and length penalty, and both score
+the same references teacher-forced. The teacher-forced log-prob difference is the strict check (the same
+network must give the same probabilities, up to float32 rounding); the outputs may differ where the searches differ:
 
 - Length penalty: CTranslate2 divides by |Y|^α (|Y| without EOS), HF by |Y|^α (with EOS), tbuild by
   ((5+|Y|)/6)^α with EOS (Wu et al. 2016, engine/decoding/search.py). The check runs both runtimes with
@@ -91,13 +91,13 @@ class Ct2Peer:
 
 @dataclass
 class HFPeer:
-    hf: Any  # transformers.MarianMTModel
+    hf: Any  # transformers.MarianMTModel or PegasusForConditionalGeneration
     tok: Tokenizer
 
     def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
         """The best line each under tbuild's conventions (``decoding/hf.py``)."""
         sources = encode_sources(self.tok, lines, translator.max_source_tokens)
-        rows = self.hf.config.max_position_embeddings  # Marian's table does not extrapolate as tbuild's
+        rows = self.hf.config.max_position_embeddings  # the HF tables do not extrapolate as tbuild's
         cap = min(translator.max_output_len or rows, rows)
         return [self.tok.decode(h[0].tokens) if h else "" for h in hf_search(self.hf, sources, decode, cap)]
 
@@ -113,12 +113,12 @@ class HFPeer:
 def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
     """The export in ``exported`` loaded on the CPU (float32 unless it was quantized)."""
     if target == "hf":
-        from transformers import MarianMTModel
+        from transformers import AutoModelForSeq2SeqLM
         from transformers.utils import logging
 
         logging.set_verbosity_error()  # no load progress bars in the report
         logging.disable_progress_bar()
-        return HFPeer(MarianMTModel.from_pretrained(str(exported)).eval(), tok)
+        return HFPeer(AutoModelForSeq2SeqLM.from_pretrained(str(exported)).eval(), tok)  # the class config.json names
     import ctranslate2
 
     return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)

@@ -41,28 +41,66 @@ def _ct2_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
         refuse(f"norms differ ({', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))})")
 
 
-MARIAN_LAYER_NORM_EPS = 1e-5  # MarianMTModel's nn.LayerNorm default; its config has no field for it
+HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which MarianMTModel and Pegasus keep: no config field for it
+
+
+def hf_seq2seq_class(spec: Spec) -> str:
+    """The Hugging Face class an encoder-decoder exports to: ``marian`` (MarianMTModel, post-norm) or
+    ``pegasus`` (PegasusForConditionalGeneration, pre-norm with a final LayerNorm in each stack)."""
+    return "marian" if spec.model.norm_placement == "post" else "pegasus"
 
 
 def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """MarianMTModel: post-norm layers, no final norms, one activation, d_model/heads-wide heads,
-    every head its own K/V, LayerNorm eps fixed at 1e-5."""
+    """Both classes: one activation, d_model/heads-wide heads, every head its own K/V; then the limits of
+    the class the norm placement picks."""
     model = spec.model
-    if model.norm_placement != "post":
-        refuse(f"norm_placement {model.norm_placement!r} (MarianMTModel's layers are post-norm)")
     for stack in view.stacks:
-        _check_stack(stack, "post", refuse)  # d_k = d_v, no final norm, one FFN kind and kv_heads
+        _check_stack(stack, model.norm_placement, refuse)  # d_k = d_v, no final norm after post-norm, one FFN kind
         if stack.d_k * stack.heads != model.d_model:
             refuse(f"{stack.name} d_k ({stack.d_k}) · heads ({stack.heads}) differs from d_model ({model.d_model})")
         kv = {a.kv_heads for g in stack.groups for a in (g.attention, g.cross_attention) if a is not None}  # type: ignore[attr-defined]
         if kv - {None, stack.heads}:
             refuse(f"{stack.name} attention shares K/V between heads (kv_heads {min(kv - {None})})")
     if len({g.ffn.kind for s in view.stacks for g in s.groups}) > 1:  # type: ignore[attr-defined]
-        refuse("encoder and decoder FFN kinds differ (MarianMTModel has one activation_function)")
-    eps = {n.eps for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
-    if eps != {MARIAN_LAYER_NORM_EPS}:
-        refuse(f"LayerNorm eps {', '.join(f'{e:g}' for e in sorted(eps))} (MarianMTModel's is fixed at 1e-05: "
-               "set model.norm={kind: layernorm, eps: 1.0e-5})")
+        refuse("encoder and decoder FFN kinds differ (the HF classes have one activation_function)")
+    (_marian_limits if hf_seq2seq_class(spec) == "marian" else _pegasus_limits)(spec, view, refuse)
+
+
+def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """MarianMTModel: the fixed sinusoid (§3.5), rebuilt on load, and LayerNorm eps 1e-5. No rescaling of the
+    weights reaches another eps: the first norm's input holds the sinusoid, which the folder cannot store."""
+    positional = view.positional.kind  # type: ignore[attr-defined]
+    if positional != "sinusoidal":
+        refuse(f"model.positional {positional} (MarianMTModel's positions are a fixed sinusoid; a pre-norm model "
+               "exports to PegasusForConditionalGeneration, which stores a position table)")
+    for path, eps in _norm_eps(view):
+        if eps != HF_LAYER_NORM_EPS:
+            refuse(f"{path} {eps:g} (MarianMTModel's LayerNorm eps is fixed at 1e-05 and no rescaling reaches "
+                   "another eps under its rebuilt sinusoid: train with model.norm: {kind: layernorm, eps: 1.0e-5}, "
+                   "or pre-norm, which exports to PegasusForConditionalGeneration at any eps)")
+
+
+def _pegasus_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """PegasusForConditionalGeneration: one token table for encoder, decoder and output, a final LayerNorm
+    in each stack, one eps (export/hf_pegasus.py rescales the residual stream to reach it)."""
+    tie = spec.model.tie_embeddings
+    if tie != "three_way":
+        refuse(f"model.tie_embeddings {tie} (PegasusForConditionalGeneration shares one token table between "
+               "encoder, decoder and output: three_way)")
+    for stack in view.stacks:
+        if stack.final_norm is None:
+            refuse(f"model.final_norm false ({stack.name}; PegasusForConditionalGeneration's pre-norm stacks end "
+                   "with a LayerNorm)")
+    eps = _norm_eps(view)
+    if len({e for _, e in eps}) > 1:
+        refuse(f"norms differ in eps ({', '.join(f'{p} {e:g}' for p, e in eps)}; the export rescales one "
+               "residual stream per model for one eps)")
+
+
+def _norm_eps(view: ResolvedModel) -> list[tuple[str, float]]:
+    """(spec path of the eps, eps) of every norm the model uses: ``model.norm.eps``, ``model.decoder.norm.eps``."""
+    return [(".".join(["model", *map(str, c.path), "eps"]), c.spec.eps)  # type: ignore[attr-defined]
+            for c in view.components if c.path[-1] == "norm" and c.uses]
 
 
 CTRANSLATE2 = Target(
@@ -80,14 +118,17 @@ CTRANSLATE2 = Target(
 )
 
 HF = Target(
-    name="hf",  # a Hugging Face transformers MarianMTModel folder (export/hf.py)
+    name="hf",  # a Hugging Face MarianMTModel or PegasusForConditionalGeneration folder (export/hf.py)
     kinds={
         "attention": frozenset({"multihead"}),
-        "positional": frozenset({"sinusoidal"}),  # Marian's fixed table; learned/none/rope/alibi: no such option
+        # Marian: its fixed sinusoid only; Pegasus: a stored table (sinusoidal, learned or none written in it)
+        "positional": frozenset({"sinusoidal", "learned", "none"}),
         "ffn": frozenset({"relu", "gelu"}),  # fc1 -> activation_function -> fc2, both with biases
         "norm": frozenset({"layernorm"}),
     },
-    notes="post-norm, LayerNorm eps 1e-5, one FFN kind, d_k = d_v = d_model/heads, kv_heads = heads",
+    notes="post-norm with LayerNorm eps 1e-5 and sinusoidal positions (MarianMTModel) or pre-norm with final "
+          "norms and three_way tying (PegasusForConditionalGeneration); one FFN kind, d_k = d_v = d_model/heads, "
+          "kv_heads = heads",
     check=_hf_structure,
 )
 

@@ -76,10 +76,10 @@ def test_readme_commands_exist() -> None:
 def test_validate_and_inspect_say_which_export_targets_fit() -> None:
     ok = runner.invoke(app, ["validate", str(REPO / "specs" / "multi30k.yaml")])
     assert ok.exit_code == 0 and "# export to ctranslate2: yes\n" in ok.stdout
-    # multi30k.yaml trains pre-norm, which MarianMTModel cannot hold
-    assert ok.stdout.rstrip().endswith("# export to hf: no (cannot export to hf: norm_placement 'pre' (MarianMTModel's "
-                                       "layers are post-norm); hf needs post-norm, LayerNorm eps 1e-5, one FFN kind, "
-                                       "d_k = d_v = d_model/heads, kv_heads = heads)")
+    # multi30k.yaml trains pre-norm: PegasusForConditionalGeneration holds it (docs/export.md)
+    assert ok.stdout.rstrip().endswith("# export to hf: yes")
+    base = runner.invoke(app, ["validate", str(REPO / "specs" / "base.yaml")])  # post-norm, eps 1e-6 (Marian: 1e-5)
+    assert "# export to hf: no (cannot export to hf: model.norm.eps 1e-06 (MarianMTModel's LayerNorm eps" in base.stdout
     yaml.safe_load(ok.stdout)  # still one YAML document
     relative = runner.invoke(app, ["validate", str(REPO / "specs" / "examples" / "relative.yaml"), "--json"])
     why = json.loads(relative.stdout)["export"]["ctranslate2"]
@@ -89,7 +89,8 @@ def test_validate_and_inspect_say_which_export_targets_fit() -> None:
     assert "export to hf: no (cannot export to hf: positional kind 'alibi'" in inspected.stdout
     assert why.startswith("cannot export to ctranslate2")
     hf = json.loads(relative.stdout)["export"]["hf"]
-    assert hf == "cannot export to hf: positional kind 'none' (model.positional); hf supports positional: sinusoidal"
+    assert hf == ("cannot export to hf: attention kind 'relative' (encoder layer group 0 self-attention); hf supports "
+                  "attention: multihead")
 
 
 def test_validate_imports_no_torch() -> None:

@@ -1,4 +1,5 @@
-"""`tbuild export --to hf`: writes a MarianMTModel folder that transformers loads, and prints the parity report."""
+"""`tbuild export --to hf`: writes a MarianMTModel folder (post-norm) or a PegasusForConditionalGeneration
+folder (pre-norm: the README's recipe, specs/multi30k.yaml) that transformers loads, and prints the parity report."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tests.conftest import tiny_train_spec
+from tests.conftest import REPO, tiny_train_spec
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
@@ -26,6 +27,40 @@ def hf_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     result = CliRunner().invoke(app, ["train", str(root / "spec.yaml")])
     assert result.exit_code == 0, result.output
     return root / "run"
+
+
+@pytest.fixture(scope="module")
+def recipe_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """specs/multi30k.yaml as shipped (pre-norm, sinusoidal, three_way tying, LayerNorm eps 1e-6, beam 4 at
+    α 1.2, its decode profiles), made tiny (widths, layers) and trained for 6 steps on the tiny corpus."""
+    root = tmp_path_factory.mktemp("recipe")
+    spec = yaml.safe_load((REPO / "specs" / "multi30k.yaml").read_text())
+    tiny = tiny_train_spec(tiny_corpus, root / "run")
+    spec["model"].update(d_model=32, encoder=tiny["model"]["encoder"], decoder=tiny["model"]["decoder"])
+    spec |= {"output_dir": tiny["output_dir"], "data": tiny["data"], "train": tiny["train"]}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["train", str(root / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
+def test_main_recipe_exports_to_pegasus_with_parity(recipe_run: Path, tmp_path: Path) -> None:
+    out = tmp_path / "hf"
+    result = CliRunner().invoke(app, ["export", str(recipe_run), "-o", str(out), "--to", "hf", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "(hf, float32" in flat and "parity on 40 sentences (beam 4, α 1.2)" in flat, result.output
+    assert "(greedy, both sides: 100.0%)" in flat
+    assert float(result.output.split("teacher-forced (up to 16 lines): ")[1].split()[0]) < 1e-4
+    assert "hf cannot honour decode profile 'fast': quantization int8" in flat  # the recipe's int8 profile
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["PegasusForConditionalGeneration"] and config["tie_word_embeddings"]
+    tok = transformers.AutoTokenizer.from_pretrained(str(out))  # tokenizer_config.json names MarianTokenizer
+    model = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(out)).eval()
+    assert type(model).__name__ == "PegasusForConditionalGeneration"
+    batch = tok(["A man is riding a bike."], return_tensors="pt")
+    text = tok.batch_decode(model.generate(**batch, num_beams=1, max_new_tokens=8), skip_special_tokens=True)
+    assert len(text) == 1 and "<s>" not in text[0] and "</s>" not in text[0]
 
 
 def test_export_hf_writes_a_loadable_marian_folder_and_prints_parity(hf_run: Path, tmp_path: Path) -> None:
@@ -67,11 +102,12 @@ def test_export_hf_refuses_quantization(hf_run: Path, tmp_path: Path) -> None:
 
 
 def test_unrepresentable_model_is_one_line_and_exit_code_2(tiny_run: Path, tmp_path: Path) -> None:
-    """tiny_run uses tbuild's default LayerNorm eps (1e-6); MarianMTModel's is fixed at 1e-5."""
+    """tiny_run is post-norm at tbuild's default LayerNorm eps (1e-6); MarianMTModel's is fixed at 1e-5."""
     result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "x"), "--to", "hf"])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and "cannot export to hf: LayerNorm eps 1e-06" in lines[0] and "hf needs" in lines[0]
+    assert len(lines) == 1 and "hf needs" in lines[0]
+    assert "cannot export to hf: model.norm.eps 1e-06 (MarianMTModel's LayerNorm eps is fixed at 1e-05" in lines[0]
     assert not (tmp_path / "x").exists()
 
 

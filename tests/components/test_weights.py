@@ -47,7 +47,7 @@ def test_every_parameter_is_in_one_stack_or_the_embeddings(tie: str) -> None:
     assert vocab <= ENCODER_DECODER.vocab_rows
 
 
-@pytest.mark.parametrize("target", ["ctranslate2", "hf"])
+@pytest.mark.parametrize("target", ["ctranslate2", "hf", "hf-pegasus"])
 def test_export_maps_name_every_weight(target: str) -> None:
     """Every parameter goes somewhere (sinusoidal positions have none); every source exists but the optional
     ones (SwiGLU's V, the final norms of a pre-norm model)."""

@@ -1,7 +1,8 @@
-"""Hugging Face MarianMTModel export: every mapped variant round-trips through save_pretrained /
-from_pretrained (teacher-forced logits within 1e-4 in float32, greedy outputs identical, also through
-``generate`` with nothing but the saved generation config); the sinusoid reordering is exact; the
-tokenizer files give tbuild's ids; everything else is refused by kind."""
+"""Hugging Face export of encoder-decoders: post-norm to MarianMTModel, pre-norm to
+PegasusForConditionalGeneration. Every mapped variant round-trips through save_pretrained / from_pretrained
+(teacher-forced logits within 1e-4 in float32, greedy outputs identical, also through ``generate`` with
+nothing but the saved generation config); Marian's sinusoid reordering and Pegasus's eps rescaling are
+exact; the tokenizer files give tbuild's ids; everything else is refused in one line naming the field."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import greedy_search
-from tbuild.engine.export.hf import marian_order, to_marian, write_hf
-from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable
+from tbuild.engine.export.hf import marian_order, to_hf, to_marian, write_hf
+from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
 from tests.conftest import TINY
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
@@ -35,13 +36,30 @@ VARIANTS = {
     "stacks differ (heads, d_ff, layers)": ["model.decoder.heads=2", "model.decoder.d_ff=24", "model.decoder.layers=1"],
     "max_positions": ["model.max_positions=32"],
 }
+PRE = "model.norm_placement=pre"  # PegasusForConditionalGeneration, at tbuild's default eps 1e-6 unless set
+PEGASUS_VARIANTS = {
+    "pre-norm relu, eps 1e-6 (the stream rescaled by √10)": [PRE],
+    "eps 1e-5 (nothing rescaled)": [PRE, EPS],
+    "eps 1e-2 (rescaled by √1e-3)": [PRE, "model.norm={kind: layernorm, eps: 1.0e-2}"],
+    "gelu": [PRE, "model.ffn={kind: gelu}"],
+    "learned positions": [PRE, "model.positional={kind: learned}", "model.max_positions=32"],
+    "no positions": [PRE, "model.positional={kind: none}"],
+    "no attention biases": [PRE, "model.attention={kind: multihead, bias: false}",
+                            "model.cross_attention={kind: multihead, bias: false}"],
+    "unscaled embeddings": [PRE, "model.scale_embeddings=false"],
+    "stacks differ (heads, d_ff, layers)": [PRE, "model.decoder.heads=2", "model.decoder.d_ff=24",
+                                            "model.decoder.layers=1"],
+    "max_positions": [PRE, "model.max_positions=32"],
+}
 
 
 def _export(overrides: list[str], tmp_path: Path):  # noqa: ANN202
-    spec = load_spec(TINY, [EPS, *overrides]).spec
+    """The spec (a post-norm one at Marian's eps), the model, and its export reloaded by the class its
+    config.json names."""
+    spec = load_spec(TINY, ([] if PRE in overrides else [EPS]) + overrides).spec
     model = build_model(spec).eval()
-    to_marian(model, spec).save_pretrained(tmp_path / "hf")
-    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    to_hf(model, spec).save_pretrained(tmp_path / "hf")
+    hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
     return spec, model, hf
 
 
@@ -50,9 +68,12 @@ def _padded(rows: list[list[int]]) -> torch.Tensor:
     return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
 
 
-@pytest.mark.parametrize("overrides", VARIANTS.values(), ids=VARIANTS.keys())
+@pytest.mark.parametrize("overrides", [*VARIANTS.values(), *PEGASUS_VARIANTS.values()],
+                         ids=[*VARIANTS, *(f"pegasus: {k}" for k in PEGASUS_VARIANTS)])
 def test_round_trip(overrides: list[str], tmp_path: Path) -> None:
     spec, model, hf = _export(overrides, tmp_path)
+    expected_class = "MarianMTModel" if PRE not in overrides else "PegasusForConditionalGeneration"
+    assert type(hf).__name__ == expected_class
     g = torch.Generator().manual_seed(1)
     srcs = [torch.randint(4, spec.src_vocab_size(), (n,), generator=g).tolist() + [EOS] for n in (5, 9, 3)]
     tgts = [[BOS] + torch.randint(4, 40, (n,), generator=g).tolist() for n in (6, 4, 7)]
@@ -139,14 +160,33 @@ def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> N
         assert marian.decode([BOS, *ids, EOS], skip_special_tokens=True) == tok.decode(ids)
 
 
+def test_pegasus_holds_tbuild_positions_and_a_rescaled_stream(tmp_path: Path) -> None:
+    """Pegasus stores its position table: tbuild's sinusoid (§3.5, interleaved, no reordering) is written in
+    it, times c = √(1e-5/ε) as the token table; its LayerNorms keep eps 1e-5 (no config field holds another)."""
+    spec, model, hf = _export([PRE, "model.max_positions=64"], tmp_path)  # ε = 1e-6: c = √10
+    c = 10 ** 0.5
+    assert hf.model.encoder.layer_norm.eps == 1e-5 and hf.config.max_position_embeddings == 64
+    for table in (hf.model.encoder.embed_positions.weight, hf.model.decoder.embed_positions.weight):
+        assert torch.allclose(table, sinusoid_table(64, spec.model.d_model) * c, atol=1e-6, rtol=0)
+    assert torch.allclose(hf.model.shared.weight, model.src_embed.tokens.weight * c, atol=1e-6, rtol=0)
+    assert hf.lm_head.weight.data_ptr() == hf.model.shared.weight.data_ptr()  # tied, as tbuild's three_way
+    assert torch.allclose(hf.model.decoder.layer_norm.weight, model.decoder_norm.weight / c, atol=1e-6, rtol=0)
+    assert torch.allclose(hf.model.encoder.layer_norm.weight, model.encoder_norm.weight)  # the memory as tbuild's
+
+
+def test_class_follows_norm_placement() -> None:
+    assert hf_seq2seq_class(load_spec(TINY, [EPS]).spec) == "marian"
+    assert hf_seq2seq_class(load_spec(TINY, [PRE]).spec) == "pegasus"
+    with pytest.raises(UnsupportedExport, match="to_hf writes a pre-norm model as PegasusForConditionalGeneration"):
+        to_marian(build_model(load_spec(TINY, [PRE]).spec), load_spec(TINY, [PRE]).spec)
+
+
 REFUSED = {
     "local": (["model.attention={kind: local}"], "attention"),
     "additive": (["model.attention={kind: additive}"], "attention"),
     "relative": (["model.attention={kind: relative}"], "attention"),
     "rope": (["model.positional={kind: rope}"], "positional"),
     "alibi": (["model.positional={kind: alibi}"], "positional"),
-    "learned": (["model.positional={kind: learned}", "model.max_positions=32"], "positional"),
-    "none": (["model.positional={kind: none}"], "positional"),
     "swiglu": (["model.ffn={kind: swiglu}"], "ffn"),
     "rmsnorm": (["model.norm={kind: rmsnorm, eps: 1.0e-5}"], "norm"),
 }
@@ -155,26 +195,34 @@ REFUSED = {
 @pytest.mark.parametrize("kind", REFUSED)
 def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
     overrides, registry = REFUSED[kind]
-    spec = load_spec(TINY, [EPS, *overrides]).spec
-    build_model(spec)  # a model tbuild can build and train...
-    with pytest.raises(UnsupportedExport, match=rf"{registry} kind '{kind}'.*hf supports {registry}:") as e:
-        check_exportable(spec, HF)  # ...that the export refuses rather than mis-exports
-    assert len(str(e.value).splitlines()) == 1
+    for placement in ("post", "pre"):
+        spec = load_spec(TINY, [EPS, f"model.norm_placement={placement}", *overrides]).spec
+        build_model(spec)  # a model tbuild can build and train...
+        with pytest.raises(UnsupportedExport, match=rf"{registry} kind '{kind}'.*hf supports {registry}:") as e:
+            check_exportable(spec, HF)  # ...that the export refuses rather than mis-exports
+        assert len(str(e.value).splitlines()) == 1
 
 
 @pytest.mark.parametrize("overrides, what", [
-    (["model.norm_placement=pre"], "norm_placement 'pre'"),
-    (["model.final_norm=true"], "final norm"),
-    ([], "LayerNorm eps 1e-06"),  # tbuild's default eps
-    (["model.attention={kind: multihead, kv_heads: 2}", "model.cross_attention={kind: multihead, kv_heads: 2}"],
+    ([], r"model\.norm\.eps 1e-06 \(MarianMTModel's LayerNorm eps is fixed at 1e-05"),  # tbuild's default eps
+    ([EPS, "model.decoder.norm={kind: layernorm, eps: 1.0e-6}"], r"model\.decoder\.norm\.eps 1e-06"),
+    ([EPS, "model.positional={kind: learned}", "model.max_positions=32"], "model.positional learned"),
+    ([EPS, "model.positional={kind: none}"], "model.positional none"),
+    ([EPS, "model.final_norm=true"], "final norm"),
+    ([EPS, "model.attention={kind: multihead, kv_heads: 2}", "model.cross_attention={kind: multihead, kv_heads: 2}"],
      "kv_heads 2"),
-    (["model.encoder.d_k=8", "model.encoder.d_v=8"], r"d_k \(8\) · heads \(4\) differs from d_model \(16\)"),
-    (["model.decoder.ffn={kind: gelu}"], "FFN kinds differ"),
+    ([EPS, "model.encoder.d_k=8", "model.encoder.d_v=8"], r"d_k \(8\) · heads \(4\) differs from d_model \(16\)"),
+    ([EPS, "model.decoder.ffn={kind: gelu}"], "FFN kinds differ"),
+    ([PRE, "model.tie_embeddings=decoder"], "model.tie_embeddings decoder .PegasusForConditionalGeneration shares"),
+    ([PRE, "model.tie_embeddings=none", "model.src_vocab_size=30"], "model.tie_embeddings none"),
+    ([PRE, "model.final_norm=false"], "model.final_norm false .encoder; PegasusForConditionalGeneration"),
+    ([PRE, "model.decoder.norm={kind: layernorm, eps: 1.0e-5}"],
+     r"norms differ in eps \(model\.norm\.eps 1e-06, model\.decoder\.norm\.eps 1e-05;"),
 ])
 def test_refused_structures(overrides: list[str], what: str) -> None:
-    base = [] if not overrides else [EPS]
-    with pytest.raises(UnsupportedExport, match=rf"cannot export to hf: .*{what}.*; hf needs post-norm"):
-        check_exportable(load_spec(TINY, base + overrides).spec, HF)
+    with pytest.raises(UnsupportedExport, match=rf"^cannot export to hf: .*{what}.*; hf needs post-norm") as e:
+        check_exportable(load_spec(TINY, overrides).spec, HF)
+    assert len(str(e.value).splitlines()) == 1
 
 
 def test_newly_registered_kind_is_refused(dummy_attention: None) -> None:
