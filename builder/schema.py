@@ -728,6 +728,11 @@ class TrainSpec(StrictModel):
         "bucketed batch shapes). auto: on CUDA for runs of 2,000 steps or more (with CUDA graphs for a model "
         "too small to keep the GPU busy), never on a CPU; true/false: always/never.",
     )
+    packing: bool = Field(
+        False, description="Pack several pairs end to end into each row (rows as long as the longest pair, "
+        "batch_tokens / that many rows), attention kept within each pair and positions counted from 0 in each: "
+        "every batch one shape, nearly every computed token a real one. An encoder-decoder without a pointer.",
+    )
     select: SelectSpec = Field(
         default_factory=SelectSpec, description="The validation metric that picks best.safetensors, and early "
         "stopping on it (default: perplexity, no early stop).",
@@ -869,6 +874,16 @@ class Spec(StrictModel):
             what = "metric" if select.metric != "ppl" else "patience"
             raise FieldError(("train", "select", what), f"train.select.{what} scores validations, and there are "
                              "none: set data.valid")
+        return self
+
+    @model_validator(mode="after")
+    def _packing_fits_the_model(self) -> Spec:
+        """Packed rows are an encoder-decoder's, whose pointer (a count of source words per row) they would mix."""
+        cross = GRAPHS[self.model.kind].cross_attention  # an encoder-decoder: packed pairs on both sides
+        if self.train.packing and (not cross or self.model.pointer() is not None):
+            what = "a pointer (model.decoder.pointer)" if cross else f"model.kind {self.model.kind}"
+            raise FieldError(("train", "packing"), f"packed rows are for an encoder-decoder without a pointer, not "
+                             f"{what}; set train.packing: false")
         return self
 
     @model_validator(mode="after")

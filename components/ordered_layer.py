@@ -87,10 +87,12 @@ class OrderedDecoderLayer(OrderedLayer):
     """An encoder-decoder's decoder layer in a declared order; called as ``DecoderLayer``."""
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-                positional: Positional, cache: dict | None, offset: int, beams: int = 1) -> torch.Tensor:
-        """x (M·beams, T, D), memory (M, S, D): ``beams`` consecutive rows of x share a memory row."""
-        return self.run(x, _Inputs(positional, memory=memory, memory_pad=memory_pad, cache=cache, offset=offset,
-                                   beams=beams))
+                positional: Positional, cache: dict | None, offset: int, beams: int = 1,
+                self_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x (M·beams, T, D), memory (M, S, D): ``beams`` consecutive rows of x share a memory row;
+        ``self_mask`` as ``DecoderLayer``'s (packed rows)."""
+        return self.run(x, _Inputs(positional, pad=self_mask, memory=memory, memory_pad=memory_pad, cache=cache,
+                                   offset=offset, beams=beams))
 
 
 class OrderedCausalLayer(OrderedLayer):

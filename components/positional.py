@@ -26,8 +26,8 @@ from torch import nn
 from .registry import POSITIONAL
 from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RotarySpec, SinusoidalSpec
 
-__all__ = ["ALiBi", "ALiBiSpec", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional", "Rotary",
-           "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "sinusoid_table"]
+__all__ = ["ALiBi", "ALiBiSpec", "AtPositions", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional",
+           "Rotary", "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "sinusoid_table"]
 
 Offset = int | torch.Tensor  # the first position: one for every row, or each row's (B, 1)
 
@@ -55,6 +55,17 @@ class Positional(nn.Module):
     def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor | None:
         return None
 
+    def packed(self, pos: torch.Tensor) -> Positional | None:
+        """This scheme for packed rows (``components/packing.py``): token (b, t) at position pos[b, t]; None
+        where it cannot (a scheme that reads absolute positions only through one offset for the whole batch)."""
+        if self.shift == "invariant":
+            return self  # differences of positions within a segment are those of the sequence alone
+        return AtPositions(self, pos) if self.shift == "rows" else None
+
+    def add_at(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """``forward`` at the (B, T) positions ``pos`` (any position per token)."""
+        return self(x, pos - torch.arange(x.size(1), device=pos.device))  # positions(): arange + offset = pos
+
 
 def positions(offset: Offset, length: int, device: torch.device) -> torch.Tensor:
     """(T,) positions offset..offset+T-1, or (B, T) each row's for a (B, 1) ``offset``."""
@@ -79,6 +90,24 @@ class RowShifted(Positional):
 
     def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
         return self.base.rotate(t, self._rows(offset))
+
+
+class AtPositions(Positional):
+    """``base`` (a "rows" scheme) for packed rows: token (b, t) at position pos[b, t], each sequence of a row
+    counting from 0; rotations and tables read those positions, hooks are called with offset 0."""
+
+    def __init__(self, base: Positional, pos: torch.Tensor) -> None:
+        super().__init__()
+        self.base, self.pos = base, pos
+
+    def forward(self, x: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        return self.base.add_at(x, self.pos)
+
+    def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
+        return self.base.rotate(t, self.pos - torch.arange(t.size(-2), device=self.pos.device))
+
+    def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor | None:
+        return self.base.attn_bias(heads, q_len, k_len, offset)
 
 
 def sinusoid_table(length: int, d_model: int, start: int = 0) -> torch.Tensor:
@@ -117,6 +146,16 @@ class Sinusoidal(Positional):
         return x + rows.to(x.dtype)
 
 
+    def add_at(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        """Rows of the cached table (the trainer keeps packed rows within it: ``table_length``), looked up
+        without reading the largest position on the host."""
+        return x + self.table[pos].to(x.dtype)
+
+    @property
+    def table_length(self) -> int:
+        return self.table.size(0)
+
+
 @POSITIONAL.register(LearnedSpec)
 class Learned(Positional):
     shift = "rows"
@@ -139,6 +178,13 @@ class Learned(Positional):
             raise ValueError(f"sequence of {end} positions exceeds max_positions {limit}")
         rows = self.embedding.weight[offset:end] if pos is None else self.embedding.weight[pos]
         return x + rows.to(x.dtype)
+
+    def add_at(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        return x + self.embedding.weight[pos].to(x.dtype)  # within max_positions: the trainer checks
+
+    @property
+    def table_length(self) -> int:
+        return self.embedding.num_embeddings
 
 
 @POSITIONAL.register(NoPositionSpec)

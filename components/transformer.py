@@ -15,6 +15,7 @@ from torch import nn
 
 from .dropout import Dropout
 from .kv_cache import KVBuffer
+from .packing import blocked, segment_positions
 from .pointer import PointedMemory, Pointer
 from .positional import Positional
 from .weights import LAYER, Names, Stack, WeightTree, params
@@ -66,9 +67,11 @@ class DecoderLayer(nn.Module):
         self.self_attn, self.cross_attn, self.ffn = self_attn, cross_attn, ffn
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
-                positional: Positional, cache: dict | None, offset: int, beams: int = 1) -> torch.Tensor:
-        """x (M·beams, T, D), memory (M, S, D): ``beams`` consecutive rows of x share a memory row."""
-        x = self.self_attn(x, cache=None if cache is None else cache.setdefault("self", {}),
+                positional: Positional, cache: dict | None, offset: int, beams: int = 1,
+                self_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x (M·beams, T, D), memory (M, S, D): ``beams`` consecutive rows of x share a memory row.
+        ``self_mask`` (B, 1, T, T) True where a query may not see a key besides causality (packed rows)."""
+        x = self.self_attn(x, key_padding_mask=self_mask, cache=None if cache is None else cache.setdefault("self", {}),
                            positional=positional, offset=offset)
         x = self.cross_attn(x, memory, key_padding_mask=memory_pad,
                             cache=None if cache is None else cache.setdefault("cross", {}), beams=beams)
@@ -190,16 +193,29 @@ ENCODER_DECODER = WeightTree(
 
 
 def encode_source(src: torch.Tensor, embed: Embedding, layers: nn.ModuleList, norm: nn.Module | None,
-                  pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+                  pad_id: int, segments: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The encoder stack (§3.1) over src (B, S) ids -> final states (B, S, D) and the padding mask (B, S),
-    True at padding; shared by the encoder-decoder and the encoder-only graph."""
-    pad = src.eq(pad_id)
-    x = embed(src)
+    True at padding; shared by the encoder-decoder and the encoder-only graph. With ``segments`` (B, S)
+    the rows are packed (``packing.py``): the mask is (B, 1, S, S), each sequence seeing only itself."""
+    positional = embed.positional
+    if segments is None:
+        pad = src.eq(pad_id)
+    else:
+        pad, positional = blocked(segments, segments), packed_positions(positional, segments)
+    x = embed(src, positional=positional)
     for layer in layers:
-        x = layer(x, pad, embed.positional)
+        x = layer(x, pad, positional)
     if norm is not None:
         x = norm(x)
     return x, pad
+
+
+def packed_positions(positional: Positional, segments: torch.Tensor) -> Positional:
+    """``positional`` for packed rows of ``segments``; a scheme that cannot be packed is a ValueError."""
+    view = positional.packed(segment_positions(segments))
+    if view is None:
+        raise ValueError(f"positional scheme {type(positional).__name__} cannot read packed rows (train.packing)")
+    return view
 
 
 class EncoderDecoder(nn.Module):
@@ -257,7 +273,22 @@ class EncoderDecoder(nn.Module):
             cache.pointer = p[:, -1]
         return self.pointer(memory, p, beams)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V) for src (B, S) and shifted-right tgt (B, T)."""
-        memory, pad = self.encode(src)
-        return self.decode(tgt, memory, pad)
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_segments: torch.Tensor | None = None,
+                tgt_segments: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for src (B, S) and shifted-right tgt (B, T); with segment ids
+        (B, S) and (B, T), rows packed with several pairs each (``packing.py``; pair k of a row is segment k
+        on both sides)."""
+        if src_segments is None or tgt_segments is None:
+            memory, pad = self.encode(src)
+            return self.decode(tgt, memory, pad)
+        if self.pointer is not None:
+            raise ValueError("a model with a pointer (model.decoder.pointer) cannot train on packed rows")
+        memory, _ = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id, src_segments)
+        positional = packed_positions(self.tgt_embed.positional, tgt_segments)
+        x = self.tgt_embed(tgt, positional=positional)
+        cross, own = blocked(tgt_segments, src_segments), blocked(tgt_segments, tgt_segments)
+        for layer in self.decoder:
+            x = layer(x, memory, cross, positional, None, 0, self_mask=own)
+        if self.decoder_norm is not None:
+            x = self.decoder_norm(x)
+        return self.output(x)

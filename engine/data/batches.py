@@ -4,7 +4,7 @@ from any ``BatchSource``: encoded pairs in memory (``Pairs``) or memory-mapped (
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -88,11 +88,13 @@ class BatchCursor:
     epoch, and every shard gets the same number per epoch (a remainder is left out), so all processes
     step together; (0, 1) takes every batch. ``per_update`` (a multiple of world; default world): each epoch keeps a
     whole number of updates of that many batches, so an update never straddles two epochs and the
-    batch sequence is the same whatever the number of shards."""
+    batch sequence is the same whatever the number of shards. ``cut(epoch)``: the epoch's batches (default:
+    ``token_batches``; packed rows: ``packing.packed_batches``), a function of the epoch alone."""
 
     def __init__(self, src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] | np.ndarray,
                  batch_tokens: int, *, seed: int, epoch: int = 0, index: int = 0,
-                 shard: tuple[int, int] = (0, 1), per_update: int | None = None) -> None:
+                 shard: tuple[int, int] = (0, 1), per_update: int | None = None,
+                 cut: Callable[[int], list[np.ndarray]] | None = None) -> None:
         rank, world = shard
         per_update = per_update or world
         if not 0 <= rank < world:
@@ -101,12 +103,13 @@ class BatchCursor:
             raise ValueError(f"per_update ({per_update}) is not a multiple of world ({world})")
         self.src_lens, self.tgt_lens = src_lens, tgt_lens
         self.batch_tokens, self.seed, self.shard, self.per_update = batch_tokens, seed, shard, per_update
+        self.cut = cut or (lambda epoch: token_batches(src_lens, tgt_lens, batch_tokens, seed=seed, epoch=epoch))
         self.epoch, self.index = epoch, index
         self.batches = self._epoch_batches()
 
     def _epoch_batches(self) -> list[np.ndarray]:
         rank, world = self.shard
-        batches = token_batches(self.src_lens, self.tgt_lens, self.batch_tokens, seed=self.seed, epoch=self.epoch)
+        batches = self.cut(self.epoch)
         per_shard = len(batches) // self.per_update * self.per_update // world
         if per_shard == 0:
             raise ValueError(f"{len(batches)} batches per epoch cannot feed {world} processes "

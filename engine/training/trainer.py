@@ -34,8 +34,9 @@ from tbuild.builder.schema import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
-from ..data.batches import BatchCursor, Bucketing, batch_shapes, collate
+from ..data.batches import BatchCursor
 from ..data.corpus import text_only
+from ..data.packing import pair_indices
 from ..data.tagged import label_offset
 from ..errors import CheckpointError
 from ..initial import Initial
@@ -45,6 +46,7 @@ from ..policy import Policy
 from ..run_dir import RunDir
 from ..run_lock import RunLock
 from . import distributed
+from .batching import Batching
 from .compiled import compile_model, compile_plan, graphs, step_begins
 from .distributed import Rank
 from .feed import BatchFeed
@@ -93,8 +95,9 @@ class Trainer:
                                       max_steps=self.cfg.max_steps)
         self.module = compile_model(self.wrapped, mode=self.compiling.mode) if self.compiling.on else self.wrapped
         self.graphs = graphs()  # compiled so far in this process: the growth is reported
-        self.bucketing = _bucketing(self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
-                                    files.spec.model.max_positions)
+        self.batching = Batching(files.train_pairs, self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
+                                 files.spec.model.max_positions)
+        self.batching.check(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
         self.optimizer = _adam(self.cfg, self.params, policy.device)
         files.initial.load_moments(self.model, self.optimizer)
@@ -109,7 +112,7 @@ class Trainer:
         epoch, index = self._position()
         self.batches = BatchCursor(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths, self.cfg.batch_tokens,
                                    seed=self.cfg.seed, epoch=epoch, index=index, shard=(rank.index, rank.world),
-                                   per_update=self.cfg.update_freq)
+                                   per_update=self.cfg.update_freq, cut=self.batching.cut)
         self.feed = self._feed(self.batches)
         self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, files.spec, run.path))
                         if rank.is_main else None)
@@ -118,8 +121,8 @@ class Trainer:
         self._say_setup()
 
     def _feed(self, cursor: BatchCursor) -> BatchFeed:
-        return BatchFeed(cursor, lambda rows: collate(self.train_pairs, rows, bucketing=self.bucketing),
-                         to_device=self.policy.to_device, pin=self.policy.pin, ahead=self.policy.feed_ahead)
+        return BatchFeed(cursor, self.batching.collate, to_device=self.policy.to_device, pin=self.policy.pin,
+                         ahead=self.policy.feed_ahead)
 
     def read_from(self, cursor: BatchCursor) -> None:
         """Take the training batches from ``cursor`` instead (a benchmark's replay of given batches)."""
@@ -139,10 +142,8 @@ class Trainer:
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         precision = self.policy.note or f"precision {self.policy.precision}"
         self.info(precision)
-        if self.compiling.on or self.policy.device.type == "cuda":
-            shapes = len(batch_shapes(self.train_pairs.src_lengths, self.train_pairs.tgt_lengths,
-                                      self.batches.batches, self.bucketing))
-            self.info(f"{self.compiling.why}; {shapes:,} batch shapes an epoch ({self.bucketing.describe()})")
+        if self.compiling.on or self.policy.device.type == "cuda" or self.batching.length:
+            self.info(f"{self.compiling.why}; {self.batching.describe(self.batches.batches)}")
         if self.rank.is_main:
             record_machine(self.run.path, machine_facts(self.policy.device, precision, world))
         if self.policy.warning:
@@ -208,17 +209,17 @@ class Trainer:
         logging steps (``LogWindow.record``)."""
         rank = self.rank
         micro = [self.feed.next() for _ in range(self.cfg.update_freq // rank.world)]
-        local = int(sum(self.train_pairs.tgt_lengths[fed.indices].sum() for fed in micro))
+        local = int(sum(self.train_pairs.tgt_lengths[pair_indices(fed.indices)].sum() for fed in micro))
         ntok = int(distributed.all_sum(rank, [local], self.policy.device)[0])
         # DDP/FSDP average the ranks' gradients; × world makes that the gradient of the global sum / ntok.
         scale = distributed.gradient_scale(rank) / ntok
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         for i, fed in enumerate(micro):
-            src, tgt_in, tgt_out = fed.tensors
+            src, tgt_in, tgt_out, *segments = fed.tensors  # segment ids: packed rows
             step_begins(self.compiling)
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
                 with self.policy.autocast(), self.policy.attention():
-                    logits = self.module(src, tgt_in)
+                    logits = self.module(src, tgt_in, *segments)
                 loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
@@ -447,13 +448,6 @@ def _built(spec: Spec, initial: Initial, device: torch.device) -> nn.Module:
     model = build_model(spec).to(device)
     initial.apply(model)
     return model
-
-
-def _bucketing(cfg: TrainSpec, default: tuple[int, int], max_len: int) -> Bucketing:
-    """Batch shapes: the spec's padding multiple and row steps, else ``default`` (the policy's for this device)."""
-    pad_multiple, row_steps = default
-    return Bucketing(pad_multiple if cfg.pad_multiple is None else cfg.pad_multiple,
-                     row_steps if cfg.row_steps is None else cfg.row_steps, max_len=max_len)
 
 
 def _adam(cfg: TrainSpec, params: list[nn.Parameter], device: torch.device) -> torch.optim.Optimizer:
