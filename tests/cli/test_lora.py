@@ -171,3 +171,27 @@ def test_a_changed_base_is_refused(base: Path, tiny_corpus: Path, tmp_path: Path
     assert result.exit_code == 2 and "changed since they were trained on it" in result.output, result.output
     resumed = runner.invoke(app, ["train", str(spec), "--set", "train.max_steps=3"])
     assert resumed.exit_code == 2 and "changed since they were trained on it" in resumed.output
+
+
+def test_peft_loads_the_adapters(adapted: Path, tmp_path: Path) -> None:
+    """tbuild merge --peft: adapter_config.json and adapter_model.safetensors that peft loads onto the HF
+    model of the base's shape (Marian), each tensor where tbuild's names map it."""
+    peft = pytest.importorskip("peft")
+    transformers = pytest.importorskip("transformers")
+    result = runner.invoke(app, ["merge", str(adapted), "-o", str(tmp_path / "merged"), "--peft", str(tmp_path / "p")])
+    assert result.exit_code == 0, result.output
+    assert "peft: 14 adapted modules" in result.output
+    config = transformers.MarianConfig(vocab_size=200, d_model=32, encoder_layers=1, decoder_layers=1,
+                                       encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                                       decoder_ffn_dim=64, pad_token_id=0, decoder_start_token_id=0)
+    loaded = peft.PeftModel.from_pretrained(transformers.MarianMTModel(config), str(tmp_path / "p"))
+    ours = load_file(adapted / "best.safetensors")
+    state = loaded.state_dict()
+    pairs = {"model.encoder.layers.0.self_attn.q_proj": "encoder.0.self_attn.sublayer.w_q",
+             "model.decoder.layers.0.encoder_attn.v_proj": "decoder.0.cross_attn.sublayer.w_v",
+             "model.decoder.layers.0.fc2": "decoder.0.ffn.sublayer.w2"}
+    for hf, mine in pairs.items():
+        for part in ("lora_A", "lora_B"):
+            theirs = state[f"base_model.model.{hf}.{part}.default.weight"]
+            assert torch.equal(theirs, ours[f"model.{mine}.{part}.weight"])
+    assert loaded.peft_config["default"].r == 4 and loaded.peft_config["default"].lora_alpha == 8
