@@ -656,6 +656,20 @@ class InitSpec(StrictModel):
                                   "deepen a model.")
 
 
+class AdaptersSpec(StrictModel):
+    """Low-rank adapters (LoRA, Hu et al. 2021) trained on a frozen base (``train.init``): each targeted
+    linear map W becomes W + (alpha/r) · B A, A and B of rank r, B starting at zero (§4.1)."""
+
+    kind: Literal["lora"] = Field("lora", description="The adapter kind (lora: Hu et al. 2021).")
+    r: int = Field(8, ge=1, description="Rank of the update B A (§4.1).")
+    alpha: float = Field(16.0, gt=0, description="Scale α; the update is multiplied by alpha/r (§4.1).")
+    dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the adapters' input.")
+    targets: list[str] = Field(
+        ["attention"], min_length=1, description="The linear modules adapted: groups (attention: every "
+        "projection of the attention blocks; ffn: the feed-forward blocks') or module-name patterns "
+        "(fnmatch), e.g. encoder.*.self_attn.sublayer.w_q or '*.w_v'; a target that matches nothing is refused.")
+
+
 class SelectSpec(StrictModel):
     """How validation scores the model, picks best.safetensors and stops training early. The paper
     selects nothing on a metric (§6.1 averages the last checkpoints); this is the usual practice."""
@@ -737,11 +751,27 @@ class TrainSpec(StrictModel):
         default_factory=SelectSpec, description="The validation metric that picks best.safetensors, and early "
         "stopping on it (default: perplexity, no early stop).",
     )
+    adapters: AdaptersSpec | None = Field(
+        None, description="Train low-rank adapters (LoRA) on the frozen model of train.init instead of the "
+        "model's own weights; the run saves the adapters only. None: train the weights.",
+    )
 
     @model_validator(mode="after")
     def _row_steps_power_of_two(self) -> TrainSpec:
         if self.row_steps and self.row_steps & (self.row_steps - 1):
             raise FieldError(("row_steps",), f"row_steps ({self.row_steps}) must be 0 or a power of two")
+        return self
+
+    @model_validator(mode="after")
+    def _adapters_need_a_base(self) -> TrainSpec:
+        if self.adapters is not None and self.init is None:
+            raise FieldError(("adapters",), "adapters train on a trained model: set train.init.from to its run")
+        if self.adapters is not None and self.init is not None and self.init.vocab != "refuse":
+            raise FieldError(("adapters",), f"adapters train on the base's vocabulary unchanged: train.init.vocab "
+                             f"{self.init.vocab} changes its rows (use vocab: refuse)")
+        if self.adapters is not None and self.distributed.strategy == "fsdp":
+            raise FieldError(("adapters",), "adapters train with distributed.strategy ddp (fsdp shards the "
+                             "whole model; the adapters are small)")
         return self
 
     @property

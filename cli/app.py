@@ -15,6 +15,7 @@ from .evaluate import evaluate
 from .export import export
 from .generate import generate
 from .inspect import inspect
+from .merge import merge
 from .plot import plot
 from .serve import serve
 from .specs import components, schema, validate
@@ -48,8 +49,8 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, sweep, tune, average, decode, generate, evaluate, evalb,
-                export, attention, plot, serve, card):
+for command in (inspect, validate, schema, components, train, sweep, tune, average, merge, decode, generate, evaluate,
+                evalb, export, attention, plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 

@@ -7,6 +7,7 @@ a run killed at any moment leaves only whole checkpoints behind.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,10 @@ def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def save_checkpoint(path: Path, model: nn.Module, meta: dict[str, Any],
-                    optimizer: torch.optim.Optimizer | None = None) -> None:
-    """Save weights (+ optimizer state and RNG states when given) and JSON metadata atomically."""
-    tensors = {f"model.{k}": v for k, v in model_tensors(model).items()}
+                    optimizer: torch.optim.Optimizer | None = None, only: Collection[str] | None = None) -> None:
+    """Save weights (+ optimizer state and RNG states when given) and JSON metadata atomically; ``only``:
+    the model's tensors saved (an adapter run's), else all."""
+    tensors = {f"model.{k}": v for k, v in model_tensors(model).items() if only is None or k in only}
     meta = dict(meta)
     if optimizer is not None:
         state = optimizer.state_dict()
@@ -68,15 +70,16 @@ def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
 
 
 def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
-              expect_hash: str | None = None) -> dict[str, Any]:
-    """Load a checkpoint into ``model`` (and ``optimizer``, restoring RNG states); returns its metadata."""
+              expect_hash: str | None = None, only: Collection[str] | None = None) -> dict[str, Any]:
+    """Load a checkpoint into ``model`` (and ``optimizer``, restoring RNG states); returns its metadata.
+    ``only``: the model's tensors the checkpoint holds (``save_checkpoint``'s), else all."""
     tensors, meta = read_checkpoint(path)
     if expect_hash is not None and meta.get("architecture") != expect_hash:
         raise CheckpointError(f"{path}: checkpoint is of another model (architecture {meta.get('architecture')}, "
                               f"spec has {expect_hash})")
     if optimizer is not None and "optim_groups" not in meta:
         raise CheckpointError(f"{path}: weights only (no optimizer state to resume from)")
-    load_model_weights(model, tensors, path)
+    load_model_weights(model, tensors, path, only)
     if optimizer is not None:
         state: dict[int, dict[str, torch.Tensor]] = {}
         for k, v in tensors.items():
@@ -90,12 +93,15 @@ def load_into(path: Path, model: nn.Module, optimizer: torch.optim.Optimizer | N
     return meta
 
 
-def load_model_weights(model: nn.Module, tensors: dict[str, torch.Tensor], source: Path | str) -> None:
-    """Copy the ``model.*`` tensors into ``model``; every weight must be there and nothing else (tied
-    weights are stored once, under their first name)."""
+def load_model_weights(model: nn.Module, tensors: dict[str, torch.Tensor], source: Path | str,
+                       only: Collection[str] | None = None) -> None:
+    """Copy the ``model.*`` tensors into ``model``; every weight (of ``only``, where given) must be there and
+    nothing else (tied weights are stored once, under their first name)."""
     weights = {k[6:]: v for k, v in tensors.items() if k.startswith("model.")}
     missing, unexpected = model.load_state_dict(weights, strict=False)
     aliases = set(model.state_dict()) - set(model_tensors(model))
+    if only is not None:
+        aliases |= set(model.state_dict()) - set(only)
     if unexpected or set(missing) - aliases:
         raise CheckpointError(f"{source}: weights do not fit the model (missing {sorted(set(missing) - aliases)[:3]}, "
                               f"unexpected {sorted(unexpected)[:3]})")

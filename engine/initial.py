@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from tbuild.components.lora import Adapters, adapter_names, attach
+
 
 @dataclass(frozen=True)
 class Patch:
@@ -28,10 +30,11 @@ class Initial:
     frozen: frozenset[str] = frozenset()
     moments: Mapping[str, dict[str, torch.Tensor]] = field(default_factory=dict)  # optimizer state
     schedule_offset: int = 0
+    adapters: Adapters | None = None  # low-rank adapters put on the model after the patches (the rest frozen)
 
     @torch.no_grad()
     def apply(self, model: nn.Module) -> None:
-        """Write the patches into ``model`` and freeze the frozen parameters."""
+        """Write the patches into ``model``, freeze the frozen parameters and put the adapters on it."""
         for name, param in model.named_parameters():
             patch = self.patches.get(name)
             if patch is not None and patch.rows is None:
@@ -40,6 +43,13 @@ class Initial:
                 param[patch.rows.to(param.device)] = patch.value.to(param)
             if name in self.frozen:
                 param.requires_grad_(False)
+        if self.adapters is not None:
+            attach(model, self.adapters)
+
+    @property
+    def saved(self) -> frozenset[str] | None:
+        """The parameter names a checkpoint holds: an adapter run's adapters only; None: all."""
+        return adapter_names(self.adapters) if self.adapters is not None else None
 
     def load_moments(self, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Put the carried optimizer state of each trained parameter into ``optimizer``, placed as

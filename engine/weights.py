@@ -6,6 +6,7 @@ from pathlib import Path
 
 from torch import nn
 
+from .adapters import folded
 from .checkpoint import average_checkpoints, load_model_weights, read_checkpoint
 from .errors import CheckpointError, TbuildError
 from .run_dir import Run
@@ -18,6 +19,10 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
     Returns which weights were loaded, for reports."""
     expect = run.spec.architecture_hash()
     paths = weights_files(run, checkpoint=checkpoint, average=average)
+    adapted = run.spec.train.adapters is not None
+    if adapted and average is not None:
+        raise TbuildError(f"{run.dir.path}: an adapter run's checkpoints are not averaged (the mean of B and of A "
+                          "is not the mean update); name one with --checkpoint")
     if average is not None:
         tensors, meta = average_checkpoints(paths)
         source, description = paths[-1], f"average of {', '.join(p.name for p in paths)}"
@@ -28,7 +33,7 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
     if meta.get("architecture") != expect:
         raise CheckpointError(f"{source}: checkpoint is of another model (architecture {meta.get('architecture')}, "
                               f"spec has {expect})")
-    load_model_weights(model, tensors, source)
+    load_model_weights(model, folded(run.dir.path, tensors) if adapted else tensors, source)
     return description
 
 

@@ -17,11 +17,13 @@ import torch
 from tbuild.builder import LoadedSpec, build_model
 from tbuild.builder.schema import InitSpec, Spec
 
+from ..adapters import read_record
 from ..data.tokenizer import Tokenizer, prepare_tokenizer
 from ..errors import TbuildError
 from ..files import atomic_write
 from ..initial import Initial, Patch
 from ..run_dir import RunDir
+from .lora import adapter_start
 from .parts import frozen_names
 from .plan import LoadPlan, check_kinds, make_plan
 from .source import Source, load_source
@@ -36,8 +38,10 @@ def start_source(spec: Spec, run: RunDir) -> Source | None:
     yet); None without ``train.init`` or on a later call. A source of a model kind that shares no stack
     with the spec's is refused here, before the run writes anything."""
     init = spec.train.init
-    if init is None or run.resume_points():
+    if init is None or (run.resume_points() and spec.train.adapters is None):
         return None
+    if spec.train.adapters is not None and read_record(run.path) is not None:
+        return None  # an adapter run reads its base from adapters.json, checked by its checksum
     source = load_source(init)
     check_kinds(spec.model.kind, source)
     return source
@@ -99,6 +103,8 @@ def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, source: Source 
         return Initial()
     with torch.device("meta"):  # names and shapes only: nothing allocated
         model = build_model(spec)
+    if spec.train.adapters is not None:
+        return adapter_start(spec, run, model, tokenizer, source, log, main=main)
     if source is None:  # a later call: the run started from its source before
         frozen = frozen_names(init.freeze, model)
         lineage = read_lineage(run) or {}

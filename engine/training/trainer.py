@@ -23,6 +23,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -83,6 +84,7 @@ class Trainer:
         self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
         self.offset = label_offset(files.spec)  # a tagger's labels are stored above PAD (data/tagged.py)
         self.model = _built(files.spec, files.initial, policy.device)
+        self.saved = files.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
         self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, rank, policy.device)
@@ -173,7 +175,7 @@ class Trainer:
             try:
                 # a sharded (FSDP) checkpoint directory on any number of processes, else a whole file
                 load = (_sharded().load_sharded if path.is_dir() else _sharded().load_into if self.sharded
-                        else load_into)
+                        else partial(load_into, only=self.saved))
                 meta = load(path, self.model, self.optimizer, expect_hash=self.spec.architecture_hash())
             except CheckpointError as e:
                 self.emit("warning", {"message": f"{e}; falling back to the previous checkpoint"})
@@ -272,7 +274,8 @@ class Trainer:
             if weights is None:
                 weights = self._weights()  # a collective under FSDP2: every process takes part
             if self.rank.is_main:
-                save_weights(self.run.best, {f"model.{k}": v for k, v in weights.items()},
+                save_weights(self.run.best, {f"model.{k}": v for k, v in weights.items()
+                                             if self.saved is None or k in self.saved},
                              {"architecture": self.spec.architecture_hash(), "step": self.state.step,
                               "valid_ppl": result["ppl"], "metric": metric, "valid_score": score})
         if self.metrics is not None:
@@ -309,7 +312,7 @@ class Trainer:
             _sharded().save_checkpoint(self.run.sharded_checkpoint(self.state.step), path, self.model, meta,
                                        self.optimizer, write=self.rank.is_main)
         elif self.rank.is_main:
-            save_checkpoint(path, self.model, meta, self.optimizer)
+            save_checkpoint(path, self.model, meta, self.optimizer, only=self.saved)
             shutil.rmtree(self.run.sharded_checkpoint(self.state.step), ignore_errors=True)  # else preferred
         if not self.rank.is_main:
             return

@@ -1,0 +1,32 @@
+"""`tbuild merge`: fold an adapter run's low-rank updates into its base's weights, as an ordinary run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from .common import console, guarded
+from .options import CHECKPOINT
+
+
+@guarded
+def merge(
+    target: Path = typer.Argument(..., help="An adapter run (its directory, spec or a checkpoint file)."),
+    output: Path = typer.Option(..., "--output", "-o", help="The merged run's folder (new or empty)."),
+    checkpoint: Path | None = CHECKPOINT,
+    peft: Path | None = typer.Option(None, "--peft", help="Also write the adapters in peft's format (adapter_config"
+                                     ".json, adapter_model.safetensors) for the base's Hugging Face export, here."),
+) -> None:
+    """Write an adapter run (train.adapters) as an ordinary run: W + (alpha/r)·B A in every adapted weight."""
+    from tbuild.engine.merge import merge_run
+    from tbuild.engine.peft_files import write_peft
+    from tbuild.engine.run_dir import resolve_run
+
+    run = resolve_run(target)
+    merged = merge_run(run, output, checkpoint=checkpoint)
+    console.print(f"merged {run.dir.path / merged} into its base -> {output} (best.safetensors, spec.yaml, "
+                  f"{run.dir.tokenizer.name})", highlight=False)
+    if peft is not None:
+        count = write_peft(run, peft, checkpoint=checkpoint)
+        console.print(f"peft: {count} adapted modules -> {peft}", highlight=False)

@@ -1,0 +1,46 @@
+"""``tbuild merge``: an adapter run made an ordinary one, each low-rank update folded into its weight
+(W + (α/r) · B A): the spec without its adapters or start, the tokenizer, and best.safetensors holding the
+whole model; every command then reads it as any trained run."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .adapters import BASE_FILE, adapters_of, folded, read_record
+from .checkpoint import read_checkpoint, save_weights
+from .errors import TbuildError
+from .run_dir import Run, RunDir
+from .weights import weights_files
+
+LINEAGE = "init.json"  # where the run started from: kept with the merged run
+
+
+def merge_run(run: Run, out: Path, *, checkpoint: Path | None = None) -> str:
+    """Write the merged run of ``run`` (an adapter run) into ``out`` (a new or empty folder); returns which
+    adapter weights were merged, for reports."""
+    if run.spec.train.adapters is None:
+        raise TbuildError(f"{run.dir.path}: not an adapter run (its spec sets no train.adapters); nothing to merge")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise TbuildError(f"{out}: exists and is not an empty folder; merge into a new one")
+    record = read_record(run.dir.path)
+    if record is None:
+        raise TbuildError(f"{run.dir.path}: no {BASE_FILE} (the reference to its base); has it been trained?")
+    path = weights_files(run, checkpoint=checkpoint)[0]
+    tensors, meta = read_checkpoint(path)
+    whole = folded(run.dir.path, tensors)
+    tokenizer = run.tokenizer
+    target = RunDir(out)
+    out.mkdir(parents=True, exist_ok=True)
+    train = run.spec.train.model_copy(update={"adapters": None, "init": None})
+    target.write_spec(run.spec.model_copy(update={"train": train, "output_dir": str(out)}))
+    shutil.copyfile(tokenizer, target.tokenizer)
+    if tokenizer.with_suffix(".vocab").is_file():
+        shutil.copyfile(tokenizer.with_suffix(".vocab"), target.tokenizer.with_suffix(".vocab"))
+    if (run.dir.path / LINEAGE).is_file():
+        shutil.copyfile(run.dir.path / LINEAGE, out / LINEAGE)
+    lora = adapters_of(record)
+    save_weights(target.best, whole, {"architecture": run.spec.architecture_hash(), "step": meta.get("step", 0),
+                                      "merged": {"adapters": str(path.resolve()), "base": record["base"]["run"],
+                                                 "r": lora.r, "alpha": lora.alpha, "modules": len(lora.modules)}})
+    return path.name
