@@ -5,10 +5,11 @@
 #      there is a network) into .gpu-site/, and tbuild is this working tree (no install);
 #   1. the test suite (device auto puts every training, decoding and evaluation of the tests on the GPU);
 #   2. python -m benchmarks --devices cuda --only train: base and big, tbuild against torch and HF Marian;
-#   3. the recipe: `tbuild train specs/multi30k.yaml --profile 30` (GPU busy %, top kernels, host gaps),
+#   3. the recipe: `tbuild train specs/multi30k.yaml --profile 30` (GPU busy %, top kernels, host gaps), again
+#      with train.packing,
 #      then a minute of its training with `nvidia-smi dmon` beside it (SM busy %);
 #   4. python -m benchmarks --devices cuda --only decode.
-#   TEST_S=150 TRAIN_S=120 PROFILE_S=60 RECIPE_S=90 DECODE_S=45 OUT=cuda-check bash scripts/cuda-check.sh
+#   TEST_S=140 TRAIN_S=110 PROFILE_S=50 RECIPE_S=90 DECODE_S=45 OUT=cuda-check bash scripts/cuda-check.sh
 # A part cut at its limit gets SIGINT first: pytest then still prints its failures with their tracebacks.
 # With pytest-xdist installed the tests run on WORKERS processes (default 12), each on OMP_NUM_THREADS threads.
 set -uo pipefail
@@ -42,21 +43,26 @@ if $PYTHON -c "import xdist" 2>/dev/null; then
   parallel=(-n "${WORKERS:-12}" --dist loadfile)
 fi
 start=$SECONDS
-timeout -s INT -k 20 "${TEST_S:-150}" $PYTHON -m pytest -q -p no:cacheprovider -o addopts="" -rfE --tb=short \
+timeout -s INT -k 20 "${TEST_S:-140}" $PYTHON -m pytest -q -p no:cacheprovider -o addopts="" -rfE --tb=short \
   "${parallel[@]}" tests > "$OUT/tests.log" 2>&1
 echo "tests: exit $? after $((SECONDS - start)) s; $(tail -1 "$OUT/tests.log")"
 grep -E "^(FAILED|ERROR) " "$OUT/tests.log" | head -30
 
 start=$SECONDS
-timeout -s INT -k 20 "${TRAIN_S:-120}" $PYTHON -m benchmarks --devices cuda --only train --shapes base,big \
+timeout -s INT -k 20 "${TRAIN_S:-110}" $PYTHON -m benchmarks --devices cuda --only train --shapes base,big \
   --peers torch,hf --repeats 3 --warmup 1 --json "$OUT/bench-train.json" > "$OUT/bench-train.txt" 2> "$OUT/bench-train.log"
 echo "benchmarks --only train: exit $? after $((SECONDS - start)) s"
 grep -vE "^\[transformers\]" "$OUT/bench-train.log" | tail -12
 
 start=$SECONDS
 recipe=(-m tbuild.cli train specs/multi30k.yaml --set "output_dir=$OUT/multi30k")
-timeout -s INT -k 20 "${PROFILE_S:-60}" $PYTHON "${recipe[@]}" --profile 30 > "$OUT/recipe-profile.txt" 2>&1
+timeout -s INT -k 20 "${PROFILE_S:-50}" $PYTHON "${recipe[@]}" --profile 30 > "$OUT/recipe-profile.txt" 2>&1
 echo "recipe --profile 30: exit $? after $((SECONDS - start)) s"
+start=$SECONDS
+timeout -s INT -k 20 "${PROFILE_S:-50}" $PYTHON -m tbuild.cli train specs/multi30k.yaml --set train.packing=true \
+  --set "output_dir=$OUT/multi30k-packed" --profile 30 > "$OUT/recipe-packed-profile.txt" 2>&1
+echo "recipe, packed rows, --profile 30: exit $? after $((SECONDS - start)) s"
+grep -E "profiled|GPU busy|packed" "$OUT/recipe-packed-profile.txt" | head -4
 start=$SECONDS
 nvidia-smi dmon -s u -d 1 > "$OUT/recipe-dmon.txt" 2>&1 &
 dmon=$!
