@@ -198,3 +198,89 @@ def test_a_missing_or_corrupt_file_is_one_line_naming_it(spm: Tokenizer, tmp_pat
 def test_a_hub_id_offline_names_the_local_folder_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     _refused(["nobody/no-such-model"], tmp_path / "run", "offline, pass the model's local folder instead")
+
+
+GPT2 = {"vocab_size": VOCAB, "n_embd": 16, "n_layer": 2, "n_head": 4, "n_inner": 32, "n_positions": 24,
+        "activation_function": "gelu", "pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS}
+LLAMA = {"vocab_size": VOCAB, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 32, "max_position_embeddings": 24, "pad_token_id": PAD, "bos_token_id": BOS,
+         "eos_token_id": EOS}
+CAUSAL = {
+    "gpt2 gelu tied": ("gpt2", {}),
+    "gpt2 relu untied, eps 1e-6": ("gpt2", {"activation_function": "relu", "tie_word_embeddings": False,
+                                            "layer_norm_epsilon": 1e-6}),
+    "llama tied": ("llama", {"tie_word_embeddings": True}),
+    "llama untied, kv_heads 2, biases, theta 500": ("llama", {
+        "tie_word_embeddings": False, "num_key_value_heads": 2, "attention_bias": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}),
+    "llama head_dim 8 (heads · d_k ≠ d_model)": ("llama", {"head_dim": 8}),
+}
+
+
+def causal_folder(family: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
+    """A random GPT2LMHeadModel or LlamaForCausalLM saved into ``folder`` with tokenizer.model."""
+    config_class, model_class, base = {"gpt2": ("GPT2Config", "GPT2LMHeadModel", GPT2),
+                                       "llama": ("LlamaConfig", "LlamaForCausalLM", LLAMA)}[family]
+    torch.manual_seed(0)
+    hf = _perturbed(getattr(transformers, model_class)(getattr(transformers, config_class)(**(base | overrides))))
+    hf.save_pretrained(folder)
+    (folder / "tokenizer.model").write_bytes(tok.path.read_bytes())
+    return hf
+
+
+@pytest.mark.parametrize(("family", "overrides"), CAUSAL.values(), ids=CAUSAL)
+def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, overrides: dict, spm: Tokenizer,
+                                                                   tmp_path: Path) -> None:
+    hf = causal_folder(family, overrides, spm, tmp_path / "hf")
+    assert "decoder_only" in _import(tmp_path / "hf", tmp_path / "run")
+    spec, model = _loaded(tmp_path / "run")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.tensor([[BOS] + torch.randint(4, VOCAB, (12,), generator=g).tolist()])
+    with torch.no_grad():
+        assert (model.decode(ids) - hf(input_ids=ids).logits).abs().max().item() < 1e-4
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
+                                      "--check", "none"])
+    assert result.exit_code == 0, result.output
+    _import(tmp_path / "again", tmp_path / "run2")
+    first, _ = read_checkpoint(tmp_path / "run" / "best.safetensors")
+    second, _ = read_checkpoint(tmp_path / "run2" / "best.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
+CAUSAL_REFUSED = {
+    "gelu_new": ("gpt2", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
+    "llama3 rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+                    "config.json rope_parameters.rope_type 'linear'"),
+    "mlp bias": ("llama", {"mlp_bias": True}, "config.json mlp_bias True"),
+}
+
+
+@pytest.mark.parametrize(("family", "overrides", "expected"), CAUSAL_REFUSED.values(), ids=CAUSAL_REFUSED)
+def test_decoder_only_refusals_are_one_line(family: str, overrides: dict, expected: str, spm: Tokenizer,
+                                            tmp_path: Path) -> None:
+    causal_folder(family, overrides, spm, tmp_path / "hf")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", expected)
+
+
+def test_a_folder_without_a_sentencepiece_model_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
+    causal_folder("gpt2", {}, spm, tmp_path / "hf")
+    (tmp_path / "hf" / "tokenizer.model").unlink()
+    (tmp_path / "hf" / "merges.txt").write_text("#version: 0.2\n")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", "no sentencepiece model (source.spm/target.spm or "
+             "tokenizer.model) (it has merges.txt, which tbuild does not run)")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tokenizer, tmp_path: Path) -> None:
+    hf = causal_folder(family, {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    prompts = ["ab ba", "cc aab bbc"]
+    result = CliRunner().invoke(app, ["generate", str(tmp_path / "run"), "--beam", "1", "--max-new-tokens", "8",
+                                      "--device", "cpu"], input="\n".join(prompts) + "\n")
+    assert result.exit_code == 0, result.output
+    ours = result.output.splitlines()[-2:]
+    for prompt, line in zip(prompts, ours, strict=True):
+        ids = [BOS, *spm.encode([prompt])[0]]
+        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
+                          suppress_tokens=[PAD, BOS], eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
+        assert len(out) > len(ids) and spm.decode(out) == line
