@@ -284,3 +284,17 @@ def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: T
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
                           suppress_tokens=[PAD, BOS], eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
         assert len(out) > len(ids) and spm.decode(out) == line
+
+
+def test_pytorch_model_bin_imports_and_a_corrupt_one_is_named(spm: Tokenizer, tmp_path: Path) -> None:
+    folder = tmp_path / "hf"
+    hf = seq2seq_folder("marian", {}, spm, folder)
+    (folder / "model.safetensors").unlink()
+    torch.save(hf.state_dict(), folder / "pytorch_model.bin")
+    _import(folder, tmp_path / "run")
+    _, model = _loaded(tmp_path / "run")
+    src, tgt = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 8, 9]])
+    with torch.no_grad():
+        assert (model(src, tgt) - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item() < 1e-4
+    (folder / "pytorch_model.bin").write_bytes(b"not a pickle")
+    _refused([str(folder)], tmp_path / "run2", "pytorch_model.bin: not readable")
