@@ -17,6 +17,7 @@ from .generate import generate
 from .inspect import inspect
 from .merge import merge
 from .plot import plot
+from .pretrained import import_app
 from .serve import serve
 from .specs import components, schema, validate
 from .sweep import sweep
@@ -53,6 +54,7 @@ for command in (inspect, validate, schema, components, train, sweep, tune, avera
                 evalb, export, attention, plot, serve, card):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
+app.add_typer(import_app, name="import")
 
 
 def main() -> None:

@@ -1,0 +1,1 @@
+"""Pretrained models brought in from other toolkits as ordinary tbuild run directories (``tbuild import``)."""

@@ -1,0 +1,116 @@
+"""Import a Hugging Face ``MarianMTModel`` (post-norm) or ``PegasusForConditionalGeneration`` (pre-norm with final
+norms) as a tbuild encoder-decoder: the config becomes the spec's fields, the weights come back through the same
+declared names the export writes (``ENCODER_DECODER.exports``, components/transformer.py), read the other way.
+
+- Marian: LayerNorm eps 1e-5 (``nn.LayerNorm``'s, which Marian keeps), post-norm, no final norms, its fixed
+  sinusoid (§3.5, rebuilt on load). Marian's sinusoid puts the sin columns first, tbuild interleaves them: the
+  model dimension of every weight is put back in tbuild's order (the inverse of the export's ``marian_order``).
+- Pegasus: pre-norm, a final LayerNorm after each stack, one token table, and a stored position table: tbuild's
+  own sinusoid (as the export writes it) becomes ``sinusoidal``, zeros ``none``, anything else (Pegasus's own
+  sin-then-cos table included) ``learned`` with that table as trained. LayerNorm eps 1e-5, so nothing is rescaled.
+
+Both: attention and FFN biases as HF has them, √d_model scaling as ``scale_embedding``, tying as the config
+says (encoder and decoder tables that are one table in HF but apart from the output become three equal tables,
+``tie_embeddings: none``). Refused in one line naming the config field: another activation than relu or gelu,
+special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2), a non-zero ``final_logits_bias``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.positional import sinusoid_table
+from tbuild.components.weights import weight_tree
+
+from ..export.hf import _reordered, marian_order
+from .hf_source import UnsupportedImport
+
+CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration"}
+EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus"}  # the model's declared maps, per class
+ACTIVATIONS = ("relu", "gelu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
+
+
+def check_config(config) -> None:  # noqa: ANN001 - a transformers MarianConfig or PegasusConfig
+    """Refuse, naming the field and its value, what tbuild's encoder-decoder cannot compute."""
+    if config.activation_function not in ACTIVATIONS:
+        raise UnsupportedImport(f"config.json activation_function {config.activation_function!r}: tbuild's "
+                                f"FFN kinds for this class are {', '.join(ACTIVATIONS)}")
+    for field, want in (("pad_token_id", PAD), ("eos_token_id", EOS), ("decoder_start_token_id", BOS)):
+        if getattr(config, field, None) != want:
+            raise UnsupportedImport(f"config.json {field} {getattr(config, field, None)}: tbuild's ids are PAD 0, "
+                                    "UNK 1, BOS 2, EOS 3 and decoding starts from BOS")
+    if config.model_type == "marian" and config.d_model % 2:
+        raise UnsupportedImport(f"config.json d_model {config.d_model}: the sinusoid needs an even width")
+
+
+def _positions(hf: nn.Module, family: str, rows: int) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The spec's positional field and tbuild's learned tables (empty unless learned)."""
+    if family == "marian":
+        return {"kind": "sinusoidal"}, {}
+    tables = {embed: getattr(hf.model, stack).embed_positions.weight.detach().float()
+              for embed, stack in (("src_embed", "encoder"), ("tgt_embed", "decoder"))}
+    if all(torch.allclose(t, sinusoid_table(rows, t.size(1)), atol=1e-6) for t in tables.values()):
+        return {"kind": "sinusoidal"}, {}
+    if all(not t.any() for t in tables.values()):
+        return {"kind": "none"}, {}
+    return {"kind": "learned"}, {f"{e}.positional.embedding.weight": t for e, t in tables.items()}
+
+
+def _tying(config, family: str) -> str:  # noqa: ANN001
+    shared = family == "pegasus" or config.share_encoder_decoder_embeddings
+    if config.tie_word_embeddings:
+        return "three_way" if shared else "decoder"
+    return "none"
+
+
+def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The spec's ``model`` section for ``hf``, and the weights no export name carries (learned positions)."""
+    config = hf.config
+    check_config(config)
+    if hf.final_logits_bias.any():
+        raise UnsupportedImport("model weights final_logits_bias: not zero (tbuild's output projection has no bias)")
+    enc, dec = hf.model.encoder, hf.model.decoder
+    src_rows, tgt_rows = enc.embed_tokens.weight.size(0), dec.embed_tokens.weight.size(0)
+    rows = config.max_position_embeddings
+    positional, extra = _positions(hf, family, rows)
+    eps = {m.eps for m in hf.modules() if isinstance(m, nn.LayerNorm)}
+    if len(eps) != 1:
+        raise UnsupportedImport(f"LayerNorm eps {sorted(eps)}: tbuild's encoder-decoder has one norm eps")
+    bias = {"kind": "multihead", "bias": True}
+    fields = {
+        "kind": "encoder_decoder", "vocab_size": tgt_rows, "d_model": config.d_model,
+        "src_vocab_size": src_rows if src_rows != tgt_rows else None,
+        "encoder": {"layers": len(enc.layers), "heads": config.encoder_attention_heads, "d_ff": config.encoder_ffn_dim},
+        "decoder": {"layers": len(dec.layers), "heads": config.decoder_attention_heads, "d_ff": config.decoder_ffn_dim},
+        "attention": bias, "cross_attention": dict(bias), "positional": positional,
+        "ffn": {"kind": config.activation_function}, "norm": {"kind": "layernorm", "eps": eps.pop()},
+        "norm_placement": "post" if family == "marian" else "pre", "final_norm": family == "pegasus",
+        "dropout": {"residual": config.dropout, "embedding": config.dropout, "attention": config.attention_dropout,
+                    "activation": config.activation_dropout},
+        "tie_embeddings": _tying(config, family), "scale_embeddings": bool(config.scale_embedding),
+        "max_positions": rows,
+    }
+    return fields, extra
+
+
+def hf_tensors(hf: nn.Module) -> dict[str, torch.Tensor]:
+    """Every parameter of ``hf`` under each of its names (tied ones too), float32."""
+    return {n: p.detach().float() for n, p in hf.named_parameters(remove_duplicate=False)}
+
+
+def tbuild_state(model: nn.Module, hf: nn.Module, family: str) -> dict[str, torch.Tensor]:
+    """tbuild parameter name -> tensor from ``hf``, through the export map read backwards (the first HF name
+    that carries a tbuild parameter gives it: a shared table once, ``model.shared`` only where no stack has its own)."""
+    names = weight_tree(model).export_names(EXPORT_NAMES[family], model)
+    theirs, ours = hf_tensors(hf), dict(model.named_parameters(remove_duplicate=False))
+    inverse = torch.argsort(marian_order(hf.config.d_model))
+    state: dict[str, torch.Tensor] = {}
+    shared_last = sorted(names.items(), key=lambda item: item[0] == "model.shared.weight")  # each stack's own table
+    for name, (source,) in shared_last:  # is the one its forward reads (tied to model.shared or not)
+        if source not in ours or source in state or name not in theirs:
+            continue
+        tensor = theirs[name]
+        state[source] = _reordered(name, tensor, inverse) if family == "marian" else tensor
+    return state

@@ -1,0 +1,120 @@
+"""``tbuild import hf``: a Hugging Face model as an ordinary tbuild run directory. The folder holds the
+architecture as a validated spec (spec.yaml, every field written out: edit one and fine-tune), the weights in
+tbuild's names (best.safetensors, stamped with the architecture hash, as training writes it), and the
+sentencepiece model (spm.model). Everything is written into a temporary folder beside the output and renamed
+into place last: a refused or failed import leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from tbuild.builder import build_model, load_spec
+from tbuild.builder.schema import Spec
+
+from ..checkpoint import model_tensors, save_weights
+from ..errors import TbuildError
+from ..run_dir import RunDir
+from . import hf_causal, hf_seq2seq
+from .hf_source import UnsupportedImport, load_model, locate, read_config
+from .hf_tokenizer import find_tokenizer
+
+Fields = Callable[[nn.Module, str], tuple[dict, dict[str, torch.Tensor]]]
+State = Callable[[nn.Module, nn.Module, str], dict[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one ``model_type`` imports: its transformers class, its config check (before the weights are read),
+    its spec fields, and its weights in tbuild's names."""
+
+    hf_class: str
+    check: Callable[[object], None]
+    fields: Fields
+    state: State
+
+
+FAMILIES = {
+    **{t: Family(c, hf_seq2seq.check_config, hf_seq2seq.model_fields, hf_seq2seq.tbuild_state)
+       for t, c in hf_seq2seq.CLASSES.items()},
+    **{t: Family(c, hf_causal.check_config, hf_causal.model_fields, hf_causal.tbuild_state)
+       for t, c in hf_causal.CLASSES.items()},
+}
+
+
+def _family(config: dict) -> Family:
+    family = FAMILIES.get(config["model_type"])
+    if family is None:
+        raise UnsupportedImport(f"config.json model_type {config['model_type']!r}: tbuild imports "
+                                f"{', '.join(sorted(FAMILIES))}")
+    return family
+
+
+def _languages(folder: Path) -> dict[str, str]:
+    """data.source_lang / target_lang from tokenizer_config.json where it names them."""
+    try:
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return {f"{side}_lang": config[f"{side}_lang"] for side in ("source", "target")
+            if isinstance(config, dict) and isinstance(config.get(f"{side}_lang"), str)}
+
+
+def imported_model(folder: Path, config: dict, name: str):  # noqa: ANN201 - (Spec, nn.Module, Tokenizer)
+    """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer."""
+    import transformers
+
+    family = _family(config)
+    family.check(transformers.AutoConfig.for_model(**config))
+    hf = load_model(folder, family.hf_class)
+    fields, extra = family.fields(hf, config["model_type"])
+    tok = find_tokenizer(folder, min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r))
+    data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
+    spec = load_spec({"name": name, "model": fields, "data": data}).spec
+    model = build_model(spec).eval()
+    state = family.state(model, hf, config["model_type"]) | extra
+    params = dict(model.named_parameters(remove_duplicate=False))
+    missing = sorted(set(params) - set(state))
+    if missing:  # pragma: no cover - a transformers release that renamed a weight
+        raise AssertionError(f"{family.hf_class} import left tbuild weights unset: {', '.join(missing[:3])}")
+    with torch.no_grad():
+        for n, tensor in state.items():
+            params[n].copy_(tensor)
+    return spec, model, tok
+
+
+def write_run(spec: Spec, model: nn.Module, spm_model: Path, source: str, out: Path) -> None:
+    """The run directory at ``out`` (which must not exist, or be empty), written in a temporary folder and
+    renamed into place."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise TbuildError(f"{out}: already exists; import into a new folder")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.import."))
+    try:
+        run = RunDir(tmp)
+        spec = spec.model_copy(update={"output_dir": str(out)})
+        run.write_spec(spec)
+        shutil.copyfile(spm_model, run.tokenizer)
+        tensors = {f"model.{k}": v for k, v in model_tensors(model).items()}
+        save_weights(run.best, tensors, {"architecture": spec.architecture_hash(), "step": 0, "imported_from": source})
+        if out.exists():
+            out.rmdir()
+        os.replace(tmp, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def import_hf(source: str, out: Path) -> Spec:
+    """Import the Hugging Face model ``source`` (a folder or a hub id) into the run directory ``out``."""
+    folder = locate(source)
+    spec, model, tok = imported_model(folder, read_config(folder), out.name)
+    write_run(spec, model, tok.path, source, out)
+    return spec

@@ -1,0 +1,300 @@
+"""`tbuild import hf`: tiny Hugging Face models built from configs with random weights (no download), saved
+with save_pretrained beside a tiny sentencepiece model, imported as run directories. The imported model's
+logits are HF's within 1e-4 (float32), `tbuild decode` on the imported run gives HF's greedy tokens,
+import → export → import is the identity on weights, and a refusal (a config field tbuild does not have, a
+missing or corrupt file) is one line that writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.cli.app import app
+from tbuild.engine.checkpoint import read_checkpoint
+from tbuild.engine.data.tokenizer import Tokenizer
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+
+VOCAB = 30  # model rows: the tokenizer's pieces
+PIECES = VOCAB
+IDS = {"pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS, "decoder_start_token_id": BOS,
+       "forced_eos_token_id": EOS}
+SEQ2SEQ = {"vocab_size": VOCAB, "d_model": 16, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+           "decoder_attention_heads": 4, "encoder_ffn_dim": 32, "decoder_ffn_dim": 32, "max_position_embeddings": 64,
+           "activation_function": "relu", "scale_embedding": True, **IDS}
+MARIAN = {
+    "marian tied, relu, scaled": {},
+    "marian gelu, unscaled": {"activation_function": "gelu", "scale_embedding": False},
+    "marian decoder-tied": {"share_encoder_decoder_embeddings": False},
+    "marian untied, own source vocabulary": {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False,
+                                             "decoder_vocab_size": VOCAB + 8},
+    "marian stacks differ": {"decoder_layers": 1, "decoder_attention_heads": 2, "decoder_ffn_dim": 24},
+}
+PEGASUS = {
+    "pegasus tied, own position table": {},
+    "pegasus gelu, unscaled, untied output": {"activation_function": "gelu", "scale_embedding": False,
+                                              "tie_word_embeddings": False},
+}
+REFUSED = {
+    "swish": ("marian", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
+    "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
+    "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
+}
+
+
+@pytest.fixture(scope="module")
+def spm(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
+    """A 30-piece sentencepiece model with tbuild's ids (PAD 0, UNK 1, BOS 2, EOS 3)."""
+    words = ["a", "b", "ab", "ba", "abc", "cab", "bca", "cc", "aab", "bbc"]
+    lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 6)) for i in range(60)]
+    return Tokenizer.train(lines, TokenizerSpec(vocab_size=PIECES), tmp_path_factory.mktemp("spm") / "spm")
+
+
+def _perturbed(model: torch.nn.Module) -> torch.nn.Module:
+    """Every parameter moved off its init (norm gains ≠ 1, biases ≠ 0), position tables as they are."""
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "embed_positions" not in name:
+                p.add_(torch.randn(p.shape, generator=g) * 0.3)
+    return model.eval()
+
+
+def _marian_tokenizer(tok: Tokenizer, folder: Path) -> None:
+    """MarianTokenizer's files: one model as source.spm and target.spm, vocab.json with its ids."""
+    for name in ("source.spm", "target.spm"):
+        (folder / name).write_bytes(tok.path.read_bytes())
+    pieces = {tok.sp.id_to_piece(i): i for i in range(tok.vocab_size)}
+    (folder / "vocab.json").write_text(json.dumps(pieces))
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "MarianTokenizer",
+                                                              "source_lang": "en", "target_lang": "de"}))
+
+
+def seq2seq_folder(family: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
+    """A random MarianMTModel or PegasusForConditionalGeneration saved into ``folder`` with its tokenizer."""
+    config_class, model_class = {"marian": ("MarianConfig", "MarianMTModel"),
+                                 "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration")}[family]
+    torch.manual_seed(0)
+    config = getattr(transformers, config_class)(**(SEQ2SEQ | overrides))
+    hf = _perturbed(getattr(transformers, model_class)(config))
+    hf.save_pretrained(folder)
+    _marian_tokenizer(tok, folder)
+    return hf
+
+
+def _import(source: Path, out: Path) -> str:
+    result = CliRunner().invoke(app, ["import", "hf", str(source), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def _loaded(run: Path):  # noqa: ANN202
+    from tbuild.builder import build_model
+    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.weights import load_weights
+
+    r = resolve_run(run)
+    model = build_model(r.spec)
+    load_weights(model, r)
+    return r.spec, model.eval()
+
+
+def _padded(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+
+
+@pytest.mark.parametrize(("family", "overrides"), [*(("marian", o) for o in MARIAN.values()),
+                                                   *(("pegasus", o) for o in PEGASUS.values())],
+                         ids=[*MARIAN, *PEGASUS])
+def test_seq2seq_logits_and_greedy_match_hf(family: str, overrides: dict, spm: Tokenizer, tmp_path: Path) -> None:
+    hf = seq2seq_folder(family, overrides, spm, tmp_path / "hf")
+    output = _import(tmp_path / "hf", tmp_path / "run")
+    assert "imported" in output and "encoder_decoder" in output
+    spec, model = _loaded(tmp_path / "run")
+    assert spec.model.norm_placement == ("post" if family == "marian" else "pre")
+    assert spec.model.norm.eps == 1e-5 and spec.data.source_lang == "en"
+    g = torch.Generator().manual_seed(1)
+    srcs = [torch.randint(4, VOCAB, (n,), generator=g).tolist() + [EOS] for n in (5, 9, 3)]
+    tgts = [[BOS] + torch.randint(4, VOCAB, (n,), generator=g).tolist() for n in (6, 4, 7)]
+    src, tgt = _padded(srcs), _padded(tgts)
+    with torch.no_grad():
+        ours = model(src, tgt)
+        theirs = hf(input_ids=src, attention_mask=src.ne(PAD), decoder_input_ids=tgt).logits
+    assert (ours - theirs)[tgt.ne(PAD)].abs().max().item() < 1e-4
+
+
+def test_decode_on_the_imported_run_gives_hf_greedy_tokens(spm: Tokenizer, tmp_path: Path) -> None:
+    hf = seq2seq_folder("marian", {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    lines = ["ab ba cab", "cc aab bbc a", "b"]
+    result = CliRunner().invoke(app, ["decode", str(tmp_path / "run"), "--beam", "1", "--alpha", "0",
+                                      "--device", "cpu"], input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    ours = [line for line in result.output.splitlines() if not line.startswith(("[", "decod", "note"))][-3:]
+    for line, decoded in zip(lines, ours, strict=True):
+        ids = spm.encode([line])[0] + [EOS]
+        limit = len(ids) + 50  # the default decode.max_len_a 1, max_len_b 50 of an imported spec
+        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_length=limit + 1,
+                          length_penalty=0.0, suppress_tokens=[PAD, BOS])[0].tolist()
+        assert spm.decode(out) == decoded
+    assert any(ours), "every output empty: the comparison would prove little"
+
+
+@pytest.mark.parametrize("family", ["marian", "pegasus"])
+def test_import_export_import_is_the_identity_on_weights(family: str, spm: Tokenizer, tmp_path: Path) -> None:
+    seq2seq_folder(family, {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
+                                      "--check", "none"])
+    assert result.exit_code == 0, result.output
+    _import(tmp_path / "again", tmp_path / "run2")
+    first, meta = read_checkpoint(tmp_path / "run" / "best.safetensors")
+    second, meta2 = read_checkpoint(tmp_path / "run2" / "best.safetensors")
+    assert meta["architecture"] == meta2["architecture"] and first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def _refused(args: list[str], out: Path, expected: str) -> None:
+    result = CliRunner().invoke(app, ["import", "hf", *args, "-o", str(out)])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and expected in lines[0], result.output
+    assert not out.exists() and not any(p.name.startswith(f".{out.name}") for p in out.parent.iterdir())
+
+
+@pytest.mark.parametrize(("family", "overrides", "expected"), REFUSED.values(), ids=REFUSED)
+def test_an_unsupported_config_field_is_one_line_and_writes_nothing(family: str, overrides: dict, expected: str,
+                                                                    spm: Tokenizer, tmp_path: Path) -> None:
+    folder = tmp_path / "hf"
+    seq2seq_folder(family, {k: v for k, v in overrides.items() if k != "activation_function"}, spm, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | overrides))
+    _refused([str(folder)], tmp_path / "run", expected)
+
+
+def test_a_missing_or_corrupt_file_is_one_line_naming_it(spm: Tokenizer, tmp_path: Path) -> None:
+    folder = tmp_path / "hf"
+    seq2seq_folder("marian", {}, spm, folder)
+    weights = folder / "model.safetensors"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])
+    _refused([str(folder)], tmp_path / "run", "model.safetensors: not readable")
+    weights.write_bytes(whole)
+    (folder / "target.spm").unlink()
+    _refused([str(folder)], tmp_path / "run", "target.spm: missing")
+    (folder / "config.json").write_text("{not json")
+    _refused([str(folder)], tmp_path / "run", "config.json: not readable JSON")
+    (folder / "config.json").unlink()
+    _refused([str(folder)], tmp_path / "run", "config.json: missing")
+
+
+def test_a_hub_id_offline_names_the_local_folder_to_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _refused(["nobody/no-such-model"], tmp_path / "run", "offline, pass the model's local folder instead")
+
+
+GPT2 = {"vocab_size": VOCAB, "n_embd": 16, "n_layer": 2, "n_head": 4, "n_inner": 32, "n_positions": 24,
+        "activation_function": "gelu", "pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS}
+LLAMA = {"vocab_size": VOCAB, "hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "intermediate_size": 32, "max_position_embeddings": 24, "pad_token_id": PAD, "bos_token_id": BOS,
+         "eos_token_id": EOS}
+CAUSAL = {
+    "gpt2 gelu tied": ("gpt2", {}),
+    "gpt2 relu untied, eps 1e-6": ("gpt2", {"activation_function": "relu", "tie_word_embeddings": False,
+                                            "layer_norm_epsilon": 1e-6}),
+    "llama tied": ("llama", {"tie_word_embeddings": True}),
+    "llama untied, kv_heads 2, biases, theta 500": ("llama", {
+        "tie_word_embeddings": False, "num_key_value_heads": 2, "attention_bias": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}),
+    "llama head_dim 8 (heads · d_k ≠ d_model)": ("llama", {"head_dim": 8}),
+}
+
+
+def causal_folder(family: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
+    """A random GPT2LMHeadModel or LlamaForCausalLM saved into ``folder`` with tokenizer.model."""
+    config_class, model_class, base = {"gpt2": ("GPT2Config", "GPT2LMHeadModel", GPT2),
+                                       "llama": ("LlamaConfig", "LlamaForCausalLM", LLAMA)}[family]
+    torch.manual_seed(0)
+    hf = _perturbed(getattr(transformers, model_class)(getattr(transformers, config_class)(**(base | overrides))))
+    hf.save_pretrained(folder)
+    (folder / "tokenizer.model").write_bytes(tok.path.read_bytes())
+    return hf
+
+
+@pytest.mark.parametrize(("family", "overrides"), CAUSAL.values(), ids=CAUSAL)
+def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, overrides: dict, spm: Tokenizer,
+                                                                   tmp_path: Path) -> None:
+    hf = causal_folder(family, overrides, spm, tmp_path / "hf")
+    assert "decoder_only" in _import(tmp_path / "hf", tmp_path / "run")
+    spec, model = _loaded(tmp_path / "run")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.tensor([[BOS] + torch.randint(4, VOCAB, (12,), generator=g).tolist()])
+    with torch.no_grad():
+        assert (model.decode(ids) - hf(input_ids=ids).logits).abs().max().item() < 1e-4
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
+                                      "--check", "none"])
+    assert result.exit_code == 0, result.output
+    _import(tmp_path / "again", tmp_path / "run2")
+    first, _ = read_checkpoint(tmp_path / "run" / "best.safetensors")
+    second, _ = read_checkpoint(tmp_path / "run2" / "best.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
+CAUSAL_REFUSED = {
+    "gelu_new": ("gpt2", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
+    "llama3 rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+                    "config.json rope_parameters.rope_type 'linear'"),
+    "mlp bias": ("llama", {"mlp_bias": True}, "config.json mlp_bias True"),
+}
+
+
+@pytest.mark.parametrize(("family", "overrides", "expected"), CAUSAL_REFUSED.values(), ids=CAUSAL_REFUSED)
+def test_decoder_only_refusals_are_one_line(family: str, overrides: dict, expected: str, spm: Tokenizer,
+                                            tmp_path: Path) -> None:
+    causal_folder(family, overrides, spm, tmp_path / "hf")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", expected)
+
+
+def test_a_folder_without_a_sentencepiece_model_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
+    causal_folder("gpt2", {}, spm, tmp_path / "hf")
+    (tmp_path / "hf" / "tokenizer.model").unlink()
+    (tmp_path / "hf" / "merges.txt").write_text("#version: 0.2\n")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", "no sentencepiece model (source.spm/target.spm or "
+             "tokenizer.model) (it has merges.txt, which tbuild does not run)")
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tokenizer, tmp_path: Path) -> None:
+    hf = causal_folder(family, {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    prompts = ["ab ba", "cc aab bbc"]
+    result = CliRunner().invoke(app, ["generate", str(tmp_path / "run"), "--beam", "1", "--max-new-tokens", "8",
+                                      "--device", "cpu"], input="\n".join(prompts) + "\n")
+    assert result.exit_code == 0, result.output
+    ours = result.output.splitlines()[-2:]
+    for prompt, line in zip(prompts, ours, strict=True):
+        ids = [BOS, *spm.encode([prompt])[0]]
+        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
+                          suppress_tokens=[PAD, BOS], eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
+        assert len(out) > len(ids) and spm.decode(out) == line
+
+
+def test_pytorch_model_bin_imports_and_a_corrupt_one_is_named(spm: Tokenizer, tmp_path: Path) -> None:
+    folder = tmp_path / "hf"
+    hf = seq2seq_folder("marian", {}, spm, folder)
+    (folder / "model.safetensors").unlink()
+    torch.save(hf.state_dict(), folder / "pytorch_model.bin")
+    _import(folder, tmp_path / "run")
+    _, model = _loaded(tmp_path / "run")
+    src, tgt = torch.tensor([[5, 6, 7, EOS]]), torch.tensor([[BOS, 8, 9]])
+    with torch.no_grad():
+        assert (model(src, tgt) - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item() < 1e-4
+    (folder / "pytorch_model.bin").write_bytes(b"not a pickle")
+    _refused([str(folder)], tmp_path / "run2", "pytorch_model.bin: not readable")
