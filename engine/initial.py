@@ -31,7 +31,11 @@ class Initial:
 
     @torch.no_grad()
     def apply(self, model: nn.Module) -> None:
-        """Write the patches into ``model`` and freeze the frozen parameters."""
+        """Write the patches into ``model`` (parameters, and buffers such as a character input's spelling
+        table, ``spelling.py``) and freeze the frozen parameters."""
+        for name, buffer in model.named_buffers():
+            if name in self.patches:
+                buffer.copy_(self.patches[name].value)
         for name, param in model.named_parameters():
             patch = self.patches.get(name)
             if patch is not None and patch.rows is None:
