@@ -28,16 +28,16 @@ from tbuild.engine.errors import TbuildError
 from .hardware import cpu_info
 
 SPEC = Path("specs/examples/graphs/pos-tagger.yaml")
-C1 = (0.0, 0.05, 0.25)  # the validation grid: L1 penalty ...
+C1 = (0.05, 0.25)  # the validation grid: L1 penalty ...
 C2 = (0.01, 0.1)  # ... and L2 penalty
-ITERATIONS = 200  # L-BFGS iterations at most (CRFsuite also stops once the objective stops improving)
+ITERATIONS = 100  # L-BFGS iterations at most (CRFsuite also stops once the objective stops improving)
 AFFIXES = range(1, 5)
 NEIGHBOURS = (-2, -1, 1, 2)
 
 
 def shape(word: str) -> str:
     """The word's shape with runs collapsed: ``Xx``, ``d.d``, ``X-d``, ``x``."""
-    mapped = re.sub(r"[A-Z]", "X", re.sub(r"[a-z]", "x", re.sub(r"[0-9]", "d", word)))
+    mapped = "".join("X" if c.isupper() else "x" if c.islower() else "d" if c.isdigit() else c for c in word)
     return re.sub(r"(.)\1+", r"\1", mapped)
 
 
