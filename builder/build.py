@@ -10,12 +10,13 @@ import torch
 from torch import nn
 
 import tbuild.components.attention  # noqa: F401  (each block module registers its blocks)
+import tbuild.components.char_input  # noqa: F401
 import tbuild.components.feedforward  # noqa: F401
 import tbuild.components.heads  # noqa: F401
 import tbuild.components.norm  # noqa: F401
 import tbuild.components.pointer  # noqa: F401
 import tbuild.components.positional  # noqa: F401
-from tbuild.components import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL
+from tbuild.components import ATTENTION, CHAR_INPUT, FFN, HEAD, NORM, POINTER, POSITIONAL
 from tbuild.components.decoder_only import CausalLayer, DecoderOnly
 from tbuild.components.encoder_only import EncoderOnly
 from tbuild.components.ordered_layer import OrderedCausalLayer, OrderedDecoderLayer, OrderedEncoderLayer, OrderedLayer
@@ -96,11 +97,12 @@ class _Parts:
         if model.tie_embeddings != "none":
             self.output.weight = self.tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
 
-    def embedding(self, tokens: nn.Embedding) -> Embedding:
+    def embedding(self, tokens: nn.Embedding, *, source: bool = False) -> Embedding:
+        """The embedding of a stack's input; ``source``: the encoder's (with ``model.char_input``, if any)."""
         positional = POSITIONAL.build(self.view.positional, d_model=self.model.d_model,
                                       max_positions=self.model.max_positions)
         return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings,
-                         self.model.dropout.token)
+                         self.model.dropout.token, _chars(self.model, tokens.num_embeddings) if source else None)
 
     def final_norm(self, stack: ResolvedStack) -> nn.Module | None:
         return NORM.build(stack.final_norm, d_model=self.model.d_model) if stack.final_norm is not None else None
@@ -111,7 +113,7 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
     encoder, decoder = parts.view.encoder, parts.view.decoder
     assert encoder is not None and decoder is not None  # the kind's stacks (components/specs/graph.py)
     return EncoderDecoder(
-        src_embed=parts.embedding(parts.src_tokens),
+        src_embed=parts.embedding(parts.src_tokens, source=True),
         tgt_embed=parts.embedding(parts.tgt_tokens),
         encoder=_layers(spec.model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         decoder=_layers(spec.model, decoder, lambda a, c, f: DecoderLayer(a, c, f),  # type: ignore[arg-type]
@@ -122,6 +124,13 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
         pad_id=PAD,
         pointer=_pointer(spec),
     )
+
+
+def _chars(model: ModelSpec, vocab_size: int) -> nn.Module | None:
+    """model.char_input's block over the encoder's ``vocab_size`` pieces (None without one)."""
+    if model.char_input is None:
+        return None
+    return CHAR_INPUT.build(model.char_input, d_model=model.d_model, vocab_size=vocab_size)
 
 
 def _pointer(spec: Spec) -> nn.Module | None:
@@ -160,7 +169,8 @@ def _encoder_only(spec: Spec) -> nn.Module:
     if vocab_sized and model.tie_embeddings != "none":
         head.weight = tokens.weight  # one matrix for the embedding and the output layer (§3.4; BERT ties them too)
     return EncoderOnly(
-        src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings, model.dropout.token),
+        src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings, model.dropout.token,
+                            _chars(model, tokens.num_embeddings)),
         encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
         head=head,

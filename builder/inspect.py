@@ -106,6 +106,12 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
         n = count(embeds[stack.name].positional)
         embedding += n
         rows.append(Row(f"{stack.name} positions", view.positional.kind, n))
+    chars = embeds["encoder"].chars if "encoder" in embeds else None
+    if chars is not None and spec.model.char_input is not None:  # model.char_input (components/char_input.py)
+        n = count(chars)
+        embedding += n
+        rows.append(Row("encoder char input", spec.model.char_input.kind, n,
+                        f"each piece's first {chars.max_chars} bytes, pooled, {spec.model.char_input.combine}"))
     flops, formulas = 0, {}
     for stack in view.stacks:
         layers, start = getattr(net, part[stack.name].layers), 0

@@ -101,6 +101,8 @@ def resolve(model: ModelSpec) -> ResolvedModel:
             used(group.ffn, stack.use("ffn"))
             used(group.norm, stack.use("norm"))
         used(stack.final_norm, stack.use("final_norm"))
+        if stack.name == "encoder":
+            used(model.char_input, stack.use("char_input"))  # the encoder's input embedding
         used(getattr(model.stacks()[stack.name], "pointer", None), stack.use("pointer"))  # decoder only
     components = tuple(ResolvedComponent(path, spec, tuple(uses.get(id(spec), ())))
                        for path, spec in _declared(model, cross))
@@ -130,6 +132,8 @@ def _declared(model: ModelSpec, cross_attention: bool) -> list[tuple[SpecPath, C
     for name in ("attention", "cross_attention", "positional", "ffn", "norm"):
         if name != "cross_attention" or cross_attention:
             found.append(((name,), getattr(model, name)))
+    if model.char_input is not None:
+        found.append((("char_input",), model.char_input))
     for stack_name, stack in model.stacks().items():
         for name in ("attention", "ffn", "norm", "cross_attention", "pointer"):
             if getattr(stack, name, None) is not None:

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from tbuild.components import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL
+from tbuild.components import ATTENTION, CHAR_INPUT, FFN, HEAD, NORM, POINTER, POSITIONAL
 from tbuild.components.registry import Registry
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
@@ -32,6 +32,7 @@ FFNSpec = FFN.field(ComponentSpec)
 NormSpec = NORM.field(ComponentSpec)
 PointerSpec = POINTER.field(ComponentSpec)
 HeadSpec = HEAD.field(ComponentSpec)
+CharInputSpec = CHAR_INPUT.field(ComponentSpec)
 GraphKind = Literal[tuple(GRAPHS)]  # type: ignore[valid-type]  # the declared model kinds (components/specs/graph.py)
 
 
@@ -183,6 +184,9 @@ class ModelSpec(StrictModel):
     )
     scale_embeddings: bool = Field(True, description="Multiply embeddings by √d_model (§3.4).")
     max_positions: int | None = Field(None, ge=1, description="Longest sequence (required by learned positions).")
+    char_input: CharInputSpec | None = Field(
+        None, description="Character-aware input to the encoder: each input piece's characters pooled into one "
+        "vector joined to its embedding, e.g. {kind: char_cnn} (Ma & Hovy 2016); none by default.")
 
     @model_validator(mode="before")
     @classmethod
@@ -858,13 +862,13 @@ def _masked_lm(model: ModelSpec) -> bool:
 def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
-    ``decoder.pointer``, ``head`` and ``prefix_lm`` (None), each stack's and group's ``order`` (standard; a
-    group's only where its stack's is), ``head.piece`` (first) and ``dropout.token`` (0)."""
+    ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
+    (standard; a group's only where its stack's is), ``head.piece`` (first) and ``dropout.token`` (0)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
         del model["dropout"]["token"]
-    for key in ("head", "prefix_lm"):
+    for key in ("head", "prefix_lm", "char_input"):
         if model.get(key) is None:
             model.pop(key, None)
     if model.get("head") and model["head"].get("piece") == "first":

@@ -1,4 +1,5 @@
-"""Registered building blocks: attention, positional schemes, feed-forward networks, norms, pointers, heads.
+"""Registered building blocks: attention, positional schemes, feed-forward networks, norms, pointers, heads,
+character-aware input.
 
 Importing this package is torch-free: it declares the built-in specs. The blocks (torch modules)
 register with their registries when ``tbuild.components.attention`` etc. are imported, as
@@ -7,6 +8,7 @@ register with their registries when ``tbuild.components.attention`` etc. are imp
 
 from . import specs  # noqa: F401  (declares the built-in specs)
 from .plugins import load_plugins
-from .registry import ATTENTION, FFN, HEAD, NORM, POINTER, POSITIONAL, REGISTRIES, Registry
+from .registry import ATTENTION, CHAR_INPUT, FFN, HEAD, NORM, POINTER, POSITIONAL, REGISTRIES, Registry
 
-__all__ = ["ATTENTION", "FFN", "HEAD", "NORM", "POINTER", "POSITIONAL", "REGISTRIES", "Registry", "load_plugins"]
+__all__ = ["ATTENTION", "CHAR_INPUT", "FFN", "HEAD", "NORM", "POINTER", "POSITIONAL", "REGISTRIES", "Registry",
+           "load_plugins"]

@@ -1,5 +1,5 @@
 """One small registry helper; one registry per component kind (attention, positional, ffn, norm, pointer,
-head).
+head, char_input).
 
 A registry maps each ``kind`` tag to the pydantic model of its spec and, separately, to the block
 that implements it. Specs are declared in torch-free modules (``tbuild.components.specs``), blocks
@@ -167,4 +167,5 @@ FFN = Registry("ffn")
 NORM = Registry("norm")
 POINTER = Registry("pointer")  # the decoder's pointer into the source (model.decoder.pointer)
 HEAD = Registry("head")  # an encoder-only model's output head (model.head)
-REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM, POINTER, HEAD)}
+CHAR_INPUT = Registry("char_input")  # each input piece's characters pooled into its embedding (model.char_input)
+REGISTRIES: dict[str, Registry] = {r.name: r for r in (ATTENTION, POSITIONAL, FFN, NORM, POINTER, HEAD, CHAR_INPUT)}

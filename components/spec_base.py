@@ -20,8 +20,8 @@ class Use:
     """One place a component spec is used, with the dimensions it gets there.
 
     ``stack``: "encoder" or "decoder"; ``role``: "self" or "cross" (attention), "ffn", "norm"
-    (a sub-layer's norm), "final_norm" (after the stack), "positional" (its embeddings) or "pointer"
-    (the decoder's pointer into the source);
+    (a sub-layer's norm), "final_norm" (after the stack), "positional" (its embeddings), "char_input"
+    (the encoder's input embedding) or "pointer" (the decoder's pointer into the source);
     ``causal``: decoder self-attention; ``max_positions``: model.max_positions."""
 
     stack: str

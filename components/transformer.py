@@ -111,21 +111,26 @@ class DecoderCache:
 
 class Embedding(nn.Module):
     """Token embedding times √d_model (§3.4), plus positions, then dropout (§5.4). ``token_dropout``: word
-    dropout in training, each token's whole embedding zeroed with that probability (not in the paper)."""
+    dropout in training, each token's whole embedding zeroed with that probability (not in the paper).
+    ``chars``: a character-aware input (``model.char_input``, ``char_input.py``) joined to the scaled token
+    embeddings, before word dropout and positions; none by default."""
 
     def __init__(self, tokens: nn.Embedding, positional: Positional, dropout: float, scale: bool,
-                 token_dropout: float = 0.0) -> None:
+                 token_dropout: float = 0.0, chars: nn.Module | None = None) -> None:
         super().__init__()
         self.tokens, self.positional = tokens, positional
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
         self.token_dropout = Dropout(token_dropout)
+        self.chars = chars  # a submodule only when there is one: other models' state dicts are unchanged
 
     def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None,
                 positional: Positional | None = None) -> torch.Tensor:
         """(B, T, D); ``extra`` (B, T, D) is added before the dropout (a decoder pointer's input);
         ``positional``: the scheme's view for this batch in place of its own (``Positional.shifted``)."""
         vectors = self.tokens(ids) * self.scale
+        if self.chars is not None:
+            vectors = self.chars(ids, vectors)
         if self.training and self.token_dropout.p > 0.0:
             # one draw per token, broadcast over its vector: the whole embedding kept (scaled) or zeroed
             vectors = vectors * self.token_dropout(vectors.new_ones(*ids.shape, 1))

@@ -34,7 +34,11 @@ class Initial:
 
     @torch.no_grad()
     def apply(self, model: nn.Module) -> None:
-        """Write the patches into ``model``, freeze the frozen parameters and put the adapters on it."""
+        """Write the patches into ``model`` (parameters, and buffers such as a character input's spelling
+        table, ``spelling.py``), freeze the frozen parameters and put the adapters on it."""
+        for name, buffer in model.named_buffers():
+            if name in self.patches:
+                buffer.copy_(self.patches[name].value)
         for name, param in model.named_parameters():
             patch = self.patches.get(name)
             if patch is not None and patch.rows is None:

@@ -153,6 +153,10 @@ def check_exportable(spec: Spec, target: Target) -> None:
         if name not in target.kinds[registry]:
             refuse(f"{registry} kind {name!r} ({where})", registry)
 
+    if model.char_input is not None:
+        raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
+                                f"pools each piece's characters into its embedding, which {target.name} has no place "
+                                "for; export a model without a character input")
     if not GRAPHS[model.kind].translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
         def refuse_graph(what: str) -> None:
             raise UnsupportedExport(f"cannot export {model.kind} to {target.name}: {what}")

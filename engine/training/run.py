@@ -29,6 +29,7 @@ from ..initial import Initial
 from ..policy import Policy, choose_device, choose_policy, model_widths
 from ..run_dir import RunDir, delete_run, run_dir_of
 from ..run_lock import LOCK, RunLock
+from ..spelling import spelling_patches
 from . import distributed
 from .changes import stored_changes
 from .distributed import Rank
@@ -160,5 +161,6 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
     train_pairs, valid_pairs = _pairs(spec, tokenizer, run, info)
     with init_located(loaded):
         initial = resolve_start(spec, run, tokenizer, source, log, main=main)
+    initial = replace(initial, patches={**initial.patches, **spelling_patches(spec, tokenizer)})
     return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
 

@@ -55,9 +55,10 @@ def test_examples_cover_every_registered_variant() -> None:
         # specs/parsing/ptb-sample.yaml
         # token_classification (a tagger's head, model.head): specs/examples/graphs/pos-tagger.yaml;
         # sequence_classification (a classifier's): specs/examples/graphs/langid.yaml; masked_lm (a masked
-        # LM's): specs/examples/graphs/mlm-en.yaml
+        # LM's): specs/examples/graphs/mlm-en.yaml; char_cnn (a tagger's character input):
+        # specs/examples/graphs/pos-tagger-chars.yaml
         missing = set(registry) - used[name] - {"learned", "next_word", "token_classification",
-                                                "sequence_classification", "masked_lm"}
+                                                "sequence_classification", "masked_lm", "char_cnn"}
         assert not missing, f"no example uses {name} kinds {sorted(missing)}"
 
 
