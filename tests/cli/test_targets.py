@@ -202,9 +202,10 @@ def test_the_console_script_prints_and_answers_completion() -> None:
     if tbuild is None:
         pytest.skip("no tbuild console script beside this Python, in its scripts folders or in the install's bin "
                     "folder (tbuild reached through PYTHONPATH alone)")
-    script = subprocess.run([tbuild, "--show-completion", "bash"], capture_output=True, text=True, check=True).stdout
-    assert "complete -o default -F _tbuild_completion tbuild" in script
+    script = subprocess.run([tbuild, "--show-completion", "bash"], capture_output=True, text=True)
+    assert script.returncode == 0, script.stderr
+    assert "complete -o default -F _tbuild_completion tbuild" in script.stdout
     for words, cword, expect in (("tbuild dec", 1, "decode"), ("tbuild decode run --bea", 3, "--beam")):
         env = os.environ | {"_TBUILD_COMPLETE": "complete_bash", "COMP_WORDS": words, "COMP_CWORD": str(cword)}
-        done = subprocess.run([tbuild], capture_output=True, text=True, env=env, check=True)
-        assert done.stdout.split() == [expect]
+        done = subprocess.run([tbuild], capture_output=True, text=True, env=env)
+        assert done.returncode == 0 and done.stdout.split() == [expect], done.stderr
