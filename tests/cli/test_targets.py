@@ -202,7 +202,10 @@ def test_the_console_script_prints_and_answers_completion() -> None:
     if tbuild is None:
         pytest.skip("no tbuild console script beside this Python, in its scripts folders or in the install's bin "
                     "folder (tbuild reached through PYTHONPATH alone)")
-    script = subprocess.run([tbuild, "--show-completion", "bash"], capture_output=True, text=True)
+    # the bash script named by the completion variable: --show-completion takes the shell it runs under (none
+    # under a test runner started without one, "Shell  not supported.")
+    source = os.environ | {"_TBUILD_COMPLETE": "source_bash"}
+    script = subprocess.run([tbuild], capture_output=True, text=True, env=source)
     assert script.returncode == 0, script.stderr
     assert "complete -o default -F _tbuild_completion tbuild" in script.stdout
     for words, cword, expect in (("tbuild dec", 1, "decode"), ("tbuild decode run --bea", 3, "--beam")):
