@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-TBUILD = [str(Path(sys.executable).parent / "tbuild")]  # the console script beside this interpreter
+TBUILD = [sys.executable, "-m", "tbuild.cli"]  # the tbuild command, also where its console script is not on PATH
 
 
 def multi30k_train(folder: Path) -> Path:

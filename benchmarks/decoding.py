@@ -31,6 +31,8 @@ from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.packed import pack_linears
 from tbuild.engine.decoding.search import beam_search, greedy_search
+from tbuild.engine.errors import TbuildError
+from tbuild.engine.extras import require
 from tbuild.engine.policy import Policy
 
 from .real_lengths import Lengths
@@ -100,9 +102,9 @@ def tbuild_engine(model: torch.nn.Module, policy: Policy) -> Engine:
 def ct2_engines(model: torch.nn.Module, run: DecodeRun, policy: Policy, folder: Path) -> dict[str, Engine | str]:
     """CTranslate2 float32 and int8 (on CUDA: bf16 compute) of the same weights, or why not."""
     try:
-        import ctranslate2
-    except ImportError:
-        return {"ct2": "ctranslate2 is not installed (pip install -e '.[export]')"}
+        ctranslate2 = require("ctranslate2", "tbuild[bench]", "the CTranslate2 peer")
+    except TbuildError as e:
+        return {"ct2": str(e)}
     from tbuild.engine.export.ctranslate2 import write_ctranslate2
 
     cuda = policy.device.type == "cuda"
@@ -142,9 +144,9 @@ def hf_engine(model: torch.nn.Module, run: DecodeRun, policy: Policy) -> Engine 
     """Hugging Face ``generate`` on tbuild's weights exported by ``tbuild.engine.export.hf.to_marian``,
     or why not."""
     try:
-        import transformers  # noqa: F401
-    except ImportError:
-        return "transformers is not installed (pip install -e '.[bench]')"
+        require("transformers", "tbuild[bench]", "the Hugging Face peer")
+    except TbuildError as e:
+        return str(e)
     try:
         from tbuild.engine.export import hf
     except ImportError:
@@ -152,8 +154,6 @@ def hf_engine(model: torch.nn.Module, run: DecodeRun, policy: Policy) -> Engine 
     convert = getattr(hf, "to_marian", None)
     if convert is None:
         return "tbuild.engine.export.hf has no to_marian(model, spec)"
-    from tbuild.engine.errors import TbuildError
-
     try:
         marian = convert(model, tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
     except TbuildError as e:  # the architecture is one Marian cannot hold

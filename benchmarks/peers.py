@@ -14,6 +14,8 @@ from torch.nn import functional as F
 
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
+from tbuild.engine.errors import TbuildError
+from tbuild.engine.extras import require
 
 from .workload import Shape
 
@@ -55,9 +57,9 @@ class TorchTransformer(nn.Module):
 def marian_available() -> str | None:
     """None if transformers can be imported, else why the Hugging Face rows are skipped."""
     try:
-        import transformers  # noqa: F401
-    except ImportError:
-        return "transformers is not installed (pip install -e '.[bench]')"
+        require("transformers", "tbuild[bench]", "the Hugging Face peer")
+    except TbuildError as e:
+        return str(e)
     return None
 
 

@@ -63,12 +63,13 @@ def evaluate(
         alone(runs, split, src, loading)
         return
     process = configure_process()
-    # perplexity: the float32 native model; decoding: a second engine when it differs from that one
-    translator = load_translator(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
-                                 notify=notify, compiled=loading.compile_)
+    # decoding: a second engine when it differs from the float32 native model (loaded first: a missing
+    # runtime stops before anything else); perplexity: that native model
     quantization = loading.quantization or run.spec.decode.quantization
     same = loading.engine == "native" and quantization == "float32" and len(runs) == 1
     decoder = None if same else load_decoder(runs, loading, ensembling, notify)
+    translator = load_translator(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                                 notify=notify, compiled=loading.compile_)
     if is_parsing(run.spec):
         _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
                  after_batch=process.after_batch, diagnose=diagnose)

@@ -33,15 +33,13 @@ def serve(
     a language model `POST /generate` `{"prompts": [...]}`, a tagger or classifier `POST /classify`
     `{"texts": [...]}`; `GET /health`, `GET /info` (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after
     answering the requests queued."""
-    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.extras import require
     from tbuild.engine.process import configure_process
 
-    try:
-        from tbuild.engine.serving.app import create_app
-        from tbuild.engine.serving.server import run_server
-    except ImportError as e:
-        raise TbuildError(f"tbuild serve needs FastAPI and uvicorn ({e.name} is missing): "
-                          "pip install 'tbuild[serve]'") from None
+    for package in ("fastapi", "uvicorn"):  # before the run is loaded
+        require(package, "tbuild[serve]", "tbuild serve")
+    from tbuild.engine.serving.app import create_app
+    from tbuild.engine.serving.server import run_server
     from tbuild.engine.serving.service import open_service
 
     [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha)

@@ -34,9 +34,12 @@ def sweep(
     from tbuild.engine.sweep.plan import plan
     from tbuild.engine.sweep.run import run_local
     from tbuild.engine.sweep.spec import load_sweep
+    from tbuild.engine.sweep.submit import require_submitit
 
     if launcher not in ("local", "submitit"):
         raise TbuildError(f"--launcher {launcher!r}: choose local or submitit")
+    if launcher == "submitit" and not dry_run:
+        require_submitit()
     sweep_file = load_sweep(file)
     rows = plan(sweep_file, list(set_ or []), only.split(",") if only else None)
     _print_plan(sweep_file.name, rows)

@@ -35,11 +35,14 @@ def tune(
     budget is spent: each a run directory in the study folder, reported to the pruner at each validation,
     scored on validation. Running the same command again continues the study. Ends with the report."""
     from tbuild.engine.errors import TbuildError
+    from tbuild.engine.sweep.submit import require_submitit
     from tbuild.engine.tune.spec import load_study
     from tbuild.engine.tune.study import open_study, storage_url
 
     if launcher not in ("local", "submitit"):
         raise TbuildError(f"--launcher {launcher!r}: choose local or submitit")
+    if launcher == "submitit" and not (dry_run or best or report):
+        require_submitit()
     study = load_study(file)
     url = storage_url(study, storage)
     if dry_run:
@@ -48,8 +51,8 @@ def tune(
     if best or report:
         _outputs(study, open_study(study, storage), best, output)
         return
+    optuna_study = open_study(study, storage)  # first: a missing Optuna or a bad storage is the only line
     _print_plan(study, url)
-    optuna_study = open_study(study, storage)
     optuna_study.set_user_attr("study_file", str(file.resolve()))
     _run(study, optuna_study, url, launcher, workers, cluster, list(slurm or []))
     _outputs(study, optuna_study, False, None)

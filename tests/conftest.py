@@ -42,6 +42,21 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ["TBUILD_CACHE_DIR"] = previous
 
 
+COLUMNS = "200"  # the terminal width every test sees, unless it gives its own (CliRunner's env=)
+
+
+@pytest.fixture(autouse=True)
+def _terminal_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same terminal for every test, whatever runs the suite: COLUMNS for the consoles and subprocesses,
+    read by the consoles at each print (rich keeps the COLUMNS exported when a console is made, e.g. by the
+    shell that started pytest, and would ignore a test's own)."""
+    from tbuild.cli import common
+
+    monkeypatch.setenv("COLUMNS", COLUMNS)
+    for console in (common.console, common.err_console):
+        monkeypatch.setattr(console, "_width", None)
+
+
 def tiny_model(overrides: list[str] | None = None, spec: dict | None = None):  # noqa: ANN201
     from tbuild.builder import build_model, load_spec
 

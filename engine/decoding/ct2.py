@@ -21,6 +21,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
+from ..extras import require
 from ..run_dir import Run
 from .request import NO_HOOKS, DecodeRequest, Hooks, check_request
 from .search import Hypothesis, length_penalty
@@ -179,10 +180,7 @@ class CTranslate2Translator:
 def ct2_device(device: str) -> str:
     """``device`` for CTranslate2 (auto: CUDA when CTranslate2 sees a GPU); refuses a missing package
     or a device it does not know."""
-    try:
-        import ctranslate2
-    except ImportError:
-        raise TbuildError("--engine ctranslate2 needs the ctranslate2 package: pip install -e '.[export]'") from None
+    ctranslate2 = require("ctranslate2", "tbuild[export]", "--engine ctranslate2")
     if device not in ("auto", "cpu", "cuda"):
         raise TbuildError(f"--device must be auto, cpu or cuda, not {device!r}")
     if device == "auto":

@@ -140,11 +140,13 @@ def export_run(run, out: Path, *, quantization: str | None = None, checkpoint: P
 
     from ..data.tokenizer import Tokenizer
     from ..errors import TbuildError
+    from ..extras import require
     from ..weights import load_weights
 
     check_exportable(run.spec, CTRANSLATE2)  # refuse before loading anything
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
+    require("ctranslate2", "tbuild[export]", "--to ctranslate2")
     tok = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)

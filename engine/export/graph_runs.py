@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
-from ..errors import TbuildError
+from ..extras import require
 from ..run_dir import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
 from .targets import TARGETS, check_exportable
@@ -25,13 +25,9 @@ def export_graph(run: Run, to: str, out: Path, *, quantization: str | None = Non
     from .hf_graphs import write_hf_graph
 
     check_exportable(run.spec, TARGETS[to])  # refuse before loading anything
-    try:
-        import transformers  # noqa: F401
-
-        if to == "ctranslate2":
-            import ctranslate2  # noqa: F401
-    except ImportError as e:
-        raise TbuildError(f"--to {to} needs the {e.name} package: pip install -e '.[export]'") from None
+    require("transformers", "tbuild[export]", f"--to {to}")
+    if to == "ctranslate2":
+        require("ctranslate2", "tbuild[export]", f"--to {to}")
     tok = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)

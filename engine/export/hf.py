@@ -190,14 +190,11 @@ def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # n
     from tbuild.builder import build_model
 
     from ..data.tokenizer import Tokenizer
-    from ..errors import TbuildError
+    from ..extras import require
     from ..weights import load_weights
 
     refuse()
-    try:
-        import transformers  # noqa: F401
-    except ImportError:
-        raise TbuildError("--to hf needs the transformers package: pip install -e '.[export]'") from None
+    require("transformers", "tbuild[export]", "--to hf")
     tok = Tokenizer.load(run.tokenizer)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import yaml
 
 from ..errors import TbuildError
+from ..extras import require
 from ..process import ProcessSettings
 from .plan import PlannedRow, plan
 from .spec import load_sweep
@@ -48,15 +50,17 @@ def parameters(settings: list[str]) -> dict[str, Any]:
     return out
 
 
+def require_submitit() -> ModuleType:
+    """The submitit package, or the one-line error naming its extra (``--launcher submitit`` of sweep and tune)."""
+    return require("submitit", "tbuild[submitit]", "--launcher submitit")
+
+
 def run_submitit(sweep_file: Path, rows: list[PlannedRow], overrides: list[str], settings: list[str],
                  say: Callable[[str], None], configure: Callable[[PlannedRow], ProcessSettings],
                  cluster: str | None = None) -> bool:
     """Submit every unfinished row and wait for them all; True when all finished. ``configure``: what
     each job's process runs first (``row_job``), a module-level function so that it travels by name."""
-    try:
-        import submitit
-    except ImportError:
-        raise TbuildError("--launcher submitit needs the submitit package: pip install 'tbuild[submitit]'") from None
+    submitit = require_submitit()
     todo = [p for p in rows if not p.finished]
     for p in rows:
         if p.finished:

@@ -7,7 +7,6 @@ training starts (``check_loggers``). Only the main process logs."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -17,6 +16,7 @@ from typing import Any, Protocol
 from tbuild.builder.schema import Spec
 
 from ..errors import TbuildError
+from ..extras import check_installed
 
 JSONL = "jsonl"  # metrics.jsonl and valid.jsonl (metrics.py): always on
 
@@ -33,7 +33,7 @@ class Logger(Protocol):
 class Entry:
     factory: Callable[[Spec, Path], Logger]
     package: str  # the module it needs
-    pip: str  # what to install
+    pip: str  # what to install: tbuild's extra ("tbuild[mlflow]") or a plugin's package (extras.install_hint)
 
 
 class Registry:
@@ -74,8 +74,7 @@ def check_loggers(names: list[str]) -> None:
         if name == JSONL:
             continue
         entry = LOGGERS.get(name)
-        if importlib.util.find_spec(entry.package) is None:
-            raise TbuildError(f"train.log: {name} needs the {entry.package} package: pip install '{entry.pip}'")
+        check_installed(entry.package, entry.pip, f"train.log: {name}")
 
 
 def open_loggers(names: list[str], spec: Spec, run_dir: Path) -> list[Logger]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import TbuildError
+from ..extras import require
 from .spec import Study
 from .trial import state_of
 
@@ -22,10 +23,7 @@ STUDY_DB = "study.db"
 
 
 def _optuna() -> Any:
-    try:
-        import optuna
-    except ImportError:
-        raise TbuildError("tbuild tune needs Optuna: pip install 'tbuild[tune]'") from None
+    optuna = require("optuna", "tbuild[tune]", "tbuild tune")
     optuna.logging.set_verbosity(logging.ERROR)  # trials are said by tbuild, failures in one line
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeats, retries
     return optuna

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import TbuildError
 from ..process import ProcessSettings
-from ..sweep.submit import parameters
+from ..sweep.submit import parameters, require_submitit
 from .spec import Study, load_study
 
 
@@ -39,10 +39,7 @@ def worker_job(study_file: str, storage: str, cwd: str, configure: Callable[[Stu
 def run_workers(study: Study, storage: str, workers: int, settings: list[str], say: Callable[[str], None],
                 configure: Callable[[Study], ProcessSettings], cluster: str | None = None) -> None:
     """Submit ``workers`` jobs sharing ``storage`` and wait for them all."""
-    try:
-        import submitit
-    except ImportError:
-        raise TbuildError("--launcher submitit needs the submitit package: pip install 'tbuild[submitit]'") from None
+    submitit = require_submitit()
     folder = study.folder / "submitit"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(name=f"tbuild-tune-{study.name}", **parameters(settings))

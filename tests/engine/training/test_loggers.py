@@ -64,7 +64,8 @@ def test_a_missing_tracker_is_one_line_with_the_pip_command(tiny_corpus: Path, t
     result = runner.invoke(app, ["train", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
-        "error: train.log: tensorboard needs the tbuild_no_such_module package: pip install 'tbuild[tensorboard]'"]
+        "error: train.log: tensorboard needs the tbuild_no_such_module package: pip install 'tbuild[tensorboard]' "
+        "(from a clone: pip install -e '.[tensorboard]')"]
     assert not (tmp_path / "run" / "metrics.jsonl").exists()  # nothing trained
 
 
