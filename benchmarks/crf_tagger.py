@@ -24,6 +24,7 @@ from tbuild.builder.loader import SpecError
 from tbuild.engine.data.tagged import Tagged, read_tagged
 from tbuild.engine.decoding.tagger import Baseline
 from tbuild.engine.errors import TbuildError
+from tbuild.engine.extras import install_hint
 
 from .hardware import cpu_info
 
@@ -179,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import pycrfsuite  # noqa: F401
     except ImportError:
-        print("python -m benchmarks.crf_tagger needs python-crfsuite: pip install 'tbuild[crf]'", file=sys.stderr)
+        print(f"python -m benchmarks.crf_tagger needs python-crfsuite: {install_hint('tbuild[crf]')}", file=sys.stderr)
         return 2
     try:
         result = run(args.spec, args.c1, args.c2, args.iterations, args.sentences,
