@@ -28,7 +28,7 @@ def evaluate(
     no_repeat_ngram: int | None = NO_REPEAT_NGRAM,
     ensembling: Ensembling = Ensembling(),
     loading: Loading = Loading(),
-    evalb: Path | None = typer.Option(None, "--params", "-p", help="Parsing runs: an EVALB parameter file, as "
+    params: Path | None = typer.Option(None, "--params", "-p", help="Parsing runs: an EVALB parameter file, as "
                                       "tbuild evalb's (default: COLLINS.prm's rules, built in)."),
     diagnose: bool = typer.Option(False, "--diagnose", help="Parsing runs: also F1 by sentence length beside "
                                   "the right-branching floor, teacher-forced accuracy by token kind and span "
@@ -71,7 +71,7 @@ def evaluate(
     translator = load_translator(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
                                  notify=notify, compiled=loading.compile_)
     if is_parsing(run.spec):
-        _parsing(run, translator, decoder, split=split, src=src, ref=ref, evalb=evalb, show=show,
+        _parsing(run, translator, decoder, split=split, src=src, ref=ref, params=params, show=show,
                  after_batch=process.after_batch, diagnose=diagnose)
         return
     result, sources, references, hyps = run_evaluation(run, translator, engine=decoder, split=split, src=src,
@@ -220,17 +220,17 @@ def _classifier(runs: list, split: str, src: Path | None, loading: Loading) -> N
 
 
 def _parsing(run, translator, decoder, *, split: str, src: Path | None, ref: Path | None,  # noqa: ANN001
-             evalb: Path | None, show: int, after_batch, diagnose: bool = False) -> None:  # noqa: ANN001
+             params: Path | None, show: int, after_batch, diagnose: bool = False) -> None:  # noqa: ANN001
     """A parsing run: EVALB's figures (COLLINS.prm) and the repairs; writes eval_SPLIT.json, the
     repaired trees (eval_SPLIT.trees) and EVALB's full report (eval_SPLIT.evalb)."""
     from tbuild.engine.files import atomic_write
     from tbuild.engine.parsing.evalb import read_params
     from tbuild.engine.parsing.evaluation import describe_repairs, evaluate_parsing
 
-    params = read_params(evalb) if evalb is not None else None
+    rules = read_params(params) if params is not None else None
     result, sources, gold, tests, scored = evaluate_parsing(
-        run, translator, engine=decoder, split=split, src=src, ref=ref, params=params,
-        params_name=str(evalb) if evalb else "COLLINS.prm", after_batch=after_batch)
+        run, translator, engine=decoder, split=split, src=src, ref=ref, params=rules,
+        params_name=str(params) if params else "COLLINS.prm", after_batch=after_batch)
     for s, g, t in list(zip(sources, gold, tests, strict=True))[:show]:
         console.print(f"[dim]src[/]  {s}\n[dim]gold[/] {g}\n[bold]test[/] {t}\n", highlight=False)
     table = Table(title=f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
