@@ -6,6 +6,7 @@ The main process writes into the run directory; the others wait for it, then rea
 
 from __future__ import annotations
 
+import gc
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -62,11 +63,17 @@ def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", rank: R
     training time; ``fresh`` deletes the run directory first."""
     check_training(loaded.spec, rank.world, minutes)
     base = distributed.init(rank, choose_device(device))
+    trainer = None
     try:
         policy = _policy(loaded.spec, device, base, rank)
         trainer = open_trainer(loaded, emit, policy=policy, rank=rank, fresh=fresh)
         return trainer.train(minutes=minutes, after_step=after_step)
     finally:
+        # The trainer's DDP wrapper holds the process group: freed after the group is destroyed, gloo's
+        # destructor waits for ever on its threads. So the trainer goes first, then the group.
+        trainer = None  # noqa: F841
+        if rank.distributed:
+            gc.collect()  # and whatever still holds the wrapper through a reference cycle
         distributed.shutdown()
 
 
