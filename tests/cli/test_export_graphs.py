@@ -12,7 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tests.cli.test_lm import lm_spec
+from tests.cli.test_lm import train_llama_like
 from tests.cli.test_tagger import TEST, TRAIN
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
@@ -22,13 +22,7 @@ runner = CliRunner()
 @pytest.fixture(scope="module")
 def lm_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny Llama-like LM (RoPE, RMSNorm, SwiGLU, untied) trained 4 steps."""
-    root = tmp_path_factory.mktemp("lm-export")
-    spec = lm_spec(tiny_corpus, root / "run")
-    spec["model"].update(ffn={"kind": "swiglu"}, norm={"kind": "rmsnorm"}, tie_embeddings="none")
-    (root / "lm.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / "lm.yaml")])
-    assert result.exit_code == 0, result.output
-    return root / "run"
+    return train_llama_like(tiny_corpus, tmp_path_factory.mktemp("lm-export"))
 
 
 def _parity(output: str) -> tuple[float, str]:

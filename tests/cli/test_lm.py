@@ -30,6 +30,17 @@ def lm_spec(corpus: Path, run: Path) -> dict:
     return spec
 
 
+def train_llama_like(corpus: Path, root: Path) -> Path:
+    """A tiny Llama-like LM (RoPE, RMSNorm, SwiGLU, untied: what every export runtime holds) trained through
+    the CLI into ROOT/run; returns the run."""
+    spec = lm_spec(corpus, root / "run")
+    spec["model"].update(ffn={"kind": "swiglu"}, norm={"kind": "rmsnorm"}, tie_embeddings="none")
+    (root / "lm.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "lm.yaml")])
+    assert result.exit_code == 0, result.output
+    return root / "run"
+
+
 @pytest.fixture(scope="module")
 def trained(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(spec file, run directory) of the tiny LM trained for 4 steps, then resumed to 6."""

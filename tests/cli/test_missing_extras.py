@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tbuild.cli.app import app
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.extras import check_installed, install_hint, require
-from tests.cli.test_lm import lm_spec
+from tests.cli.test_lm import train_llama_like
 from tests.conftest import tiny_train_spec
 
 runner = CliRunner()
@@ -93,13 +93,7 @@ def test_export_without_its_runtime(to: str, package: str, tiny_run: Path, tmp_p
 @pytest.fixture(scope="module")
 def lm_run(tiny_corpus: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny LM that both runtimes can hold (SwiGLU, RMSNorm, untied), trained 4 steps."""
-    root = tmp_path_factory.mktemp("lm-extras")
-    spec = lm_spec(tiny_corpus, root / "run")
-    spec["model"].update(ffn={"kind": "swiglu"}, norm={"kind": "rmsnorm"}, tie_embeddings="none")
-    (root / "lm.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / "lm.yaml")])
-    assert result.exit_code == 0, result.output
-    return root / "run"
+    return train_llama_like(tiny_corpus, tmp_path_factory.mktemp("lm-extras"))
 
 
 @pytest.mark.parametrize(("to", "package"), [("ctranslate2", "ctranslate2"), ("ctranslate2", "transformers"),
