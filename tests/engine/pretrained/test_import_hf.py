@@ -94,6 +94,19 @@ def _import(source: Path, out: Path) -> str:
     return result.output
 
 
+def _assert_round_trip(tmp_path: Path, *, architecture: bool = True) -> None:
+    """tmp_path/run exported to HF and imported again is the same run: every tensor, and (``architecture``)
+    the architecture hash."""
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
+                                      "--check", "none"])
+    assert result.exit_code == 0, result.output
+    _import(tmp_path / "again", tmp_path / "run2")
+    first, meta = read_checkpoint(tmp_path / "run" / "best.safetensors")
+    second, meta2 = read_checkpoint(tmp_path / "run2" / "best.safetensors")
+    assert not architecture or meta["architecture"] == meta2["architecture"]
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+
+
 def _loaded(run: Path):  # noqa: ANN202
     from tbuild.builder import build_model
     from tbuild.engine.run_dir import resolve_run
@@ -151,14 +164,7 @@ def test_decode_on_the_imported_run_gives_hf_greedy_tokens(spm: Tokenizer, tmp_p
 def test_import_export_import_is_the_identity_on_weights(family: str, spm: Tokenizer, tmp_path: Path) -> None:
     seq2seq_folder(family, {}, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
-    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
-                                      "--check", "none"])
-    assert result.exit_code == 0, result.output
-    _import(tmp_path / "again", tmp_path / "run2")
-    first, meta = read_checkpoint(tmp_path / "run" / "best.safetensors")
-    second, meta2 = read_checkpoint(tmp_path / "run2" / "best.safetensors")
-    assert meta["architecture"] == meta2["architecture"] and first.keys() == second.keys()
-    assert all(torch.equal(first[k], second[k]) for k in first)
+    _assert_round_trip(tmp_path)
 
 
 def _refused(args: list[str], out: Path, expected: str) -> None:
@@ -238,13 +244,7 @@ def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, 
     ids = torch.tensor([[BOS] + torch.randint(4, VOCAB, (12,), generator=g).tolist()])
     with torch.no_grad():
         assert (model.decode(ids) - hf(input_ids=ids).logits).abs().max().item() < 1e-4
-    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "again"), "--to", "hf",
-                                      "--check", "none"])
-    assert result.exit_code == 0, result.output
-    _import(tmp_path / "again", tmp_path / "run2")
-    first, _ = read_checkpoint(tmp_path / "run" / "best.safetensors")
-    second, _ = read_checkpoint(tmp_path / "run2" / "best.safetensors")
-    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    _assert_round_trip(tmp_path, architecture=False)  # the re-imported spec hashes differently: not yet explained
 
 
 CAUSAL_REFUSED = {
