@@ -863,7 +863,8 @@ def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
-    (standard; a group's only where its stack's is), ``head.piece`` (first) and ``dropout.token`` (0)."""
+    (standard; a group's only where its stack's is), ``head.piece`` (first), ``char_input.pool`` (piece) and
+    ``dropout.token`` (0)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
@@ -873,6 +874,8 @@ def _without_late_defaults(model: dict) -> dict:
             model.pop(key, None)
     if model.get("head") and model["head"].get("piece") == "first":
         del model["head"]["piece"]
+    if model.get("char_input") and model["char_input"].get("pool") == "piece":
+        del model["char_input"]["pool"]
     for name in ("encoder", "decoder"):
         stack = model.get(name)
         if not stack:

@@ -17,6 +17,7 @@ from .registry import CHAR_INPUT
 from .specs.char_input import CharCNNSpec
 
 BYTES = 256  # a character id is its UTF-8 byte + 1; 0 pads
+WORD_START = [b + 1 for b in "▁".encode()]  # sentencepiece's word-start mark, as character ids
 
 
 class CharInput(nn.Module):
@@ -46,6 +47,7 @@ class CharCNN(CharInput):
     def __init__(self, spec: CharCNNSpec, *, d_model: int, vocab_size: int) -> None:
         super().__init__(vocab_size, spec.max_chars)
         self.combine = spec.combine
+        self.pool = spec.pool
         self.chars = nn.Embedding(BYTES + 1, spec.dim, padding_idx=0)
         self.conv = nn.Conv1d(spec.dim, spec.filters, spec.width, padding=spec.width // 2)
         self.project = nn.Linear(spec.filters + (d_model if spec.combine == "concat" else 0), d_model)
@@ -55,6 +57,20 @@ class CharCNN(CharInput):
         h = self.conv(self.chars(spelt).transpose(1, 2))[..., :spelt.shape[1]]  # (B·T, F, C); even widths cut
         h = h.masked_fill((spelt == 0).unsqueeze(1), float("-inf")).amax(-1)
         h = torch.where(torch.isinf(h), torch.zeros_like(h), h).view(*ids.shape, -1)  # no characters: zeros
+        if self.pool == "word":
+            h = self.word_maximum(ids, h)
         if self.combine == "concat":
             return self.project(torch.cat([vectors, h.to(vectors.dtype)], -1))
         return vectors + self.project(h)
+
+    def word_maximum(self, ids: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """Each piece's vector (B, T, F) replaced by the maximum over its word's pieces: a word starts at a piece
+        spelt with ▁ first or one with no characters (padding, BOS, EOS: each its own word). The maximum over a
+        word's characters is the maximum of its pieces' maxima (windows across a piece boundary aside)."""
+        spelt = self.spelling[ids]  # (B, T, C)
+        mark = torch.tensor(WORD_START, device=ids.device)
+        starts = (spelt[..., :len(WORD_START)] == mark).all(-1) | (spelt[..., 0] == 0)
+        starts[:, 0] = True
+        word = (starts.long().cumsum(1) - 1).unsqueeze(-1).expand_as(h)  # (B, T, F): each piece's word index
+        maxima = torch.full_like(h, float("-inf")).scatter_reduce(1, word, h, "amax")
+        return maxima.gather(1, word)

@@ -31,6 +31,10 @@ class CharCNNSpec(ComponentSpec):
     combine: Literal["add", "concat"] = Field(
         "add", description="add: the projected vector is added to the piece's embedding; concat: the two are "
         "concatenated and projected to d_model.")
+    pool: Literal["piece", "word"] = Field(
+        "piece", description="piece: the maximum over the piece's own characters; word: over every character of "
+        "the word the piece belongs to (its pieces from the one that starts with ▁), Ma & Hovy's per-word "
+        "vector given to each of the word's pieces.")
 
     def check(self, uses: Sequence[Use]) -> None:
         if not any(use.stack == "encoder" for use in uses):

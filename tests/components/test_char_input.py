@@ -68,6 +68,9 @@ def test_off_by_default_keeps_the_model_and_the_architecture_hash() -> None:
     assert load_spec(REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml").spec.architecture_hash() \
         == "7bd60a485cdc7d26"
     assert load_spec(REPO / "specs" / "multi30k.yaml").spec.architecture_hash() == "608199bb57aef3bd"
+    # and a character input declared before char_input.pool existed hashes as it did
+    assert load_spec(REPO / "specs" / "examples" / "graphs" / "pos-tagger-chars.yaml").spec.architecture_hash() \
+        == "f474dd9eb316568e"
 
 
 def test_an_encoder_decoder_takes_it_on_its_source_side_only() -> None:
@@ -84,3 +87,23 @@ def test_refused_without_an_encoder() -> None:
                       "decoder": {"layers": 1, "heads": 2, "d_ff": 32}, "char_input": {"kind": "char_cnn"}}}
     with pytest.raises(SpecError, match="char_input feeds the encoder's input"):
         load_spec(spec)
+
+
+def test_word_pooling_gives_every_piece_its_words_maximum() -> None:
+    net = build_model(load_spec(with_chars(TAGGER, pool="word", filters=8)).spec)
+    chars = net.src_embed.chars
+    pieces = [None] * 4 + ["▁un", "like", "ly", "▁cat", "s", "▁a", "b", "c"]
+    chars.spelling.copy_(chars.spell(pieces))
+    ids = torch.tensor([[2, 4, 5, 6, 7, 8, 3, 0], [2, 9, 10, 7, 11, 3, 0, 0]])
+    by_piece = build_model(load_spec(with_chars(TAGGER, pool="piece", filters=8)).spec).src_embed.chars
+    by_piece.load_state_dict(chars.state_dict())
+    by_piece.project = chars.project = torch.nn.Identity()  # combine add: zeros + the pooled vectors themselves
+    zeros = torch.zeros(2, 8, 8)
+    h, pooled = by_piece(ids, zeros), chars(ids, zeros)
+    words = [[[0], [1, 2, 3], [4, 5], [6], [7]], [[0], [1, 2], [3, 4], [5], [6], [7]]]  # by hand, BOS/EOS/PAD alone
+    for row, spans in enumerate(words):
+        for span in spans:
+            expected = h[row, span].amax(0)
+            for t in span:
+                assert torch.equal(pooled[row, t], expected)
+    assert not torch.equal(pooled, h)  # a word of several pieces changed
