@@ -39,7 +39,7 @@ from ..data.batches import BatchCursor
 from ..data.corpus import text_only
 from ..data.packing import pair_indices
 from ..data.tagged import label_offset
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TbuildError
 from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
 from ..machine import machine_facts, record_machine
@@ -170,8 +170,10 @@ class Trainer:
 
     def _restore(self) -> tuple[TrainState, int, str | None]:
         """The state of the newest readable checkpoint (a corrupt one is reported and the previous one
-        used), the step it was saved at and the identity of the data it was trained on."""
-        for path in reversed(self.run.resume_points()):
+        used), the step it was saved at and the identity of the data it was trained on. A run whose
+        checkpoints are all unreadable is refused: starting over would overwrite its history."""
+        points = self.run.resume_points()
+        for path in reversed(points):
             try:
                 # a sharded (FSDP) checkpoint directory on any number of processes, else a whole file
                 load = (_sharded().load_sharded if path.is_dir() else _sharded().load_into if self.sharded
@@ -185,6 +187,9 @@ class Trainer:
                 self.scaler.update(float(meta["grad_scale"]))
             self.info(f"resumed from {path.name} (step {state.step}, epoch {state.epoch + 1})")
             return state, state.step, meta.get("data")
+        if points:
+            raise TbuildError(f"{self.run.path}: none of its {len(points)} checkpoints can be read (see the "
+                              "warnings above); train into another output_dir, or start over with --fresh")
         return TrainState(), -1, None
 
     def _restart_data_if_changed(self, resumed_data: str | None) -> None:

@@ -15,7 +15,7 @@ import yaml
 
 from tbuild.builder import build_model, load_spec
 from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
-from tbuild.engine.errors import CheckpointError
+from tbuild.engine.errors import CheckpointError, TbuildError
 from tbuild.engine.run_dir import RunDir
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec as train
@@ -94,6 +94,23 @@ def test_corrupt_checkpoint_falls_back_to_previous(tiny_corpus: Path, tmp_path: 
     warnings = [d["message"] for k, d in events if k == "warning"]
     assert any(str(newest) in w and "previous" in w for w in warnings)
     assert any("resumed from step_00000003" in d.get("message", "") for _, d in events)
+
+
+def test_a_run_whose_checkpoints_are_all_unreadable_is_refused_not_restarted(tiny_corpus: Path,
+                                                                             tmp_path: Path) -> None:
+    """Starting over would overwrite the run's logs, best weights and checkpoints: one line, none of them
+    changed (spec.yaml records the new call's budget, as on any resume)."""
+    run = tmp_path / "run"
+    _train(tiny_train_spec(tiny_corpus, run))
+    for path in RunDir(run).step_checkpoints():
+        path.write_bytes(path.read_bytes()[:1000])
+    def files() -> dict[str, bytes]:
+        return {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file() and p.name not in (".lock", "spec.yaml")}
+
+    before = files()
+    with pytest.raises(TbuildError, match="none of its 2 checkpoints can be read.*--fresh"):
+        train(load_spec(tiny_train_spec(tiny_corpus, run, max_steps=7)), lambda k, d: None)
+    assert files() == before
 
 
 def test_average_checkpoints(tiny_corpus: Path, tmp_path: Path) -> None:
