@@ -14,15 +14,10 @@ from tbuild.builder.tokens import BOS, EOS
 from ..errors import DataError
 from .corpus import iter_labelled, text_file
 from .datasets import ensure_data
-from .tagged import LABEL_OFFSET, TaggedPairs, labelled, labels_of
+from .tagged import LABEL_OFFSET, TaggedPairs, labels_of
 from .tokenizer import Tokenizer
 
 Log = Callable[[str], None]
-
-
-def classifier(spec: Spec) -> bool:
-    """Whether the spec's model is a sequence classifier (its data: lines and their labels)."""
-    return labelled(spec) and spec.data.dataset is not None and spec.data.dataset.labels_per == "line"
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from tbuild.builder.schema import MaskingSpec, Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
+from tbuild.components.specs.head import MASK_PIECE
 
 from ..errors import DataError
 from .corpus import split_paths
@@ -29,11 +29,6 @@ from .tokenizer import Tokenizer
 Log = Callable[[str], None]
 
 SPLIT_KEYS = {"train": 0, "valid": 1, "test": 2}  # a split's part of each row's seed
-
-
-def masked_lm(spec: Spec) -> bool:
-    """Whether the spec's model is a masked LM (an encoder_only model with a masked_lm head)."""
-    return isinstance(spec.model.head, MaskedLMSpec)
 
 
 def masking_of(spec: Spec) -> MaskingSpec:

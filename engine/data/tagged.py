@@ -14,7 +14,6 @@ import numpy as np
 
 from tbuild.builder.schema import DataSpec, Spec
 from tbuild.builder.tokens import EOS, PAD, UNK
-from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.head import Piece
 
 from ..errors import DataError
@@ -66,23 +65,6 @@ def read_tagged(data: DataSpec, split: str, log: Log = lambda _: None) -> Tagged
     if not out.words:
         raise DataError(f"data.{split}: no sentences in {words_file} and {tags_file}")
     return out
-
-
-def labelled(spec: Spec) -> bool:
-    """Whether the spec's model predicts labels (model.kind encoder_only: a tagger, or a classifier whose data
-    is lines and their labels, ``classified.py``; the two share the label rows and their loss)."""
-    return GRAPHS[spec.model.kind].data == "labels"
-
-
-def tagger(spec: Spec) -> bool:
-    """Whether the spec's model is a tagger (its data: words and their tags, one per word)."""
-    return labelled(spec) and spec.data.dataset is not None and spec.data.dataset.labels_per == "word"
-
-
-def label_offset(spec: Spec) -> int:
-    """What a target row adds to each class: LABEL_OFFSET for a tagger's or classifier's labels, 0 for
-    tokens."""
-    return LABEL_OFFSET if labelled(spec) else 0
 
 
 def labels_of(spec: Spec) -> list[str]:
