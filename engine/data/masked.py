@@ -1,6 +1,6 @@
 """A masked LM's rows (model.head masked_lm; Devlin et al. 2019 §3.1 "Task #1: Masked LM"): each line's pieces
 + EOS as the source, some of them hidden, and a label row as long holding the original piece (+ LABEL_OFFSET)
-at each hidden position and PAD elsewhere: a tagger's label rows (``tagged.py``), so the trainer's loss,
+at each hidden position and PAD elsewhere: a tagger's label rows (``word_labels.py``), so the trainer's loss,
 validation and ``evaluate_loss`` take them unchanged, the loss at the chosen positions only.
 
 Static masking (BERT's original data: the corpus duplicated with different masks), chosen over masks drawn
@@ -23,8 +23,8 @@ from tbuild.components.specs.head import MASK_PIECE
 from ..errors import DataError
 from .corpus import split_paths
 from .datasets import read_split
-from .tagged import LABEL_OFFSET
 from .tokenizer import Tokenizer
+from .word_labels import LABEL_OFFSET
 
 Log = Callable[[str], None]
 

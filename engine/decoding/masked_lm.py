@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..data.masked import encode_masked
-from ..data.tagged import LABEL_OFFSET
+from ..data.word_labels import LABEL_OFFSET
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
 from .translator import Translator, load_translator

@@ -1,5 +1,5 @@
 """A tagger (``model.kind: encoder_only`` with a ``token_classification`` head): each input word's tag,
-read at the word's first or last subword piece (``model.head.piece``, as it was trained, ``data/tagged.py``);
+read at the word's first or last subword piece (``model.head.piece``, as it was trained, ``data/word_labels.py``);
 the token accuracy of a split beside the most-frequent-tag baseline of its training split."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 
 from tbuild.builder.schema import Spec
 
-from ..data.tagged import (
+from ..data.word_labels import (
     LABEL_OFFSET,
     Tagged,
     encode_tagged,

@@ -76,7 +76,7 @@ def tagger_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = Non
                   device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
     """Compare a tagger's export in ``out`` with tbuild on the validation split's sentences (the labels at
     every piece); the report is also saved there."""
-    from ..data.tagged import read_tagged, word_piece, word_pieces, word_row
+    from ..data.word_labels import read_tagged, word_piece, word_pieces, word_row
 
     peer = load_peer(to, out)
     t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)

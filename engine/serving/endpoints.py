@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from tbuild.builder.schema import Spec
 
-from ..data.tagged import labels_of
+from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines
 from ..decoding.engines import Engine
 from ..decoding.lm import DEFAULT_MAX_POSITIONS, LanguageModel, generate

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING
 
 from tbuild.builder.schema import Spec
 
-from ..data.classified import encode_classified, read_classified
-from ..data.tagged import labels_of
+from ..data.line_labels import encode_classified, read_classified
+from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines, evaluate_classifier
 from ..decoding.tagger import load_tagger
 from ..decoding.translator import Translator, load_translator

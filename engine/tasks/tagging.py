@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tbuild.builder.schema import Spec
 
-from ..data.tagged import LABEL_OFFSET, encode_tagged, read_tagged
+from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged
 from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
 from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError

@@ -114,8 +114,11 @@ class Translation(Task):
         from ..decoding.records import jsonl_line, text_lines
         from .registry import task_of
 
-        for run in runs:  # an ensemble's members: translators all
-            task_of(run.spec).check("decode", run.spec)
+        for run in runs[1:]:  # an ensemble's members: translators all
+            member = task_of(run.spec)
+            if not isinstance(member, Translation):
+                raise member.refuse("decode", run.spec)
+            member.check("decode", run.spec)
         if call.load_decoder is None:
             raise TbuildError("decoding needs an engine")
         lines, prefixes, constraints = read_input(call)

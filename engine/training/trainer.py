@@ -81,7 +81,7 @@ class Trainer:
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
         self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
         self.task = files.task
-        self.offset = files.task.label_offset(files.spec)  # a tagger's labels are stored above PAD (data/tagged.py)
+        self.offset = files.task.label_offset(files.spec)  # a tagger's labels: above PAD (data/word_labels.py)
         self.model = _built(files.spec, files.initial, policy.device)
         self.saved = files.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its

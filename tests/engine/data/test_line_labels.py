@@ -1,4 +1,4 @@
-"""A sequence classifier's data (engine/data/classified.py, engine/data/classification.py): the
+"""A sequence classifier's data (engine/data/line_labels.py, engine/data/classification.py): the
 LABEL<TAB>TEXT format (plain or .gz) and its one-line errors naming the file and line, the label set fitted
 from the training split, the rows (BOS, pieces, EOS; cut to the model's positions), the language-ID
 split written from Multi30k's three sides, and the evaluation's majority baseline and confusion table."""
@@ -13,8 +13,8 @@ import pytest
 from tbuild.builder import load_spec
 from tbuild.builder.schema import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS
-from tbuild.engine.data.classified import encode_classified, read_classified, text_rows
 from tbuild.engine.data.corpus import iter_split
+from tbuild.engine.data.line_labels import encode_classified, read_classified, text_rows
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.classifier import confusion, majority
 from tbuild.engine.errors import DataError

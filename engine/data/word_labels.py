@@ -1,7 +1,8 @@
-"""A tagger's split read and encoded: words and tags with one-line errors, and the rows that predict each
-word's tag at its first subword piece (the usual practice: the loss is taken there only) or at its last
-(``model.head.piece: last``; ``word_piece`` and ``word_row``, the one word → piece map). The label set
-fitted from the training split (``model.head.labels: from_data``): ``labelled.py``."""
+"""Labels per word (a tagger's data): a split's words and tags read with one-line errors, and the rows that
+predict each word's tag at its first subword piece (the usual practice: the loss is taken there only) or at
+its last (``model.head.piece: last``; ``word_piece`` and ``word_row``, the one word → piece map). The label
+set is fitted from the training split (``model.head.labels: from_data``) by the tagging task
+(``tasks/tagging.py``). Labels per line (a classifier's): ``line_labels.py``."""
 
 from __future__ import annotations
 
