@@ -152,7 +152,7 @@ class Task:
         raise self.refuse("data prepare", spec)
 
     def label_offset(self, spec: Spec) -> int:
-        """What a target row adds to each class: 0 for tokens (labels are stored above PAD)."""
+        """What a target row adds to each class: 0 for tokens (a task of labels stores them above PAD)."""
         return 0
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
