@@ -21,7 +21,7 @@ from pathlib import Path
 
 from tbuild.builder import load_spec
 from tbuild.builder.loader import SpecError
-from tbuild.engine.data.tagged import Tagged, read_tagged
+from tbuild.engine.data.word_labels import Tagged, read_tagged
 from tbuild.engine.decoding.tagger import Baseline
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.extras import install_hint

@@ -31,6 +31,7 @@ from tbuild.engine.initial import Initial
 from tbuild.engine.policy import Policy, choose_policy
 from tbuild.engine.process import configure_process
 from tbuild.engine.run_dir import RunDir
+from tbuild.engine.tasks.registry import task_of
 from tbuild.engine.training.profile import profile_calls
 from tbuild.engine.training.run import RunFiles
 from tbuild.engine.training.trainer import Trainer
@@ -58,7 +59,8 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
                 settings: dict) -> Callable[[int], None]:
     """``Trainer.step`` on batch i of the benchmark's batches, with `tbuild train`'s model and optimizer."""
     loaded = tbuild_spec(work.shape, work.vocab, {"precision": policy.precision, "seed": SEED, **settings})
-    files = RunFiles(loaded.spec, None, pairs, None, None, Initial())  # type: ignore[arg-type]  # no tokenizer
+    # no tokenizer
+    files = RunFiles(loaded.spec, None, pairs, None, None, Initial(), task_of(loaded.spec))  # type: ignore[arg-type]
     run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))  # what the trainer writes as it starts
     trainer = Trainer(files, run, lambda kind, data: None, policy=policy)
     shutil.rmtree(run.path)  # steps write nothing there

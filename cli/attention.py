@@ -35,13 +35,13 @@ def attention(
 ) -> None:
     """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
     from tbuild.engine.decoding.attention_maps import attention_weights, plot_attention
-    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.process import configure_process
     from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target, set_)
-    require_kind(run.spec, "attention", language_model=False)
+    task_of(run.spec).check("attention", run.spec)
     configure_process()
     translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     d = run.spec.decode

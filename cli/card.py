@@ -13,11 +13,11 @@ def card(target: Path = TARGET, output: Path | None = OUTPUT("stdout"), set_: li
     """Write the model card: the spec as a table, parameters, FLOPs, data, tokenizer, training, sacreBLEU
     scores with their signatures, export parity, decoding, intended use and limits, the architecture."""
     from tbuild.engine.card import model_card, write_card
-    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target, set_)
-    require_kind(run.spec, "card", language_model=False)  # a translator's card: BLEU, decoding, its drawing
+    task_of(run.spec).check("card", run.spec)  # a translator's card: BLEU, decoding, its drawing
     if output is None:
         print(model_card(run), end="")
     else:

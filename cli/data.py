@@ -71,23 +71,17 @@ def prepare(
     """Train the run's tokenizer if needed, then encode, filter and memory-map the training split into
     RUN/prepared/train (what `tbuild train` does first; reused while the tokenizer, filters and files
     are unchanged)."""
-    from tbuild.engine.data.prepare import prepared_train
-    from tbuild.engine.data.tagged import labelled
-    from tbuild.engine.data.tokenizer import prepare_tokenizer
-    from tbuild.engine.errors import TbuildError
     from tbuild.engine.run_dir import run_dir_of
+    from tbuild.engine.tasks.registry import task_of
 
     loaded = load(spec, set_)
-    if labelled(loaded.spec):
-        raise TbuildError(f"tbuild data prepare memory-maps translation or text pairs; {loaded.name} is a tagger or "
-                          "classifier (model.kind encoder_only), whose examples tbuild train encodes in memory")
     run = run_dir_of(loaded)
 
     def info(message: str) -> None:
         console.print(message, highlight=False, soft_wrap=True)
 
-    tok = prepare_tokenizer(loaded.spec, run, info)
-    pairs = prepared_train(loaded.spec, tok, run, info, workers=workers)
+    pairs = task_of(loaded.spec).prepare(loaded.spec.model_copy(update={"name": loaded.name}), run, info,
+                                         workers=workers)
     size = sum(p.stat().st_size for p in pairs.folder.iterdir())
     info(f"{len(pairs):,} pairs, {pairs.header['tokens']['src']:,} + {pairs.header['tokens']['tgt']:,} tokens "
          f"({pairs.header['dtype']}), {size / 2**20:,.1f} MiB in {pairs.folder}")

@@ -19,8 +19,8 @@ def evalb(
 ) -> None:
     """EVALB in Python: labelled bracketing recall, precision, F-measure, complete match, crossing and
     tagging accuracy, all sentences and len<=CUTOFF_LEN; EVALB's report on stdout, its messages on stderr."""
-    from tbuild.engine.parsing.evalb import EvalbStopped, collins, read_lines, read_params
-    from tbuild.engine.parsing.evalb import evalb as score
+    from tbuild.engine.tasks.parsing.evalb import EvalbStopped, collins, read_lines, read_params
+    from tbuild.engine.tasks.parsing.evalb import evalb as score
 
     try:
         result = score(read_lines(gold), read_lines(test), read_params(params) if params else collins())

@@ -31,12 +31,12 @@ def export(
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
     from tbuild.components.specs.graph import with_article
-    from tbuild.engine.decoding.lm import require_kind
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.export.targets import TARGETS, check_profile, profile_verdicts
     from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.tasks.registry import task_of
 
     if to not in TARGETS:
         raise TbuildError(f"--to {to!r}: targets are {', '.join(TARGETS)}")
@@ -47,11 +47,10 @@ def export(
     if to == "hf" and quantization not in (None, "float32"):
         raise TbuildError(f"--quantization {quantization!r} applies to --to ctranslate2; hf is written in float32")
     run = resolve_run(target, set_)
-    if run.spec.model.kind in ("decoder_only", "encoder_only"):
+    if task_of(run.spec).export(run) == "graph":  # a language model's or an encoder's own classes
         if check_src is not None:
             raise TbuildError(f"--check-src: {with_article(run.spec.model.kind)} export is checked on the valid split")
         return _export_graph(run, to, output, quantization, checkpoint, average, device, check)
-    require_kind(run.spec, "export", language_model=False)
     if profile is not None:
         check_profile(run.spec, to, profile)
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
@@ -107,8 +106,10 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
 def _export_graph(run, to: str, output: Path | None, quantization: str | None,  # noqa: ANN001
                   checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
     """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
-    from tbuild.engine.export.graph_runs import export_graph, graph_parity
+    from tbuild.engine.export.graph_runs import export_graph
     from tbuild.engine.export.provenance import write_provenance
+    from tbuild.engine.tasks.base import Loading
+    from tbuild.engine.tasks.registry import task_of
 
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
     weights = export_graph(run, to, out, quantization=quantization, checkpoint=checkpoint, average=average)
@@ -116,7 +117,7 @@ def _export_graph(run, to: str, output: Path | None, quantization: str | None,  
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none":
         return
-    r = graph_parity(run, to, out, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    r = task_of(run.spec).graph_parity(run, to, out, Loading(checkpoint, average, device), notify)
     console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
     for line in r.lines_out():
         console.print(f"  {line}", highlight=False)

@@ -59,18 +59,19 @@ def generate(
     sampling (--sampling topk/topp/temperature, --seed: the same seed gives the same text). Each output
     line is the prompt followed by its continuation."""
     from tbuild.engine.decoding.lm import generate as run_generation
-    from tbuild.engine.decoding.lm import load_language_model, require_kind
+    from tbuild.engine.decoding.lm import load_language_model
     from tbuild.engine.decoding.records import jsonl_line, text_lines
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
     from tbuild.engine.process import configure_process
+    from tbuild.engine.tasks.registry import task_of
 
     DecodeRequest(format=format_)  # a bad --format is refused before the run is read
     [run] = decode_runs([target], set_, profile, beam=beam, alpha=alpha, nbest=nbest, sampling=sampling, topk=topk,
                         topp=topp, temperature=temperature, seed=seed, no_repeat_ngram=no_repeat_ngram)
-    require_kind(run.spec, "generate", language_model=True)
+    task_of(run.spec).check("generate", run.spec)
     name = str(input_) if input_ else "stdin"
     if input_ is not None and not input_.is_file():
         raise TbuildError(f"{input_}: input file not found")

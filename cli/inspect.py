@@ -33,9 +33,9 @@ def inspect(
 
     loaded = load(spec, set_)
     if loaded.spec.model.head is not None:  # a tagger's labels: from_data is counted in the training split
-        from tbuild.engine.data.labelled import fit_labels
+        from tbuild.engine.tasks.registry import task_of
 
-        loaded = replace(loaded, spec=fit_labels(loaded.spec, notify))
+        loaded = replace(loaded, spec=task_of(loaded.spec).fit_labels(loaded.spec, notify))
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if draw is not None or as_mermaid:
         from tbuild.builder.diagram import diagram, mermaid

@@ -13,6 +13,7 @@ import typer
 
 if TYPE_CHECKING:
     from tbuild.engine.run_dir import Run
+    from tbuild.engine.tasks.base import Loading as EngineLoading
 
 
 def _key_values(values: list[str] | None) -> list[str] | None:
@@ -107,6 +108,14 @@ class Loading:
     compile_: bool = COMPILE
     engine: str = ENGINE
     quantization: str | None = QUANTIZATION
+
+
+def engine_loading(loading: Loading) -> EngineLoading:
+    """``loading`` as the engine's tasks take it."""
+    from tbuild.engine.tasks.base import Loading as EngineLoading
+
+    return EngineLoading(loading.checkpoint, loading.average, loading.device, loading.compile_, loading.engine,
+                         loading.quantization)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

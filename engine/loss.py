@@ -72,7 +72,7 @@ def label_smoothed_nll(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count), all 0-d tensors on
     the logits' device: none is read on the host, so a training step never waits for the GPU. ``offset``: the
-    target holds class c as c + offset (a tagger's labels, stored above PAD: ``data/tagged.py``).
+    target holds class c as c + offset (a tagger's labels, stored above PAD: ``data/word_labels.py``).
 
     Label smoothing of Szegedy et al. (the paper's [30], §5.4): the target distribution is
     (1 - ε)·one_hot + ε/V, so loss = (1 - ε)·NLL + ε·mean_v(-log p_v). Padding is ignored. Computed

@@ -1,5 +1,6 @@
 """The package's layering: imports point one way (cli → engine → builder → components), decoding
-never imports training or export, data never imports parsing, the trainer never imports fine-tuning,
+never imports training or export, data never imports a task, training imports none but their protocol
+and registry (``tasks.base``, ``tasks.registry``: it asks the run's task), the trainer never imports fine-tuning,
 commands share options through cli/options.py, and functions in engine/ and cli/ stay short. The checker
 is tested on made-up modules too."""
 
@@ -16,7 +17,9 @@ PACKAGES = {"components": "tbuild.components", "builder": "tbuild.builder", "eng
             "cli": "tbuild.cli"}
 LAYERS = ["tbuild.components", "tbuild.builder", "tbuild.engine", "tbuild.cli"]  # each may import those before it
 # (importer, what it must not import): stages of the engine that sit below another
-FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.parsing"),
+TASK_MODULES = ("translation", "language_model", "tagging", "classification", "masked_lm", "parsing")
+FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.tasks"),
+             *(("tbuild.engine.training", f"tbuild.engine.tasks.{name}") for name in TASK_MODULES),
              ("tbuild.engine.decoding", "tbuild.engine.export"),  # export writes and loads engines from decoding
              ("tbuild.engine.finetune", "tbuild.engine.training"),
              ("tbuild.engine.training.trainer", "tbuild.engine.finetune")]  # the trainer gets plain Initial values
@@ -100,13 +103,16 @@ def test_functions_are_short(folder: str) -> None:
 
 
 def test_the_checker_refuses_an_upward_import() -> None:
-    """Made-up modules: data → parsing, decoding → training, engine → cli and command → command are
-    refused; data → its own modules, parsing → data and a command → options are not."""
-    assert layer_errors("tbuild.engine.data.treebank", "from ..parsing.trees import Tree\n") == [
-        "tbuild.engine.data.treebank imports tbuild.engine.parsing.trees: data sits below parsing",
-        "tbuild.engine.data.treebank imports tbuild.engine.parsing.trees.Tree: data sits below parsing"]
-    assert layer_errors("tbuild.engine.data", "import tbuild.engine.parsing.evalb\n", package=True) == [
-        "tbuild.engine.data imports tbuild.engine.parsing.evalb: data sits below parsing"]
+    """Made-up modules: data → parsing, training → a task's module, decoding → training, engine → cli and
+    command → command are refused; data → its own modules, parsing → data, training → the task registry
+    and a command → options are not."""
+    assert layer_errors("tbuild.engine.data.treebank", "from ..tasks.parsing.trees import Tree\n") == [
+        "tbuild.engine.data.treebank imports tbuild.engine.tasks.parsing.trees: data sits below tasks",
+        "tbuild.engine.data.treebank imports tbuild.engine.tasks.parsing.trees.Tree: data sits below tasks"]
+    assert layer_errors("tbuild.engine.data", "import tbuild.engine.tasks.parsing.evalb\n", package=True) == [
+        "tbuild.engine.data imports tbuild.engine.tasks.parsing.evalb: data sits below tasks"]
+    assert layer_errors("tbuild.engine.training.scoring", "from ..tasks.parsing.evalb import evalb\n")
+    assert not layer_errors("tbuild.engine.training.run", "from ..tasks.registry import task_of\n")
     assert layer_errors("tbuild.engine.decoding.search", "from ..training import trainer\n")
     assert layer_errors("tbuild.engine.decoding.ct2", "from ..export.cache import cached_export\n")
     assert layer_errors("tbuild.engine.training.trainer", "from ..finetune.start import resolve_start\n")
@@ -114,7 +120,7 @@ def test_the_checker_refuses_an_upward_import() -> None:
         "tbuild.engine.card imports tbuild.cli.common, a layer above it")
     assert layer_errors("tbuild.cli.decode", "from .evaluate import evaluate\n")
     assert not layer_errors("tbuild.engine.data.treebank", "from .trees import Tree\nfrom ..errors import DataError\n")
-    assert not layer_errors("tbuild.engine.parsing.evaluation", "from ..data.trees import read_treebank\n")
+    assert not layer_errors("tbuild.engine.tasks.parsing.evaluation", "from ...data.trees import read_treebank\n")
     assert not layer_errors("tbuild.cli.decode", "from .options import SET_OPTION\n")
 
 

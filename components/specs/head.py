@@ -49,7 +49,7 @@ class TokenClassificationSpec(LabelHeadSpec):
     """One label per input position: a linear layer from d_model to the label set (a tagger's tags).
     ``labels: from_data`` is fitted to the training split's labels when a run starts (its spec.yaml then
     lists them, sorted), as ``vocab_size: from_tokenizer`` is fitted to the tokenizer. ``piece``: which of a
-    word's subword pieces its label is trained and read at (``engine/data/tagged.py``: ``word_row``)."""
+    word's subword pieces its label is trained and read at (``engine/data/word_labels.py``: ``word_row``)."""
 
     kind: Literal["token_classification"] = "token_classification"
     piece: Piece = Field(

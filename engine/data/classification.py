@@ -1,6 +1,6 @@
 """The ``classification`` data set (a sequence classifier's data, model.kind encoder_only): each split is
 one LABEL<TAB>TEXT file, the user's own (source files) or written from Multi30k's en/de/fr sides as a
-language-identification task (source multi30k-langid). Reading and encoding a split: ``classified.py``."""
+language-identification task (source multi30k-langid). Reading and encoding a split: ``line_labels.py``."""
 
 from __future__ import annotations
 

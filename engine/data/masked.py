@@ -1,6 +1,6 @@
 """A masked LM's rows (model.head masked_lm; Devlin et al. 2019 §3.1 "Task #1: Masked LM"): each line's pieces
 + EOS as the source, some of them hidden, and a label row as long holding the original piece (+ LABEL_OFFSET)
-at each hidden position and PAD elsewhere: a tagger's label rows (``tagged.py``), so the trainer's loss,
+at each hidden position and PAD elsewhere: a tagger's label rows (``word_labels.py``), so the trainer's loss,
 validation and ``evaluate_loss`` take them unchanged, the loss at the chosen positions only.
 
 Static masking (BERT's original data: the corpus duplicated with different masks), chosen over masks drawn
@@ -18,22 +18,17 @@ import numpy as np
 
 from tbuild.builder.schema import MaskingSpec, Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
+from tbuild.components.specs.head import MASK_PIECE
 
 from ..errors import DataError
 from .corpus import split_paths
 from .datasets import read_split
-from .tagged import LABEL_OFFSET
 from .tokenizer import Tokenizer
+from .word_labels import LABEL_OFFSET
 
 Log = Callable[[str], None]
 
 SPLIT_KEYS = {"train": 0, "valid": 1, "test": 2}  # a split's part of each row's seed
-
-
-def masked_lm(spec: Spec) -> bool:
-    """Whether the spec's model is a masked LM (an encoder_only model with a masked_lm head)."""
-    return isinstance(spec.model.head, MaskedLMSpec)
 
 
 def masking_of(spec: Spec) -> MaskingSpec:

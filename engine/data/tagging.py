@@ -1,7 +1,7 @@
 """The ``tagging`` data set (a tagger's data, model.kind encoder_only): each split is PREFIX.words (a
 sentence a line, words separated by spaces) and PREFIX.tags (its tags, one per word), written from NLTK's
 treebank sample (the trees cleaned as for parsing: -NONE- elements removed) or the user's own files.
-Reading and encoding a split: ``tagged.py``."""
+Reading and encoding a split: ``word_labels.py``."""
 
 from __future__ import annotations
 

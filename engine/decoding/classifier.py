@@ -1,5 +1,5 @@
 """A sequence classifier (``model.kind: encoder_only`` with a ``sequence_classification`` head): each input
-line's label (its BOS + pieces + EOS pooled by the head, as it was trained: ``data/classified.py``); a
+line's label (its BOS + pieces + EOS pooled by the head, as it was trained: ``data/line_labels.py``); a
 split's accuracy beside the majority-class baseline of its training split, and the confusion table."""
 
 from __future__ import annotations
@@ -7,20 +7,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 
-from ..data.classified import classifier, encode_classified, read_classified, text_rows
-from ..data.tagged import LABEL_OFFSET, labels_of
+from ..data.line_labels import encode_classified, read_classified, text_rows
+from ..data.word_labels import LABEL_OFFSET, labels_of
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
 from .tagger import best_labels
 from .translator import Translator
-
-
-def require_classifier(run: Run, command: str) -> None:
-    """Refuse ``command``'s classifier path on a run that is no sequence classifier."""
-    if not classifier(run.spec):
-        raise TbuildError(f"tbuild {command} of classes needs a sequence classifier (model.kind encoder_only, "
-                          f"data.dataset classification); {run.spec.name or 'this run'} is not one")
 
 
 def classify_lines(t: Translator, labels: list[str], lines: list[str], batch_tokens: int = 4000) -> list[str]:

@@ -19,21 +19,18 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import PAD
-from tbuild.components.specs.graph import GRAPHS, with_article
 from tbuild.components.transformer import DecoderCache
 
 from ..data.pairs import load_pairs
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
-from .masked_lm import refuse_masked_lm
 from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
 from .translator import Translator, length_batches, load_translator, padded, sampler
 
-PREFIX_LM_COMMANDS = ("decode", "evaluate", "serve")  # what a decoder-only translator's run takes
+PREFIX_LM_COMMANDS = ("decode", "evaluate", "serve")  # what a decoder-only translator's run takes (tasks/)
 DEFAULT_MAX_POSITIONS = 1024  # prompt tokens kept when the model has no max_positions
 
 
@@ -63,32 +60,6 @@ class LanguageModelSearch:
         return memory.index_select(0, kept)
 
 
-def is_language_model(spec: Spec) -> bool:
-    """Whether the spec's model is a language model (a kind that trains on text, not pairs or tags; a
-    decoder-only translator, ``model.prefix_lm``, is not)."""
-    return GRAPHS[spec.model.kind].data == "text" and spec.model.prefix_lm is None
-
-
-def require_kind(spec: Spec, command: str, *, language_model: bool) -> None:
-    """Refuse, in one line, ``command`` on a run of the other family: a language model where a translator
-    is needed (``language_model`` False), or the reverse; a tagger or classifier anywhere (they have their
-    own evaluate and decode paths: ``tagger.py``, ``classifier.py``)."""
-    refuse_masked_lm(spec, command)
-    if GRAPHS[spec.model.kind].data == "labels":
-        raise TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
-                          "tagger or classifier: tbuild evaluate, decode and inspect take it)")
-    if spec.model.prefix_lm is not None and command not in PREFIX_LM_COMMANDS:
-        raise TbuildError(f"tbuild {command} of a decoder-only translator (model.prefix_lm) is not supported yet: "
-                          f"tbuild {', '.join(PREFIX_LM_COMMANDS[:-1])} and {PREFIX_LM_COMMANDS[-1]} take it")
-    if language_model and not is_language_model(spec):
-        raise TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
-                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} translator: use tbuild decode")
-    if not language_model and is_language_model(spec):
-        raise TbuildError(f"tbuild {command} needs a translator (model.kind encoder_decoder); "
-                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} language model, which has no "
-                          f"{command} yet: tbuild generate continues text, tbuild evaluate gives its perplexity")
-
-
 @dataclass
 class LanguageModel:
     """A trained language model: its weights on the decoding policy's device, tokenizer and position limit."""
@@ -105,7 +76,6 @@ def load_language_model(run: Run, *, checkpoint: Path | None = None, average: in
                         notify: Callable[[str], None] = lambda _: None) -> LanguageModel:
     """The run's language model, loaded as ``load_translator`` loads a translator (the same weights
     choice, device, precision and int8 linears)."""
-    require_kind(run.spec, "generate", language_model=True)
     return LanguageModel(load_translator(run, checkpoint=checkpoint, average=average, device=device,
                                          quantization=quantization, notify=notify))
 

@@ -1,7 +1,7 @@
 """A masked LM (``model.kind: encoder_only`` with a ``masked_lm`` head; Devlin et al. 2019 §3.1): a split's
 masked-piece perplexity and accuracy, its lines hidden as in training (``data/masked.py``, one copy masked
-with the run's masking seed, so the figures are the same on every call); and the one-line refusal of the
-commands that have nothing to do with one (it is pretrained to start a tagger or classifier from)."""
+with the run's masking seed, so the figures are the same on every call). The commands it takes (it is
+pretrained to start a tagger or classifier from): ``MASKED_LM_COMMANDS``, refused by its task otherwise."""
 
 from __future__ import annotations
 
@@ -9,11 +9,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tbuild.builder.schema import Spec
-
-from ..data.masked import encode_masked, masked_lm
-from ..data.tagged import LABEL_OFFSET
-from ..errors import TbuildError
+from ..data.masked import encode_masked
+from ..data.word_labels import LABEL_OFFSET
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
 from .translator import Translator, load_translator
@@ -21,20 +18,9 @@ from .translator import Translator, load_translator
 MASKED_LM_COMMANDS = ("train", "evaluate", "inspect")  # what a masked LM's run takes
 
 
-def refuse_masked_lm(spec: Spec, command: str) -> None:
-    """Refuse ``command`` on a masked LM's run in one line."""
-    if masked_lm(spec):
-        raise TbuildError(f"tbuild {command} of a masked LM (model.head masked_lm) is not supported: "
-                          f"{spec.name or 'this run'} is pretrained to start a tagger or classifier from "
-                          f"(train.init); tbuild {', '.join(MASKED_LM_COMMANDS[:-1])} and {MASKED_LM_COMMANDS[-1]} "
-                          "take it")
-
-
 def load_masked_lm(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                    notify: Callable[[str], None] = lambda _: None) -> Translator:
     """The run's masked LM with its weights, loaded as ``load_translator`` loads a translator."""
-    if not masked_lm(run.spec):
-        raise TbuildError(f"{run.spec.name or 'this run'} is not a masked LM (model.head masked_lm)")
     return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
 
 

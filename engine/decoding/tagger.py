@@ -1,5 +1,5 @@
 """A tagger (``model.kind: encoder_only`` with a ``token_classification`` head): each input word's tag,
-read at the word's first or last subword piece (``model.head.piece``, as it was trained, ``data/tagged.py``);
+read at the word's first or last subword piece (``model.head.piece``, as it was trained, ``data/word_labels.py``);
 the token accuracy of a split beside the most-frequent-tag baseline of its training split."""
 
 from __future__ import annotations
@@ -13,13 +13,11 @@ from pathlib import Path
 import torch
 
 from tbuild.builder.schema import Spec
-from tbuild.components.specs.graph import with_article
 
-from ..data.tagged import (
+from ..data.word_labels import (
     LABEL_OFFSET,
     Tagged,
     encode_tagged,
-    labelled,
     labels_of,
     read_tagged,
     word_piece,
@@ -29,23 +27,13 @@ from ..data.tagged import (
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
-from .masked_lm import refuse_masked_lm
 from .translator import Translator, length_batches, load_translator, padded
-
-
-def require_tagger(spec: Spec, command: str) -> None:
-    """Refuse ``command``'s label path on a run that is no tagger or classifier (a masked LM's included)."""
-    refuse_masked_lm(spec, command)
-    if not labelled(spec):
-        raise TbuildError(f"tbuild {command} of labels needs a tagger or classifier (model.kind encoder_only); "
-                          f"{spec.name or 'this run'} is {with_article(spec.model.kind)} model")
 
 
 def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                 notify: Callable[[str], None] = lambda _: None) -> Translator:
     """The run's tagger or classifier with its weights, loaded as ``load_translator`` loads a translator (the
     same weights choice, device and precision)."""
-    require_tagger(run.spec, "decode")
     return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
 
 

@@ -58,23 +58,31 @@ def _lm(out: Path) -> bool:
     return (out / "generation_config.json").is_file()
 
 
-def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, average: int | None = None,
-                 device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
-    """Compare the export in ``out`` with tbuild on the validation split; the report is also saved there."""
+def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, average: int | None = None,
+              device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
+    """Compare a language model's export in ``out`` with tbuild on the validation split's lines (greedy
+    continuations and next-token scores); the report is also saved there."""
     from ..data.datasets import read_split
-    from ..data.tagged import read_tagged, word_piece, word_pieces, word_row
 
     peer = load_peer(to, out)
-    if run.spec.model.kind == "decoder_only":
-        lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
-        _, lines = read_split(run.spec.data, "valid", lambda _: None)
-        report = check_lm(lm, peer, lines, to, run.spec.decode)
-    else:
-        t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
-        words = read_tagged(run.spec.data, "valid").words
-        pieces = word_pieces(t.tokenizer, words)
-        rows = [word_row(p, word_piece(run.spec))[0] for p in pieces]  # compared at every piece
-        limit = t.max_output_len or len(max(rows, key=len))
-        report = check_tagger(t, peer, [r[:limit] for r in rows if r])
+    lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    _, lines = read_split(run.spec.data, "valid", lambda _: None)
+    report = check_lm(lm, peer, lines, to, run.spec.decode)
+    save_graph_parity(report, out)
+    return report
+
+
+def tagger_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, average: int | None = None,
+                  device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
+    """Compare a tagger's export in ``out`` with tbuild on the validation split's sentences (the labels at
+    every piece); the report is also saved there."""
+    from ..data.word_labels import read_tagged, word_piece, word_pieces, word_row
+
+    peer = load_peer(to, out)
+    t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
+    rows = [word_row(p, word_piece(run.spec))[0] for p in pieces]  # compared at every piece
+    limit = t.max_output_len or len(max(rows, key=len))
+    report = check_tagger(t, peer, [r[:limit] for r in rows if r])
     save_graph_parity(report, out)
     return report

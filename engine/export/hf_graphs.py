@@ -28,7 +28,7 @@ from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
 
-from ..data.tagged import word_piece
+from ..data.word_labels import word_piece
 from .graph_targets import TABLE_ROWS, check_graph
 
 State = dict[str, torch.Tensor]

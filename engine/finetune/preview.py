@@ -12,9 +12,9 @@ from tbuild.builder import build_model
 from tbuild.builder.loader import LoadedSpec
 from tbuild.builder.schema import InitSpec
 
-from ..data.labelled import fit_labels
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..run_dir import RunDir, load_target, run_dir_of
+from ..tasks.registry import task_of
 from .plan import check_kinds, make_plan
 from .source import Source, load_source
 from .start import init_located, read_lineage
@@ -50,7 +50,8 @@ def _preview(loaded: LoadedSpec) -> list[str]:
                     f"  vocab {init.vocab}: the plan needs this run's own tokenizer, trained when training starts "
                     "(`tbuild data prepare SPEC` trains it now)"]
         tokenizer = Tokenizer.load(path)
-        spec = fit_labels(fit_vocab(loaded.spec, tokenizer, lambda _: None), lambda _: None)  # a head's labels
+        quiet = lambda _: None  # noqa: E731
+        spec = task_of(loaded.spec).fit_labels(fit_vocab(loaded.spec, tokenizer, quiet), quiet)  # a head's labels
         with torch.device("meta"):  # shapes only: nothing allocated
             model = build_model(spec)
         plan = make_plan(model, source, init, tokenizer)

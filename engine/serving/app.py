@@ -1,5 +1,5 @@
 """The FastAPI app over a ``Service``: its kind's one decoding route (``POST /translate``, ``/generate``
-or ``/classify``: ``tasks.py``), ``GET /health``, ``GET /info``. Another kind's route is a 404 that names
+or ``/classify``: ``endpoints.py``), ``GET /health``, ``GET /info``. Another kind's route is a 404 that names
 the one served (the document lists only the routes this server has). FastAPI validates the body against
 the request model (``api.request_model``: the server's limits are in it, so
 the OpenAPI document states them) and the document declares every status a route answers. Every error
@@ -36,8 +36,8 @@ from .api import (
     request_model,
     validation_error,
 )
+from .endpoints import ENDPOINTS
 from .service import Service
-from .tasks import ENDPOINTS
 
 log = logging.getLogger("tbuild.serve")
 

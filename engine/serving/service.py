@@ -1,4 +1,5 @@
-"""What the server serves, without HTTP: a run's task (its engine and endpoint, ``tasks.py``) behind a
+"""What the server serves, without HTTP: a run's endpoint (its engine, ``endpoints.py``, chosen by the run's
+task) behind a
 ``Batcher``, the request checks, the responses and ``/info``. ``app.py`` puts it behind FastAPI."""
 
 from __future__ import annotations
@@ -8,11 +9,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ..decoding.request import DecodeRequest
 from ..run_dir import Run
 from .api import Limits, LinesRequest, RequestError
 from .batcher import Batcher, Job
-from .tasks import Task
+from .endpoints import Endpoint
 
 
 @dataclass(frozen=True)
@@ -22,14 +22,14 @@ class Settings:
     batching: bool  # gather requests (False: each request decoded alone)
     timeout: float  # seconds before a request is answered 503
     limits: Limits
-    endpoint: str = "translate"  # the one route that decodes (tasks.py): translate, generate or classify
+    endpoint: str = "translate"  # the one route that decodes (endpoints.py): translate, generate or classify
 
 
 class Service:
-    """The task of a run (its engine and endpoint: ``tasks.py``), its decoding defaults and the batcher that
+    """The endpoint of a run (its engine: ``endpoints.py``), its decoding defaults and the batcher that
     feeds it."""
 
-    def __init__(self, task: Task, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
+    def __init__(self, task: Endpoint, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
         self.task, self.engine, self.run, self.settings = task, task.engine, run, settings
         self.batcher = Batcher(task.decode, budget=settings.batch_tokens, max_wait=settings.max_wait,
                                enabled=settings.batching, after_batch=after_batch)
@@ -94,8 +94,10 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
                  max_wait_ms: float = 10.0, batching: bool = True, timeout: float = 30.0, max_lines: int = 256,
                  max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
                  compiled: bool = False) -> Service:
-    """Load the run's task (``load_task``: its engine and endpoint) and put it behind a batcher."""
+    """Load the run's endpoint (its task's ``serve``: the engine and the route) and put it behind a batcher."""
     from ..errors import TbuildError
+    from ..tasks.base import Loading
+    from ..tasks.registry import task_of
 
     for name, value in (("--batch-tokens", batch_tokens or 1), ("--max-lines", max_lines), ("--max-chars", max_chars),
                         ("--timeout", timeout)):
@@ -104,64 +106,8 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
     if max_wait_ms < 0:
         raise TbuildError(f"--max-wait-ms must be 0 or more, not {max_wait_ms}")
     budget = batch_tokens or run.spec.decode.batch_tokens
-    task = load_task(run, budget, engine=engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                     device=device, notify=notify, compiled=compiled)
+    task = task_of(run.spec).serve(run, budget, Loading(checkpoint, average, device, compiled, engine, quantization),
+                                   notify)
     settings = Settings(budget, max_wait_ms / 1000, batching, timeout, Limits(max_lines, max_chars, task.max_tokens),
                         task.endpoint)
     return Service(task, run, settings, after_batch)
-
-
-def native_prefix_lm(engine: str, compiled: bool) -> None:
-    """Refuse, in one line, what a decoder-only translator (``model.prefix_lm``) is not served with: another
-    engine (CTranslate2 has no export of it) or ``--compile`` (tried on a tiny prefix LM: the same tokens,
-    but its decoder step hit torch.compile's recompile limit and 4 sentences took minutes)."""
-    from ..errors import TbuildError
-
-    what = "a decoder-only translator (model.prefix_lm)"
-    if engine != "native":
-        raise TbuildError(f"--engine {engine}: {what} is served by the native engine (it has no {engine} export)")
-    if compiled:
-        raise TbuildError(f"--compile: {what} is served uncompiled (its decoder step recompiles past "
-                          "torch.compile's limit)")
-
-
-def load_task(run: Run, batch_tokens: int, *, engine: str = "native", quantization: str | None = None,
-              checkpoint: Any = None, average: int | None = None, device: str = "auto",
-              notify: Any = lambda _: None, compiled: bool = False) -> Task:
-    """The run's endpoint (``tasks.endpoint_of``) with its engine loaded: an encoder-decoder translator
-    behind either engine (``load_engine``); a decoder-only translator (``model.prefix_lm``), a language
-    model or a tagger/classifier on the native one (other options refused in one line)."""
-    from ..decoding.lm import load_language_model, require_kind
-    from ..decoding.masked_lm import refuse_masked_lm
-    from ..decoding.tagger import load_tagger
-    from ..decoding.translator import DEFAULT_MAX_SOURCE
-    from ..errors import TbuildError
-    from ..export.engines import load_engine
-    from .tasks import ENDPOINTS, Generation, Labelling, Translation, endpoint_of
-
-    refuse_masked_lm(run.spec, "serve")
-    endpoint = endpoint_of(run.spec)
-    if endpoint == "translate":
-        require_kind(run.spec, "serve", language_model=False)
-        if run.spec.model.prefix_lm is not None:
-            native_prefix_lm(engine, compiled)
-        loaded = load_engine(run, engine, quantization=quantization, checkpoint=checkpoint, average=average,
-                             device=device, notify=notify, compiled=compiled)
-        if compiled:  # compile before the first request, which would otherwise wait for it
-            notify("compiling the decoder step on warm-up sentences")
-            loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
-                             DecodeRequest.of(run.spec.decode))
-        limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
-        return Translation(loaded, run.spec, batch_tokens, limit)
-    what = f"{ENDPOINTS[endpoint]} ({run.spec.model.kind}, served at /{endpoint})"
-    for given, option in ((engine != "native", f"--engine {engine}"), (compiled, "--compile")):
-        if given:
-            raise TbuildError(f"{option}: {what} is served by the native engine, uncompiled")
-    if endpoint == "generate":
-        return Generation(load_language_model(run, checkpoint=checkpoint, average=average, device=device,
-                                              quantization=quantization or run.spec.decode.quantization,
-                                              notify=notify), run.spec, batch_tokens)
-    if quantization not in (None, "float32"):
-        raise TbuildError(f"--quantization {quantization}: {what} is served in float32")
-    return Labelling(load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify),
-                     run.spec, batch_tokens)

@@ -88,8 +88,8 @@ def stored_changes(run: RunDir, spec: Spec) -> list[Change]:
 def changes_since_last_call(loaded: LoadedSpec) -> tuple[RunDir, list[Change] | None]:
     """What ``tbuild train`` would find changed in ``loaded``'s run directory, without training (None:
     no run there yet); a TbuildError where it would refuse."""
-    from ..data.labelled import fit_labels
     from ..data.tokenizer import Tokenizer, fit_vocab
+    from ..tasks.registry import task_of
 
     run = run_dir_of(loaded)
     if not run.spec_file.is_file():
@@ -97,7 +97,8 @@ def changes_since_last_call(loaded: LoadedSpec) -> tuple[RunDir, list[Change] | 
     tokenizer = Tokenizer.load(Run(loaded.spec, run).tokenizer)
     quiet = lambda _: None  # noqa: E731
     # as the trainer resolves it (engine/training/run.py): the vocabulary and a head's labels from_data
-    spec = fit_labels(fit_vocab(loaded.spec, tokenizer, quiet), quiet).model_copy(update={"name": loaded.name})
+    spec = task_of(loaded.spec).fit_labels(fit_vocab(loaded.spec, tokenizer, quiet), quiet)
+    spec = spec.model_copy(update={"name": loaded.name})
     return run, stored_changes(run, spec)
 
 

@@ -18,11 +18,7 @@ from tbuild.builder import LoadedSpec
 from tbuild.builder.schema import Spec
 
 from ..data.batches import BatchSource
-from ..data.joined import for_model
-from ..data.labelled import encode_labelled, fit_labels
-from ..data.pairs import load_pairs
-from ..data.prepare import prepared_id, prepared_train
-from ..data.tagged import labelled
+from ..data.prepare import prepared_id
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..errors import TbuildError
 from ..finetune.start import init_located, resolve_start, start_source, start_tokenizer
@@ -31,6 +27,8 @@ from ..policy import Policy, choose_device, choose_policy, model_widths
 from ..run_dir import RunDir, delete_run, run_dir_of
 from ..run_lock import LOCK, RunLock
 from ..spelling import spelling_patches
+from ..tasks.base import Task
+from ..tasks.registry import task_of
 from . import distributed
 from .changes import stored_changes
 from .distributed import Rank
@@ -44,8 +42,8 @@ Log = Callable[[str], None]
 @dataclass(frozen=True)
 class RunFiles:
     """What a run trains from: the spec resolved against its tokenizer (as stored in the run directory),
-    the tokenizer, the prepared training pairs and their identity, the validation pairs, and the run's
-    initial values."""
+    the tokenizer, the prepared training pairs and their identity, the validation pairs, the run's
+    initial values, and its task (what a label row adds, what validation decodes and scores)."""
 
     spec: Spec
     tokenizer: Tokenizer
@@ -53,6 +51,7 @@ class RunFiles:
     valid_pairs: BatchSource | None
     data_id: str | None
     initial: Initial
+    task: Task
 
 
 def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", rank: Rank = Rank(),
@@ -138,18 +137,6 @@ def _lock(run: RunDir, fresh: bool) -> RunLock:
     return RunLock(run.path).acquire()
 
 
-def _pairs(spec: Spec, tokenizer: Tokenizer, run: RunDir, info: Log) -> tuple[BatchSource, BatchSource | None]:
-    """The training pairs (prepared once into memory-mapped arrays; a tagger's or classifier's examples
-    encoded in memory: word pieces → labels at first pieces, or a line's pieces → its label) and the
-    validation pairs."""
-    if labelled(spec):
-        valid = encode_labelled(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
-        return encode_labelled(spec, "train", tokenizer, info, max_length=spec.data.max_length), valid
-    valid_pairs = load_pairs(spec, "valid", tokenizer, info) if spec.data.valid is not None else None
-    return (for_model(spec, prepared_train(spec, tokenizer, run, info)),
-            None if valid_pairs is None else for_model(spec, valid_pairs))
-
-
 def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> RunFiles:
     """The run's tokenizer, the spec resolved against it (stored in the run directory, each change since
     its last call said with what it does, or refused), the data, and where training begins."""
@@ -160,14 +147,15 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
     with init_located(loaded):  # its errors name the spec's line
         source = start_source(loaded.spec, run)  # train.init's trained model, at the run's start
         tokenizer = start_tokenizer(loaded.spec, run, source, info, main=main)
-    spec = fit_labels(fit_vocab(loaded.spec, tokenizer, info), info).model_copy(update={"name": loaded.name})
+    task = task_of(loaded.spec)
+    spec = task.fit_labels(fit_vocab(loaded.spec, tokenizer, info), info).model_copy(update={"name": loaded.name})
     if main:
         for change in stored_changes(run, spec):
             info(f"changed since the run's last call: {change.line()}")
         run.write_spec(spec)
-    train_pairs, valid_pairs = _pairs(spec, tokenizer, run, info)
+    train_pairs, valid_pairs = task.training_data(spec, tokenizer, run, info)
     with init_located(loaded):
         initial = resolve_start(spec, run, tokenizer, source, log, main=main)
     initial = replace(initial, patches={**initial.patches, **spelling_patches(spec, tokenizer)})
-    return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial)
+    return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial, task)
 

@@ -1,8 +1,9 @@
 """Validation by the task's metric (``train.select``): the first ``lines`` validation sources decoded
 with the model being trained (``Translator`` around it, beam ``select.beam``, length penalty and
 maximum length from the spec's ``decode`` section) and scored as ``tbuild evaluate`` scores a split:
-sacreBLEU BLEU, lowercased BLEU or chrF against the references (``decoding/evaluation.py``), or for a
-parsing run EVALB F1 of the outputs repaired into trees with the gold tags (``parsing/evaluation.py``).
+sacreBLEU BLEU, lowercased BLEU or chrF against the references (``decoding/evaluation.py``). A task with
+outputs of its own (a parser's trees, scored by EVALB F1) gives a subclass (``ValidScorer.step_rule``,
+``text``, ``score``) through its ``valid_scorer`` (``tasks/``).
 
 On several processes each decodes a share of the lines and every process scores all of them, gathered:
 the same outputs, the same score everywhere."""
@@ -10,6 +11,7 @@ the same outputs, the same score everywhere."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from sacrebleu.metrics import BLEU, CHRF
@@ -21,14 +23,8 @@ from tbuild.builder.schema import Spec
 from ..checkpoint import load_model_weights
 from ..data.datasets import read_split
 from ..data.tokenizer import Tokenizer
-from ..data.treebank import gold_file
-from ..data.trees import read_treebank
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, max_source
-from ..errors import DataError
-from ..parsing.evalb import collins, evalb, read_lines
-from ..parsing.evaluation import style_of, to_trees, tree_rule_for
-from ..parsing.lexical import output_text
 from ..policy import Policy
 from . import distributed
 from .distributed import Rank
@@ -43,7 +39,7 @@ def lower_is_better(metric: str) -> bool:
 @dataclass
 class ValidScorer:
     """The validation lines a metric decodes and what it scores them against: target lines (bleu,
-    bleu_lowercase, chrf) or gold trees (f1, with each tree's tags)."""
+    bleu_lowercase, chrf; a subclass's: a parser's gold trees)."""
 
     spec: Spec
     tokenizer: Tokenizer
@@ -51,7 +47,6 @@ class ValidScorer:
     metric: str
     sources: list[str]
     references: list[str]
-    tags: list[list[str]] | None = None  # f1: the gold trees' tags, put back on the repaired outputs
 
     @classmethod
     def of(cls, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> ValidScorer | None:
@@ -61,20 +56,21 @@ class ValidScorer:
         if select.metric in ("ppl", "accuracy") or spec.data.valid is None:  # no decoding: the loss pass scores
             return None
         sources, references = read_split(spec.data, "valid", lambda _: None)
-        sources = sources[: select.lines]
-        if select.metric != "f1":
-            return cls(spec, tokenizer, policy, select.metric, sources, references[: select.lines])
-        gold = read_lines(gold_file(spec.data, "valid"))[: select.lines]
-        if len(gold) != len(sources):
-            raise DataError(f"data.valid: {len(sources)} source lines but {len(gold)} gold trees")
-        tags = [next(read_treebank(line, f"gold tree {i}")).tags() for i, line in enumerate(gold, 1)]
-        return cls(spec, tokenizer, policy, "f1", sources, gold, tags)
+        return cls(spec, tokenizer, policy, select.metric, sources[: select.lines], references[: select.lines])
+
+    def step_rule(self, translator: Translator, lines: list[str]) -> Any:
+        """What keeps each step's tokens within the task's outputs (None: any token)."""
+        return None
+
+    def text(self, tokens: list[int], line: str) -> str:
+        """The text of an output (``tokens``) of the source ``line``: the tokenizer's."""
+        return self.tokenizer.decode(tokens)
 
     def request(self, translator: Translator, lines: list[str]) -> DecodeRequest:
         """The decode section's lengths and length penalty with ``select.beam``, one best output, no
-        sampling; a parsing run's outputs kept well-formed trees as ``tbuild evaluate`` keeps them."""
+        sampling (and the task's ``step_rule``, as ``tbuild evaluate`` decodes)."""
         return DecodeRequest.of(self.spec.decode, beam=self.spec.train.select.beam, nbest=1, sampling=None,
-                                step_rule=tree_rule_for(self.spec, translator, lines))
+                                step_rule=self.step_rule(translator, lines))
 
     def decode(self, model: nn.Module, indices: list[int]) -> list[str]:
         """The outputs of the sources ``indices`` decoded with ``model`` in eval mode, without gradients
@@ -87,14 +83,10 @@ class ValidScorer:
         model.eval()
         with torch.no_grad():
             results = translator.translate(lines, self.request(translator, lines))
-        text = output_text(self.tokenizer, style_of(self.spec))  # the tokenizer's own for translation
-        return [text(h[0].tokens, line) if h else "" for h, line in zip(results, lines, strict=True)]
+        return [self.text(h[0].tokens, line) if h else "" for h, line in zip(results, lines, strict=True)]
 
     def score(self, outputs: list[str]) -> float:
         """The metric of ``outputs`` (one per source line) against the references."""
-        if self.metric == "f1":
-            trees, _ = to_trees(outputs, self.sources, self.tags, style_of(self.spec))
-            return float(evalb(self.references, trees, collins()).all.to_json()["f1"])
         scorer = {"bleu": BLEU(), "bleu_lowercase": BLEU(lowercase=True), "chrf": CHRF()}[self.metric]
         return float(scorer.corpus_score(outputs, [self.references]).score)
 

@@ -36,9 +36,7 @@ from tbuild.builder.tokens import PAD
 
 from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor
-from ..data.corpus import text_only
 from ..data.packing import pair_indices
-from ..data.tagged import label_offset
 from ..errors import CheckpointError, TbuildError
 from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
@@ -53,7 +51,7 @@ from .distributed import Rank
 from .feed import BatchFeed
 from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
-from .scoring import ValidScorer, lower_is_better, whole_model
+from .scoring import lower_is_better, whole_model
 from .state import StopSignal, TrainState
 
 if TYPE_CHECKING:
@@ -82,7 +80,8 @@ class Trainer:
         self.spec, self.cfg, self.run, self.emit = files.spec, files.spec.train, run, emit
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
         self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
-        self.offset = label_offset(files.spec)  # a tagger's labels are stored above PAD (data/tagged.py)
+        self.task = files.task
+        self.offset = files.task.label_offset(files.spec)  # a tagger's labels: above PAD (data/word_labels.py)
         self.model = _built(files.spec, files.initial, policy.device)
         self.saved = files.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
@@ -107,7 +106,8 @@ class Trainer:
         self.state, self.saved_step, resumed_data = self._restore()
         self._restart_data_if_changed(resumed_data)
         self._select_metric()
-        self.scorer = ValidScorer.of(files.spec, files.tokenizer, policy) if self.valid_pairs is not None else None
+        self.scorer = files.task.valid_scorer(files.spec, files.tokenizer, policy) if self.valid_pairs is not None \
+            else None
         self.elapsed_before = self.state.elapsed  # training seconds of the earlier calls
         self.minutes: float | None = None  # this call's budget, set by train
         self._seed_dropout()
@@ -139,7 +139,7 @@ class Trainer:
         world = self.rank.world
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
-        what = "lines" if text_only(self.spec.data) else "pairs"  # a language model's text, or source-target pairs
+        what = self.task.unit  # a language model's lines, or source-target pairs
         self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training {what}, {procs}"
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         precision = self.policy.note or f"precision {self.policy.precision}"

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import TbuildError
 from ..files import atomic_write
@@ -18,9 +18,6 @@ from ..run_dir import EvalRecord, Run, resolve_run
 from ..training.run import train_spec
 from ..training.trainer import Event
 from .spec import Study
-
-if TYPE_CHECKING:
-    from ..decoding.translator import Translator
 
 TRIAL_FILE = "trial.json"
 FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
@@ -145,37 +142,12 @@ def _attrs(trial: Any, steps: int, minutes: float) -> None:
 def score(run: Run, study: Study) -> float:
     """The finished trial's objective on the validation split, decoded as its spec's decode section says,
     with its best or averaged weights (``objective.weights``); kept in the run as ``eval_valid.json``."""
-    from ..data.tagged import labelled
-    from ..decoding.translator import load_translator
-    from ..parsing.evaluation import is_parsing
+    from ..tasks.registry import task_of
 
     objective = study.spec.objective
-    translator = load_translator(run, average=0 if objective.weights == "average" else None)
-    if labelled(run.spec):  # a tagger's or classifier's accuracy, as tbuild evaluate scores it
-        result: EvalRecord = evaluate_labels(run, translator)
-    elif is_parsing(run.spec):
-        from ..parsing.evaluation import evaluate_parsing
-
-        result = evaluate_parsing(run, translator, split="valid")[0]
-    else:
-        from ..decoding.evaluation import evaluate
-
-        result = evaluate(run, translator, split="valid")[0]
+    result = task_of(run.spec).study_record(run, average=objective.weights == "average")
     run.dir.write_eval(result)
     return metric_of(result, objective.metric)
-
-
-def evaluate_labels(run: Run, translator: Translator) -> EvalRecord:
-    """A tagger's or classifier's validation accuracy (and perplexity), as ``tbuild evaluate`` scores it."""
-    from ..data.classified import classifier
-
-    if classifier(run.spec):
-        from ..decoding.classifier import evaluate_classifier
-
-        return evaluate_classifier(run, translator, "valid")
-    from ..decoding.tagger import evaluate_tagger
-
-    return evaluate_tagger(run, translator, "valid")
 
 
 def metric_of(result: EvalRecord, metric: str) -> float:

@@ -13,8 +13,8 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.engine.data.trees import read_trees
-from tbuild.engine.parsing.diagnosis import spans
-from tbuild.engine.parsing.evalb import evalb, read_lines
+from tbuild.engine.tasks.parsing.diagnosis import spans
+from tbuild.engine.tasks.parsing.evalb import evalb, read_lines
 
 runner = CliRunner()
 

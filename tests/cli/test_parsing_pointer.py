@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from tbuild.cli.app import app
 from tbuild.components.specs.pointer import parse_ids
 from tbuild.engine.data.trees import read_trees
-from tbuild.engine.parsing.evalb import read_lines
+from tbuild.engine.tasks.parsing.evalb import read_lines
 
 runner = CliRunner()
 

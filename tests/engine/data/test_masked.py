@@ -13,8 +13,8 @@ import pytest
 from tbuild.builder.schema import MaskingSpec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.data.masked import MaskedLines, chosen_count, mask_id, mask_row
-from tbuild.engine.data.tagged import LABEL_OFFSET
 from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.data.word_labels import LABEL_OFFSET
 from tbuild.engine.errors import DataError
 
 MASK = 4

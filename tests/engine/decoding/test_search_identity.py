@@ -15,10 +15,10 @@ import torch
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.kv_cache import KVBuffer, Move
 from tbuild.engine.decoding.search import Hypothesis, Rules, beam_search
-from tbuild.engine.parsing.constrained import WellFormed
+from tbuild.engine.tasks.parsing.constrained import WellFormed
 from tests.components.test_pointer import tiny
 from tests.conftest import multi30k_lines, tiny_model
-from tests.engine.parsing.test_constrained import vocab
+from tests.engine.tasks.parsing.test_constrained import vocab
 
 
 def _copy_every_row(self: KVBuffer, index: torch.Tensor, move: Move | None = None) -> Move | None:

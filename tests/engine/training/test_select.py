@@ -24,9 +24,9 @@ from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import Translator, translate
 from tbuild.engine.policy import Policy
 from tbuild.engine.run_dir import RunDir
+from tbuild.engine.tasks.registry import task_of
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec
-from tbuild.engine.training.scoring import ValidScorer
 from tbuild.engine.training.sharded import MIN_TORCH
 from tbuild.engine.training.state import TrainState
 from tests.conftest import tiny_train_spec
@@ -151,9 +151,9 @@ def test_f1_scores_the_decoded_trees_as_evaluate_does(tmp_path: Path) -> None:
     mirror = os.environ.get("TBUILD_DATA_MIRROR")
     if not mirror or not (Path(mirror) / "treebank-sample" / "treebank.zip").is_file():
         pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
-    from tbuild.engine.parsing.evalb import read_lines
-    from tbuild.engine.parsing.evaluation import evaluate_parsing
     from tbuild.engine.run_dir import Run
+    from tbuild.engine.tasks.parsing.evalb import read_lines
+    from tbuild.engine.tasks.parsing.evaluation import evaluate_parsing
 
     data, run = tmp_path / "data", tmp_path / "run"
     spec = {"output_dir": str(run),
@@ -179,7 +179,7 @@ def test_f1_scores_the_decoded_trees_as_evaluate_does(tmp_path: Path) -> None:
     scored = evaluate_parsing(Run(loaded, RunDir(run)), translator, src=tmp_path / "src", ref=tmp_path / "ref")[0]
     assert scored.all["sentences"] == 6 and record["score"] == pytest.approx(scored.all["f1"], abs=1e-9)
     # 2 steps decode poor trees (F1 0 here): the scorer itself, on the gold linearizations and on flat trees
-    scorer = ValidScorer.of(loaded, translator.tokenizer, translator.policy)
+    scorer = task_of(loaded).valid_scorer(loaded, translator.tokenizer, translator.policy)
     assert scorer is not None and scorer.sources == read_lines(data / "valid.en")[:6]
     gold = read_lines(data / "valid.parse")[:6]
     assert scorer.score(gold) == 100.0

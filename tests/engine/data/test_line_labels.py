@@ -1,4 +1,4 @@
-"""A sequence classifier's data (engine/data/classified.py, engine/data/classification.py): the
+"""A sequence classifier's data (engine/data/line_labels.py, engine/data/classification.py): the
 LABEL<TAB>TEXT format (plain or .gz) and its one-line errors naming the file and line, the label set fitted
 from the training split, the rows (BOS, pieces, EOS; cut to the model's positions), the language-ID
 split written from Multi30k's three sides, and the evaluation's majority baseline and confusion table."""
@@ -13,12 +13,12 @@ import pytest
 from tbuild.builder import load_spec
 from tbuild.builder.schema import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS
-from tbuild.engine.data.classified import encode_classified, read_classified, text_rows
 from tbuild.engine.data.corpus import iter_split
-from tbuild.engine.data.labelled import fit_labels
+from tbuild.engine.data.line_labels import encode_classified, read_classified, text_rows
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.classifier import confusion, majority
 from tbuild.engine.errors import DataError
+from tbuild.engine.tasks.registry import task_of
 
 TRAIN = "en\tthe dog runs\nde\tder Hund rennt\n\nfr\tle chien court\nen\ta man sits\n"
 
@@ -71,12 +71,13 @@ def test_an_empty_or_missing_file_and_one_label_are_errors(tmp_path: Path) -> No
         read_classified(spec.data, "test")
     (tmp_path / "train.tsv").write_text("en\ta\nen\tb\n")
     with pytest.raises(DataError, match="has 1 distinct label; a classification head needs at least 2"):
-        fit_labels(spec, lambda _: None)
+        task_of(spec).fit_labels(spec, lambda _: None)
 
 
 def test_labels_are_fitted_sorted_and_an_unknown_one_names_its_line(tmp_path: Path) -> None:
     said: list[str] = []
-    spec = fit_labels(spec_of(tmp_path, test="en\tthe cat\nit\til gatto\n"), said.append)
+    spec = spec_of(tmp_path, test="en\tthe cat\nit\til gatto\n")
+    spec = task_of(spec).fit_labels(spec, said.append)
     assert spec.model.head.labels == ["de", "en", "fr"]  # type: ignore[union-attr]
     assert said == [f"model.head.labels: 3 labels from {tmp_path}/train.tsv"]
     tok = Tokenizer.train(["the dog runs", "der Hund rennt", "le chien court"] * 5, TokenizerSpec(vocab_size=40),

@@ -10,7 +10,7 @@ import torch
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.data.linearize import linearize, repair
 from tbuild.engine.decoding.search import Rules, beam_search
-from tbuild.engine.parsing.constrained import TreeVocab, WellFormed
+from tbuild.engine.tasks.parsing.constrained import TreeVocab, WellFormed
 from tests.conftest import tiny_model
 
 OPEN = {4: 6, 5: 7}  # (S -> )S, (NP -> )NP

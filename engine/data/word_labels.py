@@ -1,7 +1,8 @@
-"""A tagger's split read and encoded: words and tags with one-line errors, and the rows that predict each
-word's tag at its first subword piece (the usual practice: the loss is taken there only) or at its last
-(``model.head.piece: last``; ``word_piece`` and ``word_row``, the one word → piece map). The label set
-fitted from the training split (``model.head.labels: from_data``): ``labelled.py``."""
+"""Labels per word (a tagger's data): a split's words and tags read with one-line errors, and the rows that
+predict each word's tag at its first subword piece (the usual practice: the loss is taken there only) or at
+its last (``model.head.piece: last``; ``word_piece`` and ``word_row``, the one word → piece map). The label
+set is fitted from the training split (``model.head.labels: from_data``) by the tagging task
+(``tasks/tagging.py``). Labels per line (a classifier's): ``line_labels.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +15,6 @@ import numpy as np
 
 from tbuild.builder.schema import DataSpec, Spec
 from tbuild.builder.tokens import EOS, PAD, UNK
-from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.head import Piece
 
 from ..errors import DataError
@@ -66,23 +66,6 @@ def read_tagged(data: DataSpec, split: str, log: Log = lambda _: None) -> Tagged
     if not out.words:
         raise DataError(f"data.{split}: no sentences in {words_file} and {tags_file}")
     return out
-
-
-def labelled(spec: Spec) -> bool:
-    """Whether the spec's model predicts labels (model.kind encoder_only: a tagger, or a classifier whose data
-    is lines and their labels, ``classified.py``; the two share the label rows and their loss)."""
-    return GRAPHS[spec.model.kind].data == "labels"
-
-
-def tagger(spec: Spec) -> bool:
-    """Whether the spec's model is a tagger (its data: words and their tags, one per word)."""
-    return labelled(spec) and spec.data.dataset is not None and spec.data.dataset.labels_per == "word"
-
-
-def label_offset(spec: Spec) -> int:
-    """What a target row adds to each class: LABEL_OFFSET for a tagger's or classifier's labels, 0 for
-    tokens."""
-    return LABEL_OFFSET if labelled(spec) else 0
 
 
 def labels_of(spec: Spec) -> list[str]:

@@ -1,8 +1,9 @@
-"""What each model kind serves, one endpoint per kind: a translator ``/translate`` (an encoder-decoder, or a
-decoder-only prefix LM), a language model ``/generate`` (``decoding/lm.py``), a tagger or sequence classifier
-``/classify`` (``decoding/tagger.py``, ``decoding/classifier.py``). A task turns a request's lines into the
-batcher's job (their lengths, checked against the model's limit, and a ``DecodeRequest``), decodes a
-gathered batch, and answers; ``service.py`` holds the batcher, the limits and ``/info`` common to all."""
+"""The endpoints a run is served at (its task's ``serve`` chooses one: ``tasks/``): a translator
+``/translate`` (an encoder-decoder, or a decoder-only prefix LM), a language model ``/generate``
+(``decoding/lm.py``), a tagger or sequence classifier ``/classify`` (``decoding/tagger.py``,
+``decoding/classifier.py``). An endpoint turns a request's lines into the batcher's job (their lengths,
+checked against the model's limit, and a ``DecodeRequest``), decodes a gathered batch, and answers;
+``service.py`` holds the batcher, the limits and ``/info`` common to all."""
 
 from __future__ import annotations
 
@@ -11,10 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from tbuild.builder.schema import Spec
-from tbuild.components.specs.graph import GRAPHS
 
-from ..data.classified import classifier
-from ..data.tagged import labels_of
+from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines
 from ..decoding.engines import Engine
 from ..decoding.lm import DEFAULT_MAX_POSITIONS, LanguageModel, generate
@@ -38,19 +37,7 @@ from .api import (
 ENDPOINTS = {"translate": "a translator", "generate": "a language model", "classify": "a tagger or classifier"}
 
 
-def endpoint_of(spec: Spec) -> str:
-    """The one endpoint a run is served at: ``classify`` for an encoder-only model (labels), ``generate``
-    for a language model (decoder-only over text), ``translate`` for the rest (pairs: an encoder-decoder,
-    a decoder-only prefix LM)."""
-    data = GRAPHS[spec.model.kind].data
-    if data == "labels":
-        return "classify"
-    if data == "text" and getattr(spec.model, "prefix_lm", None) is None:
-        return "generate"
-    return "translate"
-
-
-class Task(Protocol):
+class Endpoint(Protocol):
     endpoint: str  # translate, generate or classify
     request: type[LinesRequest]  # the endpoint's body (its limits added by ``api.request_model``)
     engine: Engine | Translator  # name, tokenizer, weights, precision (for /info)
@@ -161,8 +148,7 @@ class Generation:
 
 @dataclass
 class Labelling:
-    """``/classify``: texts to a tagger's tags (one per word) or a classifier's label (one per text), as
-    ``tbuild decode`` labels lines."""
+    """``/classify`` for a tagger: texts to their tags (one per word), as ``tbuild decode`` tags lines."""
 
     engine: Translator
     spec: Spec
@@ -171,24 +157,16 @@ class Labelling:
     request: type[LinesRequest] = ClassifyRequest
 
     def __post_init__(self) -> None:
-        self.labels, self.classifier = labels_of(self.spec), classifier(self.spec)
+        self.labels = labels_of(self.spec)
 
     @property
     def max_tokens(self) -> int:
         return self.engine.max_output_len or self.engine.max_source_tokens
 
     def lengths(self, body: ClassifyRequest, lines: list[str]) -> list[int]:
-        """Each text's source row length: a classifier's BOS, pieces and EOS (cut to the model's positions, as
-        in training); a tagger's pieces, at least one a word, and EOS (413 past the model's positions). A
-        classifier's text holding a tab (a LABEL<TAB>TEXT line) is a 422."""
+        """Each text's source row length: its pieces, at least one a word, and EOS (413 past the model's
+        positions)."""
         tok = self.engine.tokenizer
-        if self.classifier:
-            for n, line in enumerate(lines):
-                if "\t" in line:
-                    raise RequestError(422, f"texts[{n}] holds a tab: /classify takes text alone (for "
-                                            "LABEL<TAB>TEXT lines send the text after the tab)")
-            return [min(len(ids) + 2, self.max_tokens) if line else 0
-                    for line, ids in zip(lines, tok.encode(lines), strict=True)]
         lengths = [sum(max(len(ids), 1) for ids in tok.encode(line.split())) + 1 if line else 0 for line in lines]
         check_lengths(lengths, self.max_tokens, "texts", unit="pieces")
         return lengths
@@ -197,9 +175,43 @@ class Labelling:
         return _request(self.spec, self.batch_tokens, {})
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]:
-        if self.classifier:
-            return classify_lines(self.engine, self.labels, lines, request.batch_tokens)
         return tag_lines(self.engine, self.spec, lines, request.batch_tokens)
 
     def respond(self, body: ClassifyRequest, results: list[Any]) -> ClassifyResponse:
-        return ClassifyResponse(labels=results) if self.classifier else ClassifyResponse(tags=results)
+        return ClassifyResponse(tags=results)
+
+
+@dataclass
+class Classifying(Labelling):
+    """``/classify`` for a sequence classifier: texts to their labels (one per text), as ``tbuild decode``
+    classifies lines."""
+
+    def lengths(self, body: ClassifyRequest, lines: list[str]) -> list[int]:
+        """Each text's source row length: BOS, its pieces and EOS (cut to the model's positions, as in
+        training). A text holding a tab (a LABEL<TAB>TEXT line) is a 422."""
+        for n, line in enumerate(lines):
+            if "\t" in line:
+                raise RequestError(422, f"texts[{n}] holds a tab: /classify takes text alone (for "
+                                        "LABEL<TAB>TEXT lines send the text after the tab)")
+        return [min(len(ids) + 2, self.max_tokens) if line else 0
+                for line, ids in zip(lines, self.engine.tokenizer.encode(lines), strict=True)]
+
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]:
+        return classify_lines(self.engine, self.labels, lines, request.batch_tokens)
+
+    def respond(self, body: ClassifyRequest, results: list[Any]) -> ClassifyResponse:
+        return ClassifyResponse(labels=results)
+
+
+def native_only(spec: Spec, endpoint: str, engine: str, compiled: bool, quantization: str | None = None,
+                quantized: bool = True) -> None:
+    """Refuse, in one line, another engine, ``--compile`` or (unless ``quantized``) a quantization other
+    than float32 for a model served at ``endpoint`` by the native engine alone."""
+    from ..errors import TbuildError
+
+    what = f"{ENDPOINTS[endpoint]} ({spec.model.kind}, served at /{endpoint})"
+    for given, option in ((engine != "native", f"--engine {engine}"), (compiled, "--compile")):
+        if given:
+            raise TbuildError(f"{option}: {what} is served by the native engine, uncompiled")
+    if not quantized and quantization not in (None, "float32"):
+        raise TbuildError(f"--quantization {quantization}: {what} is served in float32")

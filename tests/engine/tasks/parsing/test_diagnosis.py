@@ -10,8 +10,9 @@ from torch import nn
 from tbuild.builder.tokens import EOS
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.data.trees import read_trees
-from tbuild.engine.parsing.constrained import TreeVocab
-from tbuild.engine.parsing.diagnosis import (
+from tbuild.engine.policy import Policy
+from tbuild.engine.tasks.parsing.constrained import TreeVocab
+from tbuild.engine.tasks.parsing.diagnosis import (
     BINS,
     SpanErrors,
     bin_name,
@@ -21,8 +22,7 @@ from tbuild.engine.parsing.diagnosis import (
     spans,
     token_accuracy,
 )
-from tbuild.engine.parsing.evalb import evalb
-from tbuild.engine.policy import Policy
+from tbuild.engine.tasks.parsing.evalb import evalb
 
 GOLD = "(TOP (S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .)))"
 

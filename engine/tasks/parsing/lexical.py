@@ -11,8 +11,8 @@ import torch
 
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
-from ..data.linearize import TreeForm, leaf_text
-from ..data.tokenizer import Tokenizer
+from ...data.linearize import TreeForm, leaf_text
+from ...data.tokenizer import Tokenizer
 
 SPACE = "\u2581"  # sentencepiece's word boundary, the first character of a word's first piece
 USER_DEFINED = 4  # sentencepiece's ModelProto.SentencePiece.Type.USER_DEFINED: the whole target tokens

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.parsing.evalb import Params, collins, evalb, parse_params, read_lines, read_params
+from tbuild.engine.tasks.parsing.evalb import Params, collins, evalb, parse_params, read_lines, read_params
 
 EVALB = Path(__file__).parent / "evalb"  # EVALB's own sample files and outputs (public domain, see LICENSE)
 
@@ -111,7 +111,7 @@ def test_the_evalb_command_prints_evalb_report(tmp_path: Path) -> None:
 def test_status_and_match_codes_are_named() -> None:
     """evalb.c's codes as enums: a sentence is OK, ERROR or SKIPPED; a bracket MATCHED, UNMATCHED or
     DELETED; the report still prints the numbers."""
-    from tbuild.engine.parsing.evalb import Match, Status, _massage, collins, parse_tree
+    from tbuild.engine.tasks.parsing.evalb import Match, Status, _massage, collins, parse_tree
 
     r = evalb(["(S (NN a) (NN b))", "(S (NN a) (NN b))", "(S (NN a))"], ["(S (NN a) (NN b))", "(S (NN a))", ""])
     assert [s.status for s in r.sentences] == [Status.OK, Status.ERROR, Status.SKIPPED]
@@ -127,7 +127,7 @@ def test_the_stop_at_max_error_is_a_line_of_its_own(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
     from tbuild.cli.app import app
-    from tbuild.engine.parsing.evalb import EvalbStopped
+    from tbuild.engine.tasks.parsing.evalb import EvalbStopped
 
     with pytest.raises(EvalbStopped) as stop:
         evalb(["(S (NN a))"] * 4, ["(S (NN b))"] * 4, Params(max_error=1))

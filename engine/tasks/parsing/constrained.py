@@ -35,7 +35,7 @@ import torch
 
 from tbuild.builder.tokens import BOS, EOS, PAD
 
-from ..data.tokenizer import Tokenizer
+from ...data.tokenizer import Tokenizer
 from .lexical import USER_DEFINED, flat_pieces, leaf_pieces
 
 NEG_INF = float("-inf")

@@ -1,6 +1,6 @@
-"""A sequence classifier's split read and encoded: LABEL<TAB>TEXT lines with one-line errors
+"""Labels per line (a sequence classifier's data): a split's LABEL<TAB>TEXT lines read with one-line errors
 (``corpus.iter_labelled``), and rows of BOS + the text's pieces + EOS, each labelled once (the head pools
-the final states: ``tbuild.components.heads``)."""
+the final states: ``tbuild.components.heads``). Labels per word (a tagger's): ``word_labels.py``."""
 
 from __future__ import annotations
 
@@ -14,15 +14,10 @@ from tbuild.builder.tokens import BOS, EOS
 from ..errors import DataError
 from .corpus import iter_labelled, text_file
 from .datasets import ensure_data
-from .tagged import LABEL_OFFSET, TaggedPairs, labelled, labels_of
 from .tokenizer import Tokenizer
+from .word_labels import LABEL_OFFSET, TaggedPairs, labels_of
 
 Log = Callable[[str], None]
-
-
-def classifier(spec: Spec) -> bool:
-    """Whether the spec's model is a sequence classifier (its data: lines and their labels)."""
-    return labelled(spec) and spec.data.dataset is not None and spec.data.dataset.labels_per == "line"
 
 
 @dataclass(frozen=True)

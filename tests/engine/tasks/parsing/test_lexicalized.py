@@ -17,10 +17,10 @@ from tbuild.builder.tokens import EOS, PAD, UNK
 from tbuild.engine.data.linearize import TreeForm, linearize, repair
 from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens
 from tbuild.engine.data.trees import Tree
-from tbuild.engine.parsing.constrained import TreeVocab, WellFormed, tree_rule
-from tbuild.engine.parsing.evalb import collins, evalb
-from tbuild.engine.parsing.evaluation import to_trees
-from tbuild.engine.parsing.lexical import flat_pieces, leaf_pieces, output_text
+from tbuild.engine.tasks.parsing.constrained import TreeVocab, WellFormed, tree_rule
+from tbuild.engine.tasks.parsing.evalb import collins, evalb
+from tbuild.engine.tasks.parsing.evaluation import to_trees
+from tbuild.engine.tasks.parsing.lexical import flat_pieces, leaf_pieces, output_text
 
 SPEC = load_spec({"data": {"dataset": {"kind": "treebank", "linearization": "words"}}}).spec
 

@@ -11,18 +11,18 @@ from pathlib import Path
 from tbuild.builder.schema import Spec, TreebankDataset
 from tbuild.builder.tokens import EOS
 
-from ..data.datasets import read_split
-from ..data.linearize import Repair, TreeForm, linearize, repair
-from ..data.pairs import Pairs
-from ..data.treebank import gold_file
-from ..data.trees import read_treebank
-from ..decoding.engines import Engine
-from ..decoding.request import DecodeRequest, Hooks
-from ..decoding.search import Hypothesis
-from ..decoding.translator import Translator, encode_sources
-from ..errors import DataError
-from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ...data.datasets import read_split
+from ...data.linearize import Repair, TreeForm, linearize, repair
+from ...data.pairs import Pairs
+from ...data.treebank import gold_file
+from ...data.trees import read_treebank
+from ...decoding.engines import Engine
+from ...decoding.request import DecodeRequest, Hooks
+from ...decoding.search import Hypothesis
+from ...decoding.translator import Translator, encode_sources
+from ...errors import DataError
+from ...loss import evaluate_loss
+from ...run_dir import EvalRecord, Run
 from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
 from .lexical import output_text

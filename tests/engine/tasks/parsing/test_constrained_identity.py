@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tbuild.builder.tokens import EOS, PAD
-from tbuild.engine.parsing.constrained import NEG_INF, TreeVocab, WellFormed, _State
-from tests.engine.parsing.test_constrained import vocab
+from tbuild.engine.tasks.parsing.constrained import NEG_INF, TreeVocab, WellFormed, _State
+from tests.engine.tasks.parsing.test_constrained import vocab
 
 
 def _allow_close(v: TreeVocab, s: _State, allowed: torch.Tensor, can_close: torch.Tensor) -> None:

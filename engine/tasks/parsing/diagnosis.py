@@ -13,13 +13,13 @@ from torch import nn
 
 from tbuild.builder.tokens import EOS, PAD
 
-from ..data.batches import collate, token_batches
-from ..data.linearize import linearize
-from ..data.pairs import Pairs
-from ..data.trees import Tree, read_treebank
-from ..decoding.translator import Translator, encode_sources
-from ..policy import Policy
-from ..run_dir import Run
+from ...data.batches import collate, token_batches
+from ...data.linearize import linearize
+from ...data.pairs import Pairs
+from ...data.trees import Tree, read_treebank
+from ...decoding.translator import Translator, encode_sources
+from ...policy import Policy
+from ...run_dir import Run
 from .constrained import TreeVocab
 from .evalb import Evalb, Params, Totals, collins, evalb
 from .evaluation import style_of

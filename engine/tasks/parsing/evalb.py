@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from pathlib import Path
 
-from ..errors import TbuildError
+from ...errors import TbuildError
 
 _SPACE = " \t\n\v\f\r"  # C isspace
 

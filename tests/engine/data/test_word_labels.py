@@ -1,4 +1,4 @@
-"""A tagger's data (engine/data/tagged.py): each word's label at its first subword piece, or at its last
+"""A tagger's data (engine/data/word_labels.py): each word's label at its first subword piece, or at its last
 (model.head.piece: last) in the loss's label tensor, decoding and evaluation alike; the files' one-line
 errors (line counts, tag counts, a tag outside the model's labels), and the baseline."""
 
@@ -11,8 +11,8 @@ import torch
 
 from tbuild.builder import load_spec
 from tbuild.builder.tokens import EOS, PAD
-from tbuild.engine.data.tagged import encode_tagged, label_rows, read_tagged, word_pieces
 from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.data.word_labels import encode_tagged, label_rows, read_tagged, word_pieces
 from tbuild.engine.decoding.tagger import Baseline
 from tbuild.engine.errors import DataError
 

@@ -14,9 +14,9 @@ import torch
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.data.linearize import TreeForm, linearize
 from tbuild.engine.data.trees import Tree
-from tbuild.engine.parsing.constrained import TreeVocab, WellFormed
-from tbuild.engine.parsing.evalb import collins, evalb
-from tbuild.engine.parsing.evaluation import to_trees
+from tbuild.engine.tasks.parsing.constrained import TreeVocab, WellFormed
+from tbuild.engine.tasks.parsing.evalb import collins, evalb
+from tbuild.engine.tasks.parsing.evaluation import to_trees
 
 FIRST = 4  # ids below are the special tokens (PAD, UNK, BOS, EOS)
 

@@ -1,0 +1,188 @@
+"""What a task is (as fairseq's ``FairseqTask``): the one object that knows what varies between translation,
+language modelling, tagging, sequence classification, the masked LM and parsing. The trainer, ``tbuild
+evaluate``, ``decode``, ``serve``, ``tune`` and ``export`` ask the run's task (``registry.task_of``) and never
+test which one it is.
+
+A task says how the vocabulary's labels are fitted and the training and validation data are read, what a
+label row adds to each class, how validation decodes and scores (``valid_scorer``), how a split is evaluated
+and reported, how input lines are decoded, which endpoint serves it, the study's score and the export it
+takes. Every method a task does not take refuses the command in one line (``refuse``).
+
+This module imports nothing heavy: the trainer imports it, and a task's own module (with what it needs:
+decoding, parsing, serving) is imported when a spec resolves to it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from ..errors import TbuildError
+
+if TYPE_CHECKING:
+    from tbuild.builder.schema import Spec
+
+    from ..data.batches import BatchSource
+    from ..data.tokenizer import Tokenizer
+    from ..decoding.engines import Engine
+    from ..policy import Policy
+    from ..run_dir import EvalRecord, Run, RunDir
+    from ..serving.endpoints import Endpoint
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class Table:
+    """A table of a report: its title, column names, rows of text, and which columns are right-aligned
+    (by index)."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    right: tuple[int, ...] = (1,)
+
+    def add(self, *cells: str) -> None:
+        self.rows.append(cells)
+
+
+def scores_table(title: str) -> Table:
+    """An empty metric / score / note table, the one most evaluations print."""
+    return Table(title, ("metric", "score", "note"))
+
+
+Report = list[Table | str]  # what ``evaluate`` prints, in order: tables and lines (rich markup)
+
+
+@dataclass(frozen=True)
+class Loading:
+    """Which weights, on which device, through which engine (``--checkpoint``, ``--average``, ...)."""
+
+    checkpoint: Path | None = None
+    average: int | None = None
+    device: str = "auto"
+    compiled: bool = False
+    engine: str = "native"
+    quantization: str | None = None
+
+
+@dataclass(frozen=True)
+class EvalCall:
+    """What ``tbuild evaluate`` asks: the split (or ``src``/``ref`` files), how much to show, the loading,
+    the command line's decoder (``load_decoder``: an engine for the runs, an ensemble of several), and a
+    parsing run's ``params`` (EVALB file) and ``diagnose``."""
+
+    split: str = "test"
+    src: Path | None = None
+    ref: Path | None = None
+    lowercase: bool = False
+    show: int = 3
+    loading: Loading = Loading()
+    load_decoder: Callable[[], Engine] | None = None
+    notify: Log = lambda _: None
+    params: Path | None = None
+    diagnose: bool = False
+
+
+@dataclass(frozen=True)
+class DecodeCall:
+    """What ``tbuild decode`` asks: the input (``read``: its bytes, read when the task takes the runs) and
+    its name (a file or stdin), side files of target prefixes and constraints, the output format, the
+    loading and decoder (as ``EvalCall``), and how to show progress (``progress(total)``: a context giving
+    ``advance(n)``) and warn about an input line."""
+
+    read: Callable[[], bytes]
+    name: str
+    prefix_file: Path | None = None
+    constraints_file: Path | None = None
+    format: str = "text"
+    align: bool = False
+    loading: Loading = Loading()
+    load_decoder: Callable[[], Engine] | None = None
+    notify: Log = lambda _: None
+    warn: Log = lambda _: None
+    progress: Callable[[int], AbstractContextManager[Callable[[int], None]]] | None = None
+
+
+def quiet_progress(total: int) -> AbstractContextManager[Callable[[int], None]]:
+    """A progress display that shows nothing."""
+    from contextlib import nullcontext
+
+    return nullcontext(lambda n: None)
+
+
+class Task:
+    """Base of the tasks. A subclass names itself (``name``), claims the spec values that make a run its
+    own (``registry.task_of``: a ``model.head`` kind, a ``data.dataset`` kind or a model kind) and
+    overrides what it takes; the rest refuses in one line."""
+
+    name: ClassVar[str] = ""
+    heads: ClassVar[tuple[str, ...]] = ()  # model.head kinds that make a run this task's
+    datasets: ClassVar[tuple[str, ...]] = ()  # data.dataset kinds ...
+    models: ClassVar[tuple[str, ...]] = ()  # model kinds (``prefix_lm``: a decoder-only translator)
+    what: ClassVar[str] = "a run"  # the task in words, for refusals: "a tagger"
+    unit: ClassVar[str] = "pairs"  # what a training example is called
+    commands: ClassVar[tuple[str, ...]] = ()  # the commands on a trained run it takes (``check``)
+
+    def refuse(self, command: str, spec: Spec) -> TbuildError:
+        """The one-line refusal of ``command`` on a run of this task."""
+        return TbuildError(f"tbuild {command} of {self.what} is not supported ({spec.name or 'this run'} is "
+                           f"{self.what})")
+
+    def check(self, command: str, spec: Spec) -> None:
+        """Refuse ``command`` (``attention``, ``card``, ``generate``, ...) in one line unless the task takes it."""
+        if command not in self.commands:
+            raise self.refuse(command, spec)
+
+    # training ---------------------------------------------------------------------------------------------
+    def fit_labels(self, spec: Spec, log: Log) -> Spec:
+        """The spec with what the training split decides filled in (a tagger's labels); unchanged here."""
+        return spec
+
+    def training_data(self, spec: Spec, tokenizer: Tokenizer, run: RunDir, log: Log
+                      ) -> tuple[BatchSource, BatchSource | None]:
+        """The training examples and the validation ones (None without ``data.valid``)."""
+        raise self.refuse("train", spec)
+
+    def prepare(self, spec: Spec, run: RunDir, log: Log, workers: int | None = None) -> Any:
+        """``tbuild data prepare``: the run's tokenizer trained if needed, then the training split encoded,
+        filtered and memory-mapped (``MappedPairs``)."""
+        raise self.refuse("data prepare", spec)
+
+    def label_offset(self, spec: Spec) -> int:
+        """What a target row adds to each class: 0 for tokens (a task of labels stores them above PAD)."""
+        return 0
+
+    def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
+        """What validation decodes and scores for ``train.select.metric`` (None: the loss pass scores)."""
+        return None
+
+    # evaluation and decoding ------------------------------------------------------------------------------
+    def evaluate(self, runs: list[Run], call: EvalCall) -> Report:
+        """Score ``runs`` (one, or an ensemble) on a split, write ``eval_SPLIT.json`` and say what was found."""
+        raise self.refuse("evaluate", runs[0].spec)
+
+    def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
+        """The output lines of the input's lines."""
+        raise self.refuse("decode", runs[0].spec)
+
+    def study_record(self, run: Run, average: bool) -> EvalRecord:
+        """A finished trial's validation record, as ``tbuild evaluate --split valid`` scores it
+        (``average``: the averaged weights, else the best)."""
+        raise self.refuse("tune", run.spec)
+
+    def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
+        """The run's endpoint, its model loaded as ``loading`` says."""
+        raise self.refuse("serve", run.spec)
+
+    def export(self, run: Run) -> str:
+        """How the run is exported: ``translator`` (``--to ctranslate2``/``hf``, checked on a split or on
+        files) or ``graph`` (a language model's or encoder's own classes, checked on the valid split by
+        ``graph_parity``)."""
+        raise self.refuse("export", run.spec)
+
+    def graph_parity(self, run: Run, to: str, out: Path, loading: Loading, notify: Log) -> Any:
+        """A ``graph`` export in ``out`` compared with tbuild on the valid split (``GraphParity``)."""
+        raise self.refuse("export", run.spec)

@@ -1,0 +1,161 @@
+"""Tagging (``model.kind: encoder_only`` with a token_classification head, the tagging data set): words and
+their tags, one per word, the label read at each word's first or last piece. Its labels are fitted from the
+training split (``model.head.labels: from_data``); its examples are encoded in memory; it is evaluated by
+its accuracy beside the most-frequent-tag baseline, decoded into tags, served at ``/classify`` and exported
+as a token classifier. ``Labels`` is what a tagger, a classifier and a masked LM share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tbuild.builder.schema import Spec
+
+from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged
+from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
+from ..decoding.translator import Translator, decode_lines, load_translator
+from ..errors import DataError, TbuildError
+from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, scores_table
+from .registry import register_task
+
+if TYPE_CHECKING:
+    from ..data.batches import BatchSource
+    from ..data.tokenizer import Tokenizer
+    from ..run_dir import EvalRecord, Run, RunDir
+    from ..serving.endpoints import Endpoint
+
+
+class Labels(Task):
+    """An encoder-only model's task: labels predicted over the final encoder states, stored above PAD
+    (``LABEL_OFFSET``), its examples encoded in memory (``encode``), evaluated and decoded by one run on
+    the native engine."""
+
+    commands = ("evaluate", "decode", "serve", "export")
+
+    def refuse(self, command: str, spec: Spec) -> TbuildError:
+        return TbuildError(f"{command} of {spec.model.kind} is not supported yet ({spec.name or 'this run'} is a "
+                           "tagger or classifier: tbuild evaluate, decode and inspect take it)")
+
+    def encode(self, spec: Spec, split: str, tok: Tokenizer, log: Log, *, max_length: int | None = None
+               ) -> BatchSource:
+        """A split's examples as pairs."""
+        raise NotImplementedError
+
+    def training_data(self, spec: Spec, tokenizer: Tokenizer, run: RunDir, log: Log
+                      ) -> tuple[BatchSource, BatchSource | None]:
+        """The examples encoded in memory (no prepared arrays), longer ones than data.max_length dropped."""
+        valid = self.encode(spec, "valid", tokenizer, log) if spec.data.valid is not None else None
+        return self.encode(spec, "train", tokenizer, log, max_length=spec.data.max_length), valid
+
+    def prepare(self, spec: Spec, run: RunDir, log: Log, workers: int | None = None) -> None:
+        raise TbuildError(f"tbuild data prepare memory-maps translation or text pairs; {spec.name} is a tagger or "
+                          "classifier (model.kind encoder_only), whose examples tbuild train encodes in memory")
+
+    def label_offset(self, spec: Spec) -> int:
+        return LABEL_OFFSET
+
+    def loaded(self, runs: list[Run], call: EvalCall, load: object = None) -> Translator:
+        """The one run's model, loaded on the native engine (``load``: ``load_tagger`` unless given); --src,
+        several runs or another engine refused in one line."""
+        from ..process import configure_process
+
+        loading = call.loading
+        if call.src is not None or len(runs) > 1 or loading.engine != "native":
+            raise TbuildError(f"{self.what} is evaluated alone, on a split of its data, by the native engine "
+                              "(no --src/--ref, one run, no --engine)")
+        configure_process()
+        return (load or load_tagger)(runs[0], checkpoint=loading.checkpoint, average=loading.average,  # type: ignore[operator]
+                                     device=loading.device, notify=call.notify)
+
+    def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
+        """Each input line's labels (``label_lines``); an empty line gives an empty line."""
+        if len(runs) > 1:
+            raise TbuildError(f"{self.what} decodes alone: give one run (ensembles decode translations)")
+        lines = decode_lines(call.read(), call.name)
+        run, loading = runs[0], call.loading
+        t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                        notify=call.notify)
+        return self.label_lines(t, run.spec, lines)
+
+    def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def export(self, run: Run) -> str:
+        return "graph"
+
+
+def fitted(spec: Spec, found: set[str], where: Path, what: str, log: Log) -> Spec:
+    """The spec with ``model.head.labels: from_data`` replaced by ``found`` sorted (read from ``where``); a
+    list given in the spec is kept (labels outside it are refused when a split is encoded)."""
+    head = spec.model.head
+    if head is None or getattr(head, "labels", None) != "from_data":
+        return spec
+    labels = sorted(found)
+    if len(labels) < 2:
+        raise DataError(f"data.train: {where} has {len(labels)} distinct {what[:-1]}; a classification head needs "
+                        "at least 2")
+    log(f"model.head.labels: {len(labels)} {what} from {where}")
+    model = spec.model.model_copy(update={"head": head.model_copy(update={"labels": labels})})
+    return spec.model_copy(update={"model": model})
+
+
+@register_task
+class Tagging(Labels):
+    """Words → their tags, one per word (part-of-speech tagging)."""
+
+    name = "tagging"
+    heads = ("token_classification",)
+    datasets = ("tagging",)
+    what = "a tagger"
+
+    def fit_labels(self, spec: Spec, log: Log) -> Spec:
+        """``model.head.labels: from_data``: the training split's tags, sorted."""
+        if getattr(spec.model.head, "labels", None) != "from_data":
+            return spec
+        train = read_tagged(spec.data, "train", log)
+        return fitted(spec, {t for tags in train.tags for t in tags}, train.tags_file, "tags", log)
+
+    def encode(self, spec: Spec, split: str, tok: Tokenizer, log: Log, *, max_length: int | None = None
+               ) -> BatchSource:
+        return encode_tagged(spec, split, tok, log, max_length=max_length)
+
+    def evaluate(self, runs: list[Run], call: EvalCall) -> Report:
+        """The split's token accuracy beside the most-frequent-tag baseline of the training split; writes
+        eval_SPLIT.json."""
+        t = self.loaded(runs, call)
+        run = runs[0]
+        result = evaluate_tagger(run, t, call.split)
+        table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
+                             f"words, {result.weights})")
+        table.add("accuracy", f"{100 * result.accuracy:.2f}",
+                  f"% of words tagged right (read at each word's {run.spec.model.head.piece} piece)")
+        table.add("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with each training word's most "
+                  "frequent tag (unknown words: the most frequent tag)")
+        for name, group, what in (("known", result.known, "seen in training"),
+                                  ("unknown", result.unknown, "never seen")):
+            if group and group["words"]:
+                table.add(f"{name} words", f"{100 * group['accuracy']:.2f}", f"% of the {group['words']:,} words "
+                          f"{what} (baseline {100 * group['baseline_accuracy']:.2f})")
+        table.add("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
+        return [table, f"[dim]wrote {run.dir.write_eval(result)}[/]"]
+
+    def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
+        """Each line's tags, one per whitespace-separated word, space-separated (the format of PREFIX.tags)."""
+        return [" ".join(tags) for tags in tag_lines(t, spec, lines, spec.decode.batch_tokens)]
+
+    def study_record(self, run: Run, average: bool) -> EvalRecord:
+        return evaluate_tagger(run, load_translator(run, average=0 if average else None), "valid")
+
+    def graph_parity(self, run: Run, to: str, out: Path, loading: Loading, notify: Log) -> Any:
+        from ..export.graph_runs import tagger_parity
+
+        return tagger_parity(run, to, out, checkpoint=loading.checkpoint, average=loading.average,
+                             device=loading.device, notify=notify)
+
+    def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
+        """``/classify``: each text's tags, on the native engine in float32."""
+        from ..serving.endpoints import Labelling, native_only
+
+        native_only(run.spec, "classify", loading.engine, loading.compiled, loading.quantization, quantized=False)
+        return Labelling(load_tagger(run, checkpoint=loading.checkpoint, average=loading.average,
+                                     device=loading.device, notify=notify), run.spec, batch_tokens)

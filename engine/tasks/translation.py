@@ -1,0 +1,205 @@
+"""Translation (§6.1): an encoder-decoder over source-target pairs, trained on the prepared (memory-mapped)
+pairs, validated on the decoded lines' BLEU or chrF (``train.select``), evaluated with sacreBLEU and
+perplexity, decoded with beam search or sampling (one run or an ensemble), served at ``/translate`` and
+exported as a translator (CTranslate2, Hugging Face). The task every run no other task claims is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tbuild.builder.schema import Spec
+from tbuild.components.specs.graph import with_article
+
+from ..data.joined import for_model
+from ..data.pairs import load_pairs
+from ..data.prepare import prepared_train
+from ..decoding.request import DecodeRequest, Hooks
+from ..decoding.translator import Translator, load_translator
+from ..errors import TbuildError
+from ..process import configure_process
+from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, quiet_progress, scores_table
+from .registry import register_task
+
+if TYPE_CHECKING:
+    from ..data.batches import BatchSource
+    from ..data.tokenizer import Tokenizer
+    from ..decoding.engines import Engine
+    from ..policy import Policy
+    from ..run_dir import EvalRecord, Run, RunDir
+    from ..serving.endpoints import Endpoint
+
+
+@register_task
+class Translation(Task):
+    """Source-target pairs through an encoder-decoder (``model.kind: encoder_decoder``)."""
+
+    name = "translation"
+    models = ("encoder_decoder",)
+    what = "a translator"
+    commands = ("decode", "evaluate", "serve", "export", "attention", "card")
+
+    def refuse(self, command: str, spec: Spec) -> TbuildError:
+        if command != "generate":
+            return super().refuse(command, spec)
+        name = spec.name or "this run"
+        return TbuildError(f"tbuild {command} continues text with a language model (model.kind decoder_only); "
+                           f"{name} is {with_article(spec.model.kind)} translator: use tbuild decode")
+
+    # training ---------------------------------------------------------------------------------------------
+    def training_data(self, spec: Spec, tokenizer: Tokenizer, run: RunDir, log: Log
+                      ) -> tuple[BatchSource, BatchSource | None]:
+        return pairs_data(spec, tokenizer, run, log)
+
+    def prepare(self, spec: Spec, run: RunDir, log: Log, workers: int | None = None) -> Any:
+        return prepared_pairs(spec, run, log, workers)
+
+    def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
+        """BLEU, lowercased BLEU or chrF of the decoded validation lines (None for ppl)."""
+        from ..training.scoring import ValidScorer
+
+        return ValidScorer.of(spec, tokenizer, policy)
+
+    # evaluation -------------------------------------------------------------------------------------------
+    def evaluate(self, runs: list[Run], call: EvalCall) -> Report:
+        """Decode the split with the command line's engine (a second one only when it differs from the
+        float32 native model, whose perplexity of the references is reported beside) and score it."""
+        run = runs[0]
+        process = configure_process()
+        quantization = call.loading.quantization or run.spec.decode.quantization
+        same = call.loading.engine == "native" and quantization == "float32" and len(runs) == 1
+        decoder = None if same or call.load_decoder is None else call.load_decoder()
+        translator = load_translator(run, checkpoint=call.loading.checkpoint, average=call.loading.average,
+                                     device=call.loading.device, notify=call.notify, compiled=call.loading.compiled)
+        return self.scored(run, translator, decoder, call, process.after_batch)
+
+    def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
+               after_batch: Callable[[], None]) -> Report:
+        """sacreBLEU's BLEU (cased and lowercased, the headline first as ``call.lowercase`` asks), chrF and
+        the perplexity of the references, with the signatures; writes eval_SPLIT.json."""
+        from ..decoding.evaluation import evaluate
+
+        result, sources, references, hyps = evaluate(run, translator, engine=decoder, split=call.split,
+                                                     src=call.src, ref=call.ref, after_batch=after_batch,
+                                                     request=DecodeRequest.of(run.spec.decode))
+        report: Report = [f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n"
+                          for s, r, h in list(zip(sources, references, hyps, strict=True))[:call.show]]
+        table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
+                             f"{result.engine} engine)")
+        rows = [("BLEU", result.bleu, "sacreBLEU, cased"),
+                ("BLEU (lowercased)", result.bleu_lowercase, "sacreBLEU, -lc")]
+        for name, score, note in (reversed(rows) if call.lowercase else rows):
+            table.add(name, f"{score:.2f}", note)
+        table.add("chrF", f"{result.chrf:.2f}", "sacreBLEU chrF2")
+        table.add("perplexity", f"{result.perplexity:.2f}", "per target subword, teacher-forced on the references"
+                  + ("" if result.engine == "native" else " (native model)"))
+        table.add("sentences/s", f"{result.sentences_per_second:.1f}",
+                  f"beam {result.beam}, α {result.alpha}, {result.precision}, {result.decode_seconds:.1f} s")
+        report.append(table)
+        for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
+                          ("chrF", result.chrf_signature)):
+            report.append(f"[dim]{name} signature: {sig}[/]")
+        report.append(f"[dim]wrote {run.dir.write_eval(result)}[/]")
+        return report
+
+    def study_record(self, run: Run, average: bool) -> EvalRecord:
+        from ..decoding.evaluation import evaluate
+
+        return evaluate(run, load_translator(run, average=0 if average else None), split="valid")[0]
+
+    # decoding ---------------------------------------------------------------------------------------------
+    def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
+        """Each input line's translation (its columns: a target prefix and constraints), or its jsonl
+        record, with the command line's engine (several runs: their ensemble)."""
+        from ..decoding.records import jsonl_line, text_lines
+        from .registry import task_of
+
+        for run in runs[1:]:  # an ensemble's members: translators all
+            member = task_of(run.spec)
+            if not isinstance(member, Translation):
+                raise member.refuse("decode", run.spec)
+            member.check("decode", run.spec)
+        if call.load_decoder is None:
+            raise TbuildError("decoding needs an engine")
+        lines, prefixes, constraints = read_input(call)
+        request = DecodeRequest.of(runs[0].spec.decode, prefixes=prefixes, constraints=constraints,
+                                   format=call.format, align=call.align)
+        process = configure_process()
+        translator = call.load_decoder()
+        request = request.but(step_rule=self.step_rule(runs[0].spec, translator, lines))
+        with (call.progress or quiet_progress)(len(lines)) as advance:
+            results = translator.translate(lines, request, Hooks(call.warn, advance, process.after_batch))
+        if request.format == "jsonl":
+            tok = translator.tokenizer
+            alignments = translator.alignments(lines, results) if request.align else [None] * len(lines)
+            return [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
+        return self.output_lines(runs[0], translator, request, lines, results, call.notify) or text_lines(
+            translator.tokenizer, results, request.nbest)
+
+    def step_rule(self, spec: Spec, translator: Engine, lines: list[str]) -> Any:
+        """What keeps each step's tokens within the task's outputs (None: any token)."""
+        return None
+
+    def output_lines(self, run: Run, translator: Engine, request: DecodeRequest, lines: list[str], results: list,
+                     notify: Log) -> list[str] | None:
+        """The task's own text of the outputs (None: the tokenizer's text of each)."""
+        return None
+
+    # serving and export -----------------------------------------------------------------------------------
+    def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
+        """``/translate`` behind either engine, compiled before the first request when asked."""
+        from ..decoding.translator import DEFAULT_MAX_SOURCE
+        from ..export.engines import load_engine
+        from ..serving.endpoints import Translation as Translate
+
+        loaded = load_engine(run, loading.engine, quantization=loading.quantization, checkpoint=loading.checkpoint,
+                             average=loading.average, device=loading.device, notify=notify,
+                             compiled=loading.compiled)
+        if loading.compiled:  # compile before the first request, which would otherwise wait for it
+            notify("compiling the decoder step on warm-up sentences")
+            loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
+                             DecodeRequest.of(run.spec.decode))
+        limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
+        return Translate(loaded, run.spec, batch_tokens, limit)
+
+    def export(self, run: Run) -> str:
+        return "translator"
+
+
+def pairs_data(spec: Spec, tokenizer: Tokenizer, run: RunDir, log: Log) -> tuple[BatchSource, BatchSource | None]:
+    """The training pairs, prepared once into memory-mapped arrays, and the validation pairs (a language
+    model's: its lines, each an empty source)."""
+    valid = load_pairs(spec, "valid", tokenizer, log) if spec.data.valid is not None else None
+    return for_model(spec, prepared_train(spec, tokenizer, run, log)), None if valid is None else for_model(spec, valid)
+
+
+def prepared_pairs(spec: Spec, run: RunDir, log: Log, workers: int | None = None) -> Any:
+    """The run's tokenizer (trained if needed) and its training pairs, memory-mapped once."""
+    from ..data.tokenizer import prepare_tokenizer
+
+    return prepared_train(spec, prepare_tokenizer(spec, run, log), run, log, workers=workers)
+
+
+def read_input(call: DecodeCall) -> tuple[list[str], list[str] | None, list | None]:
+    """The input's lines with their target prefixes and lexical constraints, from its columns or from the
+    side files."""
+    from ..decoding.records import read_constraints, read_prefixes, split_columns
+    from ..decoding.translator import decode_lines
+
+    lines, prefixes, constraints = split_columns(decode_lines(call.read(), call.name), call.name)
+    if call.prefix_file is not None:
+        _no_column("--prefix-file", prefixes, "a prefix column", call, "prefix")
+        prefixes = read_prefixes(call.prefix_file.read_bytes(), str(call.prefix_file), len(lines))
+    if call.constraints_file is not None:
+        _no_column("--constraints-file", constraints, "constraint columns", call, "constraints")
+        constraints = read_constraints(call.constraints_file.read_bytes(), str(call.constraints_file), len(lines))
+    return lines, prefixes, constraints
+
+
+def _no_column(option: str, column: object, what: str, call: DecodeCall, kind: str) -> None:
+    """Refuse a side file (``option``) when the input already has its ``column``, or when it is missing."""
+    path = call.prefix_file if kind == "prefix" else call.constraints_file
+    if column is not None:
+        raise TbuildError(f"{option}: the input already has {what}")
+    if path is None or not path.is_file():
+        raise TbuildError(f"{path}: {kind} file not found")
