@@ -106,6 +106,8 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     if head == "sequence_classification":
         refuse("model.head sequence_classification (BERT's and RoBERTa's sequence classifiers pass the pooled "
                "state through a dense layer and tanh that tbuild's head does not have, and none pools the mean)")
+    if model.embedding_norm:
+        refuse("model.embedding_norm true (XLM-RoBERTa-XL has no norm on its embeddings)")
     _, ffn, norm = _uniform(stack, model.norm_placement, refuse)
     positional = view.positional.kind  # type: ignore[attr-defined]
     if positional not in TABLE_POSITIONS:
