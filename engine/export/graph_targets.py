@@ -7,8 +7,9 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
   (RoPE, rotated half-split there and interleaved in tbuild: the export permutes each head's Q/K rows;
   RMSNorm; SwiGLU; grouped K/V heads). Both are pre-norm with a final norm and 1/√d_k scaling (§3.2.1).
 - encoder_only with a token_classification head -> ``XLMRobertaXLForTokenClassification``: pre-norm
-  layers, a final LayerNorm, no LayerNorm on the embeddings (BERT and RoBERTa have one, which tbuild
-  does not), learned positions that start at row 1 (RoBERTa's offset: row 0 is the padding id's).
+  layers, a final LayerNorm, no LayerNorm on the embeddings, learned positions that start at row 1
+  (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
+  final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0.
 - CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
   (its GPT-2 and Llama loaders); it has no encoder with a classification head.
 """
@@ -25,13 +26,13 @@ TABLE_POSITIONS = frozenset({"learned", "sinusoidal", "none"})  # written as a l
 TABLE_ROWS = 1024
 
 
-def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse) -> tuple[str, str, str]:
-    """The stack's one attention, FFN and norm kind (refusing mixes, post-norm, reordered layers, a missing
-    final norm, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
+def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "pre") -> tuple[str, str, str]:
+    """The stack's one attention, FFN and norm kind (refusing mixes, another placement than ``want``, reordered
+    layers, a missing final norm after pre-norm layers, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
     where = f"model.{stack.name}"
-    if placement != "pre":
+    if placement != want:
         refuse(f"model.norm_placement {placement} (the mapped classes are pre-norm)")
-    if stack.final_norm is None:
+    if want == "pre" and stack.final_norm is None:
         refuse(f"{where} has no final norm (model.final_norm: false; the mapped classes end with one)")
     if stack.prefix:
         refuse(f"{where} is a prefix LM (bidirectional over a prefix; the mapped classes are causal throughout)")
@@ -43,7 +44,9 @@ def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse) -> tuple[str,
                    "self-attention then feed-forward)")
     kinds = {(g.attention.kind, g.ffn.kind, g.norm.kind, g.norm.eps, g.attention.bias,  # type: ignore[attr-defined]
               g.attention.kv_heads or stack.heads) for g in stack.groups}  # type: ignore[attr-defined]
-    norms = {(g.norm.kind, g.norm.eps) for g in stack.groups} | {(stack.final_norm.kind, stack.final_norm.eps)}  # type: ignore[union-attr,attr-defined]
+    norms = {(g.norm.kind, g.norm.eps) for g in stack.groups}  # type: ignore[attr-defined]
+    if stack.final_norm is not None:
+        norms.add((stack.final_norm.kind, stack.final_norm.eps))  # type: ignore[attr-defined]
     if len(kinds) > 1 or len(norms) > 1:
         refuse(f"{where} layer groups differ in attention, FFN, norm, bias or kv_heads (one config holds one of each)")
     attention, ffn, norm, *_ = kinds.pop()
@@ -96,26 +99,29 @@ def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> Non
 
 
 def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
-    """``xlm_roberta_xl``: the token classifier that computes this encoder-only model, or a refusal."""
+    """``xlm_roberta_xl`` (pre-norm) or ``bert`` (post-norm with an embedding norm): the token classifier that
+    computes this encoder-only model, or a refusal."""
     model, stack = spec.model, view.stacks[0]
     head = model.head.kind if model.head is not None else None
-    if head == "masked_lm":
-        refuse("model.head masked_lm (a masked LM is pretrained to start a tagger or classifier from, through "
-               "train.init; BERT's BertForMaskedLM adds a dense layer, GELU and LayerNorm before its output layer, "
-               "which tbuild's head has not)")
-    if head == "sequence_classification":
-        refuse("model.head sequence_classification (BERT's and RoBERTa's sequence classifiers pass the pooled "
-               "state through a dense layer and tanh that tbuild's head does not have, and none pools the mean)")
-    if model.embedding_norm:
-        refuse("model.embedding_norm true (XLM-RoBERTa-XL has no norm on its embeddings)")
-    _, ffn, norm = _uniform(stack, model.norm_placement, refuse)
+    if head in ("masked_lm", "sequence_classification"):
+        refuse(f"model.head {head} (the export writes taggers, token_classification; a masked LM or classifier "
+               "imported from BERT or RoBERTa is used where it is, or fine-tuned through train.init)")
+    post = model.norm_placement == "post"
+    name = "BertForTokenClassification" if post else "XLM-RoBERTa-XL"
+    if model.embedding_norm != post:
+        refuse(f"model.embedding_norm {str(model.embedding_norm).lower()} with {model.norm_placement}-norm layers "
+               "(the post-norm class mapped, BERT, normalises its embeddings; the pre-norm one, XLM-RoBERTa-XL, "
+               "does not)")
+    _, ffn, norm = _uniform(stack, model.norm_placement, refuse, want=model.norm_placement)
+    if post and (model.norm.kind, model.norm.eps) != (stack.groups[0].norm.kind, stack.groups[0].norm.eps):  # type: ignore[attr-defined]
+        refuse("model.norm differs from the layers' norm (BERT has one LayerNorm eps)")
     positional = view.positional.kind  # type: ignore[attr-defined]
     if positional not in TABLE_POSITIONS:
-        refuse(f"model.positional {positional} (XLM-RoBERTa-XL holds a position table: learned, sinusoidal or none)")
+        refuse(f"model.positional {positional} ({name} holds a position table: learned, sinusoidal or none)")
     if ffn not in ("relu", "gelu") or norm != "layernorm":
-        refuse(f"model.ffn {ffn} and model.norm {norm} (XLM-RoBERTa-XL has LayerNorm and a ReLU/GELU FFN)")
+        refuse(f"model.ffn {ffn} and model.norm {norm} ({name} has LayerNorm and a ReLU/GELU FFN)")
     _heads_tile_width(stack, model.d_model, refuse)
-    return "xlm_roberta_xl"
+    return "bert" if post else "xlm_roberta_xl"
 
 
 def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:

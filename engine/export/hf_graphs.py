@@ -1,5 +1,6 @@
 """Write a decoder-only model as a Hugging Face ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` folder and an
-encoder-only tagger as an ``XLMRobertaXLForTokenClassification`` folder (which class: ``graph_targets.py``;
+encoder-only tagger as an ``XLMRobertaXLForTokenClassification`` (pre-norm) or ``BertForTokenClassification``
+(post-norm, with ``model.embedding_norm``) folder (which class: ``graph_targets.py``;
 call ``targets.check_exportable`` first, these functions assume what it guarantees).
 
 The maps are one to one, with four transformations, each exact:
@@ -35,7 +36,7 @@ State = dict[str, torch.Tensor]
 
 
 def hf_class(spec: Spec) -> str:
-    """gpt2, llama or xlm_roberta_xl (the refusal of ``targets.check_exportable`` otherwise)."""
+    """gpt2, llama, xlm_roberta_xl or bert (the refusal of ``targets.check_exportable`` otherwise)."""
     from .targets import HF, check_exportable
 
     check_exportable(spec, HF)
@@ -142,6 +143,27 @@ def xlmr_state(model: nn.Module, spec: Spec) -> State:
     return state
 
 
+def bert_state(model: nn.Module, spec: Spec) -> State:
+    """BertForTokenClassification's tensors from a post-norm tagger with an embedding norm: the inverse of
+    ``pretrained/hf_encoder.py`` (one token type, its row zeros)."""
+    t = _tensors(model)
+    pre = "bert.embeddings"
+    state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
+             f"{pre}.position_embeddings.weight": position_table(model, spec, "src_embed"),
+             f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
+    state |= _norm(t, "src_embed.norm", f"{pre}.LayerNorm") | _linear(t, "head", "classifier")
+    for i in range(len(model.encoder)):  # type: ignore[arg-type]
+        ours, theirs = f"encoder.{i}", f"bert.encoder.layer.{i}"
+        att = f"{ours}.self_attn.sublayer"
+        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
+            state |= _linear(t, f"{att}.w_{x}", f"{theirs}.attention.{name}")
+        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.attention.output.LayerNorm")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
+        state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.output.LayerNorm")
+    return state
+
+
 def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a transformers PretrainedConfig
     """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids."""
     import transformers
@@ -167,17 +189,25 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
             attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
     labels = list(m.head.labels)  # type: ignore[union-attr,arg-type]
+    tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
+              "tbuild_word_piece": word_piece(spec)}  # which of a word's pieces to read its label at
+    if name == "bert":
+        return transformers.BertConfig(
+            vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
+            num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
+            max_position_embeddings=position_table(model, spec, "src_embed").size(0), type_vocab_size=1,
+            layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual,
+            attention_probs_dropout_prob=m.dropout.attention, **tagger, **ids)
     return transformers.XLMRobertaXLConfig(
         vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
         num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
-        layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)},
-        tbuild_word_piece=word_piece(spec), **ids)  # which of a word's pieces to read its label at
+        layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **tagger, **ids)
 
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),
-           "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state)}
+           "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state),
+           "bert": ("BertForTokenClassification", bert_state)}
 
 
 def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel

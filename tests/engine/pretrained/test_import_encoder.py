@@ -14,7 +14,7 @@ import torch
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.data.tokenizer import Tokenizer
 
-from .test_import_hf import VOCAB, _import, _loaded, _perturbed, _refused, spm  # noqa: F401 - spm: the fixture
+from .test_import_hf import VOCAB, _assert_round_trip, _import, _loaded, _perturbed, _refused
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
@@ -55,7 +55,7 @@ def _batch() -> torch.Tensor:
 
 
 @pytest.mark.parametrize(("family", "class_name", "overrides"), ENCODERS.values(), ids=ENCODERS)
-def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, spm: Tokenizer,  # noqa: F811
+def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, spm: Tokenizer,
                                  tmp_path: Path) -> None:
     hf = encoder_folder(family, class_name, overrides, spm, tmp_path / "hf")
     assert "encoder_only" in _import(tmp_path / "hf", tmp_path / "run")
@@ -75,6 +75,14 @@ def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, 
         assert torch.equal(ours.argmax(-1)[keep], theirs.argmax(-1)[keep])
 
 
+def test_a_bert_tagger_import_export_import_is_the_identity(spm: Tokenizer, tmp_path: Path) -> None:
+    encoder_folder("bert", "BertForTokenClassification", LABELS | {"tbuild_word_piece": "last"}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    spec, _ = _loaded(tmp_path / "run")
+    assert spec.model.head.piece == "last"
+    _assert_round_trip(tmp_path)
+
+
 REFUSED = {
     "gelu_new": ("bert", "BertForTokenClassification", {"hidden_act": "gelu_new"},
                  "config.json hidden_act 'gelu_new'"),
@@ -88,7 +96,7 @@ REFUSED = {
 
 @pytest.mark.parametrize(("family", "class_name", "overrides", "expected"), REFUSED.values(), ids=REFUSED)
 def test_encoder_refusals_are_one_line(family: str, class_name: str, overrides: dict, expected: str,
-                                       spm: Tokenizer, tmp_path: Path) -> None:  # noqa: F811
+                                       spm: Tokenizer, tmp_path: Path) -> None:
     folder = tmp_path / "hf"
     safe = {k: v for k, v in overrides.items() if k not in ("hidden_act", "position_embedding_type", "pad_token_id")}
     encoder_folder(family, class_name, safe, spm, folder)
@@ -97,7 +105,7 @@ def test_encoder_refusals_are_one_line(family: str, class_name: str, overrides: 
     _refused([str(folder)], tmp_path / "run", expected)
 
 
-def test_a_bare_encoder_is_refused_naming_the_architectures(spm: Tokenizer, tmp_path: Path) -> None:  # noqa: F811
+def test_a_bare_encoder_is_refused_naming_the_architectures(spm: Tokenizer, tmp_path: Path) -> None:
     folder = tmp_path / "hf"
     encoder_folder("bert", "BertForMaskedLM", {}, spm, folder)
     config = json.loads((folder / "config.json").read_text())

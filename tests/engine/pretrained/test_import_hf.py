@@ -13,16 +13,17 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.schema import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.cli.app import app
 from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.data.tokenizer import Tokenizer
 
+from .conftest import PIECES
+
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
-VOCAB = 30  # model rows: the tokenizer's pieces
-PIECES = VOCAB
+VOCAB = PIECES  # model rows: the tokenizer's pieces
+
 IDS = {"pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS, "decoder_start_token_id": BOS,
        "forced_eos_token_id": EOS}
 SEQ2SEQ = {"vocab_size": VOCAB, "d_model": 16, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
@@ -46,14 +47,6 @@ REFUSED = {
     "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
 }
-
-
-@pytest.fixture(scope="module")
-def spm(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
-    """A 30-piece sentencepiece model with tbuild's ids (PAD 0, UNK 1, BOS 2, EOS 3)."""
-    words = ["a", "b", "ab", "ba", "abc", "cab", "bca", "cc", "aab", "bbc"]
-    lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 6)) for i in range(60)]
-    return Tokenizer.train(lines, TokenizerSpec(vocab_size=PIECES), tmp_path_factory.mktemp("spm") / "spm")
 
 
 def _perturbed(model: torch.nn.Module) -> torch.nn.Module:
