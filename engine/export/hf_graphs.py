@@ -230,7 +230,8 @@ def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers 
 
 def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> str:
     """Save the folder (config.json, model.safetensors, generation_config.json for a language model) and
-    tbuild's sentencepiece model as tokenizer.model with tbuild's ids in tbuild-tokenizer.json; returns the class."""
+    tbuild's sentencepiece model as tokenizer.model (an imported tokenizers file as tokenizer.json, which
+    ``PreTrainedTokenizerFast`` loads) with tbuild's ids in tbuild-tokenizer.json; returns the class."""
     from transformers.utils import logging
 
     hf = to_hf_graph(model.eval(), spec)
@@ -242,7 +243,7 @@ def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: li
         hf.generation_config = GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
                                                 do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
     hf.save_pretrained(str(out))
-    shutil.copyfile(spm_model, out / "tokenizer.model")
+    shutil.copyfile(spm_model, out / ("tokenizer.json" if spm_model.suffix == ".json" else "tokenizer.model"))
     ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": spec.model.kind == "decoder_only",
            "vocabulary": vocabulary}
     (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
