@@ -1,8 +1,9 @@
 """``tbuild import hf``: a Hugging Face model as an ordinary tbuild run directory. The folder holds the
 architecture as a validated spec (spec.yaml, every field written out: edit one and fine-tune), the weights in
 tbuild's names (best.safetensors, stamped with the architecture hash, as training writes it), and the
-sentencepiece model (spm.model). Everything is written into a temporary folder beside the output and renamed
-into place last: a refused or failed import leaves nothing behind."""
+tokenizer: the sentencepiece model (spm.model), or the tokenizers file (tokenizer.json) where the model has
+none. Everything is written into a temporary folder beside the output and renamed into place last: a refused
+or failed import leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from tbuild.builder import build_model, load_spec
 from tbuild.builder.schema import Spec
 
 from ..checkpoint import model_tensors, save_weights
+from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import TbuildError
 from ..run_dir import RunDir
 from . import hf_causal, hf_encoder, hf_seq2seq
@@ -86,6 +88,8 @@ def imported_model(folder: Path, config: dict, name: str):  # noqa: ANN201 - (Sp
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
     if fields["kind"] == "encoder_only":
         data["dataset"] = hf_encoder.dataset(fields)
+    elif fields["kind"] == "decoder_only":
+        data["dataset"] = "text"  # a language model's plain text (data.train/valid/test: its files)
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra
@@ -110,7 +114,7 @@ def write_run(spec: Spec, model: nn.Module, spm_model: Path, source: str, out: P
         run = RunDir(tmp)
         spec = spec.model_copy(update={"output_dir": str(out)})
         run.write_spec(spec)
-        shutil.copyfile(spm_model, run.tokenizer)
+        shutil.copyfile(spm_model, tmp / TOKENIZERS if spm_model.suffix == ".json" else run.tokenizer)
         tensors = {f"model.{k}": v for k, v in model_tensors(model).items()}
         save_weights(run.best, tensors, {"architecture": spec.architecture_hash(), "step": 0, "imported_from": source})
         if out.exists():

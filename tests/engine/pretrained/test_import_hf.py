@@ -284,12 +284,12 @@ def test_decoder_only_refusals_are_one_line(family: str, overrides: dict, expect
     _refused([str(tmp_path / "hf")], tmp_path / "run", expected)
 
 
-def test_a_folder_without_a_sentencepiece_model_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
+def test_a_folder_without_a_tokenizer_tbuild_reads_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
     causal_folder("gpt2", {}, spm, tmp_path / "hf")
     (tmp_path / "hf" / "tokenizer.model").unlink()
     (tmp_path / "hf" / "merges.txt").write_text("#version: 0.2\n")
-    _refused([str(tmp_path / "hf")], tmp_path / "run", "no sentencepiece model (source.spm/target.spm or "
-             "tokenizer.model) (it has merges.txt, which tbuild does not run)")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", "no tokenizer (source.spm/target.spm, tokenizer.model or "
+             "tokenizer.json) (it has merges.txt, which tbuild does not run)")
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
