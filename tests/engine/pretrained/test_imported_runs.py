@@ -2,7 +2,9 @@
 sentencepiece model, as GPT-2's own folders) is imported, and every command works on it from raw text: `inspect`,
 `generate` (Hugging Face's greedy tokens for the same text), `evaluate`, `serve` (the test client's answers are
 `tbuild generate`'s), `export` (hf, which imports back to the same weights; ctranslate2 where installed) and
-`train` with `train.init` pointing at it. A tokenizer.json without tbuild's special ids is refused naming it."""
+`train` with `train.init` pointing at it; so on an imported BERT tagger (decode, evaluate, serve at /classify,
+export to BertForTokenClassification, train) and an imported Marian model (evaluate, serve at /translate,
+export to CTranslate2 with its parity check). A tokenizer.json without tbuild's special ids is refused naming it."""
 
 from __future__ import annotations
 
@@ -18,7 +20,8 @@ from typer.testing import CliRunner
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.cli.app import app
 
-from .test_import_hf import GPT2, _assert_round_trip, _import, _loaded, _perturbed, _refused
+from .test_import_encoder import LABELS, encoder_folder
+from .test_import_hf import GPT2, _assert_round_trip, _import, _loaded, _perturbed, _refused, seq2seq_folder
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 tokenizers = pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
@@ -139,3 +142,68 @@ def test_a_tokenizer_json_without_tbuild_s_special_ids_is_refused(tmp_path: Path
     _refused([str(folder)], tmp_path / "run", "tokenizer.json: ids 0 to 3 are not all special tokens")
     (folder / "tokenizer.json").write_text(json.dumps({"model": "not one"}))
     _refused([str(folder)], tmp_path / "run", "tokenizer.json: not a readable tokenizers file")
+
+
+def _serve(run: Path, path: str, body: dict) -> dict:
+    """``body`` posted at ``path`` of ``tbuild serve RUN`` (FastAPI's test client)."""
+    pytest.importorskip("fastapi", reason="tbuild serve needs the serve extra (pip install 'tbuild[serve]')")
+    from fastapi.testclient import TestClient
+
+    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.serving.app import create_app
+    from tbuild.engine.serving.service import open_service
+
+    service = open_service(resolve_run(run), max_wait_ms=5, max_lines=8, max_chars=200)
+    try:
+        with TestClient(create_app(service)) as client:
+            response = client.post(path, json=body)
+    finally:
+        service.close()
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+WORDS, TAGS = "ab ba cab\ncc aab\nb bbc a a\n", "NOUN VERB DET\nDET NOUN\nVERB NOUN DET DET\n"
+
+
+def test_every_command_on_an_imported_bert_tagger(spm, tmp_path: Path) -> None:  # noqa: ANN001
+    encoder_folder("bert", "BertForTokenClassification", LABELS, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    run = str(tmp_path / "run")
+    for split in ("train", "valid", "test"):
+        (tmp_path / f"{split}.words").write_text(WORDS)
+        (tmp_path / f"{split}.tags").write_text(TAGS)
+    assert "output head" in _ok(["inspect", run])
+    tags = [line.split() for line in _ok(["decode", run, "--device", "cpu"], WORDS).splitlines()[-3:]]
+    assert [len(t) for t in tags] == [3, 2, 4] and {t for line in tags for t in line} <= {"NOUN", "VERB", "DET"}
+    data = [f"data.{split}={tmp_path / split}" for split in ("train", "valid", "test")]
+    assert "accuracy" in _ok(["evaluate", run, "--split", "test", "--device", "cpu",
+                              *(arg for d in data for arg in ("--set", d))])
+    assert _serve(tmp_path / "run", "/classify", {"texts": WORDS.splitlines()}) == {"tags": tags}
+    _assert_round_trip(tmp_path)  # export --to hf (BertForTokenClassification) and back
+    spec = yaml.safe_load((tmp_path / "run" / "spec.yaml").read_text())
+    spec |= {"name": "tuned", "output_dir": str(tmp_path / "tuned")}
+    spec["data"] |= {split: str(tmp_path / split) for split in ("train", "valid", "test")}
+    spec["train"] = {"max_steps": 2, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                     "init": {"from": run, "freeze": ["embeddings"]}}
+    (tmp_path / "tuned.yaml").write_text(yaml.safe_dump(spec))
+    _ok(["train", str(tmp_path / "tuned.yaml")])
+    assert (tmp_path / "tuned" / "best.safetensors").is_file()
+
+
+def test_evaluate_serve_and_ctranslate2_on_an_imported_marian_model(spm, tmp_path: Path) -> None:  # noqa: ANN001
+    seq2seq_folder("marian", {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    run = str(tmp_path / "run")
+    lines = ["ab ba cab", "cc aab bbc a"]
+    (tmp_path / "src.txt").write_text("\n".join(lines) + "\n")
+    (tmp_path / "ref.txt").write_text("ab ba\ncc a\n")
+    decoded = _ok(["decode", run, "--beam", "2", "--device", "cpu"], "\n".join(lines) + "\n").splitlines()[-2:]
+    assert "BLEU" in _ok(["evaluate", run, "--src", str(tmp_path / "src.txt"), "--ref", str(tmp_path / "ref.txt"),
+                          "--beam", "2", "--device", "cpu"])
+    assert _serve(tmp_path / "run", "/translate", {"src": lines, "beam": 2})["translations"] == decoded
+    if importlib.util.find_spec("ctranslate2") is None:
+        pytest.skip("ctranslate2 not installed (pip install -e '.[export]')")
+    _ok(["export", run, "--to", "ctranslate2", "-o", str(tmp_path / "ct2"), "--check-src", str(tmp_path / "src.txt"),
+         "--check-ref", str(tmp_path / "ref.txt")])
+    assert (tmp_path / "ct2" / "model.bin").is_file()
