@@ -54,6 +54,8 @@ REFUSED = {
     "swish": ("marian", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
     "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
+    "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
+    "m2m100 swish": ("m2m_100", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
 }
 
 
