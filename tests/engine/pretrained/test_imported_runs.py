@@ -207,3 +207,25 @@ def test_evaluate_serve_and_ctranslate2_on_an_imported_marian_model(spm, tmp_pat
     _ok(["export", run, "--to", "ctranslate2", "-o", str(tmp_path / "ct2"), "--check-src", str(tmp_path / "src.txt"),
          "--check-ref", str(tmp_path / "ref.txt")])
     assert (tmp_path / "ct2" / "model.bin").is_file()
+
+
+def test_an_imported_masked_lm_starts_a_tagger(spm, tmp_path: Path) -> None:  # noqa: ANN001
+    """BERT's use: its pretrained encoder (embeddings with their norm, layers) loads into a tagger; the masked
+    LM's head (transform and output layer) is left out and the tagger's head starts new."""
+    encoder_folder("bert", "BertForMaskedLM", {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "mlm")
+    for split in ("train", "valid"):
+        (tmp_path / f"{split}.words").write_text(WORDS)
+        (tmp_path / f"{split}.tags").write_text(TAGS)
+    spec = yaml.safe_load((tmp_path / "mlm" / "spec.yaml").read_text())
+    spec |= {"name": "tagger", "output_dir": str(tmp_path / "tagger")}
+    spec["model"] |= {"head": {"kind": "token_classification"}, "tie_embeddings": "none"}
+    spec["data"] |= {"dataset": {"kind": "tagging", "source": "files"}, "train": str(tmp_path / "train"),
+                     "valid": str(tmp_path / "valid")}
+    spec["train"] = {"max_steps": 2, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                     "init": {"from": str(tmp_path / "mlm")}}
+    (tmp_path / "tagger.yaml").write_text(yaml.safe_dump(spec))
+    out = _ok(["train", str(tmp_path / "tagger.yaml")])
+    assert "src_embed" in out and "head: the source's is a MaskedLM, this model's a TokenClassification" in out
+    tags = _ok(["decode", str(tmp_path / "tagger"), "--device", "cpu"], WORDS).splitlines()[-3:]
+    assert [len(line.split()) for line in tags] == [3, 2, 4]
