@@ -6,8 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ..data.masked import masked_lm
 from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
+from ..decoding.translator import Translator, load_translator
 from ..extras import require
 from ..run_dir import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
@@ -50,8 +52,10 @@ def load_peer(to: str, out: Path):  # noqa: ANN201 - a transformers model or a c
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    return transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval() if _lm(out) else \
-        transformers.AutoModelForTokenClassification.from_pretrained(str(out)).eval()
+    if _lm(out):
+        return transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    cls = transformers.AutoConfig.from_pretrained(str(out)).architectures[0]  # a tagger, classifier or masked LM
+    return getattr(transformers, cls).from_pretrained(str(out)).eval()
 
 
 def _lm(out: Path) -> bool:
@@ -62,7 +66,6 @@ def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None
                  device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
     """Compare the export in ``out`` with tbuild on the validation split; the report is also saved there."""
     from ..data.datasets import read_split
-    from ..data.tagged import read_tagged, word_piece, word_pieces, word_row
 
     peer = load_peer(to, out)
     if run.spec.model.kind == "decoder_only":
@@ -70,11 +73,27 @@ def graph_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None
         _, lines = read_split(run.spec.data, "valid", lambda _: None)
         report = check_lm(lm, peer, lines, to, run.spec.decode)
     else:
-        t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
-        words = read_tagged(run.spec.data, "valid").words
-        pieces = word_pieces(t.tokenizer, words)
-        rows = [word_row(p, word_piece(run.spec))[0] for p in pieces]  # compared at every piece
+        masked = masked_lm(run.spec)  # no labels: loaded as any encoder-only model
+        load = load_translator if masked else load_tagger
+        t = load(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+        rows = _encoder_rows(run, t, masked)
         limit = t.max_output_len or len(max(rows, key=len))
         report = check_tagger(t, peer, [r[:limit] for r in rows if r])
     save_graph_parity(report, out)
     return report
+
+
+def _encoder_rows(run: Run, t: Translator, masked: bool) -> list[list[int]]:
+    """The valid split's rows as the encoder-only model reads them: a tagger's words' pieces (compared at
+    every piece), a classifier's BOS-pieces-EOS rows, a masked LM's lines (unmasked)."""
+    from ..data.classified import classifier, read_classified, text_rows
+    from ..data.datasets import read_split
+    from ..data.masked import line_rows
+    from ..data.tagged import read_tagged, word_piece, word_pieces, word_row
+
+    if masked:
+        return line_rows(t.tokenizer, read_split(run.spec.data, "valid", lambda _: None)[1], t.max_output_len)
+    if classifier(run.spec):
+        return text_rows(t.tokenizer, read_classified(run.spec.data, "valid").texts, t.max_output_len)
+    pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
+    return [word_row(p, word_piece(run.spec))[0] for p in pieces]

@@ -36,7 +36,8 @@ State = dict[str, torch.Tensor]
 
 
 def hf_class(spec: Spec) -> str:
-    """gpt2, llama, xlm_roberta_xl or bert (the refusal of ``targets.check_exportable`` otherwise)."""
+    """gpt2, llama, xlm_roberta_xl, bert, bert_sequence or bert_masked_lm (the refusal of
+    ``targets.check_exportable`` otherwise)."""
     from .targets import HF, check_exportable
 
     check_exportable(spec, HF)
@@ -146,12 +147,32 @@ def xlmr_state(model: nn.Module, spec: Spec) -> State:
 def bert_state(model: nn.Module, spec: Spec) -> State:
     """BertForTokenClassification's tensors from a post-norm tagger with an embedding norm: the inverse of
     ``pretrained/hf_encoder.py`` (one token type, its row zeros)."""
+    return _bert_encoder(model, spec) | _linear(_tensors(model), "head", "classifier")
+
+
+def bert_sequence_state(model: nn.Module, spec: Spec) -> State:
+    """BertForSequenceClassification's tensors: the encoder, the pooler (``head.dense``), the classifier."""
+    t = _tensors(model)
+    return _bert_encoder(model, spec) | _linear(t, "head.dense", "bert.pooler.dense") | _linear(t, "head", "classifier")
+
+
+def bert_masked_lm_state(model: nn.Module, spec: Spec) -> State:
+    """BertForMaskedLM's tensors: the encoder, the transform (``head.dense``, ``head.norm``), the output layer
+    (its bias under both of BERT's names)."""
+    t = _tensors(model)
+    state = _bert_encoder(model, spec) | _linear(t, "head.dense", "cls.predictions.transform.dense")
+    state |= _norm(t, "head.norm", "cls.predictions.transform.LayerNorm")
+    out = _linear(t, "head", "cls.predictions.decoder")
+    return state | out | {"cls.predictions.bias": out["cls.predictions.decoder.bias"]}
+
+
+def _bert_encoder(model: nn.Module, spec: Spec) -> State:
     t = _tensors(model)
     pre = "bert.embeddings"
     state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
              f"{pre}.position_embeddings.weight": position_table(model, spec, "src_embed"),
              f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
-    state |= _norm(t, "src_embed.norm", f"{pre}.LayerNorm") | _linear(t, "head", "classifier")
+    state |= _norm(t, "src_embed.norm", f"{pre}.LayerNorm")
     for i in range(len(model.encoder)):  # type: ignore[arg-type]
         ours, theirs = f"encoder.{i}", f"bert.encoder.layer.{i}"
         att = f"{ours}.self_attn.sublayer"
@@ -188,11 +209,11 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
             rope_parameters={"rope_type": "default", "rope_theta": m.positional.base},  # type: ignore[union-attr]
             attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
-    labels = list(m.head.labels)  # type: ignore[union-attr,arg-type]
+    labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none
     tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
               "tbuild_word_piece": word_piece(spec)}  # which of a word's pieces to read its label at
-    if name == "bert":
-        return transformers.BertConfig(
+    if name.startswith("bert"):
+        return transformers.BertConfig(tie_word_embeddings=name == "bert_masked_lm" and m.tie_embeddings != "none",
             vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
             num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
             max_position_embeddings=position_table(model, spec, "src_embed").size(0), type_vocab_size=1,
@@ -207,7 +228,9 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),
            "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state),
-           "bert": ("BertForTokenClassification", bert_state)}
+           "bert": ("BertForTokenClassification", bert_state),
+           "bert_sequence": ("BertForSequenceClassification", bert_sequence_state),
+           "bert_masked_lm": ("BertForMaskedLM", bert_masked_lm_state)}
 
 
 def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
@@ -244,7 +267,8 @@ def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: li
                                                 do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
     hf.save_pretrained(str(out))
     shutil.copyfile(spm_model, out / ("tokenizer.json" if spm_model.suffix == ".json" else "tokenizer.model"))
-    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": spec.model.kind == "decoder_only",
+    starts = spec.model.kind == "decoder_only" or getattr(spec.model.head, "kind", None) == "sequence_classification"
+    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": starts,
            "vocabulary": vocabulary}
     (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
     return type(hf).__name__

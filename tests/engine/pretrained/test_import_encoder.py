@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 
 from .test_import_hf import VOCAB, _assert_round_trip, _import, _loaded, _perturbed, _refused
@@ -75,12 +77,32 @@ def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, 
         assert torch.equal(ours.argmax(-1)[keep], theirs.argmax(-1)[keep])
 
 
-def test_a_bert_tagger_import_export_import_is_the_identity(spm: Tokenizer, tmp_path: Path) -> None:
-    encoder_folder("bert", "BertForTokenClassification", LABELS | {"tbuild_word_piece": "last"}, spm, tmp_path / "hf")
+VALID = {"BertForTokenClassification": ("valid.words", "ab ba cab\ncc aab\n"),
+         "BertForSequenceClassification": ("valid.tsv", "NOUN\tab ba cab\nDET\tcc aab\nVERB\tb\n"),
+         "BertForMaskedLM": ("valid.txt", "ab ba cab\ncc aab bbc a\n")}
+
+
+@pytest.mark.parametrize("class_name", VALID)
+def test_a_bert_import_export_import_is_the_identity_and_the_export_checks_parity(class_name: str, spm: Tokenizer,
+                                                                                  tmp_path: Path) -> None:
+    """The three BERT heads export back to their class (docs/export.md), tensor for tensor; the export's parity
+    check reads each head's own valid split (words, LABEL<TAB>TEXT lines, plain text)."""
+    extra = {"tbuild_word_piece": "last"} if class_name == "BertForTokenClassification" else {}
+    encoder_folder("bert", class_name, (LABELS if "Classification" in class_name else {}) | extra, spm,
+                   tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
     spec, _ = _loaded(tmp_path / "run")
-    assert spec.model.head.piece == "last"
+    assert spec.model.head.kind != "token_classification" or spec.model.head.piece == "last"
     _assert_round_trip(tmp_path)
+    name, text = VALID[class_name]
+    (tmp_path / name).write_text(text)
+    (tmp_path / "valid.tags").write_text("NOUN VERB DET\nDET NOUN\n")
+    valid = tmp_path / (name if class_name != "BertForTokenClassification" else "valid")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "checked"), "--to", "hf",
+                                      "--set", f"data.valid={valid}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "checked" / "graph-parity.json").read_text())
+    assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] >= 3
 
 
 REFUSED = {
