@@ -134,3 +134,22 @@ def test_a_bare_encoder_is_refused_naming_the_architectures(spm: Tokenizer, tmp_
     (folder / "config.json").write_text(json.dumps(config | {"architectures": ["BertModel"]}))
     _refused([str(folder)], tmp_path / "run", "config.json architectures ['BertModel']: tbuild imports "
              "BertForTokenClassification, BertForSequenceClassification, BertForMaskedLM")
+
+
+@pytest.mark.parametrize(("family", "class_name", "overrides"), [
+    ("roberta", "RobertaForSequenceClassification", LABELS), ("xlm-roberta", "XLMRobertaForMaskedLM", {})])
+def test_roberta_exports_as_bert_computing_the_same_scores(family: str, class_name: str, overrides: dict,
+                                                           spm: Tokenizer, tmp_path: Path) -> None:
+    """RoBERTa's layers are BERT's; only its positions start at the padding id + 1, which the import slices."""
+    hf = encoder_folder(family, class_name, overrides, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "-o", str(tmp_path / "out"), "--to", "hf",
+                                      "--check", "none"])
+    assert result.exit_code == 0, result.output
+    cls = class_name.replace("XLMRoberta", "Bert").replace("Roberta", "Bert")
+    back = getattr(transformers, cls).from_pretrained(tmp_path / "out").eval()
+    ids = _batch()
+    with torch.no_grad():
+        theirs, ours = (m(input_ids=ids, attention_mask=ids.ne(PAD)).logits for m in (hf, back))
+    keep = ids.ne(PAD) if theirs.dim() == 3 else torch.ones(theirs.size(0), dtype=torch.bool)
+    assert (theirs - ours)[keep].abs().max().item() < 1e-4
