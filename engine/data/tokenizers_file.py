@@ -71,6 +71,13 @@ class TokenizersProcessor:
     def is_control(self, i: int) -> bool:
         return int(i) in self.special
 
+    def is_unknown(self, i: int) -> bool:
+        return int(i) == UNK
+
+    def is_unused(self, i: int) -> bool:
+        del i
+        return False
+
     def serialized_model_proto(self) -> bytes:
         raise DataError("this run's tokenizer is a tokenizers file (tokenizer.json), which pointer networks, "
                         "constrained parsing and vocabulary extension do not read: they need a sentencepiece model")
