@@ -110,7 +110,7 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
         refuse(f"model.head {head} with {model.norm_placement}-norm layers (the mapped classes: a pre-norm "
                "token_classification head, XLM-RoBERTa-XL's; post-norm token_classification, sequence_classification "
                "and masked_lm heads, BERT's)")
-    name = "BertForTokenClassification" if post else "XLM-RoBERTa-XL"
+    name = "BERT" if post else "XLM-RoBERTa-XL"
     if model.embedding_norm != post:
         refuse(f"model.embedding_norm {str(model.embedding_norm).lower()} with {model.norm_placement}-norm layers "
                "(the post-norm class mapped, BERT, normalises its embeddings; the pre-norm one, XLM-RoBERTa-XL, "
