@@ -48,3 +48,13 @@ def test_other_special_ids_or_another_file_are_one_line(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="tokenizer.json: not a readable tokenizers file") as e:
         Tokenizer.load(gpt2_like)
     assert "\n" not in str(e.value)
+
+
+def test_vocab_extend_refuses_a_tokenizers_file_in_one_line(tmp_path: Path) -> None:
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.finetune.vocab import extend_tokenizer
+
+    source = _bpe(tmp_path / "tokenizer.json", ["<pad>", "<unk>", "<s>", "</s>"])
+    with pytest.raises(TbuildError, match="is a tokenizers file, and extend appends sentencepiece pieces"):
+        extend_tokenizer(source, tmp_path / "own.model", tmp_path / "out.model")
+    assert not (tmp_path / "out.model").exists()
