@@ -223,7 +223,8 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
         vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
         num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
-        layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, **tagger, **ids)
+        layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual, attention_probs_dropout_prob=m.dropout.attention,
+        **tagger, **ids)
 
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),

@@ -1,9 +1,10 @@
-"""Import a Hugging Face BERT, RoBERTa or XLM-RoBERTa model with a token-classification, sequence-classification
-or masked-LM head (``config.json``'s ``architectures`` names which) as a tbuild ``encoder_only`` model, each
-step exact:
+"""Import a Hugging Face BERT, RoBERTa, XLM-RoBERTa or XLM-RoBERTa-XL model with a token-classification,
+sequence-classification or masked-LM head (``config.json``'s ``architectures`` names which) as a tbuild
+``encoder_only`` model, each step exact:
 
 - Post-norm layers (LayerNorm(x + Sublayer(x)), §3.1), no final norm, and ``model.embedding_norm``: BERT's
-  LayerNorm on the sum of token, position and token-type embeddings (Devlin et al. 2019).
+  LayerNorm on the sum of token, position and token-type embeddings (Devlin et al. 2019). XLM-RoBERTa-XL
+  (what the export writes for a pre-norm tagger) is pre-norm with a final LayerNorm and no embedding norm.
 - Positions: the learned table. tbuild adds no token-type embedding: every input is type 0, whose row is
   added to every position's row. RoBERTa counts positions from the padding id + 1, so its table is sliced
   there (tbuild's row p is its row pad + 1 + p).
@@ -25,7 +26,12 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 
 from .hf_source import UnsupportedImport
 
-PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta"}  # model_type -> class prefix
+PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",  # model_type -> class prefix
+            "xlm-roberta-xl": "XLMRobertaXL"}
+PRE_NORM = frozenset({"xlm-roberta-xl"})  # pre-norm layers, a final LayerNorm, no norm on the embeddings
+# each layer's (attention norm, FFN norm): post-norm after each sub-layer, pre-norm (XLM-RoBERTa-XL) before
+NORMS = {False: ("attention.output.LayerNorm", "output.LayerNorm"),
+         True: ("attention.self_attn_layer_norm", "LayerNorm")}
 HEADS = {"ForTokenClassification": "token_classification", "ForSequenceClassification": "sequence_classification",
          "ForMaskedLM": "masked_lm"}
 DATASETS = {"token_classification": {"kind": "tagging", "source": "files"},
@@ -109,14 +115,15 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, State]:
     table = embeddings.position_embeddings.weight.detach().float()[start:]
     table = table + embeddings.token_type_embeddings.weight.detach().float()[0]
     tied = kind == "masked_lm" and config.tie_word_embeddings
-    dropout = config.hidden_dropout_prob
+    dropout, pre = config.hidden_dropout_prob, family in PRE_NORM
     fields = {
         "kind": "encoder_only", "vocab_size": embeddings.word_embeddings.weight.size(0), "d_model": config.hidden_size,
         "encoder": {"layers": config.num_hidden_layers, "heads": config.num_attention_heads,
                     "d_ff": config.intermediate_size},
         "head": _head(hf, kind), "attention": {"kind": "multihead", "bias": True}, "positional": {"kind": "learned"},
         "ffn": {"kind": config.hidden_act}, "norm": {"kind": "layernorm", "eps": config.layer_norm_eps},
-        "norm_placement": "post", "final_norm": False, "embedding_norm": True, "scale_embeddings": False,
+        "norm_placement": "pre" if pre else "post", "final_norm": pre, "embedding_norm": not pre,
+        "scale_embeddings": False,
         "dropout": {"residual": dropout, "embedding": dropout, "attention": config.attention_probs_dropout_prob,
                     "activation": 0.0},
         "tie_embeddings": "three_way" if tied else "none", "max_positions": table.size(0),
@@ -152,14 +159,17 @@ def tbuild_state(model: nn.Module, hf: nn.Module, family: str) -> State:
     t = {n: p.detach().float() for n, p in hf.named_parameters(remove_duplicate=False)}
     base = "bert" if family == "bert" else "roberta"
     state = {"src_embed.tokens.weight": t[f"{base}.embeddings.word_embeddings.weight"]}
-    state |= _linear(t, f"{base}.embeddings.LayerNorm", "src_embed.norm")
+    state |= _linear(t, f"{base}.embeddings.LayerNorm", "src_embed.norm")  # post-norm classes' own
+    state |= _linear(t, f"{base}.encoder.LayerNorm", "encoder_norm")  # XLM-RoBERTa-XL's final norm
+    attention_norm, ffn_norm = NORMS[family in PRE_NORM]
     for i in range(len(model.encoder)):  # type: ignore[arg-type]
         ours, theirs = f"encoder.{i}", f"{base}.encoder.layer.{i}"
         att = f"{ours}.self_attn.sublayer"
         for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
             state |= _linear(t, f"{theirs}.attention.{name}", f"{att}.w_{x}")
-        state |= _linear(t, f"{theirs}.attention.output.LayerNorm", f"{ours}.self_attn.norm")
+        state |= _linear(t, f"{theirs}.{attention_norm}", f"{ours}.self_attn.norm")
         state |= _linear(t, f"{theirs}.intermediate.dense", f"{ours}.ffn.sublayer.w1")
         state |= _linear(t, f"{theirs}.output.dense", f"{ours}.ffn.sublayer.w2")
-        state |= _linear(t, f"{theirs}.output.LayerNorm", f"{ours}.ffn.norm")
+        state |= _linear(t, f"{theirs}.{ffn_norm}", f"{ours}.ffn.norm")
     return state | _head_state(t, family, head_kind(type(hf).__name__))
+

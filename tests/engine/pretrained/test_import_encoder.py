@@ -34,9 +34,12 @@ ENCODERS = {
     "roberta classifier": ("roberta", "RobertaForSequenceClassification", LABELS),
     "roberta masked LM": ("roberta", "RobertaForMaskedLM", {}),
     "xlm-roberta tagger": ("xlm-roberta", "XLMRobertaForTokenClassification", LABELS),
+    "xlm-roberta-xl tagger (pre-norm)": ("xlm-roberta-xl", "XLMRobertaXLForTokenClassification", LABELS),
+    "xlm-roberta-xl classifier": ("xlm-roberta-xl", "XLMRobertaXLForSequenceClassification", LABELS),
+    "xlm-roberta-xl masked LM": ("xlm-roberta-xl", "XLMRobertaXLForMaskedLM", {}),
 }
 CONFIGS = {"bert": ("BertConfig", BERT), "roberta": ("RobertaConfig", ROBERTA),
-           "xlm-roberta": ("XLMRobertaConfig", ROBERTA)}
+           "xlm-roberta": ("XLMRobertaConfig", ROBERTA), "xlm-roberta-xl": ("XLMRobertaXLConfig", ROBERTA)}
 
 
 def encoder_folder(family: str, class_name: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
@@ -62,7 +65,8 @@ def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, 
     hf = encoder_folder(family, class_name, overrides, spm, tmp_path / "hf")
     assert "encoder_only" in _import(tmp_path / "hf", tmp_path / "run")
     spec, model = _loaded(tmp_path / "run")
-    assert spec.model.norm_placement == "post" and spec.model.embedding_norm
+    pre = family == "xlm-roberta-xl"
+    assert spec.model.norm_placement == ("pre" if pre else "post") and spec.model.embedding_norm != pre
     ids = _batch()
     with torch.no_grad():
         ours, theirs = model(ids), hf(input_ids=ids, attention_mask=ids.ne(PAD)).logits
@@ -153,3 +157,10 @@ def test_roberta_exports_as_bert_computing_the_same_scores(family: str, class_na
         theirs, ours = (m(input_ids=ids, attention_mask=ids.ne(PAD)).logits for m in (hf, back))
     keep = ids.ne(PAD) if theirs.dim() == 3 else torch.ones(theirs.size(0), dtype=torch.bool)
     assert (theirs - ours)[keep].abs().max().item() < 1e-4
+
+
+def test_a_pre_norm_tagger_export_import_export_is_the_identity(spm: Tokenizer, tmp_path: Path) -> None:
+    """A tbuild pre-norm tagger's export (XLMRobertaXLForTokenClassification) imports back, tensor for tensor."""
+    encoder_folder("xlm-roberta-xl", "XLMRobertaXLForTokenClassification", LABELS, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    _assert_round_trip(tmp_path)
