@@ -9,8 +9,8 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
 - encoder_only with a token_classification head -> ``XLMRobertaXLForTokenClassification``: pre-norm
   layers, a final LayerNorm, no LayerNorm on the embeddings, learned positions that start at row 1
   (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
-  final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so
-  ``BertForSequenceClassification`` (``pooling: first``, ``dense``) and ``BertForMaskedLM`` (``transform``).
+  final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so the
+  classes' sequence classifiers (``pooling: first``, ``dense``) and masked LMs (``transform``).
 - CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
   (its GPT-2 and Llama loaders); it has no encoder with a classification head.
 """
@@ -100,16 +100,15 @@ def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> Non
 
 
 def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
-    """``xlm_roberta_xl`` (a pre-norm tagger) or ``bert``, ``bert_sequence``, ``bert_masked_lm`` (post-norm with
-    an embedding norm: a tagger, a classifier, a masked LM): the class that computes this encoder-only model,
-    or a refusal."""
+    """The class that computes this encoder-only model (``ENCODER_CLASSES``: XLM-RoBERTa-XL's for pre-norm
+    layers, BERT's for post-norm ones with an embedding norm; a tagger's, a classifier's or a masked LM's), or
+    a refusal."""
     model, stack = spec.model, view.stacks[0]
     head = model.head.kind if model.head is not None else None
     post = model.norm_placement == "post"
-    if head not in BERT_CLASSES or (not post and head != "token_classification"):
-        refuse(f"model.head {head} with {model.norm_placement}-norm layers (the mapped classes: a pre-norm "
-               "token_classification head, XLM-RoBERTa-XL's; post-norm token_classification, sequence_classification "
-               "and masked_lm heads, BERT's)")
+    if head not in ENCODER_CLASSES:
+        refuse(f"model.head {head} (the mapped classes' heads: token_classification, sequence_classification, "
+               "masked_lm)")
     name = "BERT" if post else "XLM-RoBERTa-XL"
     if model.embedding_norm != post:
         refuse(f"model.embedding_norm {str(model.embedding_norm).lower()} with {model.norm_placement}-norm layers "
@@ -124,30 +123,32 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     if ffn not in ("relu", "gelu") or norm != "layernorm":
         refuse(f"model.ffn {ffn} and model.norm {norm} ({name} has LayerNorm and a ReLU/GELU FFN)")
     _heads_tile_width(stack, model.d_model, refuse)
-    if post:
-        _bert_head(spec, ffn, refuse)
-    return BERT_CLASSES[head] if post else "xlm_roberta_xl"  # type: ignore[index]
+    _encoder_head(spec, ffn, refuse)
+    return ENCODER_CLASSES[head][post]  # type: ignore[index]
 
 
-BERT_CLASSES = {"token_classification": "bert", "sequence_classification": "bert_sequence",
-                "masked_lm": "bert_masked_lm"}
+# model.head kind -> (the pre-norm class, the post-norm one): XLM-RoBERTa-XL's, BERT's
+ENCODER_CLASSES = {"token_classification": ("xlm_roberta_xl", "bert"),
+                   "sequence_classification": ("xlm_roberta_xl_sequence", "bert_sequence"),
+                   "masked_lm": ("xlm_roberta_xl_masked_lm", "bert_masked_lm")}
 
 
-def _bert_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
-    """What BertForSequenceClassification's and BertForMaskedLM's heads need beyond a linear layer."""
+def _encoder_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
+    """What the classifiers' and masked LMs' heads need beyond a linear layer (BERT's and RoBERTa's alike)."""
     model, head = spec.model, spec.model.head
     if head.kind == "sequence_classification" and (head.pooling != "first" or not head.dense):  # type: ignore[union-attr]
-        refuse(f"model.head pooling {head.pooling}, dense {str(head.dense).lower()} (BertForSequenceClassification "  # type: ignore[union-attr]
-               "pools the first position through a dense layer and tanh: pooling: first, dense: true)")
+        refuse(f"model.head pooling {head.pooling}, dense {str(head.dense).lower()} (BERT's and RoBERTa's "  # type: ignore[union-attr]
+               "classifiers pool the first position through a dense layer and tanh: pooling: first, dense: true)")
     if head.kind == "masked_lm":  # type: ignore[union-attr]
         if not head.transform:  # type: ignore[union-attr]
-            refuse("model.head.transform false (BertForMaskedLM's output layer follows a dense layer, GELU and a "
-                   "LayerNorm: transform: true)")
-        if ffn != "gelu":
+            refuse("model.head.transform false (BERT's and RoBERTa's masked LMs' output layer follows a dense "
+                   "layer, GELU and a LayerNorm: transform: true)")
+        if ffn != "gelu" and model.norm_placement == "post":
             refuse(f"model.ffn {ffn} with a masked_lm head (BertForMaskedLM's transform takes the FFN's "
                    "activation, and tbuild's transform is GELU)")
         if model.scale_embeddings and model.tie_embeddings != "none":
-            refuse("model.scale_embeddings true with a tied output (BERT does not scale embeddings by √d_model; "
+            refuse("model.scale_embeddings true with a tied output (BERT and RoBERTa do not scale embeddings by "
+                   "√d_model; "
                    "untie them, tie_embeddings: none, or train with scale_embeddings: false)")
 
 

@@ -36,7 +36,7 @@ State = dict[str, torch.Tensor]
 
 
 def hf_class(spec: Spec) -> str:
-    """gpt2, llama, xlm_roberta_xl, bert, bert_sequence or bert_masked_lm (the refusal of
+    """gpt2, llama, or an encoder's class (``graph_targets.ENCODER_CLASSES``; the refusal of
     ``targets.check_exportable`` otherwise)."""
     from .targets import HF, check_exportable
 
@@ -125,13 +125,34 @@ def llama_state(model: nn.Module, spec: Spec) -> State:
 
 def xlmr_state(model: nn.Module, spec: Spec) -> State:
     """XLMRobertaXLForTokenClassification's tensors from an encoder-only tagger (pre-norm, LayerNorm)."""
+    return _xlmr_encoder(model, spec) | _linear(_tensors(model), "head", "classifier")
+
+
+def xlmr_sequence_state(model: nn.Module, spec: Spec) -> State:
+    """XLMRobertaXLForSequenceClassification's tensors: the encoder, its classification head (``head.dense``,
+    tanh, the output layer: RoBERTa's)."""
+    t = _tensors(model)
+    return _xlmr_encoder(model, spec) | _linear(t, "head.dense", "classifier.dense") | _linear(t, "head",
+                                                                                             "classifier.out_proj")
+
+
+def xlmr_masked_lm_state(model: nn.Module, spec: Spec) -> State:
+    """XLMRobertaXLForMaskedLM's tensors: the encoder and ``lm_head`` (dense, GELU, LayerNorm, output layer)."""
+    t = _tensors(model)
+    state = _xlmr_encoder(model, spec) | _linear(t, "head.dense", "lm_head.dense") | _norm(t, "head.norm",
+                                                                                            "lm_head.layer_norm")
+    out = _linear(t, "head", "lm_head.decoder")
+    return state | out | {"lm_head.bias": out["lm_head.decoder.bias"]}
+
+
+def _xlmr_encoder(model: nn.Module, spec: Spec) -> State:
     t = _tensors(model)
     table = position_table(model, spec, "src_embed")
     pre = "roberta.embeddings"
     state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
              f"{pre}.position_embeddings.weight": torch.cat([torch.zeros(1, table.size(1)), table]),
              f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
-    state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm") | _linear(t, "head", "classifier")
+    state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm")
     for i in range(len(model.encoder)):  # type: ignore[arg-type]
         ours, theirs = f"encoder.{i}", f"roberta.encoder.layer.{i}"
         att = f"{ours}.self_attn.sublayer"
@@ -213,13 +234,14 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
     tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
               "tbuild_word_piece": word_piece(spec)}  # which of a word's pieces to read its label at
     if name.startswith("bert"):
-        return transformers.BertConfig(tie_word_embeddings=name == "bert_masked_lm" and m.tie_embeddings != "none",
+        return transformers.BertConfig(tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
             vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
             num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
             max_position_embeddings=position_table(model, spec, "src_embed").size(0), type_vocab_size=1,
             layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual,
             attention_probs_dropout_prob=m.dropout.attention, **tagger, **ids)
     return transformers.XLMRobertaXLConfig(
+        tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
         vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
         num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
@@ -229,6 +251,8 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),
            "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state),
+           "xlm_roberta_xl_sequence": ("XLMRobertaXLForSequenceClassification", xlmr_sequence_state),
+           "xlm_roberta_xl_masked_lm": ("XLMRobertaXLForMaskedLM", xlmr_masked_lm_state),
            "bert": ("BertForTokenClassification", bert_state),
            "bert_sequence": ("BertForSequenceClassification", bert_sequence_state),
            "bert_masked_lm": ("BertForMaskedLM", bert_masked_lm_state)}

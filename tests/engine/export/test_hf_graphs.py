@@ -147,19 +147,24 @@ def test_tagger_round_trip(cls: str, overrides: dict, tmp_path: Path) -> None:
     assert torch.equal(ours.argmax(-1)[keep], theirs.argmax(-1)[keep])
 
 
+CLASSIFIER = {"kind": "sequence_classification", "labels": ["neg", "pos"], "pooling": "first", "dense": True}
+CLASSIFY = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
 BERT_HEADS = {
-    "classifier": ("BertForSequenceClassification", "AutoModelForSequenceClassification",
-                   {"kind": "sequence_classification", "labels": ["neg", "pos"], "pooling": "first", "dense": True},
-                   {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}),
-    "masked LM, tied": ("BertForMaskedLM", "AutoModelForMaskedLM", {"kind": "masked_lm", "transform": True},
-                        TEXT),
+    "classifier": ("BertForSequenceClassification", "AutoModelForSequenceClassification", CLASSIFIER, CLASSIFY, BERT),
+    "masked LM, tied": ("BertForMaskedLM", "AutoModelForMaskedLM", {"kind": "masked_lm", "transform": True}, TEXT,
+                        BERT),
+    "pre-norm classifier": ("XLMRobertaXLForSequenceClassification", "AutoModelForSequenceClassification",
+                            CLASSIFIER, CLASSIFY, {}),
+    "pre-norm masked LM, untied, relu FFN": ("XLMRobertaXLForMaskedLM", "AutoModelForMaskedLM", {
+        "kind": "masked_lm", "transform": True}, TEXT, {"tie_embeddings": "none", "ffn": {"kind": "relu"}}),
 }
 
 
-@pytest.mark.parametrize(("cls", "auto", "head", "data"), BERT_HEADS.values(), ids=BERT_HEADS.keys())
-def test_bert_classifier_and_masked_lm_round_trip(cls: str, auto: str, head: dict, data: dict, tmp_path: Path) -> None:
-    model_spec = TAGGER | BERT | {"head": head, "ffn": {"kind": "gelu"}, "scale_embeddings": False,
-                                  "positional": {"kind": "learned"}, "max_positions": 30}
+@pytest.mark.parametrize(("cls", "auto", "head", "data", "fields"), BERT_HEADS.values(), ids=BERT_HEADS.keys())
+def test_classifier_and_masked_lm_round_trip(cls: str, auto: str, head: dict, data: dict, fields: dict,
+                                             tmp_path: Path) -> None:
+    model_spec = TAGGER | {"head": head, "ffn": {"kind": "gelu"}, "scale_embeddings": False,
+                           "positional": {"kind": "learned"}, "max_positions": 30} | fields
     spec = load_spec({"model": model_spec, "data": data}, []).spec
     model = _perturbed(spec)
     to_hf_graph(model, spec).save_pretrained(tmp_path / "hf")
@@ -172,13 +177,14 @@ def test_bert_classifier_and_masked_lm_round_trip(cls: str, auto: str, head: dic
     if head["kind"] == "sequence_classification":
         assert (ours[:, 0] - theirs).abs().max() < 1e-4
     else:
-        assert hf.config.tie_word_embeddings and (ours - theirs)[keep].abs().max() < 1e-4
+        assert hf.config.tie_word_embeddings == (spec.model.tie_embeddings != "none")
+        assert (ours - theirs)[keep].abs().max() < 1e-4
 
 
 def test_bert_heads_refuse_what_bert_lacks() -> None:
     classify = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
     cases = [({"kind": "sequence_classification", "labels": ["a", "b"]}, classify, {},
-              "model.head pooling mean, dense false (BertForSequenceClassification pools the first position"),
+              "model.head pooling mean, dense false (BERT's and RoBERTa's classifiers pool the first position"),
              ({"kind": "masked_lm"}, TEXT, {"ffn": {"kind": "gelu"}}, "model.head.transform false"),
              ({"kind": "masked_lm", "transform": True}, TEXT, {}, "model.ffn relu with a masked_lm head"),
              ({"kind": "masked_lm", "transform": True}, TEXT, {"ffn": {"kind": "gelu"}, "scale_embeddings": True},
@@ -223,7 +229,7 @@ def test_tagger_refusals_and_validate_lines() -> None:
     classify = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
     seq = load_spec({"model": TAGGER | {"head": {"kind": "sequence_classification", "labels": ["a", "b"]}},
                      "data": classify}, []).spec
-    assert "model.head sequence_classification with pre-norm layers (the mapped classes" in describe_targets(seq)[1]
+    assert "model.head pooling mean, dense false" in describe_targets(seq)[1]
     ok = load_spec({"model": TAGGER, "data": TAGGING}, []).spec
     assert describe_targets(ok)[1] == "hf: yes"
     assert "ctranslate2: no (cannot export encoder_only" in describe_targets(ok)[0]
