@@ -102,7 +102,8 @@ class _Parts:
         positional = POSITIONAL.build(self.view.positional, d_model=self.model.d_model,
                                       max_positions=self.model.max_positions)
         return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings,
-                         self.model.dropout.token, _chars(self.model, tokens.num_embeddings) if source else None)
+                         self.model.dropout.token, _chars(self.model, tokens.num_embeddings) if source else None,
+                         _embedding_norm(self.model))
 
     def final_norm(self, stack: ResolvedStack) -> nn.Module | None:
         return NORM.build(stack.final_norm, d_model=self.model.d_model) if stack.final_norm is not None else None
@@ -124,6 +125,11 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
         pad_id=PAD,
         pointer=_pointer(spec),
     )
+
+
+def _embedding_norm(model: ModelSpec) -> nn.Module | None:
+    """model.embedding_norm's norm (model.norm's kind and eps) on the embedding sum; None without one."""
+    return NORM.build(model.norm, d_model=model.d_model) if model.embedding_norm else None
 
 
 def _chars(model: ModelSpec, vocab_size: int) -> nn.Module | None:
@@ -164,13 +170,15 @@ def _encoder_only(spec: Spec) -> nn.Module:
     tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=PAD)  # the source side's table
     positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
     vocab_sized = getattr(model.head, "vocab_sized", False)  # a masked LM's head: a score per piece
-    head = HEAD.build(model.head, d_model=model.d_model, **({"vocab_size": spec.src_vocab_size()} if vocab_sized
-                                                            else {}))
+    shared = {"vocab_size": spec.src_vocab_size()} if vocab_sized else {}
+    if getattr(model.head, "transform", False):  # a masked LM's dense-GELU-norm transform: model.norm's norm
+        shared["norm"] = model.norm
+    head = HEAD.build(model.head, d_model=model.d_model, **shared)
     if vocab_sized and model.tie_embeddings != "none":
         head.weight = tokens.weight  # one matrix for the embedding and the output layer (§3.4; BERT ties them too)
     return EncoderOnly(
         src_embed=Embedding(tokens, positional, model.dropout.embedding, model.scale_embeddings, model.dropout.token,
-                            _chars(model, tokens.num_embeddings)),
+                            _chars(model, tokens.num_embeddings), _embedding_norm(model)),
         encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
         head=head,

@@ -106,6 +106,9 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
         n = count(embeds[stack.name].positional)
         embedding += n
         rows.append(Row(f"{stack.name} positions", view.positional.kind, n))
+    for stack in view.stacks:  # model.embedding_norm: a norm on each embedding sum
+        if embeds[stack.name].norm is not None:
+            rows.append(Row(f"{stack.name} embedding norm", spec.model.norm.kind, count(embeds[stack.name].norm)))
     chars = embeds["encoder"].chars if "encoder" in embeds else None
     if chars is not None and spec.model.char_input is not None:  # model.char_input (components/char_input.py)
         n = count(chars)

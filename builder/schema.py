@@ -183,6 +183,9 @@ class ModelSpec(StrictModel):
         "decoder_only has one embedding: decoder and three_way both tie it to the output projection.",
     )
     scale_embeddings: bool = Field(True, description="Multiply embeddings by √d_model (§3.4).")
+    embedding_norm: bool = Field(
+        False, description="A norm (model.norm's kind and eps) on the sum of token and position embeddings, before "
+        "the dropout: BERT's LayerNorm on the embeddings (Devlin et al. 2019); not in the paper.")
     max_positions: int | None = Field(None, ge=1, description="Longest sequence (required by learned positions).")
     char_input: CharInputSpec | None = Field(
         None, description="Character-aware input to the encoder: each input piece's characters pooled into one "
@@ -863,12 +866,14 @@ def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
-    (standard; a group's only where its stack's is), ``head.piece`` (first), ``char_input.pool`` (piece) and
-    ``dropout.token`` (0)."""
+    (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense`` and ``head.transform``
+    (false), ``char_input.pool`` (piece), ``dropout.token`` (0) and ``embedding_norm`` (false)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
         del model["dropout"]["token"]
+    if model.get("embedding_norm") is False:
+        del model["embedding_norm"]
     for key in ("head", "prefix_lm", "char_input"):
         if model.get(key) is None:
             model.pop(key, None)
@@ -876,6 +881,9 @@ def _without_late_defaults(model: dict) -> dict:
         del model["head"]["piece"]
     if model.get("char_input") and model["char_input"].get("pool") == "piece":
         del model["char_input"]["pool"]
+    for key in ("dense", "transform"):
+        if model.get("head") and model["head"].get(key) is False:
+            del model["head"][key]
     for name in ("encoder", "decoder"):
         stack = model.get(name)
         if not stack:

@@ -22,9 +22,10 @@ def hf(
     source: str = typer.Argument(..., help="A Hugging Face model folder, or a hub id (downloaded when online)."),
     output: Path = typer.Option(..., "--output", "-o", help="The run directory to write (new, or empty)."),
 ) -> None:
-    """A Hugging Face model (MarianMTModel, PegasusForConditionalGeneration, GPT2LMHeadModel, LlamaForCausalLM) as
-    a run directory: its spec (spec.yaml), its weights in tbuild's names (best.safetensors) and its sentencepiece
-    model (spm.model). Anything tbuild cannot compute is refused, naming the config field; nothing is written then."""
+    """A Hugging Face model (MarianMTModel, PegasusForConditionalGeneration, M2M100ForConditionalGeneration,
+    GPT2LMHeadModel, LlamaForCausalLM, BERT, RoBERTa or XLM-RoBERTa with a token- or sequence-classification or
+    masked-LM head) as a run directory: its spec (spec.yaml), its weights in tbuild's names (best.safetensors) and
+    its tokenizer. Anything tbuild cannot compute is refused, naming the config field; nothing is written then."""
     from tbuild.engine.pretrained.importer import import_hf
 
     spec = import_hf(source, output)

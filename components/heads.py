@@ -5,9 +5,11 @@ with the final encoder states (B, S, D) and the padding mask (B, S), True at pad
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .registry import HEAD
+from .registry import HEAD, NORM
+from .spec_base import ComponentSpec
 from .specs.head import MaskedLMSpec, SequenceClassificationSpec, TokenClassificationSpec
 
 
@@ -30,11 +32,13 @@ class SequenceClassification(nn.Linear):
     """Scores of each label for the whole input: the final states pooled (``pooling``: the mean over the
     non-padding positions, or the first position's), then a linear layer -> (B, 1, labels), one position's
     scores, so a classifier's loss and accuracy go through the tagger's per-position code unchanged. Its
-    parameters are ``head.weight`` and ``head.bias``."""
+    parameters are ``head.weight`` and ``head.bias`` (and ``head.dense.*`` with ``dense``: tanh(W·pooled + b)
+    before the output layer, BERT's pooler)."""
 
     def __init__(self, spec: SequenceClassificationSpec, *, d_model: int) -> None:
         super().__init__(d_model, spec.label_count(), bias=spec.bias)
         self.pooling = spec.pooling
+        self.dense = nn.Linear(d_model, d_model) if spec.dense else None
 
     def pool(self, states: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor:
         """states (B, S, D), pad (B, S) -> one vector per input (B, D)."""
@@ -47,19 +51,29 @@ class SequenceClassification(nn.Linear):
 
     def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
         """states (B, S, D) and pad (B, S) -> scores (B, 1, L)."""
-        return super().forward(self.pool(states, pad)).unsqueeze(1)
+        pooled = self.pool(states, pad)
+        if self.dense is not None:
+            pooled = torch.tanh(self.dense(pooled))
+        return super().forward(pooled).unsqueeze(1)
 
 
 @HEAD.register(MaskedLMSpec)
 class MaskedLM(nn.Linear):
     """Scores of every vocabulary piece at every position (a masked LM's, Devlin et al. 2019 §3.1): a linear
     layer over the final encoder states (B, S, D) -> (B, S, V). Its parameters are ``head.weight`` (the token
-    embedding's table where ``model.tie_embeddings`` ties them: the builder sets it) and ``head.bias``."""
+    embedding's table where ``model.tie_embeddings`` ties them: the builder sets it) and ``head.bias``. With
+    ``transform`` (BERT's), each state first goes through ``head.dense``, exact GELU and ``head.norm`` (the
+    ``norm`` spec: model.norm's kind and eps)."""
 
-    def __init__(self, spec: MaskedLMSpec, *, d_model: int, vocab_size: int) -> None:
+    def __init__(self, spec: MaskedLMSpec, *, d_model: int, vocab_size: int, norm: ComponentSpec | None = None) -> None:
         super().__init__(d_model, vocab_size, bias=spec.bias)
+        self.dense = nn.Linear(d_model, d_model) if spec.transform else None
+        self.norm = NORM.build(norm, d_model=d_model) if spec.transform and norm is not None else None
 
     def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
         """states (B, S, D) -> scores (B, S, V); ``pad`` is unused (padding positions carry no loss)."""
         del pad
+        if self.dense is not None:
+            states = F.gelu(self.dense(states))
+            states = states if self.norm is None else self.norm(states)
         return super().forward(states)

@@ -113,16 +113,18 @@ class Embedding(nn.Module):
     """Token embedding times √d_model (§3.4), plus positions, then dropout (§5.4). ``token_dropout``: word
     dropout in training, each token's whole embedding zeroed with that probability (not in the paper).
     ``chars``: a character-aware input (``model.char_input``, ``char_input.py``) joined to the scaled token
-    embeddings, before word dropout and positions; none by default."""
+    embeddings, before word dropout and positions; none by default. ``norm``: a norm on the sum, before the
+    dropout (``model.embedding_norm``: BERT's LayerNorm on the embeddings, Devlin et al. 2019); none by default."""
 
     def __init__(self, tokens: nn.Embedding, positional: Positional, dropout: float, scale: bool,
-                 token_dropout: float = 0.0, chars: nn.Module | None = None) -> None:
+                 token_dropout: float = 0.0, chars: nn.Module | None = None, norm: nn.Module | None = None) -> None:
         super().__init__()
         self.tokens, self.positional = tokens, positional
         self.scale = math.sqrt(tokens.embedding_dim) if scale else 1.0
         self.dropout = Dropout(dropout)
         self.token_dropout = Dropout(token_dropout)
         self.chars = chars  # a submodule only when there is one: other models' state dicts are unchanged
+        self.norm = norm  # likewise
 
     def forward(self, ids: torch.Tensor, offset: int = 0, extra: torch.Tensor | None = None,
                 positional: Positional | None = None) -> torch.Tensor:
@@ -135,7 +137,8 @@ class Embedding(nn.Module):
             # one draw per token, broadcast over its vector: the whole embedding kept (scaled) or zeroed
             vectors = vectors * self.token_dropout(vectors.new_ones(*ids.shape, 1))
         x = (self.positional if positional is None else positional)(vectors, offset)
-        return self.dropout(x if extra is None else x + extra)
+        x = x if extra is None else x + extra
+        return self.dropout(x if self.norm is None else self.norm(x))
 
 
 def _ctranslate2_names() -> Names:

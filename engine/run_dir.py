@@ -79,7 +79,9 @@ class RunDir:
 
     @property
     def tokenizer(self) -> Path:
-        return self.path / "spm.model"
+        """spm.model; tokenizer.json where only that is there (a model imported with a tokenizers file)."""
+        imported = self.path / "tokenizer.json"
+        return imported if imported.is_file() and not (self.path / "spm.model").is_file() else self.path / "spm.model"
 
     @property
     def best(self) -> Path:

@@ -72,6 +72,9 @@ class SequenceClassificationSpec(LabelHeadSpec):
     pooling: Literal["mean", "first"] = Field(
         "mean", description="mean: the mean of the final states over the non-padding positions; first: the "
         "first position's (the BOS every input starts with, as BERT's [CLS]).")
+    dense: bool = Field(
+        False, description="A dense layer (d_model -> d_model) and tanh between the pooled state and the output "
+        "layer: BERT's pooler, RoBERTa's classification head (Devlin et al. 2019 §3); none by default.")
 
     @model_validator(mode="before")
     @classmethod
@@ -98,3 +101,6 @@ class MaskedLMSpec(ComponentSpec):
     vocab_sized: ClassVar[bool] = True  # its outputs are the vocabulary's pieces (the builder passes vocab_size)
     kind: Literal["masked_lm"] = "masked_lm"
     bias: bool = Field(True, description="A bias per vocabulary piece (BERT's output layer has one).")
+    transform: bool = Field(
+        False, description="BERT's prediction transform before the output layer: a dense layer (d_model -> "
+        "d_model), GELU and a norm (model.norm's kind and eps); none by default.")

@@ -4,11 +4,14 @@ worker starts in a fraction of a second."""
 from __future__ import annotations
 
 from itertools import chain
+from pathlib import Path
 
 import numpy as np
 import sentencepiece as spm
 
 from tbuild.builder.tokens import EOS
+
+from . import tokenizers_file
 
 _PROCESSOR: spm.SentencePieceProcessor | None = None
 
@@ -16,8 +19,11 @@ Encoded = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # src ids, src 
 
 
 def init_worker(model_file: str) -> None:
-    """Load the sentencepiece model once per worker process."""
+    """Load the sentencepiece model (or an imported model's tokenizers file) once per worker process."""
     global _PROCESSOR
+    if model_file.endswith(tokenizers_file.SUFFIX):
+        _PROCESSOR = tokenizers_file.TokenizersProcessor(Path(model_file))  # type: ignore[assignment]
+        return
     _PROCESSOR = spm.SentencePieceProcessor(model_file=model_file)
 
 

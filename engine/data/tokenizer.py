@@ -1,6 +1,6 @@
 """The run's tokenizer: a shared source+target sentencepiece model (§5.1) with the ids of
-builder/tokens.py, trained on a seeded sample of the training pairs or loaded, and the spec's
-vocabulary sizes fitted to it."""
+builder/tokens.py, trained on a seeded sample of the training pairs or loaded (or an imported model's
+Hugging Face tokenizers file, ``tokenizers_file.py``), and the spec's vocabulary sizes fitted to it."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
+from . import tokenizers_file
 from .corpus import iter_split, split_paths, text_only
 from .datasets import ensure_data
 from .pointer import fit_pointer
@@ -76,20 +77,27 @@ class Tokenizer:
 
     @classmethod
     def load(cls, path: Path) -> Tokenizer:
-        """Load a ``.model`` file; it must use pad=0, unk=1, bos=2, eos=3."""
+        """Load a sentencepiece ``.model`` file, or a Hugging Face tokenizers ``.json`` file
+        (``tokenizers_file.py``); it must use pad=0, unk=1, bos=2, eos=3."""
         if not path.is_file():
             raise DataError(f"tokenizer model not found: {path}")
-        try:
-            processor = spm.SentencePieceProcessor(model_file=str(path))
-        except (RuntimeError, OSError) as e:
-            raise DataError(f"{path}: not a valid sentencepiece model ({str(e).strip()})") from None
+        if path.suffix == tokenizers_file.SUFFIX:
+            processor = tokenizers_file.TokenizersProcessor(path)
+        else:
+            try:
+                processor = spm.SentencePieceProcessor(model_file=str(path))
+            except (RuntimeError, OSError) as e:
+                raise DataError(f"{path}: not a valid sentencepiece model ({str(e).strip()})") from None
         actual = {"pad": processor.pad_id(), "unk": processor.unk_id(),
                   "bos": processor.bos_id(), "eos": processor.eos_id()}
         if actual != _SPECIAL:
             got = ", ".join(f"{k}={v}" for k, v in actual.items())
             want = " ".join(f"--{k}_id={v}" for k, v in _SPECIAL.items())
+            if path.suffix == tokenizers_file.SUFFIX:
+                raise DataError(f"{path}: ids 0 to 3 are not all special tokens ({got}, -1: not special); tbuild "
+                                "needs PAD 0, UNK 1, BOS 2, EOS 3")
             raise DataError(f"{path}: special ids are {got}; tbuild needs a model trained with {want}")
-        return cls(processor, path)
+        return cls(processor, path)  # type: ignore[arg-type] # a TokenizersProcessor answers the same calls
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Subword ids per text, without BOS/EOS."""

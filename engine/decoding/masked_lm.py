@@ -15,7 +15,7 @@ from ..loss import evaluate_loss
 from ..run_dir import EvalRecord, Run
 from .translator import Translator, load_translator
 
-MASKED_LM_COMMANDS = ("train", "evaluate", "inspect")  # what a masked LM's run takes
+MASKED_LM_COMMANDS = ("train", "evaluate", "export", "inspect")  # what a masked LM's run takes
 
 
 def load_masked_lm(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",

@@ -100,7 +100,8 @@ def check_lm(lm: LanguageModel, peer, lines: list[str], target: str, decode: Dec
 
 
 def check_tagger(t: Translator, hf, rows: list[list[int]]) -> GraphParity:  # noqa: ANN001
-    """Logit difference and identical labels at every non-padding position of ``rows`` (batched)."""
+    """Logit difference and identical labels at every non-padding position of ``rows`` (batched): a tagger's
+    and a masked LM's at each position, a classifier's once per row."""
     worst, same, total = 0.0, 0, 0
     model = t.model.eval()
     for start in range(0, len(rows), SAMPLE_LINES):
@@ -109,8 +110,8 @@ def check_tagger(t: Translator, hf, rows: list[list[int]]) -> GraphParity:  # no
         with torch.no_grad():
             ours = model(t.policy.to_device(src)).float().cpu()
             theirs = hf(input_ids=src, attention_mask=keep.long()).logits.float()
-        if ours.size(1) == 1:  # pragma: no cover - a sequence classifier (refused by the export)
-            keep = keep[:, :1]
+        if ours.size(1) == 1:  # a sequence classifier: one score row per input
+            keep, theirs = keep[:, :1], theirs.unsqueeze(1)
         worst = max(worst, (ours - theirs)[keep].abs().max().item())
         same += int((ours.argmax(-1) == theirs.argmax(-1))[keep].sum())
         total += int(keep.sum())

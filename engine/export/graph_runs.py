@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
+from ..decoding.translator import Translator
 from ..extras import require
 from ..run_dir import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
@@ -50,8 +51,10 @@ def load_peer(to: str, out: Path):  # noqa: ANN201 - a transformers model or a c
 
     logging.set_verbosity_error()
     logging.disable_progress_bar()
-    return transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval() if _lm(out) else \
-        transformers.AutoModelForTokenClassification.from_pretrained(str(out)).eval()
+    if _lm(out):
+        return transformers.AutoModelForCausalLM.from_pretrained(str(out)).eval()
+    cls = transformers.AutoConfig.from_pretrained(str(out)).architectures[0]  # a tagger, classifier or masked LM
+    return getattr(transformers, cls).from_pretrained(str(out)).eval()
 
 
 def _lm(out: Path) -> bool:
@@ -72,17 +75,18 @@ def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, a
     return report
 
 
-def tagger_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, average: int | None = None,
-                  device: str = "cpu", notify: Callable[[str], None] = lambda _: None) -> GraphParity:
-    """Compare a tagger's export in ``out`` with tbuild on the validation split's sentences (the labels at
-    every piece); the report is also saved there."""
-    from ..data.word_labels import read_tagged, word_piece, word_pieces, word_row
-
+def encoder_parity(run: Run, to: str, out: Path, rows_of: Callable[[Translator], list[list[int]]], *,
+                   load: Callable[..., Translator] = load_tagger, checkpoint: Path | None = None,
+                   average: int | None = None, device: str = "cpu",
+                   notify: Callable[[str], None] = lambda _: None) -> GraphParity:
+    """Compare an encoder-only export in ``out`` with tbuild on the rows the run's task reads from its
+    validation split (``rows_of`` the loaded model: a tagger's words' pieces, a classifier's lines, a
+    masked LM's lines), the scores at every position; the report is also saved there."""
     peer = load_peer(to, out)
-    t = load_tagger(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
-    pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
-    rows = [word_row(p, word_piece(run.spec))[0] for p in pieces]  # compared at every piece
+    t = load(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    rows = rows_of(t)
     limit = t.max_output_len or len(max(rows, key=len))
     report = check_tagger(t, peer, [r[:limit] for r in rows if r])
     save_graph_parity(report, out)
     return report
+

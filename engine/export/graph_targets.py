@@ -7,8 +7,10 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
   (RoPE, rotated half-split there and interleaved in tbuild: the export permutes each head's Q/K rows;
   RMSNorm; SwiGLU; grouped K/V heads). Both are pre-norm with a final norm and 1/√d_k scaling (§3.2.1).
 - encoder_only with a token_classification head -> ``XLMRobertaXLForTokenClassification``: pre-norm
-  layers, a final LayerNorm, no LayerNorm on the embeddings (BERT and RoBERTa have one, which tbuild
-  does not), learned positions that start at row 1 (RoBERTa's offset: row 0 is the padding id's).
+  layers, a final LayerNorm, no LayerNorm on the embeddings, learned positions that start at row 1
+  (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
+  final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so the
+  classes' sequence classifiers (``pooling: first``, ``dense``) and masked LMs (``transform``).
 - CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
   (its GPT-2 and Llama loaders); it has no encoder with a classification head.
 """
@@ -25,13 +27,13 @@ TABLE_POSITIONS = frozenset({"learned", "sinusoidal", "none"})  # written as a l
 TABLE_ROWS = 1024
 
 
-def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse) -> tuple[str, str, str]:
-    """The stack's one attention, FFN and norm kind (refusing mixes, post-norm, reordered layers, a missing
-    final norm, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
+def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "pre") -> tuple[str, str, str]:
+    """The stack's one attention, FFN and norm kind (refusing mixes, another placement than ``want``, reordered
+    layers, a missing final norm after pre-norm layers, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
     where = f"model.{stack.name}"
-    if placement != "pre":
+    if placement != want:
         refuse(f"model.norm_placement {placement} (the mapped classes are pre-norm)")
-    if stack.final_norm is None:
+    if want == "pre" and stack.final_norm is None:
         refuse(f"{where} has no final norm (model.final_norm: false; the mapped classes end with one)")
     if stack.prefix:
         refuse(f"{where} is a prefix LM (bidirectional over a prefix; the mapped classes are causal throughout)")
@@ -43,7 +45,9 @@ def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse) -> tuple[str,
                    "self-attention then feed-forward)")
     kinds = {(g.attention.kind, g.ffn.kind, g.norm.kind, g.norm.eps, g.attention.bias,  # type: ignore[attr-defined]
               g.attention.kv_heads or stack.heads) for g in stack.groups}  # type: ignore[attr-defined]
-    norms = {(g.norm.kind, g.norm.eps) for g in stack.groups} | {(stack.final_norm.kind, stack.final_norm.eps)}  # type: ignore[union-attr,attr-defined]
+    norms = {(g.norm.kind, g.norm.eps) for g in stack.groups}  # type: ignore[attr-defined]
+    if stack.final_norm is not None:
+        norms.add((stack.final_norm.kind, stack.final_norm.eps))  # type: ignore[attr-defined]
     if len(kinds) > 1 or len(norms) > 1:
         refuse(f"{where} layer groups differ in attention, FFN, norm, bias or kv_heads (one config holds one of each)")
     attention, ffn, norm, *_ = kinds.pop()
@@ -96,24 +100,56 @@ def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> Non
 
 
 def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
-    """``xlm_roberta_xl``: the token classifier that computes this encoder-only model, or a refusal."""
+    """The class that computes this encoder-only model (``ENCODER_CLASSES``: XLM-RoBERTa-XL's for pre-norm
+    layers, BERT's for post-norm ones with an embedding norm; a tagger's, a classifier's or a masked LM's), or
+    a refusal."""
     model, stack = spec.model, view.stacks[0]
     head = model.head.kind if model.head is not None else None
-    if head == "masked_lm":
-        refuse("model.head masked_lm (a masked LM is pretrained to start a tagger or classifier from, through "
-               "train.init; BERT's BertForMaskedLM adds a dense layer, GELU and LayerNorm before its output layer, "
-               "which tbuild's head has not)")
-    if head == "sequence_classification":
-        refuse("model.head sequence_classification (BERT's and RoBERTa's sequence classifiers pass the pooled "
-               "state through a dense layer and tanh that tbuild's head does not have, and none pools the mean)")
-    _, ffn, norm = _uniform(stack, model.norm_placement, refuse)
+    post = model.norm_placement == "post"
+    if head not in ENCODER_CLASSES:
+        refuse(f"model.head {head} (the mapped classes' heads: token_classification, sequence_classification, "
+               "masked_lm)")
+    name = "BERT" if post else "XLM-RoBERTa-XL"
+    if model.embedding_norm != post:
+        refuse(f"model.embedding_norm {str(model.embedding_norm).lower()} with {model.norm_placement}-norm layers "
+               "(the post-norm class mapped, BERT, normalises its embeddings; the pre-norm one, XLM-RoBERTa-XL, "
+               "does not)")
+    _, ffn, norm = _uniform(stack, model.norm_placement, refuse, want=model.norm_placement)
+    if post and (model.norm.kind, model.norm.eps) != (stack.groups[0].norm.kind, stack.groups[0].norm.eps):  # type: ignore[attr-defined]
+        refuse("model.norm differs from the layers' norm (BERT has one LayerNorm eps)")
     positional = view.positional.kind  # type: ignore[attr-defined]
     if positional not in TABLE_POSITIONS:
-        refuse(f"model.positional {positional} (XLM-RoBERTa-XL holds a position table: learned, sinusoidal or none)")
+        refuse(f"model.positional {positional} ({name} holds a position table: learned, sinusoidal or none)")
     if ffn not in ("relu", "gelu") or norm != "layernorm":
-        refuse(f"model.ffn {ffn} and model.norm {norm} (XLM-RoBERTa-XL has LayerNorm and a ReLU/GELU FFN)")
+        refuse(f"model.ffn {ffn} and model.norm {norm} ({name} has LayerNorm and a ReLU/GELU FFN)")
     _heads_tile_width(stack, model.d_model, refuse)
-    return "xlm_roberta_xl"
+    _encoder_head(spec, ffn, refuse)
+    return ENCODER_CLASSES[head][post]  # type: ignore[index]
+
+
+# model.head kind -> (the pre-norm class, the post-norm one): XLM-RoBERTa-XL's, BERT's
+ENCODER_CLASSES = {"token_classification": ("xlm_roberta_xl", "bert"),
+                   "sequence_classification": ("xlm_roberta_xl_sequence", "bert_sequence"),
+                   "masked_lm": ("xlm_roberta_xl_masked_lm", "bert_masked_lm")}
+
+
+def _encoder_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
+    """What the classifiers' and masked LMs' heads need beyond a linear layer (BERT's and RoBERTa's alike)."""
+    model, head = spec.model, spec.model.head
+    if head.kind == "sequence_classification" and (head.pooling != "first" or not head.dense):  # type: ignore[union-attr]
+        refuse(f"model.head pooling {head.pooling}, dense {str(head.dense).lower()} (BERT's and RoBERTa's "  # type: ignore[union-attr]
+               "classifiers pool the first position through a dense layer and tanh: pooling: first, dense: true)")
+    if head.kind == "masked_lm":  # type: ignore[union-attr]
+        if not head.transform:  # type: ignore[union-attr]
+            refuse("model.head.transform false (BERT's and RoBERTa's masked LMs' output layer follows a dense "
+                   "layer, GELU and a LayerNorm: transform: true)")
+        if ffn != "gelu" and model.norm_placement == "post":
+            refuse(f"model.ffn {ffn} with a masked_lm head (BertForMaskedLM's transform takes the FFN's "
+                   "activation, and tbuild's transform is GELU)")
+        if model.scale_embeddings and model.tie_embeddings != "none":
+            refuse("model.scale_embeddings true with a tied output (BERT and RoBERTa do not scale embeddings by "
+                   "√d_model; "
+                   "untie them, tie_embeddings: none, or train with scale_embeddings: false)")
 
 
 def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:

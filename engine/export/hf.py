@@ -158,7 +158,15 @@ def to_hf(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - a transformers P
 def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Path, max_length: int) -> None:
     """MarianTokenizer's files for tbuild's one shared sentencepiece model: the same model as source.spm and
     target.spm, and vocab.json naming every id as tbuild does (0 pad, 1 unk, 2 bos, 3 eos), so that
-    ``MarianTokenizer`` encodes to tbuild's ids and appends EOS, as tbuild's sources end."""
+    ``MarianTokenizer`` encodes to tbuild's ids and appends EOS, as tbuild's sources end. An imported
+    tokenizers file is written as tokenizer.json (``PreTrainedTokenizerFast``'s) instead."""
+    if spm_model.suffix == ".json":
+        shutil.copyfile(spm_model, out / "tokenizer.json")
+        config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
+                  **{f"{name}_token": vocabulary[i] for name, i in (("unk", UNK), ("eos", EOS), ("pad", PAD),
+                                                                    ("bos", BOS))}}
+        (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        return
     for name in ("source.spm", "target.spm"):
         shutil.copyfile(spm_model, out / name)
     (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocabulary)}, ensure_ascii=False))

@@ -1,5 +1,6 @@
 """Write a decoder-only model as a Hugging Face ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` folder and an
-encoder-only tagger as an ``XLMRobertaXLForTokenClassification`` folder (which class: ``graph_targets.py``;
+encoder-only tagger as an ``XLMRobertaXLForTokenClassification`` (pre-norm) or ``BertForTokenClassification``
+(post-norm, with ``model.embedding_norm``) folder (which class: ``graph_targets.py``;
 call ``targets.check_exportable`` first, these functions assume what it guarantees).
 
 The maps are one to one, with four transformations, each exact:
@@ -35,7 +36,8 @@ State = dict[str, torch.Tensor]
 
 
 def hf_class(spec: Spec) -> str:
-    """gpt2, llama or xlm_roberta_xl (the refusal of ``targets.check_exportable`` otherwise)."""
+    """gpt2, llama, or an encoder's class (``graph_targets.ENCODER_CLASSES``; the refusal of
+    ``targets.check_exportable`` otherwise)."""
     from .targets import HF, check_exportable
 
     check_exportable(spec, HF)
@@ -123,13 +125,34 @@ def llama_state(model: nn.Module, spec: Spec) -> State:
 
 def xlmr_state(model: nn.Module, spec: Spec) -> State:
     """XLMRobertaXLForTokenClassification's tensors from an encoder-only tagger (pre-norm, LayerNorm)."""
+    return _xlmr_encoder(model, spec) | _linear(_tensors(model), "head", "classifier")
+
+
+def xlmr_sequence_state(model: nn.Module, spec: Spec) -> State:
+    """XLMRobertaXLForSequenceClassification's tensors: the encoder, its classification head (``head.dense``,
+    tanh, the output layer: RoBERTa's)."""
+    t = _tensors(model)
+    return _xlmr_encoder(model, spec) | _linear(t, "head.dense", "classifier.dense") | _linear(t, "head",
+                                                                                             "classifier.out_proj")
+
+
+def xlmr_masked_lm_state(model: nn.Module, spec: Spec) -> State:
+    """XLMRobertaXLForMaskedLM's tensors: the encoder and ``lm_head`` (dense, GELU, LayerNorm, output layer)."""
+    t = _tensors(model)
+    state = _xlmr_encoder(model, spec) | _linear(t, "head.dense", "lm_head.dense") | _norm(t, "head.norm",
+                                                                                            "lm_head.layer_norm")
+    out = _linear(t, "head", "lm_head.decoder")
+    return state | out | {"lm_head.bias": out["lm_head.decoder.bias"]}
+
+
+def _xlmr_encoder(model: nn.Module, spec: Spec) -> State:
     t = _tensors(model)
     table = position_table(model, spec, "src_embed")
     pre = "roberta.embeddings"
     state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
              f"{pre}.position_embeddings.weight": torch.cat([torch.zeros(1, table.size(1)), table]),
              f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
-    state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm") | _linear(t, "head", "classifier")
+    state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm")
     for i in range(len(model.encoder)):  # type: ignore[arg-type]
         ours, theirs = f"encoder.{i}", f"roberta.encoder.layer.{i}"
         att = f"{ours}.self_attn.sublayer"
@@ -139,6 +162,47 @@ def xlmr_state(model: nn.Module, spec: Spec) -> State:
         state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.LayerNorm")
         state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
         state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
+    return state
+
+
+def bert_state(model: nn.Module, spec: Spec) -> State:
+    """BertForTokenClassification's tensors from a post-norm tagger with an embedding norm: the inverse of
+    ``pretrained/hf_encoder.py`` (one token type, its row zeros)."""
+    return _bert_encoder(model, spec) | _linear(_tensors(model), "head", "classifier")
+
+
+def bert_sequence_state(model: nn.Module, spec: Spec) -> State:
+    """BertForSequenceClassification's tensors: the encoder, the pooler (``head.dense``), the classifier."""
+    t = _tensors(model)
+    return _bert_encoder(model, spec) | _linear(t, "head.dense", "bert.pooler.dense") | _linear(t, "head", "classifier")
+
+
+def bert_masked_lm_state(model: nn.Module, spec: Spec) -> State:
+    """BertForMaskedLM's tensors: the encoder, the transform (``head.dense``, ``head.norm``), the output layer
+    (its bias under both of BERT's names)."""
+    t = _tensors(model)
+    state = _bert_encoder(model, spec) | _linear(t, "head.dense", "cls.predictions.transform.dense")
+    state |= _norm(t, "head.norm", "cls.predictions.transform.LayerNorm")
+    out = _linear(t, "head", "cls.predictions.decoder")
+    return state | out | {"cls.predictions.bias": out["cls.predictions.decoder.bias"]}
+
+
+def _bert_encoder(model: nn.Module, spec: Spec) -> State:
+    t = _tensors(model)
+    pre = "bert.embeddings"
+    state = {f"{pre}.word_embeddings.weight": token_table(t, spec, "src_embed.tokens.weight"),
+             f"{pre}.position_embeddings.weight": position_table(model, spec, "src_embed"),
+             f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
+    state |= _norm(t, "src_embed.norm", f"{pre}.LayerNorm")
+    for i in range(len(model.encoder)):  # type: ignore[arg-type]
+        ours, theirs = f"encoder.{i}", f"bert.encoder.layer.{i}"
+        att = f"{ours}.self_attn.sublayer"
+        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
+            state |= _linear(t, f"{att}.w_{x}", f"{theirs}.attention.{name}")
+        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.attention.output.LayerNorm")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
+        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
+        state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.output.LayerNorm")
     return state
 
 
@@ -166,18 +230,32 @@ def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a tran
             rope_parameters={"rope_type": "default", "rope_theta": m.positional.base},  # type: ignore[union-attr]
             attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
-    labels = list(m.head.labels)  # type: ignore[union-attr,arg-type]
+    labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none
+    tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
+              "tbuild_word_piece": word_piece(spec)}  # which of a word's pieces to read its label at
+    if name.startswith("bert"):
+        return transformers.BertConfig(tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
+            vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
+            num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
+            max_position_embeddings=position_table(model, spec, "src_embed").size(0), type_vocab_size=1,
+            layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual,
+            attention_probs_dropout_prob=m.dropout.attention, **tagger, **ids)
     return transformers.XLMRobertaXLConfig(
+        tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
         vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
         num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
-        layer_norm_eps=eps, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        id2label=dict(enumerate(labels)), label2id={x: i for i, x in enumerate(labels)},
-        tbuild_word_piece=word_piece(spec), **ids)  # which of a word's pieces to read its label at
+        layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual, attention_probs_dropout_prob=m.dropout.attention,
+        **tagger, **ids)
 
 
 CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM", llama_state),
-           "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state)}
+           "xlm_roberta_xl": ("XLMRobertaXLForTokenClassification", xlmr_state),
+           "xlm_roberta_xl_sequence": ("XLMRobertaXLForSequenceClassification", xlmr_sequence_state),
+           "xlm_roberta_xl_masked_lm": ("XLMRobertaXLForMaskedLM", xlmr_masked_lm_state),
+           "bert": ("BertForTokenClassification", bert_state),
+           "bert_sequence": ("BertForSequenceClassification", bert_sequence_state),
+           "bert_masked_lm": ("BertForMaskedLM", bert_masked_lm_state)}
 
 
 def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
@@ -200,7 +278,8 @@ def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers 
 
 def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> str:
     """Save the folder (config.json, model.safetensors, generation_config.json for a language model) and
-    tbuild's sentencepiece model as tokenizer.model with tbuild's ids in tbuild-tokenizer.json; returns the class."""
+    tbuild's sentencepiece model as tokenizer.model (an imported tokenizers file as tokenizer.json, which
+    ``PreTrainedTokenizerFast`` loads) with tbuild's ids in tbuild-tokenizer.json; returns the class."""
     from transformers.utils import logging
 
     hf = to_hf_graph(model.eval(), spec)
@@ -212,8 +291,9 @@ def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: li
         hf.generation_config = GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
                                                 do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
     hf.save_pretrained(str(out))
-    shutil.copyfile(spm_model, out / "tokenizer.model")
-    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": spec.model.kind == "decoder_only",
+    shutil.copyfile(spm_model, out / ("tokenizer.json" if spm_model.suffix == ".json" else "tokenizer.model"))
+    starts = spec.model.kind == "decoder_only" or getattr(spec.model.head, "kind", None) == "sequence_classification"
+    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": starts,
            "vocabulary": vocabulary}
     (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
     return type(hf).__name__

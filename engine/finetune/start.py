@@ -68,10 +68,11 @@ def start_tokenizer(spec: Spec, run: RunDir, source: Source | None, log: Log, *,
     init = spec.train.init
     if main and source is not None and init is not None and init.vocab == "refuse" \
             and spec.data.tokenizer.model is None and not run.tokenizer.is_file():
-        tmp = run.tokenizer.with_suffix(".part")
+        dest = run.tokenizer.with_name(source.tokenizer.name) if source.tokenizer.suffix == ".json" else run.tokenizer
+        tmp = dest.with_suffix(".part")
         shutil.copyfile(source.tokenizer, tmp)
-        tmp.replace(run.tokenizer)
-        log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {run.tokenizer})")
+        tmp.replace(dest)
+        log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {dest})")
     tokenizer = prepare_tokenizer(spec, run, log)
     if main and source is not None and init is not None and init.vocab == "extend":
         return _extended(tokenizer, run, source.tokenizer, log)

@@ -1,6 +1,7 @@
-"""Import a Hugging Face ``MarianMTModel`` (post-norm) or ``PegasusForConditionalGeneration`` (pre-norm with final
-norms) as a tbuild encoder-decoder: the config becomes the spec's fields, the weights come back through the same
-declared names the export writes (``ENCODER_DECODER.exports``, components/transformer.py), read the other way.
+"""Import a Hugging Face ``MarianMTModel`` (post-norm), ``PegasusForConditionalGeneration`` or
+``M2M100ForConditionalGeneration`` (NLLB's class; both pre-norm with final norms) as a tbuild encoder-decoder:
+the config becomes the spec's fields, the weights come back through the same declared names the export writes
+(``ENCODER_DECODER.exports``, components/transformer.py), read the other way.
 
 - Marian: LayerNorm eps 1e-5 (``nn.LayerNorm``'s, which Marian keeps), post-norm, no final norms, its fixed
   sinusoid (§3.5, rebuilt on load). Marian's sinusoid puts the sin columns first, tbuild interleaves them: the
@@ -8,6 +9,8 @@ declared names the export writes (``ENCODER_DECODER.exports``, components/transf
 - Pegasus: pre-norm, a final LayerNorm after each stack, one token table, and a stored position table: tbuild's
   own sinusoid (as the export writes it) becomes ``sinusoidal``, zeros ``none``, anything else (Pegasus's own
   sin-then-cos table included) ``learned`` with that table as trained. LayerNorm eps 1e-5, so nothing is rescaled.
+- M2M100: Pegasus's layers and names, and a sinusoid computed on load (tensor2tensor's frequencies, sin half
+  then cos half) counted from the padding id + 1: its rows from there are the ``learned`` table, exactly.
 
 Both: attention and FFN biases as HF has them, √d_model scaling as ``scale_embedding``, tying as the config
 says (encoder and decoder tables that are one table in HF but apart from the output become three equal tables,
@@ -27,8 +30,10 @@ from tbuild.components.weights import weight_tree
 from ..export.hf import _reordered, marian_order
 from .hf_source import UnsupportedImport
 
-CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration"}
-EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus"}  # the model's declared maps, per class
+CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration",
+           "m2m_100": "M2M100ForConditionalGeneration"}
+EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus", "m2m_100": "hf-pegasus"}  # the declared maps, per class
+PRE_NORM = frozenset({"pegasus", "m2m_100"})  # pre-norm with a final LayerNorm in each stack
 ACTIVATIONS = ("relu", "gelu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
 
 
@@ -49,7 +54,7 @@ def _positions(hf: nn.Module, family: str, rows: int) -> tuple[dict, dict[str, t
     """The spec's positional field and tbuild's learned tables (empty unless learned)."""
     if family == "marian":
         return {"kind": "sinusoidal"}, {}
-    tables = {embed: getattr(hf.model, stack).embed_positions.weight.detach().float()
+    tables = {embed: _table(getattr(hf.model, stack).embed_positions, rows)
               for embed, stack in (("src_embed", "encoder"), ("tgt_embed", "decoder"))}
     if all(torch.allclose(t, sinusoid_table(rows, t.size(1)), atol=1e-6) for t in tables.values()):
         return {"kind": "sinusoidal"}, {}
@@ -58,8 +63,17 @@ def _positions(hf: nn.Module, family: str, rows: int) -> tuple[dict, dict[str, t
     return {"kind": "learned"}, {f"{e}.positional.embedding.weight": t for e, t in tables.items()}
 
 
+def _table(positions: nn.Module, rows: int) -> torch.Tensor:
+    """The ``rows`` position rows a stack adds from position 0: Pegasus's stored table, or M2M100's sinusoid
+    (computed on load, never saved), whose position p is row padding id + 1 + p."""
+    if hasattr(positions, "weights"):  # M2M100SinusoidalPositionalEmbedding
+        start = positions.padding_idx + 1
+        return positions.weights.detach().float()[start:start + rows].clone()
+    return positions.weight.detach().float()
+
+
 def _tying(config, family: str) -> str:  # noqa: ANN001
-    shared = family == "pegasus" or config.share_encoder_decoder_embeddings
+    shared = family in PRE_NORM or config.share_encoder_decoder_embeddings
     if config.tie_word_embeddings:
         return "three_way" if shared else "decoder"
     return "none"
@@ -69,7 +83,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
     """The spec's ``model`` section for ``hf``, and the weights no export name carries (learned positions)."""
     config = hf.config
     check_config(config)
-    if hf.final_logits_bias.any():
+    if getattr(hf, "final_logits_bias", torch.zeros(1)).any():
         raise UnsupportedImport("model weights final_logits_bias: not zero (tbuild's output projection has no bias)")
     enc, dec = hf.model.encoder, hf.model.decoder
     src_rows, tgt_rows = enc.embed_tokens.weight.size(0), dec.embed_tokens.weight.size(0)
@@ -86,7 +100,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
         "decoder": {"layers": len(dec.layers), "heads": config.decoder_attention_heads, "d_ff": config.decoder_ffn_dim},
         "attention": bias, "cross_attention": dict(bias), "positional": positional,
         "ffn": {"kind": config.activation_function}, "norm": {"kind": "layernorm", "eps": eps.pop()},
-        "norm_placement": "post" if family == "marian" else "pre", "final_norm": family == "pegasus",
+        "norm_placement": "post" if family == "marian" else "pre", "final_norm": family in PRE_NORM,
         "dropout": {"residual": config.dropout, "embedding": config.dropout, "attention": config.attention_dropout,
                     "activation": config.activation_dropout},
         "tie_embeddings": _tying(config, family), "scale_embeddings": bool(config.scale_embedding),

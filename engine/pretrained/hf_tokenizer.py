@@ -1,12 +1,14 @@
-"""The sentencepiece model of a Hugging Face folder that becomes the imported run's tokenizer (spm.model).
+"""The tokenizer of a Hugging Face folder that becomes the imported run's: a sentencepiece model (spm.model), or
+where the folder has none, its tokenizers file (tokenizer.json, ``data/tokenizers_file.py``).
 
 tbuild runs one sentencepiece model for source and target, with ids PAD 0, UNK 1, BOS 2, EOS 3, and a piece's
 id is its embedding row. A folder qualifies when its model's ids are the model's rows:
 - MarianTokenizer's files (what ``tbuild export --to hf`` writes for a translator): source.spm and
   target.spm the same model, and vocab.json giving every piece of it its sentencepiece id;
 - tokenizer.model (what the decoder-only and tagger exports write), with tbuild-tokenizer.json where present
-  naming the same pieces.
-Anything else (two different models per side, ids remapped by vocab.json, no sentencepiece model at all) is
+  naming the same pieces;
+- else tokenizer.json, whose ids 0 to 3 are special tokens (tbuild's PAD, UNK, BOS, EOS).
+Anything else (two different models per side, ids remapped by vocab.json, no tokenizer tbuild reads) is
 refused in one line naming the file or what is missing.
 """
 
@@ -66,16 +68,19 @@ def _spm(folder: Path) -> Tokenizer:
 
 
 def find_tokenizer(folder: Path, rows: int) -> Tokenizer:
-    """The folder's sentencepiece model with tbuild's ids (the refusal otherwise); the model's ``rows`` (its
-    smallest vocabulary table) hold every piece."""
+    """The folder's sentencepiece model or tokenizers file with tbuild's ids (the refusal otherwise); the
+    model's ``rows`` (its smallest vocabulary table) hold every piece."""
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
         tok = _marian(folder)
     elif (folder / "tokenizer.model").exists():
         tok = _spm(folder)
+    elif (folder / "tokenizer.json").exists():
+        tok = _load(folder / "tokenizer.json")  # a tokenizers file (GPT-2's byte-level BPE, Llama 3's)
     else:
-        other = next((n for n in ("tokenizer.json", "spiece.model", "merges.txt") if (folder / n).exists()), None)
+        other = next((n for n in ("spiece.model", "merges.txt", "vocab.txt") if (folder / n).exists()), None)
         has = f" (it has {other}, which tbuild does not run)" if other else ""
-        raise UnsupportedImport(f"{folder}: no sentencepiece model (source.spm/target.spm or tokenizer.model){has}")
+        raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
+                                f"tokenizer.json){has}")
     if tok.vocab_size > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
     return tok

@@ -1,8 +1,9 @@
 """``tbuild import hf``: a Hugging Face model as an ordinary tbuild run directory. The folder holds the
 architecture as a validated spec (spec.yaml, every field written out: edit one and fine-tune), the weights in
 tbuild's names (best.safetensors, stamped with the architecture hash, as training writes it), and the
-sentencepiece model (spm.model). Everything is written into a temporary folder beside the output and renamed
-into place last: a refused or failed import leaves nothing behind."""
+tokenizer: the sentencepiece model (spm.model), or the tokenizers file (tokenizer.json) where the model has
+none. Everything is written into a temporary folder beside the output and renamed into place last: a refused
+or failed import leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from tbuild.builder import build_model, load_spec
 from tbuild.builder.schema import Spec
 
 from ..checkpoint import model_tensors, save_weights
+from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import TbuildError
 from ..run_dir import RunDir
-from . import hf_causal, hf_seq2seq
+from . import hf_causal, hf_encoder, hf_seq2seq
 from .hf_source import UnsupportedImport, load_model, locate, read_config
 from .hf_tokenizer import find_tokenizer
 
@@ -33,20 +35,26 @@ State = Callable[[nn.Module, nn.Module, str], dict[str, torch.Tensor]]
 
 @dataclass(frozen=True)
 class Family:
-    """How one ``model_type`` imports: its transformers class, its config check (before the weights are read),
-    its spec fields, and its weights in tbuild's names."""
+    """How one ``model_type`` imports: its transformers class (from config.json), its config check (before the
+    weights are read), its spec fields, and its weights in tbuild's names."""
 
-    hf_class: str
+    hf_class: Callable[[dict], str]
     check: Callable[[object], None]
     fields: Fields
     state: State
 
 
+def _one(name: str) -> Callable[[dict], str]:
+    return lambda _config: name
+
+
 FAMILIES = {
-    **{t: Family(c, hf_seq2seq.check_config, hf_seq2seq.model_fields, hf_seq2seq.tbuild_state)
+    **{t: Family(_one(c), hf_seq2seq.check_config, hf_seq2seq.model_fields, hf_seq2seq.tbuild_state)
        for t, c in hf_seq2seq.CLASSES.items()},
-    **{t: Family(c, hf_causal.check_config, hf_causal.model_fields, hf_causal.tbuild_state)
+    **{t: Family(_one(c), hf_causal.check_config, hf_causal.model_fields, hf_causal.tbuild_state)
        for t, c in hf_causal.CLASSES.items()},
+    **{t: Family(hf_encoder.hf_class, hf_encoder.check_config, hf_encoder.model_fields, hf_encoder.tbuild_state)
+       for t in hf_encoder.PREFIXES},
 }
 
 
@@ -74,17 +82,21 @@ def imported_model(folder: Path, config: dict, name: str):  # noqa: ANN201 - (Sp
 
     family = _family(config)
     family.check(transformers.AutoConfig.for_model(**config))
-    hf = load_model(folder, family.hf_class)
+    hf = load_model(folder, family.hf_class(config))
     fields, extra = family.fields(hf, config["model_type"])
     tok = find_tokenizer(folder, min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r))
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
+    if fields["kind"] == "encoder_only":
+        data["dataset"] = hf_encoder.dataset(fields)
+    elif fields["kind"] == "decoder_only":
+        data["dataset"] = "text"  # a language model's plain text (data.train/valid/test: its files)
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra
     params = dict(model.named_parameters(remove_duplicate=False))
     missing = sorted(set(params) - set(state))
     if missing:  # pragma: no cover - a transformers release that renamed a weight
-        raise AssertionError(f"{family.hf_class} import left tbuild weights unset: {', '.join(missing[:3])}")
+        raise AssertionError(f"{type(hf).__name__} import left tbuild weights unset: {', '.join(missing[:3])}")
     with torch.no_grad():
         for n, tensor in state.items():
             params[n].copy_(tensor)
@@ -102,7 +114,7 @@ def write_run(spec: Spec, model: nn.Module, spm_model: Path, source: str, out: P
         run = RunDir(tmp)
         spec = spec.model_copy(update={"output_dir": str(out)})
         run.write_spec(spec)
-        shutil.copyfile(spm_model, run.tokenizer)
+        shutil.copyfile(spm_model, tmp / TOKENIZERS if spm_model.suffix == ".json" else run.tokenizer)
         tensors = {f"model.{k}": v for k, v in model_tensors(model).items()}
         save_weights(run.best, tensors, {"architecture": spec.architecture_hash(), "step": 0, "imported_from": source})
         if out.exists():

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from tbuild.builder.schema import Spec
 
-from ..data.line_labels import encode_classified, read_classified
+from ..data.line_labels import encode_classified, read_classified, text_rows
 from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines, evaluate_classifier
 from ..decoding.tagger import load_tagger
@@ -79,3 +79,7 @@ class Classification(Labels):
         native_only(run.spec, "classify", loading.engine, loading.compiled, loading.quantization, quantized=False)
         return Classifying(load_tagger(run, checkpoint=loading.checkpoint, average=loading.average,
                                        device=loading.device, notify=notify), run.spec, batch_tokens)
+
+    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+        """The valid split's lines as the classifier reads them (BOS, pieces, EOS)."""
+        return text_rows(t.tokenizer, read_classified(run.spec.data, "valid").texts, t.max_output_len)

@@ -5,12 +5,14 @@ in training, with the run's seed) and inspected; nothing else."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tbuild.builder.schema import Spec
 
-from ..data.masked import encode_masked
+from ..data.masked import encode_masked, line_rows
 from ..decoding.masked_lm import MASKED_LM_COMMANDS, evaluate_masked_lm, load_masked_lm
+from ..decoding.translator import Translator, load_translator
 from ..errors import TbuildError
 from .base import DecodeCall, EvalCall, Log, Report, scores_table
 from .registry import register_task
@@ -30,7 +32,7 @@ class MaskedLM(Labels):
     heads = ("masked_lm",)
     what = "a masked LM"
     unit = "lines"
-    commands = ("evaluate",)
+    commands = ("evaluate", "export")
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         return TbuildError(f"tbuild {command} of a masked LM (model.head masked_lm) is not supported: "
@@ -58,5 +60,11 @@ class MaskedLM(Labels):
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
         raise self.refuse("decode", runs[0].spec)
 
-    def export(self, run: Run) -> str:
-        return "graph"  # which refuses it, saying why (``export/graph_targets.py``)
+    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+        """The valid split's lines, unmasked, as the model reads them."""
+        from ..data.datasets import read_split
+
+        return line_rows(t.tokenizer, read_split(run.spec.data, "valid", lambda _: None)[1], t.max_output_len)
+
+    def parity_loader(self) -> Callable[..., Translator]:
+        return load_translator  # no labels: the encoder and its head over the vocabulary

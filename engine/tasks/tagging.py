@@ -6,12 +6,13 @@ as a token classifier. ``Labels`` is what a tagger, a classifier and a masked LM
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tbuild.builder.schema import Spec
 
-from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged
+from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged, word_piece, word_pieces, word_row
 from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
 from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError
@@ -83,6 +84,21 @@ class Labels(Task):
     def export(self, run: Run) -> str:
         return "graph"
 
+    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+        """The rows an export is compared on: the valid split as the model reads it."""
+        raise NotImplementedError
+
+    def graph_parity(self, run: Run, to: str, out: Path, loading: Loading, notify: Log) -> Any:
+        from ..export.graph_runs import encoder_parity
+
+        return encoder_parity(run, to, out, lambda t: self.parity_rows(run, t), load=self.parity_loader(),
+                              checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                              notify=notify)
+
+    def parity_loader(self) -> Callable[..., Translator]:
+        """How the export's peer in tbuild is loaded: a tagger or classifier with its labels."""
+        return load_tagger
+
 
 def fitted(spec: Spec, found: set[str], where: Path, what: str, log: Log) -> Spec:
     """The spec with ``model.head.labels: from_data`` replaced by ``found`` sorted (read from ``where``); a
@@ -146,11 +162,10 @@ class Tagging(Labels):
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         return evaluate_tagger(run, load_translator(run, average=0 if average else None), "valid")
 
-    def graph_parity(self, run: Run, to: str, out: Path, loading: Loading, notify: Log) -> Any:
-        from ..export.graph_runs import tagger_parity
-
-        return tagger_parity(run, to, out, checkpoint=loading.checkpoint, average=loading.average,
-                             device=loading.device, notify=notify)
+    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+        """The valid split's words' pieces, compared at every piece."""
+        pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
+        return [word_row(p, word_piece(run.spec))[0] for p in pieces]
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's tags, on the native engine in float32."""

@@ -1,7 +1,8 @@
 """Decoder-only models to GPT2LMHeadModel / LlamaForCausalLM and CTranslate2's Generator, encoder-only
 taggers to XLMRobertaXLForTokenClassification: each mapped variant round-trips through save_pretrained /
 from_pretrained (logits within 1e-4 in float32, greedy continuations or predicted labels identical), and
-everything no mapped class computes is refused in one line naming the field."""
+post-norm taggers with an embedding norm to BertForTokenClassification, everything no mapped class computes is
+refused in one line naming the field."""
 
 from __future__ import annotations
 
@@ -116,21 +117,26 @@ TAGGER = {"kind": "encoder_only", "vocab_size": 40, "d_model": 16, "norm_placeme
           "encoder": {"layers": 2, "heads": 4, "d_ff": 32}, "head": {"kind": "token_classification",
                                                                     "labels": ["DT", "NN", "VB"]}}
 TAGGING = {"dataset": {"kind": "tagging", "source": "files"}, "train": "t", "valid": "v"}
+BERT = {"norm_placement": "post", "embedding_norm": True, "norm": {"kind": "layernorm", "eps": 1e-12}}
 TAGGER_VARIANTS = {
-    "sinusoidal relu, scaled": {},
-    "learned gelu, no biases": {"positional": {"kind": "learned"}, "max_positions": 30, "ffn": {"kind": "gelu"},
-                                "attention": {"kind": "multihead", "bias": False},
-                                "head": TAGGER["head"] | {"bias": False, "piece": "last"}},
+    "sinusoidal relu, scaled": ("XLMRobertaXLForTokenClassification", {}),
+    "learned gelu, no biases": ("XLMRobertaXLForTokenClassification", {
+        "positional": {"kind": "learned"}, "max_positions": 30, "ffn": {"kind": "gelu"},
+        "attention": {"kind": "multihead", "bias": False}, "head": TAGGER["head"] | {"bias": False, "piece": "last"}}),
+    "post-norm, embedding norm: BERT, sinusoidal, scaled": ("BertForTokenClassification", BERT),
+    "BERT learned gelu, no biases, eps 1e-5": ("BertForTokenClassification", BERT | {
+        "positional": {"kind": "learned"}, "max_positions": 30, "ffn": {"kind": "gelu"},
+        "norm": {"kind": "layernorm", "eps": 1e-5}, "attention": {"kind": "multihead", "bias": False}}),
 }
 
 
-@pytest.mark.parametrize("overrides", TAGGER_VARIANTS.values(), ids=TAGGER_VARIANTS.keys())
-def test_tagger_round_trip(overrides: dict, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("cls", "overrides"), TAGGER_VARIANTS.values(), ids=TAGGER_VARIANTS.keys())
+def test_tagger_round_trip(cls: str, overrides: dict, tmp_path: Path) -> None:
     spec = load_spec({"model": TAGGER | overrides, "data": TAGGING}, []).spec
     model = _perturbed(spec)
     to_hf_graph(model, spec).save_pretrained(tmp_path / "hf")
     hf = transformers.AutoModelForTokenClassification.from_pretrained(tmp_path / "hf").eval()
-    assert type(hf).__name__ == "XLMRobertaXLForTokenClassification"
+    assert type(hf).__name__ == cls
     assert hf.config.id2label == {0: "DT", 1: "NN", 2: "VB"}
     assert hf.config.tbuild_word_piece == spec.model.head.piece  # type: ignore[union-attr]  # read labels there
     src = torch.tensor([[5, 6, 7, 8, 9, EOS], [5, 6, 7, EOS, PAD, PAD]])  # padded: the mask matters
@@ -139,6 +145,55 @@ def test_tagger_round_trip(overrides: dict, tmp_path: Path) -> None:
         ours, theirs = model(src), hf(input_ids=src, attention_mask=keep.long()).logits
     assert (ours - theirs)[keep].abs().max() < 1e-4
     assert torch.equal(ours.argmax(-1)[keep], theirs.argmax(-1)[keep])
+
+
+CLASSIFIER = {"kind": "sequence_classification", "labels": ["neg", "pos"], "pooling": "first", "dense": True}
+CLASSIFY = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
+BERT_HEADS = {
+    "classifier": ("BertForSequenceClassification", "AutoModelForSequenceClassification", CLASSIFIER, CLASSIFY, BERT),
+    "masked LM, tied": ("BertForMaskedLM", "AutoModelForMaskedLM", {"kind": "masked_lm", "transform": True}, TEXT,
+                        BERT),
+    "pre-norm classifier": ("XLMRobertaXLForSequenceClassification", "AutoModelForSequenceClassification",
+                            CLASSIFIER, CLASSIFY, {}),
+    "pre-norm masked LM, untied, relu FFN": ("XLMRobertaXLForMaskedLM", "AutoModelForMaskedLM", {
+        "kind": "masked_lm", "transform": True}, TEXT, {"tie_embeddings": "none", "ffn": {"kind": "relu"}}),
+}
+
+
+@pytest.mark.parametrize(("cls", "auto", "head", "data", "fields"), BERT_HEADS.values(), ids=BERT_HEADS.keys())
+def test_classifier_and_masked_lm_round_trip(cls: str, auto: str, head: dict, data: dict, fields: dict,
+                                             tmp_path: Path) -> None:
+    model_spec = TAGGER | {"head": head, "ffn": {"kind": "gelu"}, "scale_embeddings": False,
+                           "positional": {"kind": "learned"}, "max_positions": 30} | fields
+    spec = load_spec({"model": model_spec, "data": data}, []).spec
+    model = _perturbed(spec)
+    to_hf_graph(model, spec).save_pretrained(tmp_path / "hf")
+    hf = getattr(transformers, auto).from_pretrained(tmp_path / "hf").eval()
+    assert type(hf).__name__ == cls
+    src = torch.tensor([[BOS, 5, 6, 7, 8, 9, EOS], [BOS, 5, 6, 7, EOS, PAD, PAD]])
+    keep = src.ne(PAD)
+    with torch.no_grad():
+        ours, theirs = model(src), hf(input_ids=src, attention_mask=keep.long()).logits
+    if head["kind"] == "sequence_classification":
+        assert (ours[:, 0] - theirs).abs().max() < 1e-4
+    else:
+        assert hf.config.tie_word_embeddings == (spec.model.tie_embeddings != "none")
+        assert (ours - theirs)[keep].abs().max() < 1e-4
+
+
+def test_bert_heads_refuse_what_bert_lacks() -> None:
+    classify = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
+    cases = [({"kind": "sequence_classification", "labels": ["a", "b"]}, classify, {},
+              "model.head pooling mean, dense false (BERT's and RoBERTa's classifiers pool the first position"),
+             ({"kind": "masked_lm"}, TEXT, {"ffn": {"kind": "gelu"}}, "model.head.transform false"),
+             ({"kind": "masked_lm", "transform": True}, TEXT, {}, "model.ffn relu with a masked_lm head"),
+             ({"kind": "masked_lm", "transform": True}, TEXT, {"ffn": {"kind": "gelu"}, "scale_embeddings": True},
+              "model.scale_embeddings true with a tied output")]
+    for head, data, fields, why in cases:
+        spec = load_spec({"model": TAGGER | BERT | {"head": head} | fields, "data": data}, []).spec
+        with pytest.raises(UnsupportedExport, match="cannot export encoder_only to hf") as e:
+            check_exportable(spec, HF)
+        assert why in str(e.value) and "\n" not in str(e.value)
 
 
 REFUSED = {
@@ -164,11 +219,17 @@ def test_decoder_only_refusals_name_the_field(overrides: dict, why: str) -> None
 
 def test_tagger_refusals_and_validate_lines() -> None:
     post = load_spec({"model": TAGGER | {"norm_placement": "post"}, "data": TAGGING}, []).spec
-    assert "hf: no (cannot export encoder_only to hf: model.norm_placement post" in describe_targets(post)[1]
+    assert ("hf: no (cannot export encoder_only to hf: model.embedding_norm false with post-norm layers (the "
+            "post-norm class mapped, BERT, normalises its embeddings") in describe_targets(post)[1]
+    pre = load_spec({"model": TAGGER | {"embedding_norm": True}, "data": TAGGING}, []).spec
+    assert "model.embedding_norm true with pre-norm layers" in describe_targets(pre)[1]
+    mixed = load_spec({"model": TAGGER | BERT | {"encoder": {"layers": 2, "heads": 4, "d_ff": 32, "norm": {
+        "kind": "layernorm", "eps": 1e-6}}}, "data": TAGGING}, []).spec
+    assert "model.norm differs from the layers' norm" in describe_targets(mixed)[1]
     classify = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
     seq = load_spec({"model": TAGGER | {"head": {"kind": "sequence_classification", "labels": ["a", "b"]}},
                      "data": classify}, []).spec
-    assert "model.head sequence_classification (BERT's and RoBERTa's" in describe_targets(seq)[1]
+    assert "model.head pooling mean, dense false" in describe_targets(seq)[1]
     ok = load_spec({"model": TAGGER, "data": TAGGING}, []).spec
     assert describe_targets(ok)[1] == "hf: yes"
     assert "ctranslate2: no (cannot export encoder_only" in describe_targets(ok)[0]

@@ -13,16 +13,20 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.schema import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.cli.app import app
 from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.decoding.hf import hf_search
+from tbuild.engine.decoding.search import beam_search
+
+from .conftest import PIECES
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
-VOCAB = 30  # model rows: the tokenizer's pieces
-PIECES = VOCAB
+VOCAB = PIECES  # model rows: the tokenizer's pieces
+
 IDS = {"pad_token_id": PAD, "eos_token_id": EOS, "bos_token_id": BOS, "decoder_start_token_id": BOS,
        "forced_eos_token_id": EOS}
 SEQ2SEQ = {"vocab_size": VOCAB, "d_model": 16, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
@@ -41,19 +45,18 @@ PEGASUS = {
     "pegasus gelu, unscaled, untied output": {"activation_function": "gelu", "scale_embedding": False,
                                               "tie_word_embeddings": False},
 }
+M2M100 = {
+    "m2m100 tied, relu, scaled": {},
+    "m2m100 gelu, unscaled, untied output": {"activation_function": "gelu", "scale_embedding": False,
+                                             "tie_word_embeddings": False},
+}
 REFUSED = {
     "swish": ("marian", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
     "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
+    "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
+    "m2m100 swish": ("m2m_100", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
 }
-
-
-@pytest.fixture(scope="module")
-def spm(tmp_path_factory: pytest.TempPathFactory) -> Tokenizer:
-    """A 30-piece sentencepiece model with tbuild's ids (PAD 0, UNK 1, BOS 2, EOS 3)."""
-    words = ["a", "b", "ab", "ba", "abc", "cab", "bca", "cc", "aab", "bbc"]
-    lines = [" ".join(words[(i * k) % len(words)] for k in range(1, 6)) for i in range(60)]
-    return Tokenizer.train(lines, TokenizerSpec(vocab_size=PIECES), tmp_path_factory.mktemp("spm") / "spm")
 
 
 def _perturbed(model: torch.nn.Module) -> torch.nn.Module:
@@ -79,7 +82,8 @@ def _marian_tokenizer(tok: Tokenizer, folder: Path) -> None:
 def seq2seq_folder(family: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
     """A random MarianMTModel or PegasusForConditionalGeneration saved into ``folder`` with its tokenizer."""
     config_class, model_class = {"marian": ("MarianConfig", "MarianMTModel"),
-                                 "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration")}[family]
+                                 "pegasus": ("PegasusConfig", "PegasusForConditionalGeneration"),
+                                 "m2m_100": ("M2M100Config", "M2M100ForConditionalGeneration")}[family]
     torch.manual_seed(0)
     config = getattr(transformers, config_class)(**(SEQ2SEQ | overrides))
     hf = _perturbed(getattr(transformers, model_class)(config))
@@ -124,8 +128,9 @@ def _padded(rows: list[list[int]]) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(("family", "overrides"), [*(("marian", o) for o in MARIAN.values()),
-                                                   *(("pegasus", o) for o in PEGASUS.values())],
-                         ids=[*MARIAN, *PEGASUS])
+                                                   *(("pegasus", o) for o in PEGASUS.values()),
+                                                   *(("m2m_100", o) for o in M2M100.values())],
+                         ids=[*MARIAN, *PEGASUS, *M2M100])
 def test_seq2seq_logits_and_greedy_match_hf(family: str, overrides: dict, spm: Tokenizer, tmp_path: Path) -> None:
     hf = seq2seq_folder(family, overrides, spm, tmp_path / "hf")
     output = _import(tmp_path / "hf", tmp_path / "run")
@@ -143,8 +148,9 @@ def test_seq2seq_logits_and_greedy_match_hf(family: str, overrides: dict, spm: T
     assert (ours - theirs)[tgt.ne(PAD)].abs().max().item() < 1e-4
 
 
-def test_decode_on_the_imported_run_gives_hf_greedy_tokens(spm: Tokenizer, tmp_path: Path) -> None:
-    hf = seq2seq_folder("marian", {}, spm, tmp_path / "hf")
+@pytest.mark.parametrize("family", ["marian", "m2m_100"])
+def test_decode_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tokenizer, tmp_path: Path) -> None:
+    hf = seq2seq_folder(family, {}, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
     lines = ["ab ba cab", "cc aab bbc a", "b"]
     result = CliRunner().invoke(app, ["decode", str(tmp_path / "run"), "--beam", "1", "--alpha", "0",
@@ -153,14 +159,32 @@ def test_decode_on_the_imported_run_gives_hf_greedy_tokens(spm: Tokenizer, tmp_p
     ours = [line for line in result.output.splitlines() if not line.startswith(("[", "decod", "note"))][-3:]
     for line, decoded in zip(lines, ours, strict=True):
         ids = spm.encode([line])[0] + [EOS]
-        limit = len(ids) + 50  # the default decode.max_len_a 1, max_len_b 50 of an imported spec
-        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_length=limit + 1,
-                          length_penalty=0.0, suppress_tokens=[PAD, BOS])[0].tolist()
+        # HF generate with tbuild's length limit (the default decode.max_len_a 1, max_len_b 50 of an imported
+        # spec): a random model may repeat a piece up to it, where generate's own max_length counts differently
+        out = hf_search(hf, [ids], DecodeSpec(beam=1, alpha=0.0, max_len_a=1.0, max_len_b=50), None)[0][0].tokens
         assert spm.decode(out) == decoded
     assert any(ours), "every output empty: the comparison would prove little"
 
 
-@pytest.mark.parametrize("family", ["marian", "pegasus"])
+@pytest.mark.parametrize("family", ["marian", "m2m_100"])
+def test_beam_search_on_the_imported_run_gives_hf_beams(family: str, spm: Tokenizer, tmp_path: Path) -> None:
+    """At α = 0 both searches rank by log P alone (HF's rule with ``early_stopping="never"``, as the export's
+    parity check runs it): the same best hypothesis, the same score."""
+    hf = seq2seq_folder(family, {}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    _, model = _loaded(tmp_path / "run")
+    g = torch.Generator().manual_seed(3)
+    srcs = [torch.randint(4, VOCAB, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
+    decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=6)
+    lengths = []
+    for s, h in zip(srcs, hf_search(hf, srcs, decode, None), strict=True):
+        ours = beam_search(model, torch.tensor([s]), beam=3, alpha=0.0, max_len_a=0.5, max_len_b=6)[0][0]
+        assert h[0].tokens == ours.tokens and h[0].score == pytest.approx(ours.score, abs=1e-4)
+        lengths.append(len(ours.tokens))
+    assert max(lengths) > 1, "every hypothesis empty: the comparison would prove little"
+
+
+@pytest.mark.parametrize("family", ["marian", "pegasus", "m2m_100"])  # m2m_100 exports as Pegasus
 def test_import_export_import_is_the_identity_on_weights(family: str, spm: Tokenizer, tmp_path: Path) -> None:
     seq2seq_folder(family, {}, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
@@ -262,12 +286,12 @@ def test_decoder_only_refusals_are_one_line(family: str, overrides: dict, expect
     _refused([str(tmp_path / "hf")], tmp_path / "run", expected)
 
 
-def test_a_folder_without_a_sentencepiece_model_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
+def test_a_folder_without_a_tokenizer_tbuild_reads_is_refused(spm: Tokenizer, tmp_path: Path) -> None:
     causal_folder("gpt2", {}, spm, tmp_path / "hf")
     (tmp_path / "hf" / "tokenizer.model").unlink()
     (tmp_path / "hf" / "merges.txt").write_text("#version: 0.2\n")
-    _refused([str(tmp_path / "hf")], tmp_path / "run", "no sentencepiece model (source.spm/target.spm or "
-             "tokenizer.model) (it has merges.txt, which tbuild does not run)")
+    _refused([str(tmp_path / "hf")], tmp_path / "run", "no tokenizer (source.spm/target.spm, tokenizer.model or "
+             "tokenizer.json) (it has merges.txt, which tbuild does not run)")
 
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])

@@ -1,0 +1,60 @@
+"""A Hugging Face tokenizers file as a run's tokenizer: ``Tokenizer.load`` reads a tokenizer.json (a byte-level
+BPE here, GPT-2's kind) and answers as for a sentencepiece model: raw text to ids and back (any UTF-8), pieces
+and ids, tbuild's special ids; one without them, or not a tokenizers file, is one line naming it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.errors import DataError
+
+tokenizers = pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
+
+LINES = ["the cat sat on the mat", "über den Fluss, 3 Hunde", "a dog ran"]
+
+
+def _bpe(path: Path, specials: list[str]) -> Path:
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tk = tokenizers.Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(LINES * 10, trainers.BpeTrainer(vocab_size=280, special_tokens=specials, show_progress=False,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tk.save(str(path))
+    return path
+
+
+def test_a_tokenizers_file_encodes_and_decodes_raw_text(tmp_path: Path) -> None:
+    tok = Tokenizer.load(_bpe(tmp_path / "tokenizer.json", ["<pad>", "<unk>", "<s>", "</s>"]))
+    assert tok.vocab_size == 280
+    text = "über 3 cats, 🐈 unseen"  # bytes never seen in training still encode (byte-level)
+    ids = tok.encode([text])[0]
+    assert min(ids) > EOS and tok.decode([BOS, *ids, EOS, PAD]) == text
+    assert [tok.sp.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert tok.sp.piece_to_id(tok.sp.id_to_piece(ids[0])) == ids[0] and tok.sp.piece_to_id("no such") == UNK
+    assert tok.sp.is_control(BOS) and not tok.sp.is_control(ids[0]) and tok.sp.is_unknown(UNK)
+
+
+def test_other_special_ids_or_another_file_are_one_line(tmp_path: Path) -> None:
+    gpt2_like = _bpe(tmp_path / "tokenizer.json", ["<|endoftext|>"])
+    with pytest.raises(DataError, match=r"tokenizer.json: ids 0 to 3 are not all special tokens \(pad=0, unk=-1"):
+        Tokenizer.load(gpt2_like)
+    gpt2_like.write_text('{"model": 1}')
+    with pytest.raises(DataError, match="tokenizer.json: not a readable tokenizers file") as e:
+        Tokenizer.load(gpt2_like)
+    assert "\n" not in str(e.value)
+
+
+def test_vocab_extend_refuses_a_tokenizers_file_in_one_line(tmp_path: Path) -> None:
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.finetune.vocab import extend_tokenizer
+
+    source = _bpe(tmp_path / "tokenizer.json", ["<pad>", "<unk>", "<s>", "</s>"])
+    with pytest.raises(TbuildError, match="is a tokenizers file, and extend appends sentencepiece pieces"):
+        extend_tokenizer(source, tmp_path / "own.model", tmp_path / "out.model")
+    assert not (tmp_path / "out.model").exists()
