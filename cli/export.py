@@ -112,12 +112,14 @@ def _export_graph(run, to: str, output: Path | None, quantization: str | None,  
     from tbuild.engine.tasks.registry import task_of
 
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
-    weights = export_graph(run, to, out, quantization=quantization, checkpoint=checkpoint, average=average)
+    task = task_of(run.spec)
+    weights = export_graph(run, to, out, bos_first=task.bos_first, quantization=quantization, checkpoint=checkpoint,
+                           average=average)
     write_provenance(run, out, to, weights)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none":
         return
-    r = task_of(run.spec).graph_parity(run, to, out, Loading(checkpoint, average, device), notify)
+    r = task.graph_parity(run, to, out, Loading(checkpoint, average, device), notify)
     console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
     for line in r.lines_out():
         console.print(f"  {line}", highlight=False)

@@ -15,9 +15,10 @@ from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
 from .targets import TARGETS, check_exportable
 
 
-def export_graph(run: Run, to: str, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,
-                 average: int | None = None) -> str:
-    """Write ``run``'s model for ``to`` (hf or ctranslate2) into ``out``; returns which weights."""
+def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization: str | None = None,
+                 checkpoint: Path | None = None, average: int | None = None) -> str:
+    """Write ``run``'s model for ``to`` (hf or ctranslate2) into ``out`` (``bos_first``: whether its task's
+    rows start with BOS); returns which weights."""
     from tbuild.builder import build_model
 
     from ..data.tokenizer import Tokenizer
@@ -34,7 +35,7 @@ def export_graph(run: Run, to: str, out: Path, *, quantization: str | None = Non
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     vocabulary = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     if to == "hf":
-        write_hf_graph(model.eval(), run.spec, tok.path, vocabulary, out)
+        write_hf_graph(model.eval(), run.spec, tok.path, vocabulary, out, bos_first=bos_first)
     else:
         write_ct2_graph(model.eval(), run.spec, vocabulary, out, quantization or "float32")
     return weights

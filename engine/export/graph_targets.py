@@ -43,8 +43,9 @@ def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "
         if not g.layout.standard:
             refuse(f"{where} layer group {i} order {g.layout.describe()} (the mapped classes' layers are "
                    "self-attention then feed-forward)")
-    kinds = {(g.attention.kind, g.ffn.kind, g.norm.kind, g.norm.eps, g.attention.bias,  # type: ignore[attr-defined]
-              g.attention.kv_heads or stack.heads) for g in stack.groups}  # type: ignore[attr-defined]
+    kinds = {(g.attention.kind, g.ffn.kind, g.norm.kind, g.norm.eps, getattr(g.attention, "bias", None),  # type: ignore[attr-defined]
+              getattr(g.attention, "kv_heads", None) or stack.heads) for g in stack.groups}  # an attention kind without
+    # bias or kv_heads (relative, local...) is refused below by its kind
     norms = {(g.norm.kind, g.norm.eps) for g in stack.groups}  # type: ignore[attr-defined]
     if stack.final_norm is not None:
         norms.add((stack.final_norm.kind, stack.final_norm.eps))  # type: ignore[attr-defined]
@@ -61,6 +62,8 @@ def causal_lm_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     model = spec.model
     if getattr(model, "prefix_lm", None) is not None:
         refuse("model.prefix_lm (a translator packed into one sequence; export takes language models)")
+    if model.embedding_norm:
+        refuse("model.embedding_norm true (a norm on the embedding sum, which GPT-2 and Llama have no place for)")
     name = _causal_lm_layers(spec, view, refuse)
     if model.scale_embeddings and model.tie_embeddings != "none":
         refuse("model.scale_embeddings true with a tied output (GPT-2 and Llama do not scale embeddings by "
@@ -133,31 +136,57 @@ ENCODER_CLASSES = {"token_classification": ("xlm_roberta_xl", "bert"),
                    "masked_lm": ("xlm_roberta_xl_masked_lm", "bert_masked_lm")}
 
 
-def _encoder_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
-    """What the classifiers' and masked LMs' heads need beyond a linear layer (BERT's and RoBERTa's alike)."""
-    model, head = spec.model, spec.model.head
-    if head.kind == "sequence_classification" and (head.pooling != "first" or not head.dense):  # type: ignore[union-attr]
+def _pooled_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
+    """A classifier's head as BERT's and RoBERTa's: the first position through a dense layer and tanh."""
+    head = spec.model.head
+    if head.pooling != "first" or not head.dense:  # type: ignore[union-attr]
         refuse(f"model.head pooling {head.pooling}, dense {str(head.dense).lower()} (BERT's and RoBERTa's "  # type: ignore[union-attr]
                "classifiers pool the first position through a dense layer and tanh: pooling: first, dense: true)")
-    if head.kind == "masked_lm":  # type: ignore[union-attr]
-        if not head.transform:  # type: ignore[union-attr]
-            refuse("model.head.transform false (BERT's and RoBERTa's masked LMs' output layer follows a dense "
-                   "layer, GELU and a LayerNorm: transform: true)")
-        if ffn != "gelu" and model.norm_placement == "post":
-            refuse(f"model.ffn {ffn} with a masked_lm head (BertForMaskedLM's transform takes the FFN's "
-                   "activation, and tbuild's transform is GELU)")
-        if model.scale_embeddings and model.tie_embeddings != "none":
-            refuse("model.scale_embeddings true with a tied output (BERT and RoBERTa do not scale embeddings by "
-                   "√d_model; "
-                   "untie them, tie_embeddings: none, or train with scale_embeddings: false)")
+
+
+def _masked_lm_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
+    """A masked LM's head as BERT's and RoBERTa's: the transform (dense, GELU, norm), unscaled embeddings."""
+    model = spec.model
+    if not model.head.transform:  # type: ignore[union-attr]
+        refuse("model.head.transform false (BERT's and RoBERTa's masked LMs' output layer follows a dense "
+               "layer, GELU and a LayerNorm: transform: true)")
+    if ffn != "gelu" and model.norm_placement == "post":
+        refuse(f"model.ffn {ffn} with a masked_lm head (BertForMaskedLM's transform takes the FFN's "
+               "activation, and tbuild's transform is GELU)")
+    if model.scale_embeddings and model.tie_embeddings != "none":
+        refuse("model.scale_embeddings true with a tied output (BERT and RoBERTa do not scale embeddings by "
+               "√d_model; untie them, tie_embeddings: none, or train with scale_embeddings: false)")
+
+
+# model.head kind -> what its head needs beyond a linear layer in the mapped classes (a tagger's: nothing)
+ENCODER_HEADS: dict[str, Callable[[Spec, str, Refuse], None]] = {
+    "sequence_classification": _pooled_head, "masked_lm": _masked_lm_head}
+
+
+def _encoder_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
+    """What the classifiers' and masked LMs' heads need beyond a linear layer (BERT's and RoBERTa's alike)."""
+    check = ENCODER_HEADS.get(spec.model.head.kind)  # type: ignore[union-attr]
+    if check is not None:
+        check(spec, ffn, refuse)
 
 
 def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
     """The Hugging Face class a decoder-only or encoder-only ``spec`` exports to for ``target`` (hf or
     ctranslate2), or a refusal naming the field."""
-    if spec.model.kind == "encoder_only":
-        if target == "ctranslate2":
-            refuse("model.kind encoder_only (CTranslate2's Encoder returns hidden states, no classification "
-                   "head; export it with --to hf)")
-        return tagger_class(spec, view, refuse)
+    return GRAPH_CLASSES[spec.model.kind](spec, view, target, refuse)
+
+
+def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
     return causal_lm_class(spec, view, refuse)
+
+
+def _encoder_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
+    if target == "ctranslate2":
+        refuse("model.kind encoder_only (CTranslate2's Encoder returns hidden states, no classification "
+               "head; export it with --to hf)")
+    return tagger_class(spec, view, refuse)
+
+
+# model.kind -> the class its export maps to (a translator's: export/hf.py, ctranslate2.py)
+GRAPH_CLASSES: dict[str, Callable[[Spec, ResolvedModel, str, Refuse], str]] = {
+    "encoder_only": _encoder_class, "decoder_only": _causal_class}

@@ -276,34 +276,26 @@ def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers 
     return hf
 
 
-def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path) -> str:
+def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path, *,
+                   bos_first: bool) -> str:
     """Save the folder (config.json, model.safetensors, generation_config.json for a language model) and
     tbuild's sentencepiece model as tokenizer.model (an imported tokenizers file as tokenizer.json, which
-    ``PreTrainedTokenizerFast`` loads) with tbuild's ids in tbuild-tokenizer.json; returns the class."""
+    ``PreTrainedTokenizerFast`` loads) with tbuild's ids in tbuild-tokenizer.json (``bos_first``: whether the
+    run's task starts its rows with BOS); returns the class."""
     from transformers.utils import logging
 
     hf = to_hf_graph(model.eval(), spec)
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()
-    if spec.model.kind == "decoder_only":
+    if hf.can_generate():  # a language model
         from transformers import GenerationConfig
 
         hf.generation_config = GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
                                                 do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
     hf.save_pretrained(str(out))
     shutil.copyfile(spm_model, out / ("tokenizer.json" if spm_model.suffix == ".json" else "tokenizer.model"))
-    starts = spec.model.kind == "decoder_only" or getattr(spec.model.head, "kind", None) == "sequence_classification"
-    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": starts,
+    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": bos_first,
            "vocabulary": vocabulary}
     (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
     return type(hf).__name__
 
-
-def export_graph_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
-    """Write ``run``'s decoder-only or encoder-only model (``load_weights``) as a Hugging Face folder in
-    ``out``; returns which weights."""
-    from .hf import load_for_hf
-
-    model, tok, weights = load_for_hf(run, lambda: hf_class(run.spec), checkpoint, average)
-    write_hf_graph(model, run.spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
-    return weights

@@ -157,7 +157,7 @@ def check_exportable(spec: Spec, target: Target) -> None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
                                 f"pools each piece's characters into its embedding, which {target.name} has no place "
                                 "for; export a model without a character input")
-    if model.embedding_norm and model.kind != "encoder_only":
+    if model.embedding_norm and GRAPHS[model.kind].translates:  # the graphs' classes: graph_targets.py
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
                                 f"embedding sum, which {target.name}'s {model.kind} classes have no place for)")
     if not GRAPHS[model.kind].translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)

@@ -124,6 +124,7 @@ class Task:
     models: ClassVar[tuple[str, ...]] = ()  # model kinds (``prefix_lm``: a decoder-only translator)
     what: ClassVar[str] = "a run"  # the task in words, for refusals: "a tagger"
     unit: ClassVar[str] = "pairs"  # what a training example is called
+    bos_first: ClassVar[bool] = False  # whether the model's input rows start with BOS (an export says so)
     commands: ClassVar[tuple[str, ...]] = ()  # the commands on a trained run it takes (``check``)
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:

@@ -30,6 +30,7 @@ class Classification(Labels):
     """A line → its label (language identification, sentiment, ...)."""
 
     name = "classification"
+    bos_first = True  # BOS (what pooling: first reads), the line's pieces, EOS
     heads = ("sequence_classification",)
     datasets = ("classification",)
     what = "a classifier"

@@ -30,6 +30,7 @@ class LanguageModel(Task):
     """Text continued token by token (a decoder-only model over one side of text)."""
 
     name = "language_model"
+    bos_first = True  # BOS, then the line's pieces
     models = ("decoder_only",)
     what = "a language model"
     unit = "lines"

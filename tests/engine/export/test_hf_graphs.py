@@ -206,6 +206,7 @@ REFUSED = {
     "no final norm": ({"final_norm": False}, "has no final norm"),
     "parallel layers": ({"decoder": {"layers": 2, "heads": 4, "d_ff": 32, "order": "parallel"}}, "order"),
     "local attention": ({"attention": {"kind": "local", "window": 4}}, "attention kind 'local'"),
+    "embedding norm": ({"embedding_norm": True}, "model.embedding_norm true"),
 }
 
 
@@ -226,6 +227,9 @@ def test_tagger_refusals_and_validate_lines() -> None:
     mixed = load_spec({"model": TAGGER | BERT | {"encoder": {"layers": 2, "heads": 4, "d_ff": 32, "norm": {
         "kind": "layernorm", "eps": 1e-6}}}, "data": TAGGING}, []).spec
     assert "model.norm differs from the layers' norm" in describe_targets(mixed)[1]
+    relative = load_spec({"model": TAGGER | {"attention": {"kind": "relative", "max_distance": 8},
+                                             "positional": {"kind": "none"}}, "data": TAGGING}, []).spec
+    assert "attention kind 'relative'" in describe_targets(relative)[1]  # was an AttributeError (no kv_heads)
     classify = {"dataset": {"kind": "classification"}, "train": "t", "valid": "v"}
     seq = load_spec({"model": TAGGER | {"head": {"kind": "sequence_classification", "labels": ["a", "b"]}},
                      "data": classify}, []).spec

@@ -16,7 +16,7 @@ TASK_SPECS = {"TreebankDataset", "TaggingDataset", "ClassificationDataset", "Tex
               "SequenceClassificationSpec", "TokenClassificationSpec"}
 KIND_OWNERS = {"model", "head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
 FOLDERS = ("engine", "cli")
-LEFT = 18  # the places left (the data set's file layout, the treebank's tokens, the prefix LM's search, export)
+LEFT = 15  # the places left (the data set's file layout, the treebank's tokens, the prefix LM's search)
 
 
 def _names(node: ast.expr) -> set[str]:
