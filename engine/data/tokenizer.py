@@ -17,7 +17,7 @@ from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from .corpus import iter_split, split_paths, text_only
+from .corpus import iter_split, layout_of, split_paths
 from .datasets import ensure_data
 from .pointer import fit_pointer
 
@@ -124,10 +124,9 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
     kept = list(pairs)
     if not kept:
         raise DataError(f"data.train: no lines in {' and '.join(map(str, split_paths(spec.data, 'train')))}")
-    text = text_only(spec.data)  # a language model's text: no source side
-    source, target = [] if text else [s for s, _ in kept], [t for _, t in kept]
-    if spec.data.dataset is not None and spec.data.dataset.labels_per:  # a tagger's words or a classifier's text
-        text, source, target = True, [], source
+    sides = layout_of(spec.data).text  # one side: a language model's text, a tagger's words, a classifier's text
+    text = len(sides) == 1
+    source, target = [] if text else [s for s, _ in kept], [pair[sides[-1]] for pair in kept]
     del kept
     whole = whole_target_tokens(spec, target)
     counts = f"{len(target)}" if text else f"{len(source)} + {len(target)}"
