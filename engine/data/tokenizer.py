@@ -11,14 +11,14 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from tbuild.builder.schema import Spec, TokenizerSpec, TreebankDataset
+from tbuild.builder.schema import Spec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
 from .corpus import iter_split, layout_of, split_paths
-from .datasets import ensure_data
+from .datasets import ensure_data, provider_of
 from .pointer import fit_pointer
 
 Log = Callable[[str], None]
@@ -144,14 +144,11 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
 
 def whole_target_tokens(spec: Spec, target: list[str]) -> list[str]:
     """The target tokens made whole pieces (``data.tokenizer.target_tokens``): every distinct one of the
-    training targets for ``whole`` (and ``auto`` with the treebank data set), else none. ``auto`` with
-    lexicalized trees (``linearization: words``): only the brackets; the words stay in the pieces the
-    source is split into, so the decoder can copy them."""
-    mode, dataset = spec.data.tokenizer.target_tokens, spec.data.dataset
+    training targets for ``whole``, none for ``subwords``, and for ``auto`` those the data set's provider
+    names (the treebank's: its trees' tokens, ``treebank.py``; the others': none)."""
+    mode = spec.data.tokenizer.target_tokens
     if mode == "auto":
-        mode = "whole" if isinstance(dataset, TreebankDataset) else "subwords"
-        if isinstance(dataset, TreebankDataset) and dataset.linearization == "words":
-            return sorted({tok for line in target for tok in line.split() if tok.startswith(("(", ")"))})
+        return provider_of(spec.data).whole_targets(target)
     return sorted({tok for line in target for tok in line.split()}) if mode == "whole" else []
 
 
