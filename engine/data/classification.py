@@ -15,6 +15,7 @@ from ..errors import DataError
 from ..files import atomic_write
 from .corpus import SPLITS, iter_lines, text_file
 from .multi30k import LANGS, LOCAL_SPLITS, fetch_multi30k
+from .provider import Provider
 
 Log = Callable[[str], None]
 
@@ -29,7 +30,7 @@ def langid_lines(prefix: str) -> list[str]:
 
 
 @DATASETS.register(ClassificationDataset)
-class Classification:
+class Classification(Provider):
     """The ``classification`` data set: checks that the user's split files exist (source files), or writes
     a split's PREFIX.langid.gz from Multi30k's three sides at PREFIX, fetching them (from the mirror or
     upstream, as the multi30k data set does) when missing (source multi30k-langid)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tbuild.builder.schema import DataSpec, ParallelFiles
@@ -41,16 +42,6 @@ def split_files(data: DataSpec, split: str) -> tuple[Path, Path]:
     return _plain_or_gz(f"{value}.{source}"), _plain_or_gz(f"{value}.{target}")
 
 
-def text_only(data: DataSpec) -> bool:
-    """Whether the spec's data is one side of text (a language model's) rather than parallel pairs."""
-    return data.dataset is not None and data.dataset.text_only
-
-
-def classified(data: DataSpec) -> bool:
-    """Whether the spec's data is lines each with one label (a classifier's LABEL<TAB>TEXT files)."""
-    return data.dataset is not None and data.dataset.labels_per == "line"
-
-
 def text_file(data: DataSpec, split: str) -> Path:
     """The one file of a text-only or classification split (its path, or PREFIX.<side>[.gz], or
     PREFIX.langid[.gz]; the schema refuses source/target files there)."""
@@ -59,19 +50,58 @@ def text_file(data: DataSpec, split: str) -> Path:
     return _plain_or_gz(data.dataset.text_file(value))
 
 
+def _text_lines(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
+    return (("", line) for line in iter_lines(text_file(data, split), f"data.{split}") if line)
+
+
+def _labelled_lines(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
+    return ((text, label) for _, label, text in iter_labelled(text_file(data, split), f"data.{split}"))
+
+
+def _parallel(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
+    return iter_parallel(*split_files(data, split), f"data.{split}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a data set lays a split out in files and what the (source, target) pairs read from it hold:
+    ``files``: the files a split reads; ``read``: its pairs, streamed; ``unit``: what one is called;
+    ``sourced``: whether a pair has a source side (a language model's text has none: ""); ``text``: the
+    sides (0 source, 1 target) that are text for the tokenizer to learn (a tagger's tags and a classifier's
+    labels are not)."""
+
+    files: Callable[[DataSpec, str], tuple[Path, ...]]
+    read: Callable[[DataSpec, str], Iterator[tuple[str, str]]]
+    unit: str = "pairs"
+    sourced: bool = True
+    text: tuple[int, ...] = (0, 1)
+
+
+PAIRS = Layout(split_files, _parallel)  # two parallel files (a prefix's two languages, or given)
+TEXT = Layout(lambda data, split: (text_file(data, split),), _text_lines, "lines", False, (1,))  # one text file
+WORD_LABELS = Layout(split_files, _parallel, text=(0,))  # the words and their tags: two parallel files
+LINE_LABELS = Layout(TEXT.files, _labelled_lines, "lines", text=(0,))  # one LABEL<TAB>TEXT file: (text, label)
+
+
+def layout_of(data: DataSpec) -> Layout:
+    """The layout the spec's data set declares (``text_only``, ``labels_per``): pairs without one."""
+    dataset = data.dataset
+    if dataset is None:
+        return PAIRS
+    if dataset.labels_per is not None:
+        return LINE_LABELS if dataset.labels_per == "line" else WORD_LABELS
+    return TEXT if dataset.text_only else PAIRS
+
+
 def split_paths(data: DataSpec, split: str) -> tuple[Path, ...]:
     """The files a split reads: (source, target), or (text,) for a language model's or a classifier's data."""
-    return (text_file(data, split),) if text_only(data) or classified(data) else split_files(data, split)
+    return layout_of(data).files(data, split)
 
 
 def iter_split(data: DataSpec, split: str) -> Iterator[tuple[str, str]]:
     """A split's (source, target) lines, streamed; a language model's text gives ("", line) for each
     non-empty line (its data has no source side); a classifier's, (text, label) for each example."""
-    if classified(data):
-        return ((text, label) for _, label, text in iter_labelled(text_file(data, split), f"data.{split}"))
-    if text_only(data):
-        return (("", line) for line in iter_lines(text_file(data, split), f"data.{split}") if line)
-    return iter_parallel(*split_files(data, split), f"data.{split}")
+    return layout_of(data).read(data, split)
 
 
 def iter_lines(path: Path, field: str, strip: str | None = None) -> Iterator[str]:

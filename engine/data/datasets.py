@@ -12,12 +12,13 @@ from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset, TextDataset
 from ..errors import DataError
 from . import classification, multi30k, tagging, treebank, wmt14  # noqa: F401  (register the built-in data sets' providers)
 from .corpus import SPLITS, iter_split, split_paths
+from .provider import Provider
 
 Log = Callable[[str], None]
 
 
 @DATASETS.register(FilesDataset)
-class Files:
+class Files(Provider):
     """The ``files`` data set: the user's own files; nothing to fetch, each configured split's two
     files must exist."""
 
@@ -41,6 +42,12 @@ class Text(Files):
         self.spec = spec  # type: ignore[assignment]
 
 
+def provider_of(data: DataSpec, *, mirror: Path | None = None, progress: bool | None = None) -> Provider:
+    """The provider of the spec's data set (``files`` without one)."""
+    dataset = data.dataset if data.dataset is not None else FilesDataset()
+    return DATASETS.build(dataset, mirror=mirror, progress=progress)
+
+
 def ensure_data(data: DataSpec, log: Log = lambda _: None, *, splits: Sequence[str] = SPLITS,
                 mirror: Path | None = None, progress: bool | None = None) -> None:
     """Let the spec's data set (if any) fetch the missing files of ``splits`` (default: all). ``mirror``:
@@ -54,8 +61,7 @@ def ensure_data(data: DataSpec, log: Log = lambda _: None, *, splits: Sequence[s
 def fetch_data(data: DataSpec, log: Log = lambda _: None, *, mirror: Path | None = None,
                progress: bool | None = None) -> None:
     """``ensure_data`` for ``tbuild data fetch``: a spec without a data set is checked as ``files``."""
-    dataset = data.dataset if data.dataset is not None else FilesDataset()
-    DATASETS.build(dataset, mirror=mirror, progress=progress).ensure(data, log)
+    provider_of(data, mirror=mirror, progress=progress).ensure(data, log)
 
 
 def read_split(data: DataSpec, split: str, log: Log) -> tuple[list[str], list[str]]:

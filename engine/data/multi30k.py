@@ -11,6 +11,7 @@ from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
 from ..errors import DataError
 from .corpus import SPLITS, split_paths
 from .download import Pinned, copy_checked, download, new_folder, offline_hint, resolve_mirror, sha256_of
+from .provider import Provider
 
 COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
 OFFICIAL_URL = f"https://raw.githubusercontent.com/multi30k/dataset/{COMMIT}/data/task1/raw"
@@ -95,7 +96,7 @@ def _fetch_file(dest: Path, split: str, lang: str, mirror: Path | None, base_url
 
 
 @DATASETS.register(Multi30kDataset)
-class Multi30k:
+class Multi30k(Provider):
     """The ``multi30k`` data set: fetches the files of any split whose files are missing."""
 
     def __init__(self, spec: Multi30kDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:

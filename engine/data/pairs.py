@@ -11,7 +11,7 @@ import numpy as np
 from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import EOS
 
-from .corpus import split_paths, text_only
+from .corpus import layout_of, split_paths
 from .datasets import read_split
 from .tokenizer import Tokenizer
 
@@ -49,6 +49,6 @@ def load_pairs(spec: Spec, split: str, tok: Tokenizer, log: Log) -> Pairs:
     """Read and encode a split whole, unfiltered (validation and test sets; training data is
     prepared once into memory-mapped arrays by ``prepare.py``, which applies the filters)."""
     source, target = read_split(spec.data, split, log)
-    what = "lines" if text_only(spec.data) else "pairs"  # a language model's text: EOS-only sources
-    log(f"data.{split}: {len(source)} {what} from {', '.join(map(str, split_paths(spec.data, split)))}")
+    unit = layout_of(spec.data).unit  # a language model's text: lines (EOS-only sources)
+    log(f"data.{split}: {len(source)} {unit} from {', '.join(map(str, split_paths(spec.data, split)))}")
     return Pairs([s + [EOS] for s in tok.encode(source)], [t + [EOS] for t in tok.encode(target)])

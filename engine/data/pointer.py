@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tbuild.builder.schema import Spec, TreebankDataset
+from tbuild.builder.schema import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.pointer import PointerSpecBase, format_ids
 
 from ..errors import DataError
+from .datasets import provider_of
 from .linearize import LEAF
 
 if TYPE_CHECKING:
@@ -29,8 +30,7 @@ def fit_pointer(spec: Spec, tok: Tokenizer) -> Spec:
     pointer = spec.model.pointer()
     if pointer is None:
         return spec
-    dataset = spec.data.dataset
-    copies = isinstance(dataset, TreebankDataset) and dataset.linearization == "words"
+    copies = provider_of(spec.data).leaves == "words"  # lexicalized trees: the source's own pieces
     source = pointer.source if pointer.source != "auto" else "pieces" if copies else "words"
     advance = pointer.advance_ids or format_ids(advance_ids(pointer, spec, tok))
     units = None if source == "pieces" else pointer.unit_ids or format_ids(word_starts(tok))
@@ -40,16 +40,17 @@ def fit_pointer(spec: Spec, tok: Tokenizer) -> Spec:
 
 
 def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: Tokenizer) -> list[int]:
-    """The target ids of ``pointer.advance``: the tokens it lists, or the treebank's leaf tokens."""
+    """The target ids of ``pointer.advance``: the tokens it lists, or the leaf tokens of the data set's trees
+    (as its provider writes them: ``Provider.leaves``)."""
     if isinstance(pointer.advance, list):
         return [_piece(tok, token) for token in pointer.advance]
-    dataset = spec.data.dataset
-    assert isinstance(dataset, TreebankDataset)  # the spec's check (builder/schema.py)
+    leaves = provider_of(spec.data).leaves
+    assert leaves is not None  # leaves need trees: the spec's check (builder/schema.py)
     pieces = _pieces(tok)
     brackets = {i for i, (text, kind) in enumerate(pieces) if _bracket(text) and kind == USER_DEFINED}
-    if dataset.linearization == "words":  # every piece of a word: all but the brackets
+    if leaves == "words":  # every piece of a word: all but the brackets
         return [i for i in range(len(pieces)) if i not in brackets and i not in _SPECIAL]
-    if dataset.linearization == "xx":
+    if leaves == "xx":
         return [_piece(tok, LEAF)]
     tags = [i for i, (text, kind) in enumerate(pieces) if kind == USER_DEFINED and i not in brackets]
     if not tags:

@@ -25,7 +25,7 @@ from tbuild.builder.schema import Spec
 
 from ..errors import DataError
 from ..run_dir import RunDir
-from .corpus import iter_split, split_paths, text_only
+from .corpus import iter_split, layout_of, split_paths
 from .datasets import ensure_data
 from .download import sha256_of
 from .encoding import Encoded, encode_chunk, init_worker
@@ -89,7 +89,7 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
             workers: int | None = None) -> dict[str, Any]:
     """Stream, encode, filter and write the training split into ``folder``; returns the header."""
     files = ", ".join(map(str, split_paths(spec.data, "train")))
-    text = text_only(spec.data)  # a language model's text: every source is empty (EOS alone)
+    layout = layout_of(spec.data)  # a language model's text: every source is empty (EOS alone)
     started = time.monotonic()
     writer = MappedWriter(folder, token_dtype(tok.vocab_size))
     dropped = {"empty": 0, "long": 0, "ratio": 0, "words": 0}
@@ -98,7 +98,8 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
         pairs = word_filter(iter_split(spec.data, "train"), spec.data.max_words,
                             spec.data.max_words_ratio, dropped, counted)
         for encoded in _encoded_chunks(pairs, tok.path, workers):
-            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped, text)
+            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped,
+                        not layout.sourced)
         read = counted["read"]
         ratio = spec.data.max_length_ratio
         summary = (f"dropped {dropped['empty']} empty, {dropped['long']} longer than {spec.data.max_length} tokens, "
@@ -122,7 +123,7 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
         writer.abort()
         raise
     seconds = time.monotonic() - started
-    log(f"data.train: kept {writer.pairs:,} of {read:,} {'lines' if text else 'pairs'} from {files}; {summary} "
+    log(f"data.train: kept {writer.pairs:,} of {read:,} {layout.unit} from {files}; {summary} "
         f"({seconds:.1f} s, {read / max(seconds, 1e-9):,.0f} pairs/s)")
     return header
 

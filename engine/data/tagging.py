@@ -14,13 +14,14 @@ from ..errors import DataError
 from ..files import atomic_write
 from .corpus import SPLITS, split_files
 from .download import fetch, resolve_mirror, sha256_of
+from .provider import Provider
 from .treebank import HINT, MIRROR_NAME, SAMPLE, SAMPLE_FILES, sample_trees
 
 Log = Callable[[str], None]
 
 
 @DATASETS.register(TaggingDataset)
-class Tagging:
+class Tagging(Provider):
     """The ``tagging`` data set: writes a split's two files from the treebank sample when either is
     missing (source nltk-sample), or checks that the user's own exist (source files)."""
 

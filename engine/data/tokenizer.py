@@ -11,15 +11,15 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from tbuild.builder.schema import Spec, TokenizerSpec, TreebankDataset
+from tbuild.builder.schema import Spec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
 from ..run_dir import RunDir
 from . import tokenizers_file
-from .corpus import iter_split, split_paths, text_only
-from .datasets import ensure_data
+from .corpus import iter_split, layout_of, split_paths
+from .datasets import ensure_data, provider_of
 from .pointer import fit_pointer
 
 Log = Callable[[str], None]
@@ -132,10 +132,9 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
     kept = list(pairs)
     if not kept:
         raise DataError(f"data.train: no lines in {' and '.join(map(str, split_paths(spec.data, 'train')))}")
-    text = text_only(spec.data)  # a language model's text: no source side
-    source, target = [] if text else [s for s, _ in kept], [t for _, t in kept]
-    if spec.data.dataset is not None and spec.data.dataset.labels_per:  # a tagger's words or a classifier's text
-        text, source, target = True, [], source
+    sides = layout_of(spec.data).text  # one side: a language model's text, a tagger's words, a classifier's text
+    text = len(sides) == 1
+    source, target = [] if text else [s for s, _ in kept], [pair[sides[-1]] for pair in kept]
     del kept
     whole = whole_target_tokens(spec, target)
     counts = f"{len(target)}" if text else f"{len(source)} + {len(target)}"
@@ -153,14 +152,11 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
 
 def whole_target_tokens(spec: Spec, target: list[str]) -> list[str]:
     """The target tokens made whole pieces (``data.tokenizer.target_tokens``): every distinct one of the
-    training targets for ``whole`` (and ``auto`` with the treebank data set), else none. ``auto`` with
-    lexicalized trees (``linearization: words``): only the brackets; the words stay in the pieces the
-    source is split into, so the decoder can copy them."""
-    mode, dataset = spec.data.tokenizer.target_tokens, spec.data.dataset
+    training targets for ``whole``, none for ``subwords``, and for ``auto`` those the data set's provider
+    names (the treebank's: its trees' tokens, ``treebank.py``; the others': none)."""
+    mode = spec.data.tokenizer.target_tokens
     if mode == "auto":
-        mode = "whole" if isinstance(dataset, TreebankDataset) else "subwords"
-        if isinstance(dataset, TreebankDataset) and dataset.linearization == "words":
-            return sorted({tok for line in target for tok in line.split() if tok.startswith(("(", ")"))})
+        return provider_of(spec.data).whole_targets(target)
     return sorted({tok for line in target for tok in line.split()}) if mode == "whole" else []
 
 

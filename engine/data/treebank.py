@@ -18,6 +18,7 @@ from ..files import atomic_write
 from .corpus import SPLITS, iter_lines, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
 from .linearize import LEAF, leaf_text, linearize
+from .provider import Provider
 from .trees import Tree, read_treebank
 
 Log = Callable[[str], None]
@@ -45,11 +46,19 @@ def gold_file(data: DataSpec, split: str) -> Path:
 
 
 @DATASETS.register(TreebankDataset)
-class Treebank:
+class Treebank(Provider):
     """The ``treebank`` data set: writes each configured split's three files when any is missing."""
 
     def __init__(self, spec: TreebankDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
         self.spec, self.mirror, self.progress = spec, mirror, progress
+        self.leaves = spec.linearization
+
+    def whole_targets(self, target: list[str]) -> list[str]:
+        """Every distinct token of the linearized trees (a bracket, XX, a tag: one piece each); with
+        lexicalized trees (``linearization: words``) only the brackets: the words stay in the pieces the source
+        is split into, so the decoder can copy them."""
+        tokens = {tok for line in target for tok in line.split()}
+        return sorted(t for t in tokens if t.startswith(("(", ")")) or self.leaves != "words")
 
     def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
         for split in splits:

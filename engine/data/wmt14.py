@@ -31,6 +31,7 @@ from tbuild.builder.schema import DATASETS, DataSpec, Wmt14Dataset
 from ..errors import DataError
 from .corpus import SPLITS, split_files
 from .download import Pinned, fetch, offline_hint, resolve_mirror
+from .provider import Provider
 
 Log = Callable[[str], None]
 CHUNK = 1 << 20
@@ -80,7 +81,7 @@ HINT = offline_hint("the WMT14 archives (training-parallel-*.tgz, training-giga-
 
 
 @DATASETS.register(Wmt14Dataset)
-class Wmt14:
+class Wmt14(Provider):
     """The ``wmt14`` data set: puts each configured split's two files in place when either is
     missing (train: the pair's corpora; valid: newstest2013; test: newstest2014)."""
 

@@ -55,10 +55,11 @@ class Translator:
         ensemble's first model)."""
         from .alignment import align
 
-        if is_prefix_lm(self.model):
+        search = searched(self.model)
+        if isinstance(search, PrefixLMSearch):
             raise TbuildError("alignments read an encoder-decoder's cross-attention; a decoder-only translator "
                               "(model.prefix_lm) has none")
-        model = search_model(self.model).members[0]
+        model = search.members[0]
         sources = encode_sources(self.tokenizer, lines, self.max_source_tokens)
         return [align(model, source, hyps[0].tokens, self.policy.device) if hyps and source else []
                 for source, hyps in zip(sources, results, strict=True)]
@@ -189,14 +190,17 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
 
 
 def searched(model: nn.Module) -> SearchModel:
-    """The translator's model as the search sees it: a prefix LM's prefix-then-steps (``prefix_lm.py``),
-    an encoder-decoder or ensemble as ``search_model`` has it."""
-    if is_prefix_lm(model):
-        return PrefixLMSearch(model)
-    if isinstance(model, Ensemble) and any(is_prefix_lm(m) for m in model.members):
+    """The translator's model as the search sees it: the search of the module built (a prefix LM's
+    prefix-then-steps, ``prefix_lm.py``; an encoder-decoder as ``search_model`` has it), or an ensemble
+    of encoder-decoders as it is."""
+    members = model.members if isinstance(model, Ensemble) else (model,)
+    searches = [PrefixLMSearch(m) if is_prefix_lm(m) else search_model(m) for m in members]
+    if not isinstance(model, Ensemble):
+        return searches[0]
+    if any(isinstance(s, PrefixLMSearch) for s in searches):
         raise TbuildError("an ensemble of decoder-only translators (model.prefix_lm) is not supported yet: "
                           "decode with one run")
-    return search_model(model)
+    return model
 
 
 def output_cap(translator: Translator, source: torch.Tensor | None) -> int | torch.Tensor | None:

@@ -106,3 +106,20 @@ def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
     good = write(tmp_path / "s.en", "x\n")
     with pytest.raises(DataError, match=r"^data\.train\.target: is not a file: "):
         read_parallel(good, tmp_path, "data.train")
+
+
+@pytest.mark.parametrize(("dataset", "layout"), [
+    (None, "PAIRS"), ({"kind": "files"}, "PAIRS"), ({"kind": "treebank"}, "PAIRS"), ({"kind": "multi30k"}, "PAIRS"),
+    ({"kind": "multi30k", "side": "de"}, "TEXT"), ({"kind": "text"}, "TEXT"), ({"kind": "tagging"}, "WORD_LABELS"),
+    ({"kind": "classification"}, "LINE_LABELS")])
+def test_each_data_set_declares_its_layout(dataset: dict | None, layout: str) -> None:
+    """Pairs, one text file (no source side: the tokenizer learns the target), words and their tags, or
+    LABEL<TAB>TEXT lines (the tokenizer learns the words or the text alone)."""
+    from tbuild.builder.schema import DataSpec
+    from tbuild.engine.data import corpus
+
+    found = corpus.layout_of(DataSpec.model_validate({"dataset": dataset}))
+    assert found is getattr(corpus, layout)
+    assert (found.unit, found.sourced, found.text) == {
+        "PAIRS": ("pairs", True, (0, 1)), "TEXT": ("lines", False, (1,)), "WORD_LABELS": ("pairs", True, (0,)),
+        "LINE_LABELS": ("lines", True, (0,))}[layout]

@@ -1,7 +1,8 @@
 """A decoder-only translator through the search (engine/decoding/prefix_lm.py): the prefix run once then
 cached steps give the full pass's scores, beam 1 equals greedy, a batch of mixed source lengths (left-padded,
 each row at its own positions) decodes each line as it would alone; a scheme without a shifted view keeps
-batches of one source length."""
+batches of one source length; the translator searches a prefix LM so, refuses an ensemble holding one and
+its alignments in one line."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import torch
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import Positional
 from tbuild.components.transformer import DecoderCache
+from tbuild.engine.decoding.ensemble import Ensemble
+from tbuild.engine.decoding.model import Single
 from tbuild.engine.decoding.prefix_lm import PrefixLMSearch, left_padded
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.decoding.translator import length_batches
+from tbuild.engine.decoding.translator import Translator, length_batches, searched
+from tbuild.engine.errors import TbuildError
 
 from ...components.test_prefix_lm import plm
+from ...conftest import tiny_model
 
 SRC = torch.tensor([[5, 6, 7, EOS], [9, 8, 10, EOS], [12, 13, 14, EOS]])
 
@@ -134,3 +139,18 @@ def test_a_scheme_without_a_shifted_view_keeps_batches_of_one_source_length() ->
     search.encode(torch.tensor([[5, EOS], [6, EOS]]))  # one length: decoded as before
     assert length_batches([3, 2, 3, 2, 4], 100, same_length=True) == [[1, 3], [0, 2], [4]]
     assert length_batches([3, 2, 3], 100) == [[1, 0, 2]]
+
+
+def test_the_translator_searches_the_module_built() -> None:
+    """A prefix LM is searched prefix-then-steps, an encoder-decoder as ``Single``, an ensemble of encoder-decoders
+    as it is; an ensemble holding a prefix LM and a prefix LM's alignments are refused in one line."""
+    prefix_lm, translator = plm(), tiny_model()
+    assert isinstance(searched(prefix_lm), PrefixLMSearch)
+    assert isinstance(searched(translator), Single)
+    both = Ensemble([translator, translator], [1.0, 1.0], "prob")
+    assert searched(both) is both
+    with pytest.raises(TbuildError, match="an ensemble of decoder-only translators"):
+        searched(Ensemble([translator, prefix_lm], [1.0, 1.0], "prob"))
+    t = Translator(prefix_lm, None, None, "test", 8, None)  # type: ignore[arg-type]
+    with pytest.raises(TbuildError, match="a decoder-only translator .* has none"):
+        t.alignments(["a b"], [[]])

@@ -2,7 +2,15 @@
 outside ``engine/tasks/`` (and the components, which declare the kinds) that test which task a run is (a
 predicate such as ``labelled(spec)``, an ``isinstance`` of a task's data set or head spec, a comparison of
 ``model.kind``, a head's or a data set's kind, or a graph's data, with a string) are counted, so that new
-ones cannot creep back in. The counter is tested on made-up code too."""
+ones cannot creep back in. The counter is tested on made-up code too.
+
+What the data set decides is asked of it, not tested: its file layout (one text file, LABEL<TAB>TEXT lines or
+two parallel files) is the ``Layout`` its spec declares (``data/corpus.py``'s ``layout_of``), its targets' whole
+tokens and tree leaves are its provider's (``data/provider.py``, the treebank's in ``data/treebank.py``). The
+places left (``LEFT``) are not the task's: the search of a prefix LM is how the module built decodes (the
+translator's ``searched``, for the trainer's validation as for every command), the masked LM's [MASK] piece
+belongs to its head, reserved when the tokenizer is trained. Export looks up which Hugging Face class a graph
+maps to by its kind (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks."""
 
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ TASK_SPECS = {"TreebankDataset", "TaggingDataset", "ClassificationDataset", "Tex
               "SequenceClassificationSpec", "TokenClassificationSpec"}
 KIND_OWNERS = {"model", "head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
 FOLDERS = ("engine", "cli")
-LEFT = 15  # the places left (the data set's file layout, the treebank's tokens, the prefix LM's search)
+LEFT = 2  # the places left: the prefix LM's search, the masked LM's [MASK] piece
 
 
 def _names(node: ast.expr) -> set[str]:
