@@ -20,11 +20,11 @@ from pathlib import Path
 import torch
 
 from tbuild.builder.loader import SpecError
-from tbuild.builder.schema import TrainSpec
+from tbuild.builder.spec import TrainSpec
+from tbuild.engine.device.policy import choose_policy
+from tbuild.engine.device.precision import bf16_probe
+from tbuild.engine.device.process import configure_process
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.policy import choose_policy
-from tbuild.engine.precision import bf16_probe
-from tbuild.engine.process import configure_process
 
 from . import hardware, report
 from .decoding import DecodeRun, run_decoding
@@ -165,7 +165,7 @@ def _drawn(args: argparse.Namespace, cap: int | None):  # noqa: ANN202 - real_le
     tokenizer = None
     if args.run is not None:
         from tbuild.engine.data.tokenizer import Tokenizer
-        from tbuild.engine.run_dir import resolve_run
+        from tbuild.engine.run.directory import resolve_run
 
         tokenizer = Tokenizer.load(resolve_run(args.run, []).tokenizer)
     return draw(args.sentences, LENGTHS_SEED, tokenizer, cap=cap)

@@ -26,11 +26,11 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.policy import choose_policy
-from tbuild.engine.process import configure_process
+from tbuild.engine.device.policy import choose_policy
+from tbuild.engine.device.process import configure_process
 
 
 def tbuild_spec(args: argparse.Namespace) -> Spec:

@@ -31,9 +31,9 @@ from tbuild.builder.tokens import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.packed import pack_linears
 from tbuild.engine.decoding.search import beam_search, greedy_search
+from tbuild.engine.device.policy import Policy
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.extras import require
-from tbuild.engine.policy import Policy
 
 from .real_lengths import Lengths
 from .workload import FIRST_ID, Shape, tbuild_spec

@@ -33,13 +33,13 @@ from typing import Any
 
 import torch
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 from tbuild.builder.tokens import PAD
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.decoding.translator import Translator, encode_sources, length_batches, load_translator
-from tbuild.engine.process import configure_process
-from tbuild.engine.run_dir import Run, resolve_run
+from tbuild.engine.device.process import configure_process
+from tbuild.engine.run.directory import Run, resolve_run
 
 Fixed = Callable[[list[list[int]], int, int], None]  # (batch of source ids, beam, steps)
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from tbuild.builder.inspect import attention_flops, meta_model
 from tbuild.builder.resolved import resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 
 def _matmul_weights(module: nn.Module) -> int:

@@ -30,7 +30,7 @@ from tbuild.engine.decoding.engines import Engine
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.export.engines import load_engine
-from tbuild.engine.run_dir import Run, resolve_run
+from tbuild.engine.run.directory import Run, resolve_run
 
 ENGINES = {"native float32": ("native", "float32"), "native int8": ("native", "int8"),
            "CT2 float32": ("ctranslate2", "float32"), "CT2 int8": ("ctranslate2", "int8")}

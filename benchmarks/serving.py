@@ -63,7 +63,7 @@ def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
     from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import DEFAULT_MAX_SOURCE
     from tbuild.engine.export.engines import load_engine
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
 
     loaded = resolve_run(run)
     engine = load_engine(loaded)

@@ -27,10 +27,10 @@ from torch.nn import functional as F
 from tbuild.builder.tokens import PAD
 from tbuild.engine.data.batches import collate
 from tbuild.engine.data.pairs import Pairs
-from tbuild.engine.initial import Initial
-from tbuild.engine.policy import Policy, choose_policy
-from tbuild.engine.process import configure_process
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.device.policy import Policy, choose_policy
+from tbuild.engine.device.process import configure_process
+from tbuild.engine.run.directory import RunDir
+from tbuild.engine.start.values import Initial
 from tbuild.engine.tasks.registry import task_of
 from tbuild.engine.training.profile import profile_calls
 from tbuild.engine.training.run import RunFiles

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tbuild.builder import load_spec
-from tbuild.engine.process import configure_process
+from tbuild.engine.device.process import configure_process
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbuild.builder import load_spec
-from tbuild.engine.policy import choose_policy, model_widths
+from tbuild.engine.device.policy import choose_policy, model_widths
 from tbuild.engine.training.run import open_trainer
 from tbuild.engine.training.trainer import Trainer
 

@@ -7,7 +7,7 @@ so ``from tbuild.builder import load_spec`` stays fast.
 from typing import Any
 
 from .loader import LoadedSpec, SpecError, load_spec
-from .schema import Spec
+from .spec import Spec
 
 __all__ = ["LoadedSpec", "Spec", "SpecError", "build_model", "load_spec"]
 

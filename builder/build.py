@@ -24,7 +24,7 @@ from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
 
 from .resolved import ResolvedGroup, ResolvedStack, resolve
-from .schema import ModelSpec, Spec
+from .spec import ModelSpec, Spec
 from .tokens import BOS, PAD
 
 Layer = Callable[[Residual, Residual | None, Residual], nn.Module]  # (self-attention, cross, FFN) -> a layer

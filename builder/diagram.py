@@ -3,7 +3,7 @@ norm kinds, norm placement, cross-attention, parameters) and final norm, and the
 encoder-only model's: its head) — read from the resolved spec (``resolved.py``) and the parameter table of
 ``inspect_model``, nothing traced. Each model kind draws its own stacks (``components/specs/graph.py``):
 the encoder-decoder both, a decoder-only model the decoder alone (no cross-attention), an encoder-only
-model the encoder and its head. ``mermaid`` writes it as a Markdown-renderable flowchart; ``engine/drawing.py``
+model the encoder and its head. ``mermaid`` writes it as a Markdown-renderable flowchart; ``engine/figures/drawing.py``
 draws it."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from tbuild.components.spec_base import ComponentSpec
 
 from .inspect import Report
 from .resolved import ResolvedStack, resolve
-from .schema import Spec
+from .spec import Spec
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from tbuild.components.weights import weight_tree
 
 from .build import build_model
 from .resolved import resolve
-from .schema import Spec
+from .spec import Spec
 
 FLOPS_FORMULA = ("FLOPs/token = 2·W + Σ over attention sub-layers of the kind's FLOPs per query token at "
                  "context n: W = weights in matrix products (linear layers and output projection, encoder work "

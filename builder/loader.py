@@ -17,7 +17,7 @@ from pydantic.fields import FieldInfo
 
 from tbuild.components.registry import Kinds
 
-from .schema import FieldError, Spec
+from .spec import FieldError, Spec
 
 Path_ = tuple[str | int, ...]
 
@@ -245,7 +245,7 @@ def _data_path(loc: tuple, data: Any) -> Path_:
 
 def _allowed_keys(loc: tuple) -> list[str]:
     """The field names allowed in the model at ``loc`` (for 'did you mean')."""
-    from tbuild.builder.schema import Spec as Root
+    from tbuild.builder.spec import Spec as Root
 
     node: Any = Root  # a model class, or the Kinds of a registry-backed field
     for part in loc:

@@ -13,7 +13,7 @@ from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.order import Layout, layout
 
 if TYPE_CHECKING:
-    from .schema import ModelSpec, StackSpec
+    from .spec import ModelSpec, StackSpec
 
 SpecPath = tuple[str | int, ...]
 

@@ -36,8 +36,8 @@ def attention(
     """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
     from tbuild.engine.decoding.attention_maps import attention_weights, plot_attention
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.process import configure_process
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.device.process import configure_process
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target, set_)

@@ -19,8 +19,8 @@ def average(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Average the weights of the newest K checkpoints into a new checkpoint."""
-    from tbuild.engine.checkpoint import average_checkpoints, save_weights
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.checkpoint import average_checkpoints, save_weights
+    from tbuild.engine.run.directory import resolve_run
 
     run = resolve_run(target, set_)
     k = last or run.spec.train.averaged

@@ -12,8 +12,8 @@ from .options import OUTPUT, SET_OPTION, TARGET
 def card(target: Path = TARGET, output: Path | None = OUTPUT("stdout"), set_: list[str] = SET_OPTION) -> None:
     """Write the model card: the spec as a table, parameters, FLOPs, data, tokenizer, training, sacreBLEU
     scores with their signatures, export parity, decoding, intended use and limits, the architecture."""
-    from tbuild.engine.card import model_card, write_card
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.card import model_card, write_card
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target, set_)

@@ -113,7 +113,7 @@ def guarded(fn: F) -> F:
 
 def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy import)
     """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
-    from tbuild.engine.run_dir import load_target
+    from tbuild.engine.run.directory import load_target
 
     refuse_based_file(spec)
     return load_target(spec, sets or [])

@@ -71,7 +71,7 @@ def prepare(
     """Train the run's tokenizer if needed, then encode, filter and memory-map the training split into
     RUN/prepared/train (what `tbuild train` does first; reused while the tokenizer, filters and files
     are unchanged)."""
-    from tbuild.engine.run_dir import run_dir_of
+    from tbuild.engine.run.directory import run_dir_of
     from tbuild.engine.tasks.registry import task_of
 
     loaded = load(spec, set_)

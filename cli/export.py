@@ -35,7 +35,7 @@ def export(
     from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.export.targets import TARGETS, check_profile, profile_verdicts
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tasks.registry import task_of
 
     if to not in TARGETS:
@@ -67,7 +67,7 @@ def export(
     if check != "none" or check_src is not None:
         _parity(run, to, out, check_src, check_ref, checkpoint, average, device)
     if to == "hf":  # the hub shows the folder's README.md as the model card
-        from tbuild.engine.card import CARD, write_card
+        from tbuild.engine.run.card import CARD, write_card
 
         write_card(run, out / CARD, exports=(out,))
         console.print(f"wrote {out / CARD} (model card)", highlight=False)
@@ -78,8 +78,8 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
     from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.export.parity import SEARCH_DIFFERENCES, TEACHER_FORCED_LINES, check_parity, save_parity
-    from tbuild.engine.process import configure_process
 
     if src is not None and ref is not None:
         sources, references = read_parallel(src, ref, "--check-src/--check-ref")

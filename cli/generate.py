@@ -63,9 +63,9 @@ def generate(
     from tbuild.engine.decoding.records import jsonl_line, text_lines
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
     from tbuild.engine.decoding.translator import decode_lines
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
-    from tbuild.engine.process import configure_process
     from tbuild.engine.tasks.registry import task_of
 
     DecodeRequest(format=format_)  # a bad --format is refused before the run is read

@@ -39,7 +39,7 @@ def inspect(
     report = inspect_model(loaded.spec, context=context)  # on the meta device: nothing allocated
     if draw is not None or as_mermaid:
         from tbuild.builder.diagram import diagram, mermaid
-        from tbuild.engine.drawing import draw as draw_diagram
+        from tbuild.engine.figures.drawing import draw as draw_diagram
 
         picture = diagram(loaded.spec, report, loaded.name)
         if draw is not None:

@@ -19,9 +19,9 @@ def merge(
                                      ".json, adapter_model.safetensors) for the base's Hugging Face export, here."),
 ) -> None:
     """Write an adapter run (train.adapters) as an ordinary run: W + (alpha/r)·B A in every adapted weight."""
-    from tbuild.engine.merge import merge_run
-    from tbuild.engine.peft_files import write_peft
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.export.peft import write_peft
+    from tbuild.engine.run.directory import resolve_run
+    from tbuild.engine.run.merge import merge_run
 
     run = resolve_run(target)
     merged = merge_run(run, output, checkpoint=checkpoint)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 import typer
 
 if TYPE_CHECKING:
-    from tbuild.engine.run_dir import Run
+    from tbuild.engine.run.directory import Run
     from tbuild.engine.tasks.base import Loading as EngineLoading
 
 
@@ -40,7 +40,7 @@ def OUTPUT(default: str) -> typer.models.OptionInfo:  # noqa: N802 - reads like 
 
 CHECKPOINT = typer.Option(None, "--checkpoint", help="Weights to use (default: best.safetensors, else newest).")
 AVERAGE = typer.Option(
-    None, "--average", metavar="[K]",  # alone it reads 0 (common.Command): engine/weights.py's train.averaged
+    None, "--average", metavar="[K]",  # alone it reads 0 (common.Command): engine/run/weights.py's train.averaged
     help="Use the average of the newest K checkpoints (§6.1); --average alone: the spec's train.average_last, "
          "at most its keep_last.",
 )
@@ -154,7 +154,7 @@ def decode_runs(targets: list[Path], sets: list[str] | None, profile: str | None
     (``flags``: decode fields by name, None when not given; a bad one is refused as ``--set
     decode.KEY=VALUE`` would be, as they are documented to mean)."""
     from tbuild.engine.decoding.settings import profile_overrides
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
 
     given = [f"decode.{key}={value}" for key, value in flags.items() if value is not None]
     if profile is None:

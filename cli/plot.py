@@ -11,8 +11,8 @@ from .options import OUTPUT, TARGET
 @guarded
 def plot(target: Path = TARGET, output: Path | None = OUTPUT("RUN/curves.png")) -> None:
     """Plot training loss/NLL and validation perplexity against steps."""
-    from tbuild.engine.plots import plot_curves
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.figures.plots import plot_curves
+    from tbuild.engine.run.directory import resolve_run
 
     run = resolve_run(target)
     out = plot_curves(run.dir.path, output or run.dir.path / "curves.png")

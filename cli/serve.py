@@ -33,8 +33,8 @@ def serve(
     a language model `POST /generate` `{"prompts": [...]}`, a tagger or classifier `POST /classify`
     `{"texts": [...]}`; `GET /health`, `GET /info` (OpenAPI docs at /docs). Stops on SIGTERM or Ctrl-C after
     answering the requests queued."""
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.extras import require
-    from tbuild.engine.process import configure_process
 
     for package in ("fastapi", "uvicorn"):  # before the run is loaded
         require(package, "tbuild[serve]", "tbuild serve")

@@ -37,7 +37,7 @@ def validate(
 
 def schema() -> None:
     """Print the JSON Schema of specs (point your editor's YAML support at it)."""
-    from tbuild.builder.schema import Spec
+    from tbuild.builder.spec import Spec
 
     print(json.dumps(Spec.model_json_schema(), indent=2))
 

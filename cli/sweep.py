@@ -28,8 +28,8 @@ def sweep(
     """Validate every row, print the plan, then train and score each unfinished row in its own run
     directory (row name and spec hash); re-running skips finished rows and resumes an interrupted one.
     Ends with the table (results.md, .csv, .json and .png in the sweep's folder)."""
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.process import configure_process
     from tbuild.engine.sweep import table
     from tbuild.engine.sweep.plan import plan
     from tbuild.engine.sweep.run import run_local
@@ -76,7 +76,7 @@ def sweep(
 def row_process(planned):  # noqa: ANN001, ANN201 - PlannedRow -> ProcessSettings (lazy imports)
     """A row's process settings, as `tbuild train` sets them: its train.threads, else every core. Run
     before each row here, and first in each submitit job's process (it travels there by name)."""
-    from tbuild.engine.process import configure_process
+    from tbuild.engine.device.process import configure_process
 
     return configure_process(planned.loaded.spec.train.threads)
 

@@ -47,7 +47,7 @@ def train(
     elif profile is not None:
         _profile(load(spec, overrides), profile, device)
     elif nproc is not None and "WORLD_SIZE" not in os.environ:
-        from tbuild.engine.policy import choose_device
+        from tbuild.engine.device.policy import choose_device
         from tbuild.engine.training.distributed import check_gpus
         from tbuild.engine.training.run import check_training
 
@@ -84,7 +84,7 @@ def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
 
 
 def _profile(loaded, steps: int, device: str) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
-    from tbuild.engine.process import configure_process
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.training.run import profile_spec
 
     configure_process(loaded.spec.train.threads)
@@ -95,7 +95,7 @@ def _profile(loaded, steps: int, device: str) -> None:  # noqa: ANN001 - LoadedS
 
 def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None:  # noqa: ANN001
     """Train in this process: alone, or as one of the processes torchrun started."""
-    from tbuild.engine.process import configure_process
+    from tbuild.engine.device.process import configure_process
     from tbuild.engine.training.distributed import rank_from_env
     from tbuild.engine.training.run import train_spec
 

@@ -85,7 +85,7 @@ def _run(study, optuna_study, url: str, launcher: str, workers: int, cluster: st
 def study_process(study):  # noqa: ANN001, ANN201 - Study -> ProcessSettings (lazy imports)
     """The process settings of a study's trials, as `tbuild train` sets them (the base's train.threads,
     else every core); first in each submitit worker too (it travels there by name)."""
-    from tbuild.engine.process import configure_process
+    from tbuild.engine.device.process import configure_process
 
     return configure_process(study.load({}).spec.train.threads)
 

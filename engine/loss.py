@@ -12,7 +12,7 @@ from torch import nn
 from tbuild.builder.tokens import PAD
 
 from .data.batches import BatchSource, collate, token_batches
-from .policy import Policy
+from .device.policy import Policy
 
 
 def _wide(t: torch.Tensor) -> torch.dtype:

@@ -116,8 +116,8 @@ def test_the_checker_refuses_an_upward_import() -> None:
     assert layer_errors("tbuild.engine.decoding.search", "from ..training import trainer\n")
     assert layer_errors("tbuild.engine.decoding.ct2", "from ..export.cache import cached_export\n")
     assert layer_errors("tbuild.engine.training.trainer", "from ..finetune.start import resolve_start\n")
-    assert layer_errors("tbuild.engine.card", "from tbuild.cli.common import console\n")[0] == (
-        "tbuild.engine.card imports tbuild.cli.common, a layer above it")
+    assert layer_errors("tbuild.engine.run.card", "from tbuild.cli.common import console\n")[0] == (
+        "tbuild.engine.run.card imports tbuild.cli.common, a layer above it")
     assert layer_errors("tbuild.cli.decode", "from .evaluate import evaluate\n")
     assert not layer_errors("tbuild.engine.data.treebank", "from .trees import Tree\nfrom ..errors import DataError\n")
     assert not layer_errors("tbuild.engine.tasks.parsing.evaluation", "from ...data.trees import read_treebank\n")

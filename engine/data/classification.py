@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, ClassificationDataset, DataSpec
+from tbuild.builder.spec import DATASETS, ClassificationDataset, DataSpec
 
 from ..errors import DataError
 from ..files import atomic_write

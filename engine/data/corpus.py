@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbuild.builder.schema import DataSpec, ParallelFiles
+from tbuild.builder.spec import DataSpec, ParallelFiles
 
 from ..errors import DataError
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec, FilesDataset, TextDataset
+from tbuild.builder.spec import DATASETS, DataSpec, FilesDataset, TextDataset
 
 from ..errors import DataError
 from . import classification, multi30k, tagging, treebank, wmt14  # noqa: F401  (register the built-in data sets' providers)

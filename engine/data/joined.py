@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from .batches import BatchSource
 

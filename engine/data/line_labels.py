@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tbuild.builder.schema import DataSpec, Spec
+from tbuild.builder.spec import DataSpec, Spec
 from tbuild.builder.tokens import BOS, EOS
 
 from ..errors import DataError

@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tbuild.builder.schema import MaskingSpec, Spec
+from tbuild.builder.spec import MaskingSpec, Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.specs.head import MASK_PIECE
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec, Multi30kDataset
+from tbuild.builder.spec import DATASETS, DataSpec, Multi30kDataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_paths

@@ -8,7 +8,7 @@ from functools import cached_property
 
 import numpy as np
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import EOS
 
 from .corpus import layout_of, split_paths

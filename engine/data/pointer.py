@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.pointer import PointerSpecBase, format_ids
 
@@ -45,7 +45,7 @@ def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: Tokenizer) -> list[in
     if isinstance(pointer.advance, list):
         return [_piece(tok, token) for token in pointer.advance]
     leaves = provider_of(spec.data).leaves
-    assert leaves is not None  # leaves need trees: the spec's check (builder/schema.py)
+    assert leaves is not None  # leaves need trees: the spec's check (builder/spec/)
     pieces = _pieces(tok)
     brackets = {i for i, (text, kind) in enumerate(pieces) if _bracket(text) and kind == USER_DEFINED}
     if leaves == "words":  # every piece of a word: all but the brackets

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..errors import DataError
-from ..run_dir import RunDir
+from ..run.directory import RunDir
 from .corpus import iter_split, layout_of, split_paths
 from .datasets import ensure_data
 from .download import sha256_of

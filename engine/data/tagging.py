@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec, TaggingDataset
+from tbuild.builder.spec import DATASETS, DataSpec, TaggingDataset
 
 from ..errors import DataError
 from ..files import atomic_write

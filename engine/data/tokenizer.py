@@ -11,12 +11,12 @@ from pathlib import Path
 
 import sentencepiece as spm
 
-from tbuild.builder.schema import Spec, TokenizerSpec
+from tbuild.builder.spec import Spec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.head import MASK_PIECE, MaskedLMSpec
 
 from ..errors import DataError
-from ..run_dir import RunDir
+from ..run.directory import RunDir
 from . import tokenizers_file
 from .corpus import iter_split, layout_of, split_paths
 from .datasets import ensure_data, provider_of

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 
-from tbuild.builder.schema import DATASETS, DataSpec, ParallelFiles, TreebankDataset
+from tbuild.builder.spec import DATASETS, DataSpec, ParallelFiles, TreebankDataset
 
 from ..errors import DataError
 from ..files import atomic_write

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, BinaryIO
 
-from tbuild.builder.schema import DATASETS, DataSpec, Wmt14Dataset
+from tbuild.builder.spec import DATASETS, DataSpec, Wmt14Dataset
 
 from ..errors import DataError
 from .corpus import SPLITS, split_files

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tbuild.builder.schema import DataSpec, Spec
+from tbuild.builder.spec import DataSpec, Spec
 from tbuild.builder.tokens import EOS, PAD, UNK
 from tbuild.components.specs.head import Piece
 

@@ -10,7 +10,7 @@ import torch
 from tbuild.builder.tokens import BOS
 
 from ..errors import TbuildError
-from ..plots import _pyplot
+from ..figures.plots import _pyplot
 from .search import beam_search
 from .translator import Translator, encode_sources
 

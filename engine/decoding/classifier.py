@@ -11,7 +11,7 @@ from ..data.line_labels import encode_classified, read_classified, text_rows
 from ..data.word_labels import LABEL_OFFSET, labels_of
 from ..errors import TbuildError
 from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ..run.directory import EvalRecord, Run
 from .tagger import best_labels
 from .translator import Translator
 

@@ -22,7 +22,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
 from ..extras import require
-from ..run_dir import Run
+from ..run.directory import Run
 from .request import NO_HOOKS, DecodeRequest, Hooks, check_request
 from .search import Hypothesis, length_penalty
 from .translator import DEFAULT_MAX_SOURCE, encode_constraints, encode_sources, limited_batches

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from ..run_dir import Run
+from ..run.directory import Run
 from .request import DecodeRequest, Hooks
 from .search import Hypothesis
 

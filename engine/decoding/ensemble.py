@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.components.transformer import DecoderCache
 
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from ..run_dir import Run
+from ..run.directory import Run
 
 COMBINE = ("logprob", "prob")
 RULES = {"logprob": "log P(y) = log-softmax(Σ_i w_i log P_i(y)) (weighted log-probabilities, renormalised)",

@@ -15,7 +15,7 @@ from ..data.datasets import read_split
 from ..data.joined import for_model
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ..run.directory import EvalRecord, Run
 from .engines import Engine
 from .request import DecodeRequest, Hooks
 from .translator import Translator, encode_sources

@@ -25,7 +25,7 @@ from tbuild.components.transformer import DecoderCache
 from ..data.pairs import load_pairs
 from ..errors import TbuildError
 from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ..run.directory import EvalRecord, Run
 from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
 from .translator import Translator, length_batches, load_translator, padded, sampler

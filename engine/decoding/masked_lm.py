@@ -12,7 +12,7 @@ from pathlib import Path
 from ..data.masked import encode_masked
 from ..data.word_labels import LABEL_OFFSET
 from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ..run.directory import EvalRecord, Run
 from .translator import Translator, load_translator
 
 MASKED_LM_COMMANDS = ("train", "evaluate", "export", "inspect")  # what a masked LM's run takes

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 
 from ..errors import TbuildError
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 
 from ..errors import TbuildError
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.word_labels import (
     LABEL_OFFSET,
@@ -26,7 +26,7 @@ from ..data.word_labels import (
 )
 from ..errors import TbuildError
 from ..loss import evaluate_loss
-from ..run_dir import EvalRecord, Run
+from ..run.directory import EvalRecord, Run
 from .translator import Translator, length_batches, load_translator, padded
 
 

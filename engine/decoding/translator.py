@@ -10,15 +10,15 @@ import torch
 from torch import nn
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 
 from ..data.tokenizer import Tokenizer
+from ..device.policy import Policy, choose_policy, model_widths
 from ..errors import TbuildError
-from ..policy import Policy, choose_policy, model_widths
-from ..run_dir import Run
-from ..weights import load_weights, weights_files
+from ..run.directory import Run
+from ..run.weights import load_weights, weights_files
 from .constraints import Phrases
 from .ensemble import Ensemble
 from .model import SearchModel, search_model

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from ..errors import TbuildError
 from ..files import atomic_write
-from ..run_dir import Run
-from ..weights import weights_files
+from ..run.directory import Run
+from ..run.weights import weights_files
 
 STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from torch import nn
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, UNK
 
 from .hf_graphs import to_hf_graph

@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from tbuild.builder.resolved import ResolvedStack, resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, UNK
 from tbuild.components.positional import Learned, NoPosition, Sinusoidal, sinusoid_table
 from tbuild.components.transformer import EncoderDecoder
@@ -141,7 +141,7 @@ def export_run(run, out: Path, *, quantization: str | None = None, checkpoint: P
     from ..data.tokenizer import Tokenizer
     from ..errors import TbuildError
     from ..extras import require
-    from ..weights import load_weights
+    from ..run.weights import load_weights
 
     check_exportable(run.spec, CTRANSLATE2)  # refuse before loading anything
     if quantization is not None and quantization not in QUANTIZATIONS:

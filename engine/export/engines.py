@@ -11,7 +11,7 @@ from ..decoding.ct2 import ct2_device, open_ct2_translator
 from ..decoding.engines import ENGINES, Engine, load_native
 from ..decoding.request import check_ensemble
 from ..errors import TbuildError
-from ..run_dir import Run
+from ..run.directory import Run
 from .cache import cached_export
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..decoding.lm import LanguageModel, generate

@@ -10,7 +10,7 @@ from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
 from ..decoding.translator import Translator
 from ..extras import require
-from ..run_dir import Run
+from ..run.directory import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
 from .targets import TARGETS, check_exportable
 
@@ -22,7 +22,7 @@ def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization:
     from tbuild.builder import build_model
 
     from ..data.tokenizer import Tokenizer
-    from ..weights import load_weights
+    from ..run.weights import load_weights
     from .ct2_graphs import write_ct2_graph
     from .hf_graphs import write_hf_graph
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 Refuse = Callable[[str], None]
 TABLE_POSITIONS = frozenset({"learned", "sinusoidal", "none"})  # written as a learned table (1024 rows by default)

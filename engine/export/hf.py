@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from tbuild.builder.resolved import resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
@@ -199,7 +199,7 @@ def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # n
 
     from ..data.tokenizer import Tokenizer
     from ..extras import require
-    from ..weights import load_weights
+    from ..run.weights import load_weights
 
     refuse()
     require("transformers", "tbuild[export]", "--to hf")

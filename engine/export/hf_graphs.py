@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from tbuild.builder.resolved import resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 import torch
 
 from tbuild.builder.resolved import resolve
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 

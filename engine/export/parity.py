@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import torch
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS
 
 from ..data.tokenizer import Tokenizer
@@ -34,7 +34,7 @@ from ..decoding.ct2 import ct2_search
 from ..decoding.hf import hf_search
 from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, encode_sources, translate
-from ..run_dir import Run
+from ..run.directory import Run
 
 TEACHER_FORCED_LINES = 16  # the batch whose per-token log-probs are compared
 SEARCH_DIFFERENCES = {  # one line each for the report (module docstring)

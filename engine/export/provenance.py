@@ -10,7 +10,7 @@ from pathlib import Path
 from ..data.download import sha256_of
 from ..files import atomic_write
 from ..finetune.start import read_lineage
-from ..run_dir import Run
+from ..run.directory import Run
 
 PROVENANCE = "tbuild.json"
 

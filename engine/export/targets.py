@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
-from tbuild.builder.schema import DecodeSpec, Spec
+from tbuild.builder.spec import DecodeSpec, Spec
 from tbuild.components.specs.graph import GRAPHS
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported

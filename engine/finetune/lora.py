@@ -9,15 +9,15 @@ from collections.abc import Callable
 
 from torch import nn
 
-from tbuild.builder.schema import InitSpec, Spec
+from tbuild.builder.spec import InitSpec, Spec
 from tbuild.components.lora import Adapters, adapter_names, match_targets
 
-from ..adapters import base_record, base_tensors, read_record, write_record
 from ..data.tokenizer import Tokenizer
 from ..errors import TbuildError
-from ..initial import Initial, Patch
-from ..run_dir import RunDir
-from ..weights import weights_files
+from ..run.adapters import base_record, base_tensors, read_record, write_record
+from ..run.directory import RunDir
+from ..run.weights import weights_files
+from ..start.values import Initial, Patch
 from .plan import make_plan
 from .source import Source
 

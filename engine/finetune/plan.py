@@ -14,7 +14,7 @@ from fnmatch import fnmatch
 import torch
 from torch import nn
 
-from tbuild.builder.schema import InitSpec
+from tbuild.builder.spec import InitSpec
 from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.weights import weight_tree
 

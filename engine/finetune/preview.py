@@ -10,10 +10,10 @@ import torch
 
 from tbuild.builder import build_model
 from tbuild.builder.loader import LoadedSpec
-from tbuild.builder.schema import InitSpec
+from tbuild.builder.spec import InitSpec
 
 from ..data.tokenizer import Tokenizer, fit_vocab
-from ..run_dir import RunDir, load_target, run_dir_of
+from ..run.directory import RunDir, load_target, run_dir_of
 from ..tasks.registry import task_of
 from .plan import check_kinds, make_plan
 from .source import Source, load_source

@@ -9,13 +9,13 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import InitSpec
+from tbuild.builder.spec import InitSpec
 from tbuild.components.weights import WeightTree, weight_tree
 
-from ..checkpoint import average_checkpoints, read_checkpoint
 from ..data.download import sha256_of
-from ..run_dir import Run, resolve_run
-from ..weights import weights_files
+from ..run.checkpoint import average_checkpoints, read_checkpoint
+from ..run.directory import Run, resolve_run
+from ..run.weights import weights_files
 
 
 @dataclass(frozen=True)

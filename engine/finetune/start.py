@@ -15,14 +15,14 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import LoadedSpec, build_model
-from tbuild.builder.schema import InitSpec, Spec
+from tbuild.builder.spec import InitSpec, Spec
 
-from ..adapters import read_record
 from ..data.tokenizer import Tokenizer, prepare_tokenizer
 from ..errors import TbuildError
 from ..files import atomic_write
-from ..initial import Initial, Patch
-from ..run_dir import RunDir
+from ..run.adapters import read_record
+from ..run.directory import RunDir
+from ..start.values import Initial, Patch
 from .lora import adapter_start
 from .parts import frozen_names
 from .plan import LoadPlan, check_kinds, make_plan

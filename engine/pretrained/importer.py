@@ -19,12 +19,12 @@ import torch
 from torch import nn
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
-from ..checkpoint import model_tensors, save_weights
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import TbuildError
-from ..run_dir import RunDir
+from ..run.checkpoint import model_tensors, save_weights
+from ..run.directory import RunDir
 from . import hf_causal, hf_encoder, hf_seq2seq
 from .hf_source import UnsupportedImport, load_model, locate, read_config
 from .hf_tokenizer import find_tokenizer

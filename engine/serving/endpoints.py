@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines

@@ -9,7 +9,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from ..run_dir import Run
+from ..run.directory import Run
 from .api import Limits, LinesRequest, RequestError
 from .batcher import Batcher, Job
 from .endpoints import Endpoint

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..run_dir import Run, RunDir
+from ..run.directory import Run, RunDir
 from ..training.run import train_spec
 from ..training.trainer import Event
 from .plan import PlannedRow

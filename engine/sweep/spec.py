@@ -12,9 +12,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tbuild.builder.loader import SpecError, Where
+from tbuild.builder.overlay import load_based
 from tbuild.components.spec_base import StrictModel
-
-from ..based_file import load_based
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # a row name is also a folder name
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
+from ..device.process import ProcessSettings
 from ..errors import TbuildError
 from ..extras import require
-from ..process import ProcessSettings
 from .plan import PlannedRow, plan
 from .spec import load_sweep
 

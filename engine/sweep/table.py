@@ -8,7 +8,7 @@ import io
 import json
 from pathlib import Path
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..files import atomic_write
 from .plan import PlannedRow
@@ -88,7 +88,7 @@ def markdown(table: list[dict]) -> str:
 
 def write(folder: Path, table: list[dict]) -> list[Path]:
     """results.md, .csv, .json and .png in the sweep's folder."""
-    from ..plots import plot_sweep
+    from ..figures.plots import plot_sweep
 
     text = io.StringIO()
     writer = csv.DictWriter(text, COLUMNS, lineterminator="\n")

@@ -22,13 +22,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..errors import TbuildError
 
 if TYPE_CHECKING:
-    from tbuild.builder.schema import Spec
+    from tbuild.builder.spec import Spec
 
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
-    from ..policy import Policy
-    from ..run_dir import EvalRecord, Run, RunDir
+    from ..device.policy import Policy
+    from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
 
 Log = Callable[[str], None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.line_labels import encode_classified, read_classified, text_rows
 from ..data.word_labels import labels_of
@@ -21,7 +21,7 @@ from .tagging import Labels, fitted
 if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
-    from ..run_dir import EvalRecord, Run
+    from ..run.directory import EvalRecord, Run
     from ..serving.endpoints import Endpoint
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.components.specs.graph import with_article
 
 from ..decoding.lm import PREFIX_LM_COMMANDS, evaluate_perplexity, load_language_model
@@ -21,7 +21,7 @@ from .translation import Translation, pairs_data, prepared_pairs
 if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
-    from ..run_dir import EvalRecord, Run, RunDir
+    from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
 
 
@@ -51,7 +51,7 @@ class LanguageModel(Task):
 
     def evaluate(self, runs: list[Run], call: EvalCall) -> Report:
         """The split's perplexity per token, nothing decoded; writes eval_SPLIT.json."""
-        from ..process import configure_process
+        from ..device.process import configure_process
 
         if call.src is not None:
             raise TbuildError("--src/--ref score translations; a language model is scored on a split of its data "

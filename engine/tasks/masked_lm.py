@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.masked import encode_masked, line_rows
 from ..decoding.masked_lm import MASKED_LM_COMMANDS, evaluate_masked_lm, load_masked_lm
@@ -21,7 +21,7 @@ from .tagging import Labels
 if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
-    from ..run_dir import Run
+    from ..run.directory import Run
 
 
 @register_task

@@ -11,7 +11,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
-    from tbuild.builder.schema import Spec
+    from tbuild.builder.spec import Spec
 
     from .base import Task
 

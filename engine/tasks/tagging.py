@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged, word_piece, word_pieces, word_row
 from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
@@ -22,7 +22,7 @@ from .registry import register_task
 if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
-    from ..run_dir import EvalRecord, Run, RunDir
+    from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
 
 
@@ -58,7 +58,7 @@ class Labels(Task):
     def loaded(self, runs: list[Run], call: EvalCall, load: object = None) -> Translator:
         """The one run's model, loaded on the native engine (``load``: ``load_tagger`` unless given); --src,
         several runs or another engine refused in one line."""
-        from ..process import configure_process
+        from ..device.process import configure_process
 
         loading = call.loading
         if call.src is not None or len(runs) > 1 or loading.engine != "native":

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.components.specs.graph import with_article
 
 from ..data.joined import for_model
@@ -16,8 +16,8 @@ from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
 from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, load_translator
+from ..device.process import configure_process
 from ..errors import TbuildError
-from ..process import configure_process
 from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, quiet_progress, scores_table
 from .registry import register_task
 
@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
-    from ..policy import Policy
-    from ..run_dir import EvalRecord, Run, RunDir
+    from ..device.policy import Policy
+    from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from tbuild.builder.schema import TrainSpec
+from tbuild.builder.spec import TrainSpec
 
 from ..data.batches import BatchSource, Bucketing, batch_shapes, collate, token_batches
 from ..data.packing import collate_packed, pack_length, packed_batches

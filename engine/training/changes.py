@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from tbuild.builder import LoadedSpec, SpecError, load_spec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..errors import TbuildError
-from ..run_dir import Run, RunDir, run_dir_of
+from ..run.directory import Run, RunDir, run_dir_of
 
 # (dotted prefix, kind, what the change does), first match wins.
 RULES: tuple[tuple[str, str, str], ...] = (

@@ -13,7 +13,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any, Protocol
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..errors import TbuildError
 from ..extras import check_installed

@@ -15,18 +15,18 @@ from typing import Any
 import torch
 
 from tbuild.builder import LoadedSpec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ..data.batches import BatchSource
 from ..data.prepare import prepared_id
 from ..data.tokenizer import Tokenizer, fit_vocab
+from ..device.policy import Policy, choose_device, choose_policy, model_widths
 from ..errors import TbuildError
 from ..finetune.start import init_located, resolve_start, start_source, start_tokenizer
-from ..initial import Initial
-from ..policy import Policy, choose_device, choose_policy, model_widths
-from ..run_dir import RunDir, delete_run, run_dir_of
-from ..run_lock import LOCK, RunLock
-from ..spelling import spelling_patches
+from ..run.directory import RunDir, delete_run, run_dir_of
+from ..run.lock import LOCK, RunLock
+from ..start.spelling import spelling_patches
+from ..start.values import Initial
 from ..tasks.base import Task
 from ..tasks.registry import task_of
 from . import distributed

@@ -18,14 +18,14 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import nn
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
-from ..checkpoint import load_model_weights
 from ..data.datasets import read_split
 from ..data.tokenizer import Tokenizer
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, max_source
-from ..policy import Policy
+from ..device.policy import Policy
+from ..run.checkpoint import load_model_weights
 from . import distributed
 from .distributed import Rank
 

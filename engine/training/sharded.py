@@ -35,9 +35,9 @@ from torch.distributed.checkpoint.state_dict import (
 )
 from torch.distributed.tensor import DTensor, distribute_tensor
 
-from ..checkpoint import read_checkpoint, save_weights
 from ..errors import CheckpointError
 from ..files import atomic_write
+from ..run.checkpoint import read_checkpoint, save_weights
 
 META = "tbuild.json"  # in a sharded checkpoint directory, beside the shards
 TMP_SUFFIX = ".tmp"  # step_N.dcp.tmp: being written; renamed to step_N.dcp once whole

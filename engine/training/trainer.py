@@ -31,19 +31,19 @@ import torch
 from torch import nn
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import Spec, TrainSpec
+from tbuild.builder.spec import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
 
-from ..checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..data.batches import BatchCursor
 from ..data.packing import pair_indices
+from ..device.policy import Policy
 from ..errors import CheckpointError, TbuildError
-from ..initial import Initial
 from ..loss import evaluate_loss, label_smoothed_nll
-from ..machine import machine_facts, record_machine
-from ..policy import Policy
-from ..run_dir import RunDir
-from ..run_lock import RunLock
+from ..run.checkpoint import load_into, model_tensors, save_checkpoint, save_weights
+from ..run.directory import RunDir
+from ..run.lock import RunLock
+from ..run.machine import machine_facts, record_machine
+from ..start.values import Initial
 from . import distributed
 from .batching import Batching
 from .compiled import compile_model, compile_plan, graphs, step_begins

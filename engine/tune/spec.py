@@ -14,9 +14,8 @@ from pydantic import Field, model_validator
 
 from tbuild.builder import LoadedSpec, load_spec
 from tbuild.builder.loader import Override, SpecError, Where, did_you_mean
+from tbuild.builder.overlay import load_based
 from tbuild.components.spec_base import StrictModel
-
-from ..based_file import load_based
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder name
 Real = float  # aliases: Param has fields named float and int

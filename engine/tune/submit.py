@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..device.process import ProcessSettings
 from ..errors import TbuildError
-from ..process import ProcessSettings
 from ..sweep.submit import parameters, require_submitit
 from .spec import Study, load_study
 

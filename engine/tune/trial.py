@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import TbuildError
 from ..files import atomic_write
-from ..run_dir import EvalRecord, Run, resolve_run
+from ..run.directory import EvalRecord, Run, resolve_run
 from ..training.run import train_spec
 from ..training.trainer import Event
 from .spec import Study

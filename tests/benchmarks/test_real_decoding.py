@@ -13,7 +13,7 @@ import pytest
 from benchmarks.__main__ import main, parse
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.export.engines import load_engine
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 
 
 def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Path,

@@ -8,7 +8,7 @@ from pathlib import Path
 from benchmarks.decoding import DecodeRun, expected_tokens, groups, run_decoding
 from benchmarks.real_lengths import count_tokens, draw, read_pairs
 from benchmarks.workload import Shape
-from tbuild.engine.policy import choose_policy
+from tbuild.engine.device.policy import choose_policy
 
 
 def test_lengths_are_drawn_from_test2016_with_a_seed(multi30k: Path) -> None:

@@ -9,8 +9,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.run.checkpoint import read_checkpoint
 
 
 def test_a_tiny_tagger_with_chars_trains_from_the_cli_and_saves_its_spelling(tmp_path: Path) -> None:

@@ -77,7 +77,7 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
 
     from tbuild.engine.decoding.attention_maps import attention_weights
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
 
     result = runner.invoke(app, ["attention", str(tiny_run), "--text", "A dog runs.", "--layers", "0",
                                  "-o", str(tmp_path)])

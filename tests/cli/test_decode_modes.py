@@ -16,7 +16,7 @@ from tbuild.builder.tokens import BOS, EOS
 from tbuild.cli.app import app
 from tbuild.engine.decoding.search import length_penalty
 from tbuild.engine.decoding.translator import encode_sources, load_translator
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 
 runner = CliRunner()
 TEXT = "A dog runs in the snow.\n\nTwo men are talking.\n"

@@ -12,9 +12,9 @@ import yaml
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from tbuild.builder.schema import InverseSqrtSchedule
+from tbuild.builder.spec import InverseSqrtSchedule
 from tbuild.cli.app import app
-from tbuild.engine.checkpoint import read_checkpoint
+from tbuild.engine.run.checkpoint import read_checkpoint
 from tests.conftest import tiny_train_spec
 
 runner = CliRunner()

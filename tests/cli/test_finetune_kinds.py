@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from tbuild.builder import build_model, load_spec
 from tbuild.cli.app import app
-from tbuild.engine.checkpoint import read_checkpoint
+from tbuild.engine.run.checkpoint import read_checkpoint
 from tests.conftest import REPO
 
 runner = CliRunner()

@@ -72,7 +72,7 @@ def test_evaluate_reports_perplexity_only(trained: tuple[Path, Path]) -> None:
 
 
 def test_inspect_counts_what_is_trained(trained: tuple[Path, Path]) -> None:
-    from tbuild.engine.checkpoint import read_checkpoint
+    from tbuild.engine.run.checkpoint import read_checkpoint
 
     _, run = trained
     result = runner.invoke(app, ["inspect", str(run), "--json"])

@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 
 from tbuild.builder import build_model
 from tbuild.cli.app import app
-from tbuild.engine.adapters import BASE_FILE
-from tbuild.engine.checkpoint import read_checkpoint
-from tbuild.engine.initial import Initial, Patch
-from tbuild.engine.run_dir import resolve_run
-from tbuild.engine.weights import load_weights
+from tbuild.engine.run.adapters import BASE_FILE
+from tbuild.engine.run.checkpoint import read_checkpoint
+from tbuild.engine.run.directory import resolve_run
+from tbuild.engine.run.weights import load_weights
+from tbuild.engine.start.values import Initial, Patch
 from tests.conftest import tiny_train_spec
 
 runner = CliRunner()
@@ -86,7 +86,7 @@ def test_merged_equals_the_adapted_model(adapted: Path) -> None:
     """The LoRA model (base + A, B; unmerged) and the plain one with W + (α/r)·B A agree within 1e-5."""
     run = resolve_run(adapted)
     record = json.loads((adapted / BASE_FILE).read_text())
-    from tbuild.engine.adapters import adapters_of, base_tensors
+    from tbuild.engine.run.adapters import adapters_of, base_tensors
 
     tensors = base_tensors(record)
     lora = build_model(run.spec)

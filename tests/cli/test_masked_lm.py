@@ -79,10 +79,10 @@ def test_a_tagger_starts_from_it(mlm: Path, tmp_path: Path) -> None:
     """The tagger takes the masked LM's tokenizer, loads its embeddings, encoder layer and final norm (equal to
     the masked LM's), starts its head new, and trains."""
     from tbuild.builder import build_model, load_spec
-    from tbuild.engine.checkpoint import read_checkpoint
     from tbuild.engine.data.tokenizer import Tokenizer
     from tbuild.engine.finetune.plan import apply_plan, make_plan
     from tbuild.engine.finetune.source import load_source
+    from tbuild.engine.run.checkpoint import read_checkpoint
 
     data = sentences(30, 7)
     for split in ("train", "valid"):

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tbuild.engine import precision
+from tbuild.engine.device import precision
 from tests.conftest import tiny_train_spec
 
 runner = CliRunner()

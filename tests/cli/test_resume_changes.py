@@ -9,9 +9,9 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import load_spec
-from tbuild.builder.schema import InverseSqrtSchedule
+from tbuild.builder.spec import InverseSqrtSchedule
 from tbuild.cli.app import app
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.directory import RunDir
 from tbuild.engine.training.changes import spec_changes
 from tests.conftest import tiny_train_spec
 

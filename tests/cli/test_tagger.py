@@ -114,7 +114,7 @@ def test_piece_last_trains_decodes_and_evaluates_at_each_words_last_piece(traine
 def test_a_tune_study_scores_a_tagger_trial_by_its_validation_accuracy(trained: Path, tmp_path: Path) -> None:
     """objective {metric: accuracy} (specs/tune/pos-tagger.yaml's): a finished trial's score is the validation
     accuracy tbuild evaluate reports, kept in the run's eval_valid.json."""
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tune.spec import load_study
     from tbuild.engine.tune.trial import score
 

@@ -11,7 +11,7 @@ import torch
 
 from tbuild.builder import SpecError, build_model, load_spec
 from tbuild.builder.inspect import inspect_model, meta_model
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.pointer import PointedMemory
 from tbuild.components.specs.pointer import format_ids, parse_ids

@@ -13,7 +13,7 @@ import torch
 from pydantic import TypeAdapter, ValidationError
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import AttentionSpec, FFNSpec, NormSpec, PositionalSpec
+from tbuild.builder.spec import AttentionSpec, FFNSpec, NormSpec, PositionalSpec
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL, Registry
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderCache
@@ -194,7 +194,7 @@ LATE_PLUGIN = textwrap.dedent('''
     import torch
 
     from tbuild.builder import build_model, load_spec
-    from tbuild.builder.schema import Spec
+    from tbuild.builder.spec import Spec
     from tbuild.components import ATTENTION
     from tbuild.components.attention import MultiHeadAttention
     from tbuild.components.spec_base import ComponentSpec

@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import load_spec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.cli.app import app
 
 from .commands import problems

@@ -73,7 +73,7 @@ def test_a_killed_sweep_resumes_its_row_and_skips_the_finished_one(tmp_path: Pat
     import sys
     import time
 
-    from tbuild.engine.run_dir import RunDir
+    from tbuild.engine.run.directory import RunDir
 
     rows = "  - {name: first}\n  - {name: second, set: {train.max_steps: 150, train.checkpoint_every: 2}}\n"
     sweep = _sweep(tmp_path, tiny_corpus, rows)

@@ -18,8 +18,8 @@ from ...data.linearize import linearize
 from ...data.pairs import Pairs
 from ...data.trees import Tree, read_treebank
 from ...decoding.translator import Translator, encode_sources
-from ...policy import Policy
-from ...run_dir import Run
+from ...device.policy import Policy
+from ...run.directory import Run
 from .constrained import TreeVocab
 from .evalb import Evalb, Params, Totals, collins, evalb
 from .evaluation import style_of

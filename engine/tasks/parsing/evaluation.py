@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tbuild.builder.schema import Spec, TreebankDataset
+from tbuild.builder.spec import Spec, TreebankDataset
 from tbuild.builder.tokens import EOS
 
 from ...data.datasets import read_split
@@ -22,7 +22,7 @@ from ...decoding.search import Hypothesis
 from ...decoding.translator import Translator, encode_sources
 from ...errors import DataError
 from ...loss import evaluate_loss
-from ...run_dir import EvalRecord, Run
+from ...run.directory import EvalRecord, Run
 from .constrained import WellFormed, tree_rule
 from .evalb import Evalb, Params, collins, evalb, read_lines
 from .lexical import output_text

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
 from ...data.datasets import read_split
 from ...data.treebank import gold_file
@@ -29,8 +29,8 @@ from .lexical import output_text
 if TYPE_CHECKING:
     from ...data.tokenizer import Tokenizer
     from ...decoding.engines import Engine
-    from ...policy import Policy
-    from ...run_dir import EvalRecord, Run
+    from ...device.policy import Policy
+    from ...run.directory import EvalRecord, Run
 
 
 @dataclass

@@ -115,7 +115,7 @@ def test_a_directory_is_not_a_file(tmp_path: Path) -> None:
 def test_each_data_set_declares_its_layout(dataset: dict | None, layout: str) -> None:
     """Pairs, one text file (no source side: the tokenizer learns the target), words and their tags, or
     LABEL<TAB>TEXT lines (the tokenizer learns the words or the text alone)."""
-    from tbuild.builder.schema import DataSpec
+    from tbuild.builder.spec import DataSpec
     from tbuild.engine.data import corpus
 
     found = corpus.layout_of(DataSpec.model_validate({"dataset": dataset}))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tbuild.builder.schema import DATASETS
+from tbuild.builder.spec import DATASETS
 from tbuild.engine.data.corpus import read_parallel, split_files
 from tbuild.engine.data.datasets import ensure_data, fetch_data, read_split
 from tbuild.engine.errors import DataError

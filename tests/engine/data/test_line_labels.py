@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.spec import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS
 from tbuild.engine.data.corpus import iter_split
 from tbuild.engine.data.line_labels import encode_classified, read_classified, text_rows

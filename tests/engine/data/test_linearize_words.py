@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import SpecError, load_spec
-from tbuild.builder.schema import DataSpec
+from tbuild.builder.spec import DataSpec
 from tbuild.engine.data.datasets import ensure_data
 from tbuild.engine.data.linearize import leaf_text, linearize, repair
 from tbuild.engine.data.tokenizer import whole_target_tokens

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tbuild.builder.schema import MaskingSpec, TokenizerSpec
+from tbuild.builder.spec import MaskingSpec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.engine.data.masked import MaskedLines, chosen_count, mask_id, mask_row
 from tbuild.engine.data.tokenizer import Tokenizer

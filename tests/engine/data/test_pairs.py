@@ -12,7 +12,7 @@ from tbuild.builder.tokens import EOS
 from tbuild.engine.data.pairs import Pairs, load_pairs
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
 from tbuild.engine.errors import DataError
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.directory import RunDir
 
 
 def corpus(folder: Path, name: str, src: list[str], tgt: list[str]) -> str:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.builder.schema import Spec, TokenizerSpec
+from tbuild.builder.spec import Spec, TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.specs.pointer import parse_ids
 from tbuild.engine.data.linearize import linearize

@@ -18,7 +18,7 @@ from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.data.prepare import prepared_train
 from tbuild.engine.data.tokenizer import Tokenizer, prepare_tokenizer
 from tbuild.engine.errors import DataError
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.directory import RunDir
 from tests.engine.data.test_pairs import corpus, make_spec
 
 
@@ -222,7 +222,7 @@ from pathlib import Path
 from tbuild.builder import load_spec
 from tbuild.engine.data import prepare
 from tbuild.engine.data.tokenizer import Tokenizer
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.directory import RunDir
 prepare.CHUNK_PAIRS = 40
 spec = load_spec({{"data": {{"train": {folder!r}}}}}).spec
 pairs = prepare.prepared_train(spec, Tokenizer.load(Path({str(tok.path)!r})), RunDir(Path({str(tmp_path / 'run')!r})),

@@ -15,7 +15,7 @@ from tbuild.engine.data.pairs import load_pairs
 from tbuild.engine.data.prepare import prepared_train
 from tbuild.engine.data.tokenizer import prepare_tokenizer
 from tbuild.engine.errors import DataError
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.directory import RunDir
 from tests.conftest import multi30k_lines
 
 

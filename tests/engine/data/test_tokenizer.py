@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import sentencepiece as spm
 
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.spec import TokenizerSpec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.errors import DataError

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder.loader import load_spec
-from tbuild.builder.schema import DataSpec
+from tbuild.builder.spec import DataSpec
 from tbuild.engine.data import treebank
 from tbuild.engine.data.datasets import ensure_data
 from tbuild.engine.data.download import Pinned
@@ -116,7 +116,7 @@ def test_wsj_needs_its_folder() -> None:
 
 
 def test_brackets_are_whole_pieces(tmp_path: Path) -> None:
-    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.builder.spec import TokenizerSpec
     from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens
 
     spec = load_spec({"data": {"dataset": "treebank"}}).spec

@@ -44,7 +44,7 @@ def test_each_label_sits_at_its_words_first_piece() -> None:
 
 
 def test_a_word_split_into_pieces_keeps_its_pieces_of_the_whole_line(tmp_path: Path) -> None:
-    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.builder.spec import TokenizerSpec
 
     lines = ["the cat sat on the mat", "a dog ran", "the dog sat"] * 5
     tok = Tokenizer.train(lines, TokenizerSpec(vocab_size=30), tmp_path / "spm")
@@ -68,7 +68,7 @@ def test_bad_files_are_one_line_errors_naming_file_and_line(tmp_path: Path) -> N
 
 
 def test_a_tag_outside_the_labels_is_refused_naming_file_and_line(tmp_path: Path) -> None:
-    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.builder.spec import TokenizerSpec
 
     spec = spec_of(toy(tmp_path, test=("the can\nthe can\n", "DT NN\nDT XX\n")), ["DT", "NN"])
     tok = Tokenizer.train(TOY["train"][0].split("\n") * 3, TokenizerSpec(vocab_size=30), tmp_path / "spm")
@@ -87,7 +87,7 @@ def test_the_baseline_by_hand(tmp_path: Path) -> None:
 
 def unbelievable(tmp: Path) -> tuple[Tokenizer, list[list[int]]]:
     """A toy tokenizer that splits "unbelievable" into several pieces, and the test line's word pieces."""
-    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.builder.spec import TokenizerSpec
 
     lines = ["the cat sat on the mat", "a dog ran", "the dog sat"] * 5
     tok = Tokenizer.train(lines, TokenizerSpec(vocab_size=30), tmp / "spm")
@@ -129,8 +129,8 @@ class ByPiece(torch.nn.Module):
 def test_decode_and_evaluate_read_each_word_at_the_same_piece(tmp_path: Path) -> None:
     from tbuild.engine.decoding.tagger import evaluate_tagger, tag_lines
     from tbuild.engine.decoding.translator import Translator
-    from tbuild.engine.policy import Policy
-    from tbuild.engine.run_dir import Run, RunDir
+    from tbuild.engine.device.policy import Policy
+    from tbuild.engine.run.directory import Run, RunDir
 
     tok, pieces = unbelievable(tmp_path)
     toy(tmp_path, train=("the unbelievable cat\n", "DT JJ NN\n"), test=("the unbelievable cat\n", "DT JJ NN\n"))

@@ -10,7 +10,7 @@ import pytest
 from tbuild.engine.decoding.request import DecodeRequest, Hooks
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.export.engines import load_engine
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 
 pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
 

@@ -8,7 +8,7 @@ import pytest
 
 from tbuild.engine.decoding.evaluation import evaluate
 from tbuild.engine.decoding.translator import load_translator
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 
 
 def test_perplexity_uses_the_decoding_policy(tiny_run: Path) -> None:

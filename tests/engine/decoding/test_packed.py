@@ -15,7 +15,7 @@ from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_av
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search, log_softmax_
 from tbuild.engine.decoding.translator import load_translator
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 from tests.conftest import tiny_model
 
 needs_onednn = pytest.mark.skipif(not packing_available(), reason="this PyTorch has no oneDNN packed linear")

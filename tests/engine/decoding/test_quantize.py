@@ -19,7 +19,7 @@ from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search
 from tbuild.engine.decoding.translator import load_translator
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 from tests.conftest import tiny_model
 
 runner = CliRunner()

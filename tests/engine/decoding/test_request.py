@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.schema import DecodeSpec, Spec
+from tbuild.builder.spec import DecodeSpec, Spec
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.model import SearchModel, Single, search_model
 from tbuild.engine.decoding.request import (

@@ -104,7 +104,7 @@ def test_trained_translator_is_unchanged(tiny_run: Path, multi30k: Path, monkeyp
     """A run trained on a Multi30k slice translating the first 12 sentences of test2016 at beam 4, 2-best."""
     from tbuild.engine.decoding.request import DecodeRequest
     from tbuild.engine.decoding.translator import load_translator
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
 
     translator = load_translator(resolve_run(tiny_run, []), device="cpu")
     request = DecodeRequest(beam=4, nbest=2, alpha=0.6, max_len_a=1.0, max_len_b=5, format="jsonl")

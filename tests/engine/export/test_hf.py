@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.engine.decoding.hf import hf_search
@@ -142,7 +142,7 @@ def test_marian_sinusoid_is_tbuild_table_reordered(tmp_path: Path) -> None:
 
 
 def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> None:
-    from tbuild.builder.schema import TokenizerSpec
+    from tbuild.builder.spec import TokenizerSpec
     from tbuild.engine.data.tokenizer import Tokenizer
 
     lines = (tiny_corpus / "train.en").read_text().splitlines() + (tiny_corpus / "train.de").read_text().splitlines()

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tbuild.builder.schema import InitSpec, TokenizerSpec
+from tbuild.builder.spec import InitSpec, TokenizerSpec
 from tbuild.components.weights import LAYER, Stack, WeightTree, params, weight_tree
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.errors import TbuildError

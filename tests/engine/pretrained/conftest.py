@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.spec import TokenizerSpec
 from tbuild.engine.data.tokenizer import Tokenizer
 
 PIECES = 30

@@ -13,13 +13,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.schema import DecodeSpec
+from tbuild.builder.spec import DecodeSpec
 from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.cli.app import app
-from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import beam_search
+from tbuild.engine.run.checkpoint import read_checkpoint
 
 from .conftest import PIECES
 
@@ -113,8 +113,8 @@ def _assert_round_trip(tmp_path: Path, *, architecture: bool = True) -> None:
 
 def _loaded(run: Path):  # noqa: ANN202
     from tbuild.builder import build_model
-    from tbuild.engine.run_dir import resolve_run
-    from tbuild.engine.weights import load_weights
+    from tbuild.engine.run.directory import resolve_run
+    from tbuild.engine.run.weights import load_weights
 
     r = resolve_run(run)
     model = build_model(r.spec)

@@ -92,7 +92,7 @@ def test_inspect_evaluate_and_serve_work_on_the_imported_run(imported) -> None: 
     pytest.importorskip("fastapi", reason="tbuild serve needs the serve extra (pip install 'tbuild[serve]')")
     from fastapi.testclient import TestClient
 
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.serving.app import create_app
     from tbuild.engine.serving.service import open_service
 
@@ -149,7 +149,7 @@ def _serve(run: Path, path: str, body: dict) -> dict:
     pytest.importorskip("fastapi", reason="tbuild serve needs the serve extra (pip install 'tbuild[serve]')")
     from fastapi.testclient import TestClient
 
-    from tbuild.engine.run_dir import resolve_run
+    from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.serving.app import create_app
     from tbuild.engine.serving.service import open_service
 

@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from tbuild.cli.app import app as cli  # noqa: E402
-from tbuild.engine.run_dir import resolve_run  # noqa: E402
+from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.service import open_service  # noqa: E402
 from tests.cli import test_classifier, test_tagger  # noqa: E402  (their toy files)

@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
 
-from tbuild.engine.run_dir import resolve_run  # noqa: E402
+from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.api import Limits  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.service import Service, open_service  # noqa: E402

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from tbuild.builder.schema import DATASETS, DatasetSpec, DataSpec, Spec
+from tbuild.builder.spec import DATASETS, DatasetSpec, DataSpec, Spec
 from tbuild.cli.app import app
 from tbuild.engine.data.corpus import split_files
 from tbuild.engine.data.datasets import read_split
@@ -25,7 +25,7 @@ from tbuild.engine.data.pairs import load_pairs
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import Translator, decode_lines, load_translator
 from tbuild.engine.loss import evaluate_loss
-from tbuild.engine.run_dir import EvalRecord, Run, resolve_run
+from tbuild.engine.run.directory import EvalRecord, Run, resolve_run
 from tbuild.engine.tasks import registry
 from tbuild.engine.tasks.base import DecodeCall, EvalCall, Loading, Log, Report, Task, scores_table
 from tbuild.engine.tasks.registry import register_task, task_of
@@ -34,7 +34,7 @@ from tbuild.engine.tasks.translation import pairs_data
 if TYPE_CHECKING:
     from tbuild.engine.data.batches import BatchSource
     from tbuild.engine.data.tokenizer import Tokenizer
-    from tbuild.engine.run_dir import RunDir
+    from tbuild.engine.run.directory import RunDir
     from tbuild.engine.serving.endpoints import Endpoint
 
 WORDS = ("ab", "cd", "ef", "gh", "ij", "kl", "mn", "op", "qr", "st", "uv", "wx")

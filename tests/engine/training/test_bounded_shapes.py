@@ -102,7 +102,7 @@ def test_trainer_saves_the_uncompiled_parameter_names(tiny_corpus: Path, tmp_pat
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """A compiled, bucketed run trains and checkpoints the same parameter names as a plain one."""
     from tbuild.builder import load_spec
-    from tbuild.engine.checkpoint import read_checkpoint
+    from tbuild.engine.run.checkpoint import read_checkpoint
     from tbuild.engine.training import trainer
 
     monkeypatch.setattr(trainer, "compile_model", lambda m, **_: compile_model(m, backend="eager"))

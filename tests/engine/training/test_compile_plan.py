@@ -52,7 +52,7 @@ def test_true_and_false_are_obeyed() -> None:
 
 
 def test_the_spec_takes_auto_true_and_false() -> None:
-    from tbuild.builder.schema import TrainSpec
+    from tbuild.builder.spec import TrainSpec
 
     assert TrainSpec().compile == "auto"
     assert TrainSpec(compile=True).compile is True and TrainSpec(compile=False).compile is False

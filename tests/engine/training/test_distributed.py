@@ -24,9 +24,9 @@ import yaml
 from safetensors import safe_open
 
 from tbuild.builder import load_spec
-from tbuild.engine.checkpoint import read_checkpoint
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.checkpoint import read_checkpoint
+from tbuild.engine.run.directory import RunDir
 from tbuild.engine.training import distributed
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec as train

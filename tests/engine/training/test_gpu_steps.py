@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbuild.builder import load_spec
-from tbuild.engine.policy import choose_policy
+from tbuild.engine.device.policy import choose_policy
 from tbuild.engine.training.run import open_trainer
 from tests.conftest import tiny_train_spec
 

@@ -17,13 +17,13 @@ import yaml
 from sacrebleu.metrics import BLEU
 
 from tbuild.builder import SpecError, build_model, load_spec
-from tbuild.engine.checkpoint import load_model_weights, read_checkpoint
 from tbuild.engine.data.corpus import read_parallel
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import Translator, translate
-from tbuild.engine.policy import Policy
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.device.policy import Policy
+from tbuild.engine.run.checkpoint import load_model_weights, read_checkpoint
+from tbuild.engine.run.directory import RunDir
 from tbuild.engine.tasks.registry import task_of
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec
@@ -151,7 +151,7 @@ def test_f1_scores_the_decoded_trees_as_evaluate_does(tmp_path: Path) -> None:
     mirror = os.environ.get("TBUILD_DATA_MIRROR")
     if not mirror or not (Path(mirror) / "treebank-sample" / "treebank.zip").is_file():
         pytest.skip("the NLTK treebank sample is not in $TBUILD_DATA_MIRROR")
-    from tbuild.engine.run_dir import Run
+    from tbuild.engine.run.directory import Run
     from tbuild.engine.tasks.parsing.evalb import read_lines
     from tbuild.engine.tasks.parsing.evaluation import evaluate_parsing
 

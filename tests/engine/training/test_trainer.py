@@ -14,9 +14,9 @@ import torch
 import yaml
 
 from tbuild.builder import build_model, load_spec
-from tbuild.engine.checkpoint import average_checkpoints, load_into, read_checkpoint
 from tbuild.engine.errors import CheckpointError, TbuildError
-from tbuild.engine.run_dir import RunDir
+from tbuild.engine.run.checkpoint import average_checkpoints, load_into, read_checkpoint
+from tbuild.engine.run.directory import RunDir
 from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec as train
 from tests.conftest import tiny_train_spec
@@ -35,7 +35,7 @@ def test_resume_matches_straight_run(tiny_corpus: Path, tmp_path: Path, monkeypa
                                      ahead: int) -> None:
     """2N steps straight == N steps, stop, resume for N more: the loss curves agree to 1e-6; also with
     batches collated ahead on a worker thread (as on CUDA), whose cursor runs ahead of the saved position."""
-    from tbuild.engine.policy import Policy
+    from tbuild.engine.device.policy import Policy
 
     monkeypatch.setattr(Policy, "feed_ahead", property(lambda self: ahead))
     straight = tmp_path / "straight"
@@ -207,7 +207,7 @@ def test_steps_read_no_tensor_values_between_logging_steps(tiny_corpus: Path, tm
     the last of 4). (PyTorch's Adam reads its step counters, which live on the host.)"""
     import sys
 
-    from tbuild.engine.policy import choose_policy
+    from tbuild.engine.device.policy import choose_policy
     from tbuild.engine.training.run import open_trainer
     from tests.conftest import REPO
 
@@ -233,7 +233,7 @@ def test_a_run_directory_trains_in_one_process_at_a_time(tiny_corpus: Path, tmp_
     """A second trainer on a run directory is refused, naming the process that holds it (as is --fresh);
     the lock is free again once training ends."""
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.run_lock import RunLock
+    from tbuild.engine.run.lock import RunLock
     from tbuild.engine.training.run import train_spec as train
 
     loaded = load_spec(tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=1))

@@ -10,7 +10,7 @@ from torch import nn
 from tbuild.builder.tokens import EOS
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.data.trees import read_trees
-from tbuild.engine.policy import Policy
+from tbuild.engine.device.policy import Policy
 from tbuild.engine.tasks.parsing.constrained import TreeVocab
 from tbuild.engine.tasks.parsing.diagnosis import (
     BINS,

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tbuild.builder import load_spec
-from tbuild.builder.schema import TokenizerSpec
+from tbuild.builder.spec import TokenizerSpec
 from tbuild.builder.tokens import EOS, PAD, UNK
 from tbuild.engine.data.linearize import TreeForm, linearize, repair
 from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens

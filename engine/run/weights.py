@@ -6,10 +6,10 @@ from pathlib import Path
 
 from torch import nn
 
+from ..errors import CheckpointError, TbuildError
 from .adapters import folded
 from .checkpoint import average_checkpoints, load_model_weights, read_checkpoint
-from .errors import CheckpointError, TbuildError
-from .run_dir import Run
+from .directory import Run
 
 
 def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, average: int | None = None) -> str:

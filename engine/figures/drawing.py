@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tbuild.builder.diagram import Box, Diagram
 
-from .errors import TbuildError
+from ..errors import TbuildError
 
 LINE = 0.22  # inches per text line
 GAP = 0.35  # inches between boxes

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import SpecError, load_spec
-from tbuild.builder.schema import (
+from tbuild.builder.spec import (
     SCHEDULES,
     ConstantSchedule,
     FilesDataset,
@@ -25,7 +25,7 @@ from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL
 
 def test_schema_and_loader_import_no_torch_and_load_no_plugins() -> None:
     code = ("import sys\n"
-            "import tbuild.builder.schema\n"
+            "import tbuild.builder.spec\n"
             "from tbuild.builder.loader import load_spec\n"
             "import tbuild.components.plugins as plugins\n"
             "assert not plugins._loaded, 'plugins loaded at import'\n"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from ..errors import TbuildError
 from .adapters import BASE_FILE, adapters_of, folded, read_record
 from .checkpoint import read_checkpoint, save_weights
-from .errors import TbuildError
-from .run_dir import Run, RunDir
+from .directory import Run, RunDir
 from .weights import weights_files
 
 LINEAGE = "init.json"  # where the run started from: kept with the merged run

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tbuild.engine.initial import Initial
+from tbuild.engine.start.values import Initial
 
 
 def _carried() -> Initial:

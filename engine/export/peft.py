@@ -13,12 +13,12 @@ from safetensors.torch import save as st_save
 from tbuild.builder import build_model
 from tbuild.components.weights import weight_tree
 
-from .adapters import adapters_of, read_record
-from .checkpoint import read_checkpoint
-from .errors import TbuildError
-from .files import atomic_write
-from .run_dir import Run
-from .weights import weights_files
+from ..errors import TbuildError
+from ..files import atomic_write
+from ..run.adapters import adapters_of, read_record
+from ..run.checkpoint import read_checkpoint
+from ..run.directory import Run
+from ..run.weights import weights_files
 
 TASKS = {"encoder_decoder": "SEQ_2_SEQ_LM", "decoder_only": "CAUSAL_LM"}
 

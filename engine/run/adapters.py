@@ -14,9 +14,9 @@ import torch
 
 from tbuild.components.lora import Adapters, merged
 
+from ..errors import TbuildError
+from ..files import atomic_write
 from .checkpoint import average_checkpoints, read_checkpoint
-from .errors import TbuildError
-from .files import atomic_write
 
 BASE_FILE = "adapters.json"
 

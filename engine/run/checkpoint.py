@@ -17,8 +17,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import nn
 
-from .errors import CheckpointError
-from .files import atomic_write
+from ..errors import CheckpointError
+from ..files import atomic_write
 
 
 def model_tensors(model: nn.Module) -> dict[str, torch.Tensor]:

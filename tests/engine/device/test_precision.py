@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tbuild.engine import precision
-from tbuild.engine.policy import choose_policy
-from tbuild.engine.precision import Probe, bf16_probe, measure, probe_shapes, time_linear
+from tbuild.engine.device import precision
+from tbuild.engine.device.policy import choose_policy
+from tbuild.engine.device.precision import Probe, bf16_probe, measure, probe_shapes, time_linear
 
 
 def stand_in(bf16_speed: float, calls: list | None = None):  # noqa: ANN201

@@ -9,7 +9,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import TbuildError
+from ..errors import TbuildError
 
 LOCK = ".lock"
 

@@ -15,9 +15,9 @@ from typing import Any
 from tbuild.builder.diagram import diagram, mermaid
 from tbuild.builder.inspect import inspect_model
 
+from ..training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
+from .directory import Run
 from .machine import describe_machine, read_machines
-from .run_dir import Run
-from .training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
 
 CARD = "README.md"
 
@@ -162,6 +162,6 @@ def model_card(run: Run, exports: tuple[Path, ...] = ()) -> str:
 
 def write_card(run: Run, path: Path, exports: tuple[Path, ...] = ()) -> None:
     """Write ``run``'s card to ``path``."""
-    from .files import atomic_write
+    from ..files import atomic_write
 
     atomic_write(path, model_card(run, exports).encode())

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from tbuild.builder import build_model
-from tbuild.engine.checkpoint import read_checkpoint, save_weights
 from tbuild.engine.errors import CheckpointError
-from tbuild.engine.run_dir import RunDir, resolve_run
-from tbuild.engine.weights import load_weights
+from tbuild.engine.run.checkpoint import read_checkpoint, save_weights
+from tbuild.engine.run.directory import RunDir, resolve_run
+from tbuild.engine.run.weights import load_weights
 
 
 def test_default_named_and_averaged_weights(tiny_run: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.run_dir import EvalRecord, RunDir, load_target, resolve_run
+from tbuild.engine.run.directory import EvalRecord, RunDir, load_target, resolve_run
 
 
 def test_spec_run_directory_and_checkpoint_name_the_same_run(tiny_run: Path) -> None:

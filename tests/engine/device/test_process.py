@@ -15,7 +15,7 @@ import sys, torch, yaml
 from tbuild.builder import load_spec
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import load_translator, translate
-from tbuild.engine.run_dir import resolve_run
+from tbuild.engine.run.directory import resolve_run
 from tbuild.engine.training.run import train_spec as train
 
 def state():
@@ -41,7 +41,7 @@ def test_training_and_decoding_change_no_process_settings(tiny_corpus: Path, tmp
 
 
 def test_configure_process_sets_threads_and_flushes_denormals() -> None:
-    code = ("import torch; from tbuild.engine.process import configure_process; s = configure_process(1); "
+    code = ("import torch; from tbuild.engine.device.process import configure_process; s = configure_process(1); "
             "assert torch.get_num_threads() == 1 and s.threads == 1; "
             "assert float(torch.tensor([1e-40]) * 1.0) == 0.0")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

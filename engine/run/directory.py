@@ -13,10 +13,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tbuild.builder import LoadedSpec, load_spec
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
-from .errors import TbuildError
-from .files import atomic_write
+from ..errors import TbuildError
+from ..files import atomic_write
 
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
 _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py

@@ -13,9 +13,9 @@ from typing import Literal
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 
-from .errors import TbuildError
+from ..errors import TbuildError
 from .precision import BF16_MIN_SPEEDUP, Probe, bf16_probe
 
 Precision = Literal["auto", "fp32", "bf16", "fp16"]

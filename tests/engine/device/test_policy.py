@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tbuild.engine.device.policy import Policy, attention_backends, choose_device, choose_policy
 from tbuild.engine.errors import TbuildError
-from tbuild.engine.policy import Policy, attention_backends, choose_device, choose_policy
 
 
 def test_cpu_defaults_to_fp32_and_bf16_on_request() -> None:

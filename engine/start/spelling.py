@@ -7,11 +7,11 @@ from __future__ import annotations
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.schema import Spec
+from tbuild.builder.spec import Spec
 from tbuild.components.char_input import CharInput
 
-from .data.tokenizer import Tokenizer
-from .initial import Patch
+from ..data.tokenizer import Tokenizer
+from .values import Patch
 
 
 def spelling_patches(spec: Spec, tokenizer: Tokenizer) -> dict[str, Patch]:

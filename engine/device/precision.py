@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .files import atomic_write
+from ..files import atomic_write
 
 BF16_MIN_SPEEDUP = 1.2  # auto takes bf16 only when it is clearly faster, not within noise
 PROBE_ROWS = 1024  # tokens per probed product (a training batch has thousands)

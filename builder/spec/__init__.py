@@ -1,0 +1,106 @@
+"""The spec: one validated, typed description of a model (``model.py``), its data (``data.py``), training
+(``train.py``) and decoding (``decode.py``), whole in ``whole.py``.
+
+Torch-free: importing this package neither imports torch nor loads plugins.
+"""
+
+from __future__ import annotations
+
+from .base import FieldError
+from .data import (
+    DATASETS,
+    ClassificationDataset,
+    DatasetKind,
+    DatasetSpec,
+    DataSpec,
+    FilesDataset,
+    MaskingSpec,
+    Multi30kDataset,
+    ParallelFiles,
+    TaggingDataset,
+    TextDataset,
+    TokenizerSpec,
+    TreebankDataset,
+    Wmt14Dataset,
+)
+from .decode import DecodeProfile, DecodeSpec
+from .model import (
+    ORDER_HELP,
+    AttentionSpec,
+    CharInputSpec,
+    DecoderStackSpec,
+    DropoutSpec,
+    FFNSpec,
+    GraphKind,
+    HeadSpec,
+    LayerGroupSpec,
+    ModelSpec,
+    NormSpec,
+    PointerSpec,
+    PositionalSpec,
+    PrefixLMSpec,
+    StackSpec,
+)
+from .train import (
+    SCHEDULES,
+    AdaptersSpec,
+    ConstantSchedule,
+    DistributedSpec,
+    InitSpec,
+    InverseSqrtSchedule,
+    NoamSchedule,
+    OptimizerSpec,
+    ScheduleKind,
+    ScheduleSpec,
+    SelectSpec,
+    TrainSpec,
+)
+from .whole import Spec
+
+__all__ = [
+    "AdaptersSpec",
+    "AttentionSpec",
+    "CharInputSpec",
+    "ClassificationDataset",
+    "ConstantSchedule",
+    "DATASETS",
+    "DataSpec",
+    "DatasetKind",
+    "DatasetSpec",
+    "DecodeProfile",
+    "DecodeSpec",
+    "DecoderStackSpec",
+    "DistributedSpec",
+    "DropoutSpec",
+    "FFNSpec",
+    "FieldError",
+    "FilesDataset",
+    "GraphKind",
+    "HeadSpec",
+    "InitSpec",
+    "InverseSqrtSchedule",
+    "LayerGroupSpec",
+    "MaskingSpec",
+    "ModelSpec",
+    "Multi30kDataset",
+    "NoamSchedule",
+    "NormSpec",
+    "ORDER_HELP",
+    "OptimizerSpec",
+    "ParallelFiles",
+    "PointerSpec",
+    "PositionalSpec",
+    "PrefixLMSpec",
+    "SCHEDULES",
+    "ScheduleKind",
+    "ScheduleSpec",
+    "SelectSpec",
+    "Spec",
+    "StackSpec",
+    "TaggingDataset",
+    "TextDataset",
+    "TokenizerSpec",
+    "TrainSpec",
+    "TreebankDataset",
+    "Wmt14Dataset",
+]

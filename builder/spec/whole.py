@@ -1,0 +1,204 @@
+"""A whole spec: its sections, the checks across them (the data fits the model kind, the metric fits the data),
+vocabulary sizes and the architecture hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import Field, model_validator
+
+from tbuild.components.spec_base import StrictModel
+from tbuild.components.specs.graph import GRAPHS, with_article
+
+from .base import FieldError
+from .data import DataSpec, ParallelFiles, TreebankDataset
+from .decode import DecodeSpec
+from .model import ModelSpec
+from .train import TrainSpec
+
+
+def _masked_lm(model: ModelSpec) -> bool:
+    """Whether the model is a masked LM (an encoder_only model with a masked_lm head: it reads text)."""
+    return model.head is not None and model.head.kind == "masked_lm"
+
+
+def _without_late_defaults(model: dict) -> dict:
+    """The dumped model section without the fields that joined the spec after models were trained, where they
+    hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
+    ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
+    (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense`` and ``head.transform``
+    (false), ``char_input.pool`` (piece), ``dropout.token`` (0) and ``embedding_norm`` (false)."""
+    if model.get("kind") == "encoder_decoder":
+        del model["kind"]
+    if model.get("dropout", {}).get("token") == 0.0:
+        del model["dropout"]["token"]
+    if model.get("embedding_norm") is False:
+        del model["embedding_norm"]
+    for key in ("head", "prefix_lm", "char_input"):
+        if model.get(key) is None:
+            model.pop(key, None)
+    if model.get("head") and model["head"].get("piece") == "first":
+        del model["head"]["piece"]
+    if model.get("char_input") and model["char_input"].get("pool") == "piece":
+        del model["char_input"]["pool"]
+    for key in ("dense", "transform"):
+        if model.get("head") and model["head"].get(key) is False:
+            del model["head"][key]
+    for name in ("encoder", "decoder"):
+        stack = model.get(name)
+        if not stack:
+            continue
+        if name == "decoder" and stack.get("pointer") is None:
+            stack.pop("pointer", None)
+        plain = stack.get("order") in (None, "standard")
+        if plain:
+            stack.pop("order", None)
+        for group in stack.get("groups") or []:
+            if group.get("order") is None or (plain and group.get("order") == "standard"):
+                group.pop("order", None)
+    return model
+
+
+class Spec(StrictModel):
+    """A whole tbuild spec."""
+
+    name: str | None = Field(None, description="Run name; default: the spec file's stem.")
+    extends: str | None = Field(None, description="A spec this one extends (path relative to this file).")
+    output_dir: str | None = Field(None, description="Run directory; default runs/<name> (relative to the cwd).")
+    model: ModelSpec = Field(default_factory=ModelSpec, description="Architecture.")
+    data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
+    train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
+    decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    @model_validator(mode="after")
+    def _select_fits_the_data(self) -> Spec:
+        select, parsing = self.train.select, isinstance(self.data.dataset, TreebankDataset)
+        if select.metric == "f1" and not parsing:
+            raise FieldError(("train", "select", "metric"), "f1 (EVALB) scores parse trees: it needs the treebank "
+                             "data set (data.dataset: treebank); for translation choose bleu, bleu_lowercase or chrf")
+        if self.data.valid is None and (select.metric != "ppl" or select.patience is not None):
+            what = "metric" if select.metric != "ppl" else "patience"
+            raise FieldError(("train", "select", what), f"train.select.{what} scores validations, and there are "
+                             "none: set data.valid")
+        return self
+
+    @model_validator(mode="after")
+    def _packing_fits_the_model(self) -> Spec:
+        """Packed rows are an encoder-decoder's, whose pointer (a count of source words per row) they would mix."""
+        cross = GRAPHS[self.model.kind].cross_attention  # an encoder-decoder: packed pairs on both sides
+        if self.train.packing and (not cross or self.model.pointer() is not None):
+            what = "a pointer (model.decoder.pointer)" if cross else f"model.kind {self.model.kind}"
+            raise FieldError(("train", "packing"), f"packed rows are for an encoder-decoder without a pointer, not "
+                             f"{what}; set train.packing: false")
+        return self
+
+    @model_validator(mode="after")
+    def _pointer_fits_the_data(self) -> Spec:
+        """``advance: leaves`` names the data set's leaf tokens: a parsing data set's."""
+        pointer = self.model.pointer()
+        if pointer is not None and pointer.advance == "leaves" and pointer.advance_ids is None \
+                and not isinstance(self.data.dataset, TreebankDataset):
+            raise FieldError(("model", "decoder", "pointer", "advance"), "leaves are the leaf tokens of a parse "
+                             "tree (data.dataset: treebank); for other data list the target tokens that consume "
+                             "one source word, e.g. advance: [XX]")
+        return self
+
+    @model_validator(mode="after")
+    def _data_fits_the_graph(self) -> Spec:
+        """Pairs for a kind that translates, one side of text for a language model (and nothing that
+        compares a source with a target there)."""
+        graph, data = GRAPHS[self.model.kind], self.data
+        self._labels_fit_the_graph()
+        self._masking_fits_the_head()
+        if graph.data == "labels" and not _masked_lm(self.model):
+            return self
+        text = data.dataset is not None and data.dataset.text_only
+        given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
+        if text and self.model.prefix_lm is not None:
+            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} is one side of text; a prefix LM "  # type: ignore[union-attr]
+                             "(model.prefix_lm) translates source-target pairs: give pairs, or remove "
+                             "model.prefix_lm for a language model")
+        if text and graph.data != "text" and not _masked_lm(self.model):
+            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
+                             f"language model's data: set model.kind: decoder_only "
+                             f"({with_article(self.model.kind)} model trains on source-target pairs)")
+        if given and not text and graph.data == "text" and self.model.prefix_lm is None:
+            raise FieldError(("model", "kind"), f"{with_article(self.model.kind)} model trains on one side of "
+                             "text (a language model): set data.dataset to text (your files) or {kind: multi30k, "
+                             "side: de}, or set model.prefix_lm: {attention: prefix} to translate pairs")
+        if not text:
+            return self
+        for split in ("train", "valid", "test"):
+            if isinstance(getattr(data, split), ParallelFiles):
+                raise FieldError(("data", split), f"a language model's data.{split} is one text file: give its path, "
+                                 "not source and target")
+        for name in ("max_length_ratio", "max_words_ratio"):
+            if getattr(data, name) is not None:
+                raise FieldError(("data", name), f"data.{name} compares source and target lengths; a language "
+                                 "model's text has one side: remove it")
+        if self.train.select.metric not in ("ppl", "accuracy" if _masked_lm(self.model) else "ppl"):
+            raise FieldError(("train", "select", "metric"), f"{self.train.select.metric} scores translations; a "
+                             "language model is selected on validation perplexity: use ppl")
+        return self
+
+    def _masking_fits_the_head(self) -> None:
+        """A masked_lm head reads plain text (one side: the text data set, or a multi30k side), hidden as
+        data.masking says; data.masking means nothing to another model."""
+        data = self.data
+        if not _masked_lm(self.model):
+            if data.masking is not None:
+                raise FieldError(("data", "masking"), "data.masking hides pieces for a masked LM (model.head: "
+                                 "{kind: masked_lm}): remove it")
+            return
+        if data.dataset is None or not data.dataset.text_only:
+            what = (f"data.dataset {data.dataset.kind} is not one side of text" if data.dataset is not None
+                    else "data.dataset is not set")
+            raise FieldError(("model", "head"), f"a masked_lm head predicts hidden pieces of plain text, and {what}: "
+                             "set data.dataset to text (your files) or {kind: multi30k, side: en}")
+
+    def _labels_fit_the_graph(self) -> None:
+        """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
+        labels (words: tagging and token_classification; lines: classification and sequence_classification),
+        no other kind does; accuracy scores labels."""
+        graph, dataset, metric = GRAPHS[self.model.kind], self.data.dataset, self.train.select.metric
+        per = dataset.labels_per if dataset is not None else None
+        if per is not None and graph.data != "labels":
+            what = "words and their tags, a tagger's" if per == "word" else "lines and their labels, a classifier's"
+            raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
+                             f"data: set model.kind: encoder_only ({with_article(self.model.kind)} model trains on "
+                             f"{'text' if graph.data == 'text' else 'source-target pairs'})")
+        if graph.data == "labels" and per is None and not _masked_lm(self.model):
+            raise FieldError(("data", "dataset"), f"{with_article(self.model.kind)} model trains on words and their "
+                             "tags or "
+                             "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "
+                             "{kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")
+        head_per = getattr(self.model.head, "labels_per", None)  # a plugin head may not say
+        if head_per is not None and per is not None and head_per != per:
+            fits = "token_classification" if per == "word" else "sequence_classification"
+            raise FieldError(("model", "head"), f"a {self.model.head.kind} head labels each {head_per}, and "  # type: ignore[union-attr]
+                             f"data.dataset {dataset.kind} labels each {per}: set model.head to {{kind: {fits}}}")  # type: ignore[union-attr]
+        for split in ("train", "valid", "test"):
+            if per == "line" and isinstance(getattr(self.data, split), ParallelFiles):
+                raise FieldError(("data", split), f"a classifier's data.{split} is one LABEL<TAB>TEXT file: give "
+                                 "its path, not source and target")
+        if (metric == "accuracy") != (graph.data == "labels") and metric != "ppl":
+            why = ("accuracy scores a tagger's labels or a classifier's (model.kind encoder_only)"
+                   if metric == "accuracy" else f"{metric} scores decoded outputs; a tagger or classifier is "
+                   "selected on accuracy or ppl")
+            raise FieldError(("train", "select", "metric"), why)
+
+    def vocab_size(self) -> int:
+        """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""
+        v = self.model.vocab_size
+        return self.data.tokenizer.vocab_size if v == "from_tokenizer" else v
+
+    def src_vocab_size(self) -> int:
+        return self.model.src_vocab_size or self.vocab_size()
+
+    def architecture_hash(self) -> str:
+        """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""
+        model = _without_late_defaults(self.model.model_dump(mode="json")) | {"vocab_size": self.vocab_size()}
+        payload = {"model": model, "vocab": [self.src_vocab_size(), self.vocab_size()]}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
