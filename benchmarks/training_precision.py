@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tbuild.builder import load_spec
 from tbuild.engine.device.process import configure_process
-from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.run.directory import read_jsonl
 from tbuild.engine.training.run import train_spec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import TbuildError
-from ..training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
+from ..run.directory import TRAIN_FILE, VALID_FILE, read_jsonl
 
 
 def _pyplot():  # noqa: ANN202

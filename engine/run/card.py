@@ -15,8 +15,7 @@ from typing import Any
 from tbuild.builder.diagram import diagram, mermaid
 from tbuild.builder.inspect import inspect_model
 
-from ..training.metrics import TRAIN_FILE, VALID_FILE, read_jsonl
-from .directory import Run
+from .directory import TRAIN_FILE, VALID_FILE, Run, read_jsonl
 from .machine import describe_machine, read_machines
 
 CARD = "README.md"

@@ -8,6 +8,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -20,6 +21,8 @@ from ..files import atomic_write
 
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
 _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py
+TRAIN_FILE = "metrics.jsonl"  # training's metrics, one JSON line per logged step (training/metrics.py)
+VALID_FILE = "valid.jsonl"  # each validation's scores
 
 
 class EvalRecord(BaseModel):
@@ -188,6 +191,20 @@ def _read_eval(path: Path) -> EvalRecord | None:
         return EvalRecord.model_validate_json(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValidationError):
         return None
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Records of a JSON-lines file (``TRAIN_FILE``, ``VALID_FILE``); a torn last line (process killed
+    mid-write) is skipped."""
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
 
 
 def is_run_dir(path: Path) -> bool:

@@ -1,4 +1,5 @@
-"""metrics.jsonl (training) and valid.jsonl (validation) in the run directory."""
+"""Writing metrics.jsonl (training) and valid.jsonl (validation) in the run directory (their names and
+reader: ``run/directory.py``)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-TRAIN_FILE = "metrics.jsonl"
-VALID_FILE = "valid.jsonl"
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSON-lines file; a torn last line (process killed mid-write) is skipped."""
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+from ..run.directory import TRAIN_FILE, VALID_FILE, read_jsonl
 
 
 class MetricsLog:

@@ -26,9 +26,8 @@ from safetensors import safe_open
 from tbuild.builder import load_spec
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.run.checkpoint import read_checkpoint
-from tbuild.engine.run.directory import RunDir
+from tbuild.engine.run.directory import RunDir, read_jsonl
 from tbuild.engine.training import distributed
-from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec as train
 from tbuild.engine.training.sharded import MIN_TORCH
 from tests.conftest import tiny_train_spec

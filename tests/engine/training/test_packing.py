@@ -20,9 +20,8 @@ from tbuild.engine.data.batches import collate
 from tbuild.engine.data.packing import collate_packed, pack_length, packed_batches
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.loss import label_smoothed_nll
-from tbuild.engine.run.directory import RunDir
+from tbuild.engine.run.directory import RunDir, read_jsonl
 from tbuild.engine.training.compiled import compile_model, graphs
-from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec
 from tests.conftest import TINY, tiny_model, tiny_train_spec
 

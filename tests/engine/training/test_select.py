@@ -23,9 +23,8 @@ from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.translator import Translator, translate
 from tbuild.engine.device.policy import Policy
 from tbuild.engine.run.checkpoint import load_model_weights, read_checkpoint
-from tbuild.engine.run.directory import RunDir
+from tbuild.engine.run.directory import RunDir, read_jsonl
 from tbuild.engine.tasks.registry import task_of
-from tbuild.engine.training.metrics import read_jsonl
 from tbuild.engine.training.run import train_spec
 from tbuild.engine.training.sharded import MIN_TORCH
 from tbuild.engine.training.state import TrainState

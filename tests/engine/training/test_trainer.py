@@ -16,8 +16,7 @@ import yaml
 from tbuild.builder import build_model, load_spec
 from tbuild.engine.errors import CheckpointError, TbuildError
 from tbuild.engine.run.checkpoint import average_checkpoints, load_into, read_checkpoint
-from tbuild.engine.run.directory import RunDir
-from tbuild.engine.training.metrics import read_jsonl
+from tbuild.engine.run.directory import RunDir, read_jsonl
 from tbuild.engine.training.run import train_spec as train
 from tests.conftest import tiny_train_spec
 
