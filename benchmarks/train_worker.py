@@ -33,8 +33,7 @@ from tbuild.engine.run.directory import RunDir
 from tbuild.engine.start.values import Initial
 from tbuild.engine.tasks.registry import task_of
 from tbuild.engine.training.profile import profile_calls
-from tbuild.engine.training.run import RunFiles
-from tbuild.engine.training.trainer import Trainer
+from tbuild.engine.training.trainer import Trainer, TrainingInputs
 
 from .peers import MarianLogits, TorchTransformer, marian_model
 from .workload import Workload, corpus, tbuild_spec
@@ -59,10 +58,10 @@ def tbuild_step(work: Workload, pairs: Pairs, batches: list[np.ndarray], policy:
                 settings: dict) -> Callable[[int], None]:
     """``Trainer.step`` on batch i of the benchmark's batches, with `tbuild train`'s model and optimizer."""
     loaded = tbuild_spec(work.shape, work.vocab, {"precision": policy.precision, "seed": SEED, **settings})
-    # no tokenizer
-    files = RunFiles(loaded.spec, None, pairs, None, None, Initial(), task_of(loaded.spec))  # type: ignore[arg-type]
+    inputs = TrainingInputs(loaded.spec, None, pairs, None, None, Initial(),  # type: ignore[arg-type]  # no tokenizer
+                            task_of(loaded.spec))
     run = RunDir(Path(tempfile.mkdtemp(prefix="tbuild-bench-")))  # what the trainer writes as it starts
-    trainer = Trainer(files, run, lambda kind, data: None, policy=policy)
+    trainer = Trainer(inputs, run, lambda kind, data: None, policy=policy)
     shutil.rmtree(run.path)  # steps write nothing there
     replay = Replay(batches)
     trainer.read_from(replay)  # type: ignore[arg-type]

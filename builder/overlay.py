@@ -1,5 +1,5 @@
-"""Files that name a base spec and add to it (a sweep, a study): read, validated by their own model
-with the same file:line errors as specs, and their base found relative to them."""
+"""Overlays: files that name a base spec and add to it (a sweep, a study), read and validated by their own
+model with the same file:line errors as specs, and their base found relative to them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from tbuild.builder.loader import SpecError, Where, did_you_mean, read_yaml
+from .loader import SpecError, Where, did_you_mean, read_yaml
 
 M = TypeVar("M", bound=BaseModel)
 ModelAt = Callable[[tuple], type[BaseModel]]  # the model that holds the key at loc + (key,)
 
 
-def load_based(path: Path, model: type[M], noun: str, keys: str, model_at: ModelAt) -> tuple[M, dict, Path]:
+def load_overlay(path: Path, model: type[M], noun: str, keys: str, model_at: ModelAt) -> tuple[M, dict, Path]:
     """The file at ``path`` validated by ``model``, its keys' positions, and its base spec's path.
     ``noun`` names the file in errors (sweep, study); ``keys`` lists its main keys for the hint."""
     if not path.is_file():

@@ -115,11 +115,11 @@ def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy
     """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
     from tbuild.engine.run.directory import load_target
 
-    refuse_based_file(spec)
+    refuse_overlay(spec)
     return load_target(spec, sets or [])
 
 
-def refuse_based_file(path: Path) -> None:
+def refuse_overlay(path: Path) -> None:
     """A sweep or study file given where a spec belongs: one line pointing to ``tbuild sweep FILE --dry-run``
     or ``tbuild tune FILE --dry-run`` (exit 2) instead of an unknown-key error per key. Such a file is a
     mapping with ``base`` and only its own keys (a study's include ``space``); anything else is left to the

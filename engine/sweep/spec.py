@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from tbuild.builder.loader import SpecError, Where
-from tbuild.builder.overlay import load_based
+from tbuild.builder.overlay import load_overlay
 from tbuild.components.spec_base import StrictModel
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # a row name is also a folder name
@@ -81,7 +81,7 @@ class Sweep:
 
 def load_sweep(path: Path) -> Sweep:
     """Read and validate a sweep file; its rows expanded (rows × grid), each with its overrides."""
-    spec, where, base = load_based(path, SweepSpec, "sweep", "base, rows, grid", _model_at)
+    spec, where, base = load_overlay(path, SweepSpec, "sweep", "base, rows, grid", _model_at)
 
     def sets(values: dict[str, Any], at: tuple) -> list[tuple[str, Where]]:
         return [(f"{key}={json.dumps(value)}", where.get(at + (key,), where[()])) for key, value in values.items()]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gc
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -17,41 +17,23 @@ import torch
 from tbuild.builder import LoadedSpec
 from tbuild.builder.spec import Spec
 
-from ..data.batches import BatchSource
 from ..data.prepare import prepared_id
-from ..data.tokenizer import Tokenizer, fit_vocab
+from ..data.tokenizer import fit_vocab
 from ..device.policy import Policy, choose_device, choose_policy, model_widths
 from ..errors import TbuildError
 from ..finetune.start import init_located, resolve_start, start_source, start_tokenizer
 from ..run.directory import RunDir, delete_run, run_dir_of
 from ..run.lock import LOCK, RunLock
 from ..start.spelling import spelling_patches
-from ..start.values import Initial
-from ..tasks.base import Task
 from ..tasks.registry import task_of
 from . import distributed
 from .changes import stored_changes
 from .distributed import Rank
 from .loggers import check_loggers
 from .profile import Profile, profile_steps
-from .trainer import Event, Trainer
+from .trainer import Event, Trainer, TrainingInputs
 
 Log = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class RunFiles:
-    """What a run trains from: the spec resolved against its tokenizer (as stored in the run directory),
-    the tokenizer, the prepared training pairs and their identity, the validation pairs, the run's
-    initial values, and its task (what a label row adds, what validation decodes and scores)."""
-
-    spec: Spec
-    tokenizer: Tokenizer
-    train_pairs: BatchSource  # prepared pairs, or a tagger's or classifier's examples (joined: data/joined.py)
-    valid_pairs: BatchSource | None
-    data_id: str | None
-    initial: Initial
-    task: Task
 
 
 def train_spec(loaded: LoadedSpec, emit: Event, *, device: str = "auto", rank: Rank = Rank(),
@@ -115,11 +97,11 @@ def open_trainer(loaded: LoadedSpec, emit: Event, *, policy: Policy, rank: Rank 
     lock = _lock(run, fresh) if rank.is_main else RunLock(run.path)
     try:
         if rank.is_main:  # the others wait, then read what it wrote
-            files = prepare_files(loaded, run, emit)
+            inputs = prepare_inputs(loaded, run, emit)
         distributed.barrier(rank)
         if not rank.is_main:
-            files = prepare_files(loaded, run, emit, main=False)
-        return Trainer(files, run, emit, policy=policy, rank=rank, lock=lock)
+            inputs = prepare_inputs(loaded, run, emit, main=False)
+        return Trainer(inputs, run, emit, policy=policy, rank=rank, lock=lock)
     except BaseException:
         lock.release()
         if rank.is_main and new and {p.name for p in run.path.iterdir()} <= {LOCK}:
@@ -137,7 +119,7 @@ def _lock(run: RunDir, fresh: bool) -> RunLock:
     return RunLock(run.path).acquire()
 
 
-def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> RunFiles:
+def prepare_inputs(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = True) -> TrainingInputs:
     """The run's tokenizer, the spec resolved against it (stored in the run directory, each change since
     its last call said with what it does, or refused), the data, and where training begins."""
     def info(message: str) -> None:
@@ -157,5 +139,6 @@ def prepare_files(loaded: LoadedSpec, run: RunDir, emit: Event, *, main: bool = 
     with init_located(loaded):
         initial = resolve_start(spec, run, tokenizer, source, log, main=main)
     initial = replace(initial, patches={**initial.patches, **spelling_patches(spec, tokenizer)})
-    return RunFiles(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial, task)
+    return TrainingInputs(spec, tokenizer, train_pairs, valid_pairs, prepared_id(run.prepared("train")), initial,
+                          task)
 

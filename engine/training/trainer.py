@@ -1,8 +1,8 @@
 """The trainer (§5): token batches, label smoothing, Adam with the §5.3 schedule, validation,
 periodic atomic checkpoints and exact resume.
 
-One ``Trainer`` per process, made from plain values (``run.py`` prepares them: the run's files, its
-``Initial`` values, the policy, the lock). Each concern has one place: ``Rank`` says which process this
+One ``Trainer`` per process, made from plain values (``run.py`` prepares them: ``TrainingInputs`` with
+its ``Initial`` values, the policy, the lock). Each concern has one place: ``Rank`` says which process this
 is and only the main one writes into the run directory; ``_wrapped`` wraps the model for several
 processes (``self.module`` runs the steps, ``self.model`` is saved and validated; ``distributed.py``);
 ``BatchCursor``'s shard is this process's share of the batches; ``Policy`` chooses device, autocast and
@@ -23,9 +23,10 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,8 +35,9 @@ from tbuild.builder import build_model
 from tbuild.builder.spec import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
 
-from ..data.batches import BatchCursor
+from ..data.batches import BatchCursor, BatchSource
 from ..data.packing import pair_indices
+from ..data.tokenizer import Tokenizer
 from ..device.policy import Policy
 from ..errors import CheckpointError, TbuildError
 from ..loss import evaluate_loss, label_smoothed_nll
@@ -44,6 +46,7 @@ from ..run.directory import RunDir
 from ..run.lock import RunLock
 from ..run.machine import machine_facts, record_machine
 from ..start.values import Initial
+from ..tasks.base import Task
 from . import distributed
 from .batching import Batching
 from .compiled import compile_model, compile_plan, graphs, step_begins
@@ -54,12 +57,24 @@ from .metrics import LogWindow, MetricsLog
 from .scoring import lower_is_better, whole_model
 from .state import StopSignal, TrainState
 
-if TYPE_CHECKING:
-    from .run import RunFiles
-
 Event = Callable[[str, dict[str, Any]], None]
 
-__all__ = ["Event", "Rank", "Trainer"]
+__all__ = ["Event", "Rank", "Trainer", "TrainingInputs"]
+
+
+@dataclass(frozen=True)
+class TrainingInputs:
+    """What a run trains from: the spec resolved against its tokenizer (as stored in the run directory),
+    the tokenizer, the prepared training pairs and their identity, the validation pairs, the run's
+    initial values and its task."""
+
+    spec: Spec
+    tokenizer: Tokenizer
+    train_pairs: BatchSource  # prepared pairs, or a tagger's or classifier's examples (joined: data/joined.py)
+    valid_pairs: BatchSource | None
+    data_id: str | None
+    initial: Initial
+    task: Task  # what a label row adds, what validation decodes and scores
 
 
 def _sharded() -> ModuleType:
@@ -71,19 +86,19 @@ def _sharded() -> ModuleType:
 
 
 class Trainer:
-    """Train a run from ``files`` in its directory ``run``, resuming from the newest readable checkpoint
+    """Train a run from ``inputs`` in its directory ``run``, resuming from the newest readable checkpoint
     there. Every attribute is set here, once; ``lock`` is the run directory's (held by the main process),
     released when ``train`` ends however it ends."""
 
-    def __init__(self, files: RunFiles, run: RunDir, emit: Event, *, policy: Policy, rank: Rank = Rank(),
+    def __init__(self, inputs: TrainingInputs, run: RunDir, emit: Event, *, policy: Policy, rank: Rank = Rank(),
                  lock: RunLock | None = None) -> None:
-        self.spec, self.cfg, self.run, self.emit = files.spec, files.spec.train, run, emit
+        self.spec, self.cfg, self.run, self.emit = inputs.spec, inputs.spec.train, run, emit
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
-        self.train_pairs, self.valid_pairs, self.data_id = files.train_pairs, files.valid_pairs, files.data_id
-        self.task = files.task
-        self.offset = files.task.label_offset(files.spec)  # a tagger's labels: above PAD (data/word_labels.py)
-        self.model = _built(files.spec, files.initial, policy.device)
-        self.saved = files.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
+        self.train_pairs, self.valid_pairs, self.data_id = inputs.train_pairs, inputs.valid_pairs, inputs.data_id
+        self.task = inputs.task
+        self.offset = inputs.task.label_offset(inputs.spec)  # a tagger's labels: above PAD (data/word_labels.py)
+        self.model = _built(inputs.spec, inputs.initial, policy.device)
+        self.saved = inputs.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
         self.wrapped = distributed.wrap(self.model, self.cfg.distributed.strategy, rank, policy.device)
@@ -96,17 +111,17 @@ class Trainer:
                                       max_steps=self.cfg.max_steps)
         self.module = compile_model(self.wrapped, mode=self.compiling.mode) if self.compiling.on else self.wrapped
         self.graphs = graphs()  # compiled so far in this process: the growth is reported
-        self.batching = Batching(files.train_pairs, self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
-                                 files.spec.model.max_positions)
+        self.batching = Batching(inputs.train_pairs, self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
+                                 inputs.spec.model.max_positions)
         self.batching.check(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
         self.optimizer = _adam(self.cfg, self.params, policy.device)
-        files.initial.load_moments(self.model, self.optimizer)
-        self.schedule_offset = files.initial.schedule_offset  # steps the schedule is ahead of this run's own
+        inputs.initial.load_moments(self.model, self.optimizer)
+        self.schedule_offset = inputs.initial.schedule_offset  # steps the schedule is ahead of this run's own
         self.state, self.saved_step, resumed_data = self._restore()
         self._restart_data_if_changed(resumed_data)
         self._select_metric()
-        self.scorer = files.task.valid_scorer(files.spec, files.tokenizer, policy) if self.valid_pairs is not None \
+        self.scorer = inputs.task.valid_scorer(inputs.spec, inputs.tokenizer, policy) if self.valid_pairs is not None \
             else None
         self.elapsed_before = self.state.elapsed  # training seconds of the earlier calls
         self.minutes: float | None = None  # this call's budget, set by train
@@ -116,7 +131,7 @@ class Trainer:
                                    seed=self.cfg.seed, epoch=epoch, index=index, shard=(rank.index, rank.world),
                                    per_update=self.cfg.update_freq, cut=self.batching.cut)
         self.feed = self._feed(self.batches)
-        self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, files.spec, run.path))
+        self.metrics = (MetricsLog(run.path, open_loggers(self.cfg.log, inputs.spec, run.path))
                         if rank.is_main else None)
         if self.metrics is not None:
             self.metrics.truncate_after(self.state.step)  # lines a killed process wrote after its checkpoint

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from tbuild.builder import LoadedSpec, load_spec
 from tbuild.builder.loader import Override, SpecError, Where, did_you_mean
-from tbuild.builder.overlay import load_based
+from tbuild.builder.overlay import load_overlay
 from tbuild.components.spec_base import StrictModel
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder name
@@ -200,7 +200,7 @@ class Study:
 
 def load_study(path: Path) -> Study:
     """Read and validate a study file; then every value of the space against the base spec's schema."""
-    spec, where, base = load_based(path, StudySpec, "study", "base, space, objective, budget", _model_at)
+    spec, where, base = load_overlay(path, StudySpec, "study", "base, space, objective, budget", _model_at)
     shared = [(f"{key}={json.dumps(value)}", where.get(("set", key), where[()])) for key, value in spec.set.items()]
     study = Study(path, spec, base, shared, where)
     _check_links(study)
