@@ -12,10 +12,9 @@ from tbuild.components.spec_base import ComponentSpec, Use
 from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.order import Layout, layout
 
-if TYPE_CHECKING:
-    from .spec import ModelSpec, StackSpec
-
-SpecPath = tuple[str | int, ...]
+if TYPE_CHECKING:  # for annotations only: the spec package imports this module (spec/whole.py's block checks)
+    from .spec.base import SpecPath
+    from .spec.model import ModelSpec, StackSpec
 
 
 @dataclass(frozen=True)

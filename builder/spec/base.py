@@ -1,8 +1,8 @@
-"""What every section of the spec shares: the error that names the field at fault."""
+"""What every section of the spec shares: a field's path, and the error that names the field at fault."""
 
 from __future__ import annotations
 
-from ..resolved import SpecPath
+SpecPath = tuple[str | int, ...]  # a field's place below the validated model: ("encoder", "groups", 0, "ffn")
 
 
 class FieldError(ValueError):

@@ -18,8 +18,7 @@ from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
 
-from ..resolved import SpecPath, resolve
-from .base import FieldError
+from .base import FieldError, SpecPath
 
 AttentionSpec = ATTENTION.field(ComponentSpec)
 PositionalSpec = POSITIONAL.field(ComponentSpec)
@@ -213,12 +212,7 @@ class ModelSpec(StrictModel):
                 ("tie_embeddings",),
                 "three_way tying needs a shared vocabulary: remove src_vocab_size or use tie_embeddings: decoder",
             )
-        for component in resolve(self).components:
-            try:
-                component.spec.check(component.uses)
-            except ValueError as e:
-                raise FieldError(component.path, str(e)) from None
-        return self
+        return self  # each block's check where it is used: Spec._blocks_fit_where_used (builder/resolved.py)
 
     def _graph_checks(self) -> None:
         """What the kind's graph has: its stacks and nothing else, cross-attention only with an encoder."""
@@ -277,7 +271,3 @@ class ModelSpec(StrictModel):
     def stacks(self) -> dict[str, StackSpec]:
         """The stacks this kind of model has, by name, input side first (encoder_decoder: encoder, decoder)."""
         return {name: getattr(self, name) for name in GRAPHS[self.kind].stacks}
-
-    def components(self) -> list[tuple[SpecPath, ComponentSpec]]:
-        """Every component spec in the model with its path (see ``tbuild.builder.resolved``)."""
-        return [(c.path, c.spec) for c in resolve(self).components]

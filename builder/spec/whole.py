@@ -12,6 +12,7 @@ from pydantic import Field, model_validator
 from tbuild.components.spec_base import StrictModel
 from tbuild.components.specs.graph import GRAPHS, with_article
 
+from ..resolved import resolve
 from .base import FieldError
 from .data import DataSpec, ParallelFiles, TreebankDataset
 from .decode import DecodeSpec
@@ -71,6 +72,17 @@ class Spec(StrictModel):
     data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
     train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
     decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    @model_validator(mode="after")
+    def _blocks_fit_where_used(self) -> Spec:
+        """Each component spec checked against the places the model uses it (``check(uses)``, on the
+        resolved view: a group's block, or its stack's, or the model's)."""
+        for component in resolve(self.model).components:
+            try:
+                component.spec.check(component.uses)
+            except ValueError as e:
+                raise FieldError(("model", *component.path), str(e)) from None
+        return self
 
     @model_validator(mode="after")
     def _select_fits_the_data(self) -> Spec:

@@ -43,7 +43,6 @@ def test_resolved_view_defaults_paths_and_uses() -> None:
     assert by_path[("cross_attention",)].uses == (Use("decoder", "cross", 4, 4, 4, 32, False, None),)
     assert [u.role for u in by_path[("encoder", "norm")].uses] == ["norm", "final_norm"]
     assert [u.stack for u in by_path[("positional",)].uses] == ["encoder", "decoder"]
-    assert spec.components() == [(c.path, c.spec) for c in view.components]
 
 
 def test_post_norm_has_no_final_norms_unless_asked() -> None:

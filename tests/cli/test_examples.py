@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tbuild.builder import build_model, load_spec
+from tbuild.builder.resolved import resolve
 from tbuild.components import REGISTRIES
 from tests.conftest import REPO
 
@@ -47,9 +48,10 @@ def test_example_loads_builds_and_runs(path: Path) -> None:
 def test_examples_cover_every_registered_variant() -> None:
     used: dict[str, set[str]] = {name: set() for name in REGISTRIES}
     for path in EXAMPLES:
-        for where, component in load_spec(path).spec.model.components():
+        for component in resolve(load_spec(path).spec.model).components:
+            where = component.path
             section = "attention" if "attention" in where[-1] else str(where[-1])
-            used[section].add(component.kind)
+            used[section].add(component.spec.kind)
     for name, registry in REGISTRIES.items():
         # learned positions: specs/paper/E-learned.yaml; next_word (a pointer for parsing, not Multi30k):
         # specs/parsing/ptb-sample.yaml
