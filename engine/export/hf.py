@@ -23,18 +23,17 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
+from .hf_config import generation_config, seq2seq_config
 from .targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
 
 if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
 
-SINUSOID_ROWS = 1024  # max_position_embeddings when the model has no max_positions
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
 
 
@@ -80,22 +79,6 @@ def _embedding_rows(model: EncoderDecoder) -> tuple[int, int]:
     return src, tgt
 
 
-def seq2seq_config(model: EncoderDecoder, spec: Spec) -> dict[str, object]:
-    """The config fields MarianConfig and PegasusConfig share: sizes, activation, positions, dropout, and
-    tbuild's special ids (decoding starts from BOS, not PAD as in most Marian and Pegasus models)."""
-    m, view = spec.model, resolve(spec.model)
-    layers = weight_tree(model).layer_counts(model)
-    return dict(
-        d_model=m.d_model, encoder_layers=layers["encoder"], decoder_layers=layers["decoder"],
-        encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
-        encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
-        activation_function=view.encoder.groups[0].ffn.kind,  # relu or gelu (exact erf), as F.relu/F.gelu
-        max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
-        dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
-        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,
-    )
-
-
 def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
     """The MarianConfig of ``model``: ``seq2seq_config`` with each side's vocabulary and the tying."""
     from transformers import MarianConfig
@@ -105,19 +88,6 @@ def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transfor
         vocab_size=src_rows, decoder_vocab_size=tgt_rows, **seq2seq_config(model, spec),
         share_encoder_decoder_embeddings=m.tie_embeddings == "three_way",
         tie_word_embeddings=m.tie_embeddings != "none",
-    )
-
-
-def generation_config(spec: Spec, max_length: int):  # noqa: ANN201 - transformers.GenerationConfig
-    """``generate`` defaults that decode as tbuild: start from BOS, never emit PAD or BOS, force EOS at the
-    length limit, the run's beam. (HF's length penalty is |Y|^α, not tbuild's ((5+|Y|)/6)^α, and its
-    limit is one max_length, not a·|X|+b: see export/parity.py.)"""
-    from transformers import GenerationConfig
-
-    return GenerationConfig(
-        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, forced_eos_token_id=EOS,
-        suppress_tokens=[PAD, BOS], num_beams=spec.decode.beam, length_penalty=spec.decode.alpha,
-        max_length=max_length, do_sample=False,
     )
 
 

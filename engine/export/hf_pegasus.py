@@ -31,7 +31,7 @@ from tbuild.builder.spec import Spec
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
-from .hf import generation_config, seq2seq_config
+from .hf_config import generation_config, seq2seq_config
 from .hf_graphs import position_table
 from .targets import HF, check_exportable
 

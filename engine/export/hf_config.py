@@ -1,0 +1,46 @@
+"""What a Hugging Face encoder-decoder export (MarianMTModel: ``hf.py``; Pegasus: ``hf_pegasus.py``) says
+the same way whatever its class: the config fields Marian and Pegasus share, and ``generate``'s defaults."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tbuild.builder.resolved import resolve
+from tbuild.builder.spec import Spec
+from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.transformer import EncoderDecoder
+from tbuild.components.weights import weight_tree
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig
+
+SINUSOID_ROWS = 1024  # max_position_embeddings when the model has no max_positions
+
+
+def seq2seq_config(model: EncoderDecoder, spec: Spec) -> dict[str, object]:
+    """The config fields MarianConfig and PegasusConfig share: sizes, activation, positions, dropout, and
+    tbuild's special ids (decoding starts from BOS, not PAD as in most Marian and Pegasus models)."""
+    m, view = spec.model, resolve(spec.model)
+    layers = weight_tree(model).layer_counts(model)
+    return dict(
+        d_model=m.d_model, encoder_layers=layers["encoder"], decoder_layers=layers["decoder"],
+        encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
+        encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
+        activation_function=view.encoder.groups[0].ffn.kind,  # relu or gelu (exact erf), as F.relu/F.gelu
+        max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
+        dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
+        pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,
+    )
+
+
+def generation_config(spec: Spec, max_length: int) -> GenerationConfig:
+    """``generate`` defaults that decode as tbuild: start from BOS, never emit PAD or BOS, force EOS at the
+    length limit, the run's beam. (HF's length penalty is |Y|^α, not tbuild's ((5+|Y|)/6)^α, and its
+    limit is one max_length, not a·|X|+b: see export/parity.py.)"""
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        decoder_start_token_id=BOS, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD, forced_eos_token_id=EOS,
+        suppress_tokens=[PAD, BOS], num_beams=spec.decode.beam, length_penalty=spec.decode.alpha,
+        max_length=max_length, do_sample=False,
+    )
