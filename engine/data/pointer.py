@@ -5,7 +5,8 @@ them, so a model built from it needs no tokenizer (``components/pointer.py``).""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
@@ -16,7 +17,16 @@ from .datasets import provider_of
 from .linearize import LEAF
 
 if TYPE_CHECKING:
-    from .tokenizer import Tokenizer
+    from sentencepiece import SentencePieceProcessor
+
+
+class PieceSource(Protocol):
+    """What the pointer reads of the run's tokenizer (``tokenizer.Tokenizer``, which fits the spec with
+    ``fit_pointer``): its sentencepiece model and the file it came from (named in errors)."""
+
+    sp: SentencePieceProcessor
+    path: Path
+
 
 SPACE = "\u2581"  # sentencepiece's word boundary: the first character of a word's first piece
 USER_DEFINED = 4  # sentencepiece's ModelProto.SentencePiece.Type.USER_DEFINED: the whole target tokens
@@ -24,7 +34,7 @@ _SPECIAL = frozenset({PAD, UNK, BOS, EOS})
 _WHERE = "model.decoder.pointer.advance"
 
 
-def fit_pointer(spec: Spec, tok: Tokenizer) -> Spec:
+def fit_pointer(spec: Spec, tok: PieceSource) -> Spec:
     """The spec with its pointer's ``source`` chosen and its id sets filled in (as it is without a pointer;
     id sets the spec gives are kept)."""
     pointer = spec.model.pointer()
@@ -39,7 +49,7 @@ def fit_pointer(spec: Spec, tok: Tokenizer) -> Spec:
     return spec.model_copy(update={"model": spec.model.model_copy(update={"decoder": decoder})})
 
 
-def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: Tokenizer) -> list[int]:
+def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: PieceSource) -> list[int]:
     """The target ids of ``pointer.advance``: the tokens it lists, or the leaf tokens of the data set's trees
     (as its provider writes them: ``Provider.leaves``)."""
     if isinstance(pointer.advance, list):
@@ -59,12 +69,12 @@ def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: Tokenizer) -> list[in
     return tags
 
 
-def word_starts(tok: Tokenizer) -> list[int]:
+def word_starts(tok: PieceSource) -> list[int]:
     """The pieces that begin a word (sentencepiece writes the word boundary first), special ids left out."""
     return [i for i, (text, _) in enumerate(_pieces(tok)) if text.startswith(SPACE) and i not in _SPECIAL]
 
 
-def _piece(tok: Tokenizer, token: str) -> int:
+def _piece(tok: PieceSource, token: str) -> int:
     """The id of a whole target token (written with or without the word boundary)."""
     for text in (SPACE + token.removeprefix(SPACE), token):
         i = tok.sp.piece_to_id(text)
@@ -73,7 +83,7 @@ def _piece(tok: Tokenizer, token: str) -> int:
     raise DataError(f"{_WHERE}: {token!r} is not one piece of {tok.path} (list whole target tokens, e.g. XX)")
 
 
-def _pieces(tok: Tokenizer) -> list[tuple[str, int]]:
+def _pieces(tok: PieceSource) -> list[tuple[str, int]]:
     """Each piece's text and type."""
     from sentencepiece import sentencepiece_model_pb2 as pb
 
