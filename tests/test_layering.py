@@ -1,12 +1,15 @@
 """The package's layering: imports point one way (cli → engine → builder → components), decoding
 never imports training or export, data never imports a task, training imports none but their protocol
 and registry (``tasks.base``, ``tasks.registry``: it asks the run's task), the trainer never imports fine-tuning,
+the run directory, the device and the figures import none of engine's stages, no two modules import
+each other (an import for annotations only, under ``if TYPE_CHECKING:``, or one inside a function counts),
 commands share options through cli/options.py, and functions in engine/ and cli/ stay short. The checker
 is tested on made-up modules too."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +26,11 @@ FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engi
              ("tbuild.engine.decoding", "tbuild.engine.export"),  # export writes and loads engines from decoding
              ("tbuild.engine.finetune", "tbuild.engine.training"),
              ("tbuild.engine.training.trainer", "tbuild.engine.finetune")]  # the trainer gets plain Initial values
+# the run directory's files, the device and the figures sit below every stage of the engine
+STAGES = ("data", "training", "decoding", "export", "finetune", "parsing", "serving", "sweep", "tune", "pretrained",
+          "start")
+FORBIDDEN += [(f"tbuild.engine.{low}", f"tbuild.engine.{stage}") for low in ("run", "device", "figures")
+              for stage in STAGES]
 SHARED_CLI = ("common", "options", "progress")  # the cli modules every command may import
 MAX_LINES = 80  # of a function's code, its docstring not counted
 SHORT = ("engine", "cli")  # the folders whose functions must stay short
@@ -38,21 +46,53 @@ def modules() -> dict[str, Path]:
     return found
 
 
-def imports(name: str, source: str, *, package: bool = False) -> set[str]:
-    """Absolute names of the tbuild modules the module ``name`` (a package's ``__init__`` if
-    ``package``) imports in ``source`` (relative imports resolved)."""
+def _imported(name: str, source: str, *, package: bool = False) -> Iterator[tuple[str, list[str]]]:
+    """(module, names imported from it) for each import in ``source`` of the module ``name`` (a package's
+    ``__init__`` if ``package``), relative imports resolved; ``import a.b`` gives ("a.b", []). Every import
+    counts, at the top, inside a function or under ``if TYPE_CHECKING:`` (``ast.walk`` visits them all)."""
     anchor_of = name if package else name.rsplit(".", 1)[0]
-    out = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            out |= {a.name for a in node.names}
+            yield from ((a.name, []) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = anchor_of.split(".")[: len(anchor_of.split(".")) - node.level + 1]
                 base = ".".join(anchor + ([base] if base else []))
-            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+            yield base, [a.name for a in node.names]
+
+
+def imports(name: str, source: str, *, package: bool = False) -> set[str]:
+    """Absolute names of the tbuild modules the module ``name`` (a package's ``__init__`` if
+    ``package``) imports in ``source`` (relative imports resolved)."""
+    out = set()
+    for base, names in _imported(name, source, package=package):
+        out |= {base} | {f"{base}.{n}" for n in names}
     return {m for m in out if m.startswith("tbuild.")}
+
+
+def imported_modules(name: str, source: str, known: Collection[str], *, package: bool = False,
+                     reexports: dict[str, dict[str, str]] | None = None) -> set[str]:
+    """The modules among ``known`` that module ``name`` imports: ``from a import b`` names module a.b where
+    there is one (a package's submodule), else the module that defines b: the submodule package a imports it
+    from (``reexports``: package -> name -> module), or a itself."""
+    out, reexports = set(), reexports or {}
+    for base, names in _imported(name, source, package=package):
+        for n in names or [""]:
+            sub = f"{base}.{n}"
+            out.add(sub if sub in known else reexports.get(base, {}).get(n, base))
+    return (out & set(known)) - {name}
+
+
+def mutual_imports(sources: dict[str, tuple[str, bool]]) -> list[str]:
+    """Each pair of modules that import each other, as ``a <-> b``; ``sources`` holds each module's text and
+    whether it is a package's ``__init__``."""
+    reexports = {name: {n: base for base, names in _imported(name, text, package=True) for n in names
+                        if base in sources}
+                 for name, (text, package) in sources.items() if package}
+    graph = {name: imported_modules(name, text, sources, package=package, reexports=reexports)
+             for name, (text, package) in sources.items()}
+    return [f"{a} <-> {b}" for a in sorted(graph) for b in sorted(graph[a]) if a < b and a in graph.get(b, ())]
 
 
 def _within(name: str, package: str) -> bool:
@@ -94,6 +134,13 @@ def test_imports_point_one_way(name: str) -> None:
     assert not errors, "\n".join(errors)
 
 
+def test_no_two_modules_import_each_other() -> None:
+    """A circle of two (one of them importing for annotations only, or inside a function) is a module
+    split in two: one of them, or a third module both import, should hold what they share."""
+    sources = {name: (path.read_text(), path.name == "__init__.py") for name, path in modules().items()}
+    assert not mutual_imports(sources), "\n".join(mutual_imports(sources))
+
+
 @pytest.mark.parametrize("folder", SHORT)
 def test_functions_are_short(folder: str) -> None:
     """No function under engine/ or cli/ is longer than about 80 lines of code (its docstring not counted)."""
@@ -132,3 +179,38 @@ def test_the_checker_refuses_a_long_function_in_cli() -> None:
     assert long_functions(command(81), "cli/decode.py") == ["cli/decode.py:1 decode (81 lines)"]
     assert long_functions(command(80), "cli/decode.py") == []
     assert "cli" in SHORT
+
+
+def test_the_checker_finds_two_modules_that_import_each_other() -> None:
+    """Made-up modules: an import for annotations only (``if TYPE_CHECKING:``) or inside a function closes a
+    circle as a top-level one does; a package importing its submodule, which imports a sibling through the
+    package (``from . import sibling``), does not; nor does one module importing another's names. A name
+    imported from a package counts as imported from the submodule the package has it from."""
+    typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .trainer import Trainer\n"
+    lazy = "def f():\n    from .trainer import Trainer\n"
+    trainer = "from .run import TrainingInputs\n"
+    for run in (typed, lazy):
+        sources = {"tbuild.engine.training.run": (run, False), "tbuild.engine.training.trainer": (trainer, False)}
+        assert mutual_imports(sources) == ["tbuild.engine.training.run <-> tbuild.engine.training.trainer"]
+    package = {"tbuild.engine.training": ("from .trainer import Trainer\n", True),
+               "tbuild.engine.training.trainer": ("from . import distributed\n", False),
+               "tbuild.engine.training.distributed": ("import torch\n", False)}
+    assert mutual_imports(package) == []
+    one_way = {"tbuild.builder.resolved": ("from .spec.model import ModelSpec\n", False),
+               "tbuild.builder.spec.model": ("from ..errors import FieldError\n", False)}
+    assert mutual_imports(one_way) == []
+    through_package = {"tbuild.builder.spec": ("from .model import ModelSpec\n", True),
+                       "tbuild.builder.spec.model": ("from ..resolved import resolve\n", False),
+                       "tbuild.builder.resolved": (typed.replace(".trainer import Trainer", ".spec import ModelSpec"),
+                                                   False)}
+    assert mutual_imports(through_package) == ["tbuild.builder.resolved <-> tbuild.builder.spec.model"]
+    known = {"tbuild.engine.run.directory", "tbuild.engine.run.card"}
+    assert imported_modules("tbuild.engine.run.card", "from .directory import Run, read_jsonl\n", known) == {
+        "tbuild.engine.run.directory"}
+
+
+def test_the_checker_keeps_the_run_directory_below_the_stages() -> None:
+    """The one upward arrow there was (figures → training's metrics file names) is refused."""
+    assert layer_errors("tbuild.engine.figures.plots", "from ..training.metrics import TRAIN_FILE\n")[0] == (
+        "tbuild.engine.figures.plots imports tbuild.engine.training.metrics: figures sits below training")
+    assert not layer_errors("tbuild.engine.figures.plots", "from ..run.directory import TRAIN_FILE\n")
