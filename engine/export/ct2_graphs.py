@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from torch import nn
 
@@ -16,6 +17,9 @@ from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, UNK
 
 from .hf_graphs import to_hf_graph
+
+if TYPE_CHECKING:
+    from ctranslate2.specs.model_spec import LanguageModelSpec
 
 
 @dataclass
@@ -55,10 +59,10 @@ def write_ct2_graph(model: nn.Module, spec: Spec, vocabulary: list[str], out: Pa
     eps = getattr(hf.config, "layer_norm_epsilon", None) or hf.config.rms_norm_eps
 
     class Converter(TransformersConverter):
-        def load_tokenizer(self, tokenizer_class, model_name_or_path, **kwargs):  # noqa: ANN001, ANN201, ANN003
+        def load_tokenizer(self, tokenizer_class: type, model_name_or_path: str, **kwargs: object) -> Pieces:
             return Pieces(names)
 
-        def _load(self):  # noqa: ANN202 - GPT-2's loader leaves CTranslate2's default eps (1e-5)
+        def _load(self) -> LanguageModelSpec:  # GPT-2's loader leaves CTranslate2's default eps (1e-5)
             converted = super()._load()
             converted.config.layer_norm_epsilon = eps
             return converted

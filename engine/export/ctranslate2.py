@@ -12,6 +12,7 @@ self-attention has one fused Q|K|V projection, cross-attention Q and a fused K|V
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,7 +25,12 @@ from tbuild.components.positional import Learned, NoPosition, Sinusoidal, sinuso
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
+from ..run.directory import Run
 from .targets import CTRANSLATE2, check_exportable
+
+if TYPE_CHECKING:
+    from ctranslate2.specs.model_spec import LayerSpec
+    from ctranslate2.specs.transformer_spec import PositionEncoderSpec, TransformerSpec
 
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int16")
 SINUSOID_ROWS = 1024  # positions written for sinusoidal/none when the model has no max_positions
@@ -34,7 +40,7 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().float().cpu().numpy()
 
 
-def set_weights(root, model: nn.Module) -> None:  # noqa: ANN001 - ctranslate2 specs are untyped
+def set_weights(root: LayerSpec, model: nn.Module) -> None:
     """Every weight of ``model``'s CTranslate2 map (its kind's ``WEIGHTS``) into the runtime's spec, the
     model's tensors fused on the output axis where the map names several; a name whose tensors the model
     lacks (a bias, RMSNorm's beta, SwiGLU's V, a final norm) is left unset."""
@@ -45,7 +51,7 @@ def set_weights(root, model: nn.Module) -> None:  # noqa: ANN001 - ctranslate2 s
             setattr(_walk(root, path), leaf, np.concatenate([_np(tensors[s]) for s in sources]))
 
 
-def _walk(spec, path: list[str]):  # noqa: ANN001, ANN202
+def _walk(spec: LayerSpec, path: list[str]) -> LayerSpec:
     """The spec at ``path`` (the runtime's variable names: ``layer_3`` is ``layer[3]`` where no attribute
     has that name)."""
     for part in path:
@@ -57,7 +63,7 @@ def _walk(spec, path: list[str]):  # noqa: ANN001, ANN202
     return spec
 
 
-def set_positions(spec, positional: nn.Module, d_model: int, rows: int) -> None:  # noqa: ANN001
+def set_positions(spec: PositionEncoderSpec, positional: nn.Module, d_model: int, rows: int) -> None:
     """tbuild's own table, row 0 = the first token. (The runtime's built-in sinusoid concatenates
     sin|cos halves instead of interleaving them and starts at position 1, so it is never used.)"""
     if isinstance(positional, Learned):
@@ -84,7 +90,7 @@ def _stack_options(stack: ResolvedStack, d_model: int, pre_norm: bool) -> dict:
                 head_dim=stack.d_k if stack.d_k * stack.heads != d_model else None)
 
 
-def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]):  # noqa: ANN201 - TransformerSpec
+def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> TransformerSpec:
     """The runtime's TransformerSpec holding ``model``'s weights; ``vocabulary`` names each id (the
     sentencepiece pieces, ids as tbuild's: 0 pad, 1 unk, 2 bos, 3 eos)."""
     from ctranslate2.specs import transformer_spec as ts
@@ -130,7 +136,7 @@ def write_ctranslate2(model: EncoderDecoder, spec: Spec, vocabulary: list[str], 
     ct2.save(str(out))
 
 
-def export_run(run, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,  # noqa: ANN001
+def export_run(run: Run, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,
                average: int | None = None) -> str:
     """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
     CTranslate2 model in ``out`` with the run's sentencepiece model beside it; returns which weights."""

@@ -10,6 +10,7 @@ import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -20,6 +21,10 @@ from ..decoding.lm import LanguageModel, generate
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, padded
 from .graph_targets import TABLE_ROWS
+
+if TYPE_CHECKING:
+    from ctranslate2 import Generator
+    from transformers import PreTrainedModel
 
 SAMPLE_LINES = 16  # the lines whose logits are compared
 PROMPTS = 8  # the prompts continued greedily
@@ -48,7 +53,7 @@ def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
     return [[BOS] + ids[:limit] for ids in lm.translator.tokenizer.encode(kept)]
 
 
-def lm_logit_diff(lm: LanguageModel, peer, rows: list[list[int]], target: str) -> float:  # noqa: ANN001
+def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: list[list[int]], target: str) -> float:
     """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's."""
     model, worst = lm.translator.model.eval(), 0.0
     for row in rows:
@@ -65,7 +70,8 @@ def lm_logit_diff(lm: LanguageModel, peer, rows: list[list[int]], target: str) -
     return worst
 
 
-def peer_continuations(peer, prompts: list[list[int]], target: str, vocabulary: list[str]) -> list[list[int]]:  # noqa: ANN001
+def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int]], target: str,
+                       vocabulary: list[str]) -> list[list[int]]:
     """Each prompt (BOS first) with its greedy continuation, BOS and EOS dropped."""
     out = []
     for prompt in prompts:
@@ -83,7 +89,8 @@ def peer_continuations(peer, prompts: list[list[int]], target: str, vocabulary: 
     return out
 
 
-def check_lm(lm: LanguageModel, peer, lines: list[str], target: str, decode: DecodeSpec) -> GraphParity:  # noqa: ANN001
+def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
+             decode: DecodeSpec) -> GraphParity:
     """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
     the run's decode section, at beam 1)."""
     rows = sample_rows(lm, lines)
@@ -99,7 +106,7 @@ def check_lm(lm: LanguageModel, peer, lines: list[str], target: str, decode: Dec
     return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
 
 
-def check_tagger(t: Translator, hf, rows: list[list[int]]) -> GraphParity:  # noqa: ANN001
+def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> GraphParity:
     """Logit difference and identical labels at every non-padding position of ``rows`` (batched): a tagger's
     and a masked LM's at each position, a classifier's once per row."""
     worst, same, total = 0.0, 0, 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
@@ -13,6 +14,10 @@ from ..extras import require
 from ..run.directory import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
 from .targets import TARGETS, check_exportable
+
+if TYPE_CHECKING:
+    from ctranslate2 import Generator
+    from transformers import PreTrainedModel
 
 
 def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization: str | None = None,
@@ -41,7 +46,7 @@ def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization:
     return weights
 
 
-def load_peer(to: str, out: Path):  # noqa: ANN201 - a transformers model or a ctranslate2.Generator
+def load_peer(to: str, out: Path) -> PreTrainedModel | Generator:
     """The export in ``out`` on the CPU, as its runtime loads it."""
     if to == "ctranslate2":
         import ctranslate2

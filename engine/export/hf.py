@@ -28,10 +28,13 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
+from ..run.directory import Run
 from .hf_config import generation_config, seq2seq_config
 from .targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
 
 if TYPE_CHECKING:
+    from transformers import MarianConfig, MarianMTModel, PreTrainedModel
+
     from ..data.tokenizer import Tokenizer
 
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "tokenizer_config.json")
@@ -79,7 +82,7 @@ def _embedding_rows(model: EncoderDecoder) -> tuple[int, int]:
     return src, tgt
 
 
-def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianConfig
+def marian_config(model: EncoderDecoder, spec: Spec) -> MarianConfig:
     """The MarianConfig of ``model``: ``seq2seq_config`` with each side's vocabulary and the tying."""
     from transformers import MarianConfig
 
@@ -91,7 +94,7 @@ def marian_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transfor
     )
 
 
-def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.MarianMTModel
+def to_marian(model: EncoderDecoder, spec: Spec) -> MarianMTModel:
     """An in-memory MarianMTModel holding ``model``'s post-norm weights (float32, eval mode)."""
     from transformers import MarianMTModel
 
@@ -115,7 +118,7 @@ def to_marian(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers
     return hf
 
 
-def to_hf(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
+def to_hf(model: EncoderDecoder, spec: Spec) -> PreTrainedModel:
     """An in-memory MarianMTModel (post-norm) or PegasusForConditionalGeneration (pre-norm) holding ``model``'s
     weights (float32, eval mode)."""
     if hf_seq2seq_class(spec) == "marian":
@@ -160,7 +163,7 @@ def write_hf(model: EncoderDecoder, spec: Spec, spm_model: Path, vocabulary: lis
     write_tokenizer(spm_model, names, spec, out, hf.config.max_position_embeddings)
 
 
-def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # noqa: ANN001
+def load_for_hf(run: Run, refuse: Callable[[], object], checkpoint: Path | None,
                 average: int | None) -> tuple[torch.nn.Module, Tokenizer, str]:
     """``run``'s model in eval mode with its weights (``load_weights``: a checkpoint, an average or the
     default), its tokenizer and which weights, for a Hugging Face writer: ``refuse`` raises before
@@ -179,7 +182,7 @@ def load_for_hf(run, refuse: Callable[[], object], checkpoint: Path | None,  # n
     return model.eval(), tok, weights
 
 
-def export_run(run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:  # noqa: ANN001
+def export_run(run: Run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:
     """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
     MarianMTModel or PegasusForConditionalGeneration folder in ``out``; returns which weights."""
     model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, HF), checkpoint, average)

@@ -20,6 +20,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -31,6 +32,9 @@ from tbuild.components.positional import sinusoid_table
 
 from ..data.word_labels import word_piece
 from .graph_targets import TABLE_ROWS, check_graph
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
 
 State = dict[str, torch.Tensor]
 
@@ -206,7 +210,7 @@ def _bert_encoder(model: nn.Module, spec: Spec) -> State:
     return state
 
 
-def hf_config(model: nn.Module, spec: Spec, name: str):  # noqa: ANN201 - a transformers PretrainedConfig
+def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
     """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids."""
     import transformers
 
@@ -258,7 +262,7 @@ CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM"
            "bert_masked_lm": ("BertForMaskedLM", bert_masked_lm_state)}
 
 
-def to_hf_graph(model: nn.Module, spec: Spec):  # noqa: ANN201 - a transformers PreTrainedModel
+def to_hf_graph(model: nn.Module, spec: Spec) -> PreTrainedModel:
     """An in-memory Hugging Face model holding ``model``'s weights (float32, eval mode)."""
     import transformers
 

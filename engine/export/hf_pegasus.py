@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -34,6 +35,9 @@ from tbuild.components.weights import weight_tree
 from .hf_config import generation_config, seq2seq_config
 from .hf_graphs import position_table
 from .targets import HF, check_exportable
+
+if TYPE_CHECKING:
+    from transformers import PegasusConfig, PegasusForConditionalGeneration
 
 NAMES = "hf-pegasus"  # the model's declared map (components/transformer.py)
 TIED = frozenset({"model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"})
@@ -68,7 +72,7 @@ def pegasus_state(model: EncoderDecoder, spec: Spec, c: float) -> Iterator[tuple
         yield f"model.{stack}.embed_positions.weight", position_table(model, spec, embed) * c
 
 
-def pegasus_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.PegasusConfig
+def pegasus_config(model: EncoderDecoder, spec: Spec) -> PegasusConfig:
     """The PegasusConfig of ``model``: ``seq2seq_config``, one vocabulary, the output tied to it."""
     from transformers import PegasusConfig
 
@@ -77,7 +81,7 @@ def pegasus_config(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transfo
     return PegasusConfig(vocab_size=rows, tie_word_embeddings=True, **fields)
 
 
-def to_pegasus(model: EncoderDecoder, spec: Spec):  # noqa: ANN201 - transformers.PegasusForConditionalGeneration
+def to_pegasus(model: EncoderDecoder, spec: Spec) -> PegasusForConditionalGeneration:
     """An in-memory PegasusForConditionalGeneration holding ``model``'s weights (float32, eval mode)."""
     from transformers import PegasusForConditionalGeneration
 

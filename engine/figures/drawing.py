@@ -6,10 +6,14 @@ output feeding each decoder group with cross-attention. SVG or PNG by the file's
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tbuild.builder.diagram import Box, Diagram
 
 from ..errors import TbuildError
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 LINE = 0.22  # inches per text line
 GAP = 0.35  # inches between boxes
@@ -29,7 +33,7 @@ def _colour(box: Box) -> str:
     return COLOURS["cross"] if box.cross else COLOURS["layer"]
 
 
-def _column(ax, boxes: tuple[Box, ...], x: float, y: float) -> dict[str, tuple[float, float]]:  # noqa: ANN001
+def _column(ax: Axes, boxes: tuple[Box, ...], x: float, y: float) -> dict[str, tuple[float, float]]:
     """Draw ``boxes`` upwards from ``y``; returns each box's (bottom, top)."""
     from matplotlib.patches import FancyBboxPatch
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from types import ModuleType
 
 from ..errors import TbuildError
 from ..run.directory import TRAIN_FILE, VALID_FILE, read_jsonl
 
 
-def _pyplot():  # noqa: ANN202
+def _pyplot() -> ModuleType:
     import matplotlib
 
     matplotlib.use("Agg")

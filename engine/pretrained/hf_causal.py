@@ -15,6 +15,8 @@ a RoPE scaling other than ``default``, Llama MLP biases, special ids other than 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -22,6 +24,9 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 
 from .hf_source import UnsupportedImport
+
+if TYPE_CHECKING:
+    from transformers import GPT2Config, LlamaConfig
 
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
 GPT2_ACTIVATIONS = ("relu", "gelu")
@@ -32,12 +37,12 @@ def _refuse(field: str, value: object, why: str) -> None:
     raise UnsupportedImport(f"config.json {field} {value!r}: {why}")
 
 
-def _rope_type(config) -> str:  # noqa: ANN001
+def _rope_type(config: LlamaConfig) -> str:
     rope = getattr(config, "rope_parameters", None) or getattr(config, "rope_scaling", None) or {}
     return rope.get("rope_type", rope.get("type", "default"))
 
 
-def check_config(config) -> None:  # noqa: ANN001 - a transformers GPT2Config or LlamaConfig
+def check_config(config: GPT2Config | LlamaConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's decoder-only model cannot compute."""
     for field, want in (("pad_token_id", PAD), ("bos_token_id", BOS), ("eos_token_id", EOS)):
         if getattr(config, field, None) != want:

@@ -19,12 +19,17 @@ tbuild's, a one-label (regression) classifier, another head class.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
 from tbuild.builder.tokens import BOS, EOS, PAD
 
 from .hf_source import UnsupportedImport
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
 
 PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",  # model_type -> class prefix
             "xlm-roberta-xl": "XLMRobertaXL"}
@@ -58,7 +63,7 @@ def head_kind(class_name: str) -> str:
     return next(kind for suffix, kind in HEADS.items() if class_name.endswith(suffix))
 
 
-def check_config(config) -> None:  # noqa: ANN001 - a transformers BertConfig, RobertaConfig or XLMRobertaConfig
+def check_config(config: PretrainedConfig) -> None:  # a BertConfig, RobertaConfig or XLMRobertaConfig
     """Refuse, naming the field and its value, what tbuild's encoder cannot compute."""
     if config.hidden_act not in ACTIVATIONS:
         _refuse("hidden_act", config.hidden_act, f"tbuild's FFN kinds for this class are {', '.join(ACTIVATIONS)} "
@@ -74,7 +79,7 @@ def check_config(config) -> None:  # noqa: ANN001 - a transformers BertConfig, R
             _refuse(field, value, "tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3")
 
 
-def _labels(config, kind: str) -> list[str]:  # noqa: ANN001
+def _labels(config: PretrainedConfig, kind: str) -> list[str]:
     labels = [str(config.id2label[i]) for i in range(config.num_labels)]
     if len(labels) < 2:
         _refuse("num_labels", config.num_labels, f"tbuild's {kind} head scores at least 2 labels (no regression)")
@@ -100,7 +105,7 @@ def _base(hf: nn.Module) -> nn.Module:
     return hf.bert if hf.config.model_type == "bert" else hf.roberta
 
 
-def offset(config) -> int:  # noqa: ANN001
+def offset(config: PretrainedConfig) -> int:
     """The table row of tbuild's position 0: RoBERTa's padding id + 1, BERT's 0."""
     return 0 if config.model_type == "bert" else config.pad_token_id + 1
 

@@ -20,6 +20,8 @@ special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2), a non-zero 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -30,6 +32,9 @@ from tbuild.components.weights import weight_tree
 from ..export.hf import _reordered, marian_order
 from .hf_source import UnsupportedImport
 
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
 CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneration",
            "m2m_100": "M2M100ForConditionalGeneration"}
 EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus", "m2m_100": "hf-pegasus"}  # the declared maps, per class
@@ -37,7 +42,7 @@ PRE_NORM = frozenset({"pegasus", "m2m_100"})  # pre-norm with a final LayerNorm 
 ACTIVATIONS = ("relu", "gelu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
 
 
-def check_config(config) -> None:  # noqa: ANN001 - a transformers MarianConfig or PegasusConfig
+def check_config(config: PretrainedConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's encoder-decoder cannot compute."""
     if config.activation_function not in ACTIVATIONS:
         raise UnsupportedImport(f"config.json activation_function {config.activation_function!r}: tbuild's "
@@ -72,7 +77,7 @@ def _table(positions: nn.Module, rows: int) -> torch.Tensor:
     return positions.weight.detach().float()
 
 
-def _tying(config, family: str) -> str:  # noqa: ANN001
+def _tying(config: PretrainedConfig, family: str) -> str:
     shared = family in PRE_NORM or config.share_encoder_decoder_embeddings
     if config.tie_word_embeddings:
         return "three_way" if shared else "decoder"

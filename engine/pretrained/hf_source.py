@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import TbuildError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
@@ -75,7 +79,7 @@ def check_weights(folder: Path) -> Path:
     return found
 
 
-def load_model(folder: Path, class_name: str):  # noqa: ANN201 - a transformers PreTrainedModel
+def load_model(folder: Path, class_name: str) -> PreTrainedModel:
     """The folder's model as ``class_name`` (float32, eval mode); a weight it lacks: one line naming it."""
     import transformers
     from transformers.utils import logging
