@@ -5,13 +5,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 import yaml
 from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
+
+if TYPE_CHECKING:
+    from tbuild.builder.loader import LoadedSpec
 
 console = Console()
 err_console = Console(stderr=True)
@@ -111,7 +114,7 @@ def guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def load(spec: Path, sets: list[str] | None):  # noqa: ANN201 - LoadedSpec (lazy import)
+def load(spec: Path, sets: list[str] | None) -> LoadedSpec:
     """A spec file, or the resolved spec of a run directory or checkpoint, with --set overrides."""
     from tbuild.engine.run.directory import load_target
 

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .common import console, guarded, notify
 from .options import AVERAGE, CHECKPOINT, DEVICE, EXPORT_QUANTIZATION, OUTPUT, SET_OPTION, TARGET
+
+if TYPE_CHECKING:
+    from tbuild.engine.run.directory import Run
 
 
 @guarded
@@ -73,7 +77,7 @@ def export(
         console.print(f"wrote {out / CARD} (model card)", highlight=False)
 
 
-def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa: ANN001
+def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None,
             checkpoint: Path | None, average: int | None, device: str) -> None:
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
@@ -103,7 +107,7 @@ def _parity(run, to: str, out: Path, src: Path | None, ref: Path | None,  # noqa
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
 
 
-def _export_graph(run, to: str, output: Path | None, quantization: str | None,  # noqa: ANN001
+def _export_graph(run: Run, to: str, output: Path | None, quantization: str | None,
                   checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
     """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
     from tbuild.engine.export.graph_runs import export_graph

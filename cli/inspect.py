@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .common import console, guarded, load, notify
 from .options import SET_OPTION, SPEC_TARGET
+
+if TYPE_CHECKING:
+    from tbuild.builder.inspect import Report
+    from tbuild.builder.spec import Spec
 
 
 @guarded
@@ -77,7 +82,7 @@ def inspect(
         _print_estimate(loaded.spec, report, gpus, gpu_type, mfu)
 
 
-def _print_estimate(spec, report, gpus: int, gpu_type: str, mfu: float) -> None:  # noqa: ANN001
+def _print_estimate(spec: Spec, report: Report, gpus: int, gpu_type: str, mfu: float) -> None:
     from tbuild.builder.inspect import estimate_training
     from tbuild.engine.errors import TbuildError
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_type_hints
 import typer
 
 if TYPE_CHECKING:
+    from tbuild.engine.decoding.engines import Engine
     from tbuild.engine.run.directory import Run
     from tbuild.engine.tasks.base import Loading as EngineLoading
 
@@ -165,7 +166,7 @@ def decode_runs(targets: list[Path], sets: list[str] | None, profile: str | None
 
 
 def load_decoder(runs: list[Run], loading: Loading, ensembling: Ensembling | None = None,
-                 notify: Callable[[str], None] = lambda _: None):  # noqa: ANN201 - an Engine (lazy import)
+                 notify: Callable[[str], None] = lambda _: None) -> Engine:
     """The engine ``loading`` names for ``runs`` (several: their ensemble, combined as ``ensembling`` says)."""
     from tbuild.engine.export.engines import load_engines
 

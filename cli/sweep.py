@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
@@ -10,6 +11,10 @@ from rich.table import Table
 from .common import console, guarded
 from .options import SET_OPTION
 from .progress import Reporter
+
+if TYPE_CHECKING:
+    from tbuild.engine.device.process import ProcessSettings
+    from tbuild.engine.sweep.plan import PlannedRow
 
 
 @guarded
@@ -73,7 +78,7 @@ def sweep(
         raise typer.Exit(130)
 
 
-def row_process(planned):  # noqa: ANN001, ANN201 - PlannedRow -> ProcessSettings (lazy imports)
+def row_process(planned: PlannedRow) -> ProcessSettings:
     """A row's process settings, as `tbuild train` sets them: its train.threads, else every core. Run
     before each row here, and first in each submitit job's process (it travels there by name)."""
     from tbuild.engine.device.process import configure_process
@@ -81,7 +86,7 @@ def row_process(planned):  # noqa: ANN001, ANN201 - PlannedRow -> ProcessSetting
     return configure_process(planned.loaded.spec.train.threads)
 
 
-def _print_plan(name: str, rows) -> None:  # noqa: ANN001 - list[PlannedRow] (lazy import)
+def _print_plan(name: str, rows: list[PlannedRow]) -> None:
     from tbuild.engine.sweep.plan import minutes_left
 
     left = minutes_left(rows)

@@ -8,12 +8,16 @@ import shlex
 import signal
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from .common import console, err_console, guarded, load
 from .options import DEVICE, SET_OPTION
 from .progress import Quiet, Reporter
+
+if TYPE_CHECKING:
+    from tbuild.builder.loader import LoadedSpec
 
 
 @guarded
@@ -61,7 +65,7 @@ def train(
         _train_here(load(spec, overrides), fresh, device, minutes)
 
 
-def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
+def _changes(loaded: LoadedSpec) -> None:
     from tbuild.engine.training.changes import changes_since_last_call
 
     run, changes = changes_since_last_call(loaded)
@@ -83,7 +87,7 @@ def _changes(loaded) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _profile(loaded, steps: int, device: str) -> None:  # noqa: ANN001 - LoadedSpec (lazy import)
+def _profile(loaded: LoadedSpec, steps: int, device: str) -> None:
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.training.run import profile_spec
 
@@ -93,7 +97,7 @@ def _profile(loaded, steps: int, device: str) -> None:  # noqa: ANN001 - LoadedS
         console.print(line, highlight=False, markup=False, soft_wrap=True)
 
 
-def _train_here(loaded, fresh: bool, device: str, minutes: float | None) -> None:  # noqa: ANN001
+def _train_here(loaded: LoadedSpec, fresh: bool, device: str, minutes: float | None) -> None:
     """Train in this process: alone, or as one of the processes torchrun started."""
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.training.distributed import rank_from_env

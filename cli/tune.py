@@ -4,12 +4,19 @@ and its best trial as a spec."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.table import Table
 
 from .common import console, guarded
 from .progress import Reporter
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tbuild.engine.device.process import ProcessSettings
+    from tbuild.engine.tune.spec import Study
 
 
 @guarded
@@ -58,7 +65,7 @@ def tune(
     _outputs(study, optuna_study, False, None)
 
 
-def _run(study, optuna_study, url: str, launcher: str, workers: int, cluster: str | None,  # noqa: ANN001
+def _run(study: Study, optuna_study: optuna.Study, url: str, launcher: str, workers: int, cluster: str | None,
          slurm: list[str]) -> None:
     """The trials, here or as submitit workers; Ctrl-C stops at a step boundary (exit 130)."""
     from tbuild.engine.tune.study import optimize
@@ -82,7 +89,7 @@ def _run(study, optuna_study, url: str, launcher: str, workers: int, cluster: st
         raise typer.Exit(130) from None
 
 
-def study_process(study):  # noqa: ANN001, ANN201 - Study -> ProcessSettings (lazy imports)
+def study_process(study: Study) -> ProcessSettings:
     """The process settings of a study's trials, as `tbuild train` sets them (the base's train.threads,
     else every core); first in each submitit worker too (it travels there by name)."""
     from tbuild.engine.device.process import configure_process
@@ -90,7 +97,7 @@ def study_process(study):  # noqa: ANN001, ANN201 - Study -> ProcessSettings (la
     return configure_process(study.load({}).spec.train.threads)
 
 
-def _outputs(study, optuna_study, best: bool, output: Path | None) -> None:  # noqa: ANN001
+def _outputs(study: Study, optuna_study: optuna.Study, best: bool, output: Path | None) -> None:
     """The report (always) and, with --best, the best trial's spec."""
     from tbuild.engine.files import atomic_write
     from tbuild.engine.tune.report import best_spec, best_trial, importances, write_report
@@ -115,7 +122,7 @@ def _outputs(study, optuna_study, best: bool, output: Path | None) -> None:  # n
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
 
 
-def _print_plan(study, url: str) -> None:  # noqa: ANN001 - Study (lazy import)
+def _print_plan(study: Study, url: str) -> None:
     """The space, the objective, the budget, sampler, pruner and storage."""
     spec = study.spec
     grid = Table(title=f"study {study.name}: {len(spec.space)} parameters", title_justify="left")
