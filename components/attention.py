@@ -43,11 +43,8 @@ def scaled_dot_product(
     """softmax(QKᵀ/√d_k)V (§3.2.1, Eq. 1); mask: bool (True = attend) or additive, broadcast to (B,H,T,S).
 
     Uses the fused kernel unless the weights are asked for (attention maps), for a few queries (an
-    incremental decoding step: plain matmuls took 340 vs 550 µs for self- and 400 vs 630 µs for
-    cross-attention of 256 beams on CPU; beam search 1.0 s vs 1.3 s in benchmarks/beam_search.py; the
-    4 beams of 64 sentences as 4 queries of 20 keys: 250 vs 298 µs, 16 queries: 722 vs 734 µs),
-    or for bfloat16 on CPU, where PyTorch's fused kernel is 3-4x slower than plain bf16 matmuls
-    (forward + backward at training shapes: 26 ms vs 7 ms; in float32 both take 15 ms).
+    incremental decoding step, where plain matmuls are faster on CPU), or for bfloat16 on CPU, where
+    PyTorch's fused kernel is slower than plain bf16 matmuls (both measured: docs/benchmarks.md).
     """
     cpu_bf16 = q.dtype == torch.bfloat16 and q.device.type == "cpu"
     few = FEW_QUERIES if q.device.type == "cpu" else 1  # measured on CPU only

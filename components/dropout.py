@@ -9,9 +9,8 @@ from torch import nn
 
 class Dropout(nn.Module):
     """Same result distribution as ``nn.Dropout``: zero each element with probability p, scale the rest
-    by 1/(1-p). PyTorch's CPU ``bernoulli_`` is slow: forward + backward on a (4096, 256) activation
-    took 10.1 ms with ``nn.Dropout`` and 4.4 ms this way (17 dropouts per Multi30k training step), so
-    CPU tensors keep a uniform sample; other devices use PyTorch's own (fused) dropout kernel."""
+    by 1/(1-p). PyTorch's CPU ``bernoulli_`` is slow (docs/benchmarks.md), so CPU tensors keep a uniform
+    sample; other devices use PyTorch's own (fused) dropout kernel."""
 
     def __init__(self, p: float) -> None:
         super().__init__()

@@ -31,7 +31,7 @@ def _chunks(rows: int, vocab: int) -> list[slice]:
 class _SmoothedNLL(torch.autograd.Function):
     """Fused loss over (N, V) logits: one log-sum-exp forward, and the gradient softmax - q written
     directly in backward, instead of materialising log-probabilities and back-propagating through
-    log_softmax, gather and mean (measured ≈ 0.3 s of a 1.5 s Multi30k training step on CPU).
+    log_softmax, gather and mean (a large share of a CPU training step: docs/benchmarks.md).
     Rows go through in chunks of at most ``CHUNK_ELEMENTS`` logits, so bf16 logits are never upcast
     to fp32 whole (25,000 target tokens × 37,000 pieces would be 3.7 GB); a Multi30k batch is one chunk."""
 

@@ -4,9 +4,9 @@ One decoder step is a few dozen small operators per layer; at Multi30k's size th
 dispatch overhead is a large share of a step on a CPU. Compiled (inductor, ``dynamic=True``: batch
 size and cache length are symbols, so a handful of graphs cover every shape a search meets), the
 step runs as generated C++ kernels. Same tokens as eager decoding (tests/engine/decoding/
-test_compiled.py); the first batches pay the compilation (about a minute on a 2-core CPU, less when
-inductor's on-disk cache holds the graphs), so it pays off for long inputs and servers, not for a
-few lines. Figures: docs/benchmarks.md."""
+test_compiled.py); the first batches pay the compilation (less when inductor's on-disk cache holds
+the graphs), so it pays off for long inputs and servers, not for a few lines. Figures:
+docs/benchmarks.md."""
 
 from __future__ import annotations
 

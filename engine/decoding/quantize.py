@@ -5,11 +5,10 @@ int8 per batch on the fly, int32 accumulation (fbgemm/x86 kernels), the result b
 Embeddings, norms, softmax and the search stay float32, as in CTranslate2's int8 on CPU.
 
 CPU only: the quantized kernels have no CUDA implementation, so int8 on a CUDA device is refused
-(``--device auto`` picks the CPU for it). Chosen after measuring torch 2.13 on CPU (one thread,
-256 rows): ``quantize_dynamic`` ran a 256×1024 linear in 430 µs against 1,065 µs in float32,
-``torch._int_mm`` with per-row activation quantization in 1,170 µs and ``_weight_int8pack_mm`` in
-72 ms. ``torch.ao.quantization`` warns that it is deprecated; it is the only fast int8 CPU path in
-eager PyTorch today, so its absence is reported as a clear error rather than a traceback.
+(``--device auto`` picks the CPU for it). Chosen after measuring the int8 paths of PyTorch on CPU
+(docs/benchmarks.md): ``quantize_dynamic`` was the one faster than float32. ``torch.ao.quantization``
+warns that it is deprecated; it is the only fast int8 CPU path in eager PyTorch today, so its absence
+is reported as a clear error rather than a traceback.
 """
 
 from __future__ import annotations

@@ -84,8 +84,8 @@ def _ban(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) 
 
 def log_softmax_(logits: torch.Tensor) -> torch.Tensor:
     """log_softmax over the last dimension, in place: a step's (N, V) logits are the largest tensor of
-    the search, and a fresh one per step cost 5.1 ms against 1.2 ms in place for (256, 8000) on one
-    Zen 4 core (the new memory's first writes). Same values as ``logits.log_softmax(-1)``."""
+    the search, and a fresh one per step pays for the new memory's first writes (docs/benchmarks.md).
+    Same values as ``logits.log_softmax(-1)``."""
     return torch.log_softmax(logits, -1, out=logits)
 
 
@@ -93,7 +93,7 @@ def row_topk(x: torch.Tensor, k: int, chunk: int = 64) -> tuple[torch.Tensor, to
     """``x.topk(k, dim=1)`` for (N, V) rows, through chunk maxima: a row's k largest values lie in
     the k chunks with the largest maxima (any other chunk's values are each below k chunk maxima),
     so only those k·chunk values are ranked. One vectorised max over V instead of a selection over
-    V per row: 0.9 vs 2.1 ms for (256, 8000), k = 8."""
+    V per row (faster at a search's sizes: docs/benchmarks.md)."""
     n, vocab = x.shape
     whole = vocab // chunk
     if whole <= k:

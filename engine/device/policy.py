@@ -87,8 +87,8 @@ def attention_backends(device: torch.device) -> list[SDPBackend] | None:
 
     CUDA: flash attention where it applies (no attn_mask: causal self-attention; needs fp16/bf16), else
     memory-efficient attention (takes the padding mask; fp32 too), math as the last resort. Not cuDNN:
-    it builds an execution plan for every new (batch, length) shape, 10-14 ms per call, which made
-    81% of a length-bucketed H100 training step's CPU time (issue #13). CPU: None, PyTorch's choice
+    it builds an execution plan for every new (batch, length) shape, which made most of a length-bucketed
+    GPU training step's CPU time (docs/benchmarks.md). CPU: None, PyTorch's choice
     (its flash kernel; ``components.attention`` already keeps bf16 and single queries off it)."""
     if device.type != "cuda":
         return None

@@ -1,8 +1,8 @@
 """Whether bf16 autocast pays off on this CPU, by measurement: a short probe of fp32 and bf16 matrix
 products at the model's own widths, cached per machine (CPU model and flags, torch version, threads,
 widths) in the user's cache folder. CPU flags alone do not tell: bf16 is emulated without AVX512-BF16
-or AMX (tens of times slower than fp32), and one Xeon with AVX512-BF16 but no AMX ran bf16 products
-at half the fp32 speed while an AMD Zen 4 ran them at twice."""
+or AMX (far slower than fp32), and a CPU with AVX512-BF16 but no AMX can still run bf16 products slower
+than fp32 where another runs them faster (docs/benchmarks.md, docs/training.md)."""
 
 from __future__ import annotations
 

@@ -39,8 +39,8 @@ def configure_process(threads: int | None = None, *, keep_heap: bool = True) -> 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     n = threads or cores
     torch.set_num_threads(n)
-    # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic ~5x slower:
-    # measured 2,000 -> 400 tokens/s within 40 steps of specs/multi30k-v1.yaml. Flush them to zero.
+    # Denormal floats (weights and Adam moments drifting towards 0) make CPU arithmetic several times
+    # slower within a few dozen steps (docs/benchmarks.md). Flush them to zero.
     torch.set_flush_denormal(True)
     return ProcessSettings(threads=n, heap_kept=keep_heap and reuse_freed_memory())
 
@@ -66,11 +66,9 @@ def reuse_freed_memory() -> bool:
     """Make glibc keep freed memory for reuse instead of returning every large tensor to the OS.
 
     glibc serves blocks above 32 MB (logits, their gradients) with a fresh mmap each time, so every
-    step pays a page fault per 4 KB touched: a bf16 -> fp32 copy of (3600, 8000) logits took 44 ms
-    into a fresh tensor and 6 ms into a reused one, and a Multi30k training step went from 1.18 s to
-    0.82 s (bf16) and from 1.73 s to 1.49 s (fp32) with this setting. The heap fragments as tensor
-    sizes vary (resident memory grew 0.4 -> 4.1 GB over 100 steps), so long loops trim it now and
-    then (``ProcessSettings.after_step``). Returns False without glibc.
+    step pays a page fault per 4 KB touched; reusing them shortens a CPU training step (docs/benchmarks.md).
+    The heap fragments as tensor sizes vary (resident memory grows step after step), so long loops trim
+    it now and then (``ProcessSettings.after_step``). Returns False without glibc.
     """
     if _LIBC is None:
         return False

@@ -65,7 +65,7 @@ def compile_plan(setting: bool | str, device: torch.device, *, params: int, batc
 def compile_model(model: nn.Module, *, mode: str = "default", backend: str = "inductor") -> nn.Module:
     """The model compiled once for every batch shape: ``dynamic=True`` traces batch and lengths as
     symbols, so a new (B, S, T) reuses the graph instead of recompiling (with static shapes every
-    new batch shape compiled again: 4x slower on an H100); guards on size relations (e.g. S == T, a
+    new batch shape compiled again, much slower: docs/benchmarks.md); guards on size relations (e.g. S == T, a
     length of 1) add at most a few graphs, and ``GRAPH_LIMIT`` bounds them. The caller keeps ``model``
     for checkpoints: the compiled wrapper's parameter names carry an ``_orig_mod.`` prefix. ``mode``
     applies to inductor only (other backends are for tests)."""

@@ -2,8 +2,8 @@
 
 On a GPU the host must queue the next step's work while the current one runs: a batch collated (padded
 to its bucketed shape) and pinned on a worker thread, then copied without waiting (``non_blocking``),
-keeps the GPU from idling between steps. On a CPU the collation is ~1 ms of a step of a second or more
-and a worker thread would only compete with the step's own threads, so batches are collated when asked.
+keeps the GPU from idling between steps. On a CPU the collation is a tiny share of a step, and a worker
+thread would only compete with the step's own threads, so batches are collated when asked.
 
 The cursor runs ahead of the steps, so each fed batch carries the data position *after* it: that, not
 the cursor's, is what a checkpoint saves, and a resumed run reads the same batches.
