@@ -111,7 +111,7 @@ class PrefixLM(Translation):
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Any:
         """``/translate`` on the native engine, uncompiled: CTranslate2 has no export of it, and its decoder
-        step (tried on a tiny prefix LM) hit torch.compile's recompile limit, 4 sentences taking minutes."""
+        step recompiles past torch.compile's limit (docs/benchmarks.md)."""
         what = "a decoder-only translator (model.prefix_lm)"
         if loading.engine != "native":
             raise TbuildError(f"--engine {loading.engine}: {what} is served by the native engine (it has no "
