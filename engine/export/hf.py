@@ -10,12 +10,33 @@ PE(pos, 2i+1) = cos), and Marian does not save its table (it is rebuilt on load)
 reorders the model dimension everywhere by ``marian_order``: Marian's feature j is tbuild's feature
 order[j]. Layer norm, attention and the FFN commute with such a reordering (their d_model-sized
 weights are permuted alike), and the outputs (logits over the vocabulary) are unchanged.
+
+LayerNorm eps: Marian's is nn.LayerNorm's 1e-5, with no config field. As for Pegasus (``hf_pegasus.py``),
+LayerNorm_ε'(c·z) = LayerNorm_ε(z) for c = √(ε'/ε), so each stack's residual stream is scaled by c, but only
+from its first LayerNorm on: the stack's input (token rows · √d_model + the sinusoid) cannot be scaled, since
+Marian rebuilds its sinusoid on load and a scaled token table alone would add c·e + PE, not c·(e + PE). So:
+
+- exact: every LayerNorm but the stack's first. Each LayerNorm's γ and β are multiplied by c (its output,
+  the residual stream, is then c times tbuild's); each sub-layer reading the stream divides its input
+  weights by c (q/k/v projections, the cross-attention's query, fc1; not their biases) and multiplies what
+  it adds to the stream by c (out_proj, fc2: weights and biases). The stack's last LayerNorm keeps γ and β,
+  so the encoder's memory (read by the cross-attention's keys and values) and the decoder's output (read by
+  the output projection, tied to the token table, and the zero ``final_logits_bias``) are tbuild's own:
+  the token tables are not scaled and every tying holds.
+- not exact: the first LayerNorm of each stack (after layer 0's self-attention) sees tbuild's own input z
+  with eps 1e-5 for ε. Its output differs by the factor √((var z + ε)/(var z + 1e-5)), a relative
+  |1e-5 − ε|/(2·var z): 4.5e-6 at ε = 1e-6 for var z ≈ 1 (the sinusoid alone gives each position a variance
+  of 0.25 to 0.5). docs/export.md gives the logit differences measured, and the export's parity report
+  measures each model.
+
+At ε = 1e-5, c = 1 and nothing is scaled.
 Call ``targets.check_exportable`` first: these functions assume what it guarantees.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.transformer import EncoderDecoder
@@ -30,7 +52,8 @@ from tbuild.components.weights import weight_tree
 
 from ..run.directory import Run
 from .hf_config import generation_config, seq2seq_config
-from .targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
+from .hf_pegasus import stream_scale
+from .targets import HF, HF_LAYER_NORM_EPS, UnsupportedExport, check_exportable, hf_seq2seq_class
 
 if TYPE_CHECKING:
     from transformers import MarianConfig, MarianMTModel, PreTrainedModel
@@ -59,19 +82,59 @@ def _reordered(name: str, tensor: torch.Tensor, order: torch.Tensor) -> torch.Te
     return tensor[:, order] if module in INTO and param == "weight" else tensor
 
 
-def marian_state(model: EncoderDecoder, shared: bool) -> Iterator[tuple[str, torch.Tensor]]:
+_LAYER = re.compile(r"model\.(encoder|decoder)\.layers\.(\d+)\.([\w.]+)\.(weight|bias)$")
+READS = frozenset({"q_proj", "k_proj", "v_proj", "fc1"})  # a sub-layer's input projections
+
+
+def stream_factor(name: str, scales: dict[str, float], layers: dict[str, int]) -> float:
+    """What MarianMTModel's parameter ``name`` is multiplied by so that each stack's residual stream is, from its
+    first LayerNorm on, ``scales[stack]`` (c) times tbuild's (module docstring); ``layers``: each stack's depth."""
+    match = _LAYER.match(name)
+    if match is None:  # token tables, output projection: the stacks' input and output keep tbuild's scale
+        return 1.0
+    stack, layer, path, param = match[1], int(match[2]), match[3], match[4]
+    c, module = scales[stack], path.split(".")[-1]
+    if path.startswith("self_attn.") and layer == 0:
+        return 1.0  # reads and adds to the stack's input, which is not scaled
+    if path.startswith("encoder_attn.") and module in ("k_proj", "v_proj"):
+        return 1.0  # reads the encoder's memory, tbuild's own
+    if module in READS:
+        return 1 / c if param == "weight" else 1.0
+    if module in OUT:
+        return c
+    last = path == "final_layer_norm" and layer == layers[stack] - 1
+    return 1.0 if last else c  # a LayerNorm's γ and β: its output is the stream, but for the stack's output
+
+
+def marian_state(model: EncoderDecoder, shared: bool,
+                 scales: dict[str, float] | None = None) -> Iterator[tuple[str, torch.Tensor]]:
     """(MarianMTModel parameter name, tensor) for every weight of ``model`` (its kind's Marian map,
-    ``WEIGHTS``), model dimension reordered; a projection without bias gets zeros (Marian's always have one)."""
+    ``WEIGHTS``), model dimension reordered, each stack's stream scaled by ``scales`` (c per stack, none: 1);
+    a projection without bias gets zeros (Marian's always have one)."""
     names = weight_tree(model).export_names(HF.name, model)
     tensors = {n: p.detach() for n, p in model.named_parameters(remove_duplicate=False)}
     order = marian_order(tensors[names["lm_head.weight"][0]].size(1))
+    scales = scales or {"encoder": 1.0, "decoder": 1.0}
+    layers = {stack: 1 + max(int(m[2]) for n in names if (m := _LAYER.match(n)) and m[1] == stack)
+              for stack in ("encoder", "decoder")}
     for name, (source,) in names.items():
         if name == "model.shared.weight" and not shared:
             continue
         if source in tensors:
-            yield name, _reordered(name, tensors[source], order)
+            tensor = _reordered(name, tensors[source], order)
         elif name.endswith(".bias"):
-            yield name, torch.zeros(tensors[source.removesuffix(".bias") + ".weight"].size(0))
+            tensor = torch.zeros(tensors[source.removesuffix(".bias") + ".weight"].size(0))
+        else:
+            continue
+        factor = stream_factor(name, scales, layers)
+        yield name, tensor if factor == 1.0 else tensor * factor
+
+
+def marian_scales(spec: Spec) -> dict[str, float]:
+    """c = √(1e-5/ε) for each stack's LayerNorm eps ε (one per stack: targets.py)."""
+    view = resolve(spec.model)
+    return {stack.name: stream_scale(HF_LAYER_NORM_EPS, stack.groups[0].norm.eps)  # type: ignore[attr-defined]
+            for stack in view.stacks}
 
 
 def _embedding_rows(model: EncoderDecoder) -> tuple[int, int]:
@@ -107,7 +170,7 @@ def to_marian(model: EncoderDecoder, spec: Spec) -> MarianMTModel:
     params = dict(hf.named_parameters(remove_duplicate=False))
     written = set()
     with torch.no_grad():
-        for name, tensor in marian_state(model, config.share_encoder_decoder_embeddings):
+        for name, tensor in marian_state(model, config.share_encoder_decoder_embeddings, marian_scales(spec)):
             params[name].copy_(tensor.float())
             written.add(name)
         hf.final_logits_bias.zero_()

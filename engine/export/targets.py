@@ -67,17 +67,17 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
 
 
 def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """MarianMTModel: the fixed sinusoid (§3.5), rebuilt on load, and LayerNorm eps 1e-5. No rescaling of the
-    weights reaches another eps: the first norm's input holds the sinusoid, which the folder cannot store."""
+    """MarianMTModel: the fixed sinusoid (§3.5), rebuilt on load, and LayerNorm eps 1e-5, which export/hf.py
+    reaches by rescaling each stack's stream from its first norm on: one eps per stack."""
     positional = view.positional.kind  # type: ignore[attr-defined]
     if positional != "sinusoidal":
         refuse(f"model.positional {positional} (MarianMTModel's positions are a fixed sinusoid; a pre-norm model "
                "exports to PegasusForConditionalGeneration, which stores a position table)")
-    for path, eps in _norm_eps(view):
-        if eps != HF_LAYER_NORM_EPS:
-            refuse(f"{path} {eps:g} (MarianMTModel's LayerNorm eps is fixed at 1e-05 and no rescaling reaches "
-                   "another eps under its rebuilt sinusoid: train with model.norm: {kind: layernorm, eps: 1.0e-5}, "
-                   "or pre-norm, which exports to PegasusForConditionalGeneration at any eps)")
+    for stack in view.stacks:
+        eps = {g.norm.eps for g in stack.groups}  # type: ignore[attr-defined]
+        if len(eps) > 1:
+            refuse(f"{stack.name} layer groups differ in norm eps ({', '.join(f'{e:g}' for e in sorted(eps))}; "
+                   "the export rescales one residual stream per stack for one eps)")
 
 
 def _pegasus_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
@@ -126,7 +126,7 @@ HF = Target(
         "ffn": frozenset({"relu", "gelu"}),  # fc1 -> activation_function -> fc2, both with biases
         "norm": frozenset({"layernorm"}),
     },
-    notes="post-norm with LayerNorm eps 1e-5 and sinusoidal positions (MarianMTModel) or pre-norm with final "
+    notes="post-norm with one LayerNorm eps per stack and sinusoidal positions (MarianMTModel) or pre-norm with final "
           "norms and three_way tying (PegasusForConditionalGeneration); one FFN kind, d_k = d_v = d_model/heads, "
           "kv_heads = heads",
     check=_hf_structure,

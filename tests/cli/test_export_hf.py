@@ -101,13 +101,29 @@ def test_export_hf_refuses_quantization(hf_run: Path, tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
-def test_unrepresentable_model_is_one_line_and_exit_code_2(tiny_run: Path, tmp_path: Path) -> None:
-    """tiny_run is post-norm at tbuild's default LayerNorm eps (1e-6); MarianMTModel's is fixed at 1e-5."""
-    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "x"), "--to", "hf"])
+def test_default_eps_post_norm_exports_to_marian_with_parity(tiny_run: Path, tmp_path: Path) -> None:
+    """tiny_run is post-norm at tbuild's default LayerNorm eps (1e-6); MarianMTModel's is 1e-5: the export
+    rescales each stack's stream (export/hf.py) and the parity report holds."""
+    out = tmp_path / "hf"
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(out), "--to", "hf", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    assert "(greedy, both sides: 100.0%)" in flat, result.output
+    assert float(result.output.split("teacher-forced (up to 16 lines): ")[1].split()[0]) < 1e-4
+    assert json.loads((out / "config.json").read_text())["architectures"] == ["MarianMTModel"]
+
+
+def test_unrepresentable_model_is_one_line_and_exit_code_2(hf_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    spec = yaml.safe_load((hf_run / "spec.yaml").read_text())
+    spec["model"]["positional"] = {"kind": "learned"}  # MarianMTModel's positions are its fixed sinusoid
+    (run / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["export", str(run), "-o", str(tmp_path / "x"), "--to", "hf"])
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and "hf needs" in lines[0]
-    assert "cannot export to hf: model.norm.eps 1e-06 (MarianMTModel's LayerNorm eps is fixed at 1e-05" in lines[0]
+    assert "cannot export to hf: model.positional learned (MarianMTModel's positions are a fixed sinusoid" in lines[0]
     assert not (tmp_path / "x").exists()
 
 

@@ -25,6 +25,7 @@ from tests.conftest import TINY
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
 EPS = "model.norm={kind: layernorm, eps: 1.0e-5}"  # MarianMTModel's fixed LayerNorm eps
+EPS6 = "model.norm={kind: layernorm, eps: 1.0e-6}"  # tbuild's default: Marian's stream rescaled (export/hf.py)
 VARIANTS = {
     "post-norm relu (paper)": [],
     "gelu": ["model.ffn={kind: gelu}"],
@@ -35,6 +36,11 @@ VARIANTS = {
     "unscaled embeddings": ["model.scale_embeddings=false"],
     "stacks differ (heads, d_ff, layers)": ["model.decoder.heads=2", "model.decoder.d_ff=24", "model.decoder.layers=1"],
     "max_positions": ["model.max_positions=32"],
+    "eps 1e-6 (tbuild's default: the stream rescaled by √10 from the first norm on)": [EPS6],
+    "decoder eps 1e-6, encoder 1e-5": ["model.decoder.norm={kind: layernorm, eps: 1.0e-6}"],
+    "eps 1e-6, one-layer stacks, decoder-tied": [EPS6, "model.encoder.layers=1", "model.decoder.layers=1",
+                                                 "model.tie_embeddings=decoder"],
+    "eps 1e-6, untied": [EPS6, "model.tie_embeddings=none", "model.src_vocab_size=30"],
 }
 PRE = "model.norm_placement=pre"  # PegasusForConditionalGeneration, at tbuild's default eps 1e-6 unless set
 PEGASUS_VARIANTS = {
@@ -105,12 +111,13 @@ def test_greedy_log_probs_match() -> None:
     assert h.log_prob == pytest.approx(expected, abs=1e-4)
 
 
-def test_beam_at_alpha_0_matches_tbuild() -> None:
+@pytest.mark.parametrize("eps", [EPS, EPS6], ids=["eps 1e-5", "eps 1e-6 (rescaled)"])
+def test_beam_at_alpha_0_matches_tbuild(eps: str) -> None:
     """With α = 0 both searches rank by log P alone and stop when no live beam can win, and a row at its
     own limit (a batch of different limits) scores EOS with the model's log p: the same hypotheses."""
     from tbuild.engine.decoding.search import beam_search
 
-    spec = load_spec(TINY, [EPS]).spec
+    spec = load_spec(TINY, [eps]).spec
     model = build_model(spec).eval()
     hf = to_marian(model, spec)
     g = torch.Generator().manual_seed(3)
@@ -139,6 +146,27 @@ def test_marian_sinusoid_is_tbuild_table_reordered(tmp_path: Path) -> None:
         theirs = hf.model.encoder.embed_tokens(ids) * hf.model.encoder.embed_scale
         theirs = theirs + hf.model.encoder.embed_positions(ids.shape)
         assert torch.allclose(theirs, model.src_embed(ids)[..., order], atol=1e-5, rtol=0)
+
+
+def test_marian_rescaling_is_exact_but_for_each_stack_first_norm() -> None:
+    """At eps 1e-6 the export scales each stack's stream by √10 from its first LayerNorm on (export/hf.py):
+    the stacks' input, output and token tables keep tbuild's scale, and with each stack's first LayerNorm
+    given tbuild's eps the MarianMTModel computes tbuild's logits to float32 rounding."""
+    spec = load_spec(TINY, [EPS6]).spec
+    model = build_model(spec).eval()
+    hf = to_marian(model, spec)
+    c = 10 ** 0.5
+    ln = hf.model.encoder.layers[0].self_attn_layer_norm
+    assert ln.eps == 1e-5 and torch.allclose(ln.weight, model.encoder[0].self_attn.norm.weight[marian_order(16)] * c)
+    assert torch.equal(hf.model.decoder.embed_tokens.weight, model.tgt_embed.tokens.weight[:, marian_order(16)])
+    src, tgt = torch.tensor([[5, 9, 12, 7, EOS]]), torch.tensor([[BOS, 8, 6, 11]])
+    with torch.no_grad():
+        ours = model(src, tgt)
+        approximate = (ours - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item()
+        for stack in (hf.model.encoder, hf.model.decoder):
+            stack.layers[0].self_attn_layer_norm.eps = 1e-6
+        exact = (ours - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item()
+    assert exact < 2e-6 < approximate < 1e-4
 
 
 def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> None:
@@ -204,8 +232,6 @@ def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
 
 
 @pytest.mark.parametrize("overrides, what", [
-    ([], r"model\.norm\.eps 1e-06 \(MarianMTModel's LayerNorm eps is fixed at 1e-05"),  # tbuild's default eps
-    ([EPS, "model.decoder.norm={kind: layernorm, eps: 1.0e-6}"], r"model\.decoder\.norm\.eps 1e-06"),
     ([EPS, "model.positional={kind: learned}", "model.max_positions=32"], "model.positional learned"),
     ([EPS, "model.positional={kind: none}"], "model.positional none"),
     ([EPS, "model.final_norm=true"], "final norm"),
