@@ -166,7 +166,7 @@ def test_marian_rescaling_is_exact_but_for_each_stack_first_norm() -> None:
         for stack in (hf.model.encoder, hf.model.decoder):
             stack.layers[0].self_attn_layer_norm.eps = 1e-6
         exact = (ours - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item()
-    assert exact < 2e-6 < approximate < 1e-4
+    assert exact < 2e-6 and approximate < 1e-4
 
 
 def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> None:
