@@ -191,6 +191,27 @@ def test_import_export_import_is_the_identity_on_weights(family: str, spm: Token
     _assert_round_trip(tmp_path)
 
 
+def test_a_marian_export_at_another_eps_imports_as_the_folder_computes(spm: Tokenizer, tmp_path: Path) -> None:
+    """A post-norm run at eps 1e-6 exports with a rescaled stream (export/hf.py) and no trace of its eps: the
+    import is the folder's model (eps 1e-5, its weights, its logits), and import → export → import the identity."""
+    from tbuild.builder import build_model, load_spec
+    from tbuild.engine.export.hf import to_marian
+    from tests.conftest import TINY
+
+    spec = load_spec(TINY, [f"model.vocab_size={VOCAB}", "model.norm={kind: layernorm, eps: 1.0e-6}"]).spec
+    hf = to_marian(build_model(spec).eval(), spec)
+    hf.save_pretrained(tmp_path / "hf")
+    _marian_tokenizer(spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    imported_spec, model = _loaded(tmp_path / "run")
+    assert imported_spec.model.norm.eps == 1e-5
+    src, tgt = torch.tensor([[5, 9, 12, 7, EOS]]), torch.tensor([[BOS, 8, 6, 11]])
+    with torch.no_grad():
+        theirs = hf(input_ids=src, decoder_input_ids=tgt).logits
+        assert (model(src, tgt) - theirs).abs().max().item() < 1e-5
+    _assert_round_trip(tmp_path)
+
+
 def _refused(args: list[str], out: Path, expected: str) -> None:
     result = CliRunner().invoke(app, ["import", "hf", *args, "-o", str(out)])
     assert result.exit_code == 2, result.output
