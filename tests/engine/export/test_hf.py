@@ -1,8 +1,9 @@
 """Hugging Face export of encoder-decoders: post-norm to MarianMTModel, pre-norm to
 PegasusForConditionalGeneration. Every mapped variant round-trips through save_pretrained / from_pretrained
 (teacher-forced logits within 1e-4 in float32, greedy outputs identical, also through ``generate`` with
-nothing but the saved generation config); Marian's sinusoid reordering and Pegasus's eps rescaling are
-exact; the tokenizer files give tbuild's ids; everything else is refused in one line naming the field."""
+nothing but the saved generation config, and beam at α 0); Marian's sinusoid reordering and Pegasus's eps
+rescaling are exact, Marian's eps rescaling exact but for each stack's first norm; the tokenizer files give
+tbuild's ids; everything else is refused in one line naming the field."""
 
 from __future__ import annotations
 
@@ -234,6 +235,9 @@ def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
 @pytest.mark.parametrize("overrides, what", [
     ([EPS, "model.positional={kind: learned}", "model.max_positions=32"], "model.positional learned"),
     ([EPS, "model.positional={kind: none}"], "model.positional none"),
+    (["model.encoder.layers=null",
+      "model.encoder.groups=[{repeat: 1}, {repeat: 1, norm: {kind: layernorm, eps: 1.0e-5}}]"],
+     r"encoder layer groups differ in norm eps \(1e-06, 1e-05;"),
     ([EPS, "model.final_norm=true"], "final norm"),
     ([EPS, "model.attention={kind: multihead, kv_heads: 2}", "model.cross_attention={kind: multihead, kv_heads: 2}"],
      "kv_heads 2"),
