@@ -26,8 +26,8 @@ Marian rebuilds its sinusoid on load and a scaled token table alone would add c�
 - not exact: the first LayerNorm of each stack (after layer 0's self-attention) sees tbuild's own input z
   with eps 1e-5 for ε. Its output differs by the factor √((var z + ε)/(var z + 1e-5)), a relative
   |1e-5 − ε|/(2·var z): 4.5e-6 at ε = 1e-6 for var z ≈ 1 (the sinusoid alone gives each position a variance
-  of 0.25 to 0.5). docs/export.md gives the logit differences measured, and the export's parity report
-  measures each model.
+  of 0.25 to 0.5); below 1e-5, under 1e-5/(2·var z) whatever ε; above, it grows with ε. docs/export.md gives
+  the logit differences measured, and the export's parity report measures each model.
 
 At ε = 1e-5, c = 1 and nothing is scaled.
 Call ``targets.check_exportable`` first: these functions assume what it guarantees.
