@@ -66,6 +66,9 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     (_marian_limits if hf_seq2seq_class(spec) == "marian" else _pegasus_limits)(spec, view, refuse)
 
 
+MARIAN_EPS = 1e-5  # MarianMTModel's LayerNorm eps (nn.LayerNorm's default; no config field)
+
+
 def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     """MarianMTModel: the fixed sinusoid (§3.5), rebuilt on load, and LayerNorm eps 1e-5, which export/hf.py
     reaches by rescaling each stack's stream from its first norm on: one eps per stack."""
@@ -78,6 +81,9 @@ def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
         if len(eps) > 1:
             refuse(f"{stack.name} layer groups differ in norm eps ({', '.join(f'{e:g}' for e in sorted(eps))}; "
                    "the export rescales one residual stream per stack for one eps)")
+        if max(eps) > MARIAN_EPS:  # the first norm's error grows with eps - 1e-5 (export/hf.py)
+            refuse(f"model.{stack.name} norm eps {max(eps):g} (above MarianMTModel's 1e-05, the first norm of a "
+                   "stack, which the export cannot rescale, would move the logits by more than 1e-4)")
 
 
 def _pegasus_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:

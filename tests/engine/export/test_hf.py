@@ -238,6 +238,7 @@ def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
     (["model.encoder.layers=null",
       "model.encoder.groups=[{repeat: 1}, {repeat: 1, norm: {kind: layernorm, eps: 1.0e-5}}]"],
      r"encoder layer groups differ in norm eps \(1e-06, 1e-05;"),
+    (["model.norm={kind: layernorm, eps: 1.0e-3}"], r"model\.encoder norm eps 0\.001 \(above MarianMTModel's 1e-05"),
     ([EPS, "model.final_norm=true"], "final norm"),
     ([EPS, "model.attention={kind: multihead, kv_heads: 2}", "model.cross_attention={kind: multihead, kv_heads: 2}"],
      "kv_heads 2"),
