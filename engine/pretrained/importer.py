@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -28,6 +29,9 @@ from ..run.directory import RunDir
 from . import hf_causal, hf_encoder, hf_seq2seq
 from .hf_source import UnsupportedImport, load_model, locate, read_config
 from .hf_tokenizer import find_tokenizer
+
+if TYPE_CHECKING:
+    from ..data.tokenizer import Tokenizer
 
 Fields = Callable[[nn.Module, str], tuple[dict, dict[str, torch.Tensor]]]
 State = Callable[[nn.Module, nn.Module, str], dict[str, torch.Tensor]]
@@ -76,7 +80,7 @@ def _languages(folder: Path) -> dict[str, str]:
             if isinstance(config, dict) and isinstance(config.get(f"{side}_lang"), str)}
 
 
-def imported_model(folder: Path, config: dict, name: str):  # noqa: ANN201 - (Spec, nn.Module, Tokenizer)
+def imported_model(folder: Path, config: dict, name: str) -> tuple[Spec, nn.Module, Tokenizer]:
     """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer."""
     import transformers
 
