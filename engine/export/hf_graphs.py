@@ -149,6 +149,28 @@ def xlmr_masked_lm_state(model: nn.Module, spec: Spec) -> State:
     return state | out | {"lm_head.bias": out["lm_head.decoder.bias"]}
 
 
+# an encoder layer's linear layers and norms: tbuild's name -> the Hugging Face encoders' (BERT's, RoBERTa's and
+# XLM-RoBERTa(-XL)'s alike), read one way by the export and the other by ``pretrained/hf_encoder.py``
+ENCODER_LINEARS = (("self_attn.sublayer.w_q", "attention.self.query"), ("self_attn.sublayer.w_k", "attention.self.key"),
+                   ("self_attn.sublayer.w_v", "attention.self.value"),
+                   ("self_attn.sublayer.w_o", "attention.output.dense"),
+                   ("ffn.sublayer.w1", "intermediate.dense"), ("ffn.sublayer.w2", "output.dense"))
+# pre-norm (XLM-RoBERTa-XL: before each sub-layer) or post-norm (BERT, RoBERTa: after it) -> the two norms
+ENCODER_NORMS = {True: (("self_attn.norm", "attention.self_attn_layer_norm"), ("ffn.norm", "LayerNorm")),
+                 False: (("self_attn.norm", "attention.output.LayerNorm"), ("ffn.norm", "output.LayerNorm"))}
+
+
+def _encoder_layers(model: nn.Module, t: State, theirs: str, pre_norm: bool) -> State:
+    """Every encoder layer's tensors under ``theirs`` (``bert.encoder.layer``, ``roberta.encoder.layer``)."""
+    state: State = {}
+    for i in range(len(model.encoder)):  # type: ignore[arg-type]
+        for ours, name in ENCODER_LINEARS:
+            state |= _linear(t, f"encoder.{i}.{ours}", f"{theirs}.{i}.{name}")
+        for ours, name in ENCODER_NORMS[pre_norm]:
+            state |= _norm(t, f"encoder.{i}.{ours}", f"{theirs}.{i}.{name}")
+    return state
+
+
 def _xlmr_encoder(model: nn.Module, spec: Spec) -> State:
     t = _tensors(model)
     table = position_table(model, spec, "src_embed")
@@ -157,16 +179,7 @@ def _xlmr_encoder(model: nn.Module, spec: Spec) -> State:
              f"{pre}.position_embeddings.weight": torch.cat([torch.zeros(1, table.size(1)), table]),
              f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
     state |= _norm(t, "encoder_norm", "roberta.encoder.LayerNorm")
-    for i in range(len(model.encoder)):  # type: ignore[arg-type]
-        ours, theirs = f"encoder.{i}", f"roberta.encoder.layer.{i}"
-        att = f"{ours}.self_attn.sublayer"
-        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
-            state |= _linear(t, f"{att}.w_{x}", f"{theirs}.attention.{name}")
-        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.attention.self_attn_layer_norm")
-        state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.LayerNorm")
-        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
-        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
-    return state
+    return state | _encoder_layers(model, t, "roberta.encoder.layer", pre_norm=True)
 
 
 def bert_state(model: nn.Module, spec: Spec) -> State:
@@ -198,16 +211,7 @@ def _bert_encoder(model: nn.Module, spec: Spec) -> State:
              f"{pre}.position_embeddings.weight": position_table(model, spec, "src_embed"),
              f"{pre}.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
     state |= _norm(t, "src_embed.norm", f"{pre}.LayerNorm")
-    for i in range(len(model.encoder)):  # type: ignore[arg-type]
-        ours, theirs = f"encoder.{i}", f"bert.encoder.layer.{i}"
-        att = f"{ours}.self_attn.sublayer"
-        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
-            state |= _linear(t, f"{att}.w_{x}", f"{theirs}.attention.{name}")
-        state |= _norm(t, f"{ours}.self_attn.norm", f"{theirs}.attention.output.LayerNorm")
-        state |= _linear(t, f"{ours}.ffn.sublayer.w1", f"{theirs}.intermediate.dense")
-        state |= _linear(t, f"{ours}.ffn.sublayer.w2", f"{theirs}.output.dense")
-        state |= _norm(t, f"{ours}.ffn.norm", f"{theirs}.output.LayerNorm")
-    return state
+    return state | _encoder_layers(model, t, "bert.encoder.layer", pre_norm=False)
 
 
 def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:

@@ -26,6 +26,7 @@ from torch import nn
 
 from tbuild.builder.tokens import BOS, EOS, PAD
 
+from ..export.hf_graphs import ENCODER_LINEARS, ENCODER_NORMS
 from .hf_source import UnsupportedImport
 
 if TYPE_CHECKING:
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",  # model_type -> class prefix
             "xlm-roberta-xl": "XLMRobertaXL"}
 PRE_NORM = frozenset({"xlm-roberta-xl"})  # pre-norm layers, a final LayerNorm, no norm on the embeddings
-# each layer's (attention norm, FFN norm): post-norm after each sub-layer, pre-norm (XLM-RoBERTa-XL) before
-NORMS = {False: ("attention.output.LayerNorm", "output.LayerNorm"),
-         True: ("attention.self_attn_layer_norm", "LayerNorm")}
 HEADS = {"ForTokenClassification": "token_classification", "ForSequenceClassification": "sequence_classification",
          "ForMaskedLM": "masked_lm"}
 DATASETS = {"token_classification": {"kind": "tagging", "source": "files"},
@@ -166,15 +164,8 @@ def tbuild_state(model: nn.Module, hf: nn.Module, family: str) -> State:
     state = {"src_embed.tokens.weight": t[f"{base}.embeddings.word_embeddings.weight"]}
     state |= _linear(t, f"{base}.embeddings.LayerNorm", "src_embed.norm")  # post-norm classes' own
     state |= _linear(t, f"{base}.encoder.LayerNorm", "encoder_norm")  # XLM-RoBERTa-XL's final norm
-    attention_norm, ffn_norm = NORMS[family in PRE_NORM]
-    for i in range(len(model.encoder)):  # type: ignore[arg-type]
-        ours, theirs = f"encoder.{i}", f"{base}.encoder.layer.{i}"
-        att = f"{ours}.self_attn.sublayer"
-        for x, name in (("q", "self.query"), ("k", "self.key"), ("v", "self.value"), ("o", "output.dense")):
-            state |= _linear(t, f"{theirs}.attention.{name}", f"{att}.w_{x}")
-        state |= _linear(t, f"{theirs}.{attention_norm}", f"{ours}.self_attn.norm")
-        state |= _linear(t, f"{theirs}.intermediate.dense", f"{ours}.ffn.sublayer.w1")
-        state |= _linear(t, f"{theirs}.output.dense", f"{ours}.ffn.sublayer.w2")
-        state |= _linear(t, f"{theirs}.{ffn_norm}", f"{ours}.ffn.norm")
+    for i in range(len(model.encoder)):  # type: ignore[arg-type]  # the export's names, read the other way
+        for ours, theirs in ENCODER_LINEARS + ENCODER_NORMS[family in PRE_NORM]:
+            state |= _linear(t, f"{base}.encoder.layer.{i}.{theirs}", f"encoder.{i}.{ours}")
     return state | _head_state(t, family, head_kind(type(hf).__name__))
 
