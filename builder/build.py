@@ -159,7 +159,7 @@ def _decoder_only(spec: Spec) -> nn.Module:
         output=parts.output,
         pad_id=PAD,
         bos_id=BOS,
-        prefix_lm=None if spec.model.prefix_lm is None else (spec.model.prefix_lm.attention, spec.model.prefix_lm.loss),
+        prefix_lm=spec.model.prefix,
     )
 
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tbuild.components.spec_base import ComponentSpec, Use
-from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.specs.order import Layout, layout
 
 if TYPE_CHECKING:  # for annotations only: the spec package imports this module (spec/whole.py's block checks)
@@ -84,7 +83,7 @@ class ResolvedModel:
 
 def resolve(model: ModelSpec) -> ResolvedModel:
     """The resolved view of a validated ``ModelSpec`` (d_k/d_v already filled in)."""
-    cross = GRAPHS[model.kind].cross_attention
+    cross = model.graph.cross_attention
     stacks = tuple(_stack(model, spec, name, cross) for name, spec in model.stacks().items())
     uses: dict[int, list[Use]] = {}
 
@@ -119,7 +118,7 @@ def _stack(model: ModelSpec, stack: StackSpec, name: str, cross_attention: bool)
         for g in stack.layer_groups())
     final = model.norm_placement == "pre" if model.final_norm is None else model.final_norm
     assert stack.d_k is not None and stack.d_v is not None  # filled in by ModelSpec validation
-    prefix = name == "decoder" and model.prefix_lm is not None and model.prefix_lm.attention == "prefix"
+    prefix = name == "decoder" and model.prefix is not None and model.prefix[0] == "prefix"
     return ResolvedStack(name, stack.heads, stack.d_k, stack.d_v, stack.d_ff, groups,
                          (stack.norm or model.norm) if final else None, model.max_positions, prefix)
 

@@ -22,11 +22,12 @@ def merge(
     from tbuild.engine.export.peft import write_peft
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.run.merge import merge_run
+    from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target)
     merged = merge_run(run, output, checkpoint=checkpoint)
     console.print(f"merged {run.dir.path / merged} into its base -> {output} (best.safetensors, spec.yaml, "
                   f"{run.dir.tokenizer.name})", highlight=False)
     if peft is not None:
-        count = write_peft(run, peft, checkpoint=checkpoint)
+        count = write_peft(run, peft, task_of(run.spec).peft_type, checkpoint=checkpoint)
         console.print(f"peft: {count} adapted modules -> {peft}", highlight=False)

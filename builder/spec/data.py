@@ -68,6 +68,12 @@ class DatasetSpec(StrictModel):
         return False
 
     @property
+    def trees(self) -> bool:
+        """Whether the targets are linearized parse trees (EVALB scores them; the pointer advances on their
+        leaves)."""
+        return False
+
+    @property
     def labels_per(self) -> Literal["word", "line"] | None:
         """What one label of the data labels: a word (a tagger's data), a line (a classifier's), or None (the
         data holds no labels). An encoder-only model's head must label the same."""
@@ -134,7 +140,11 @@ class TreebankDataset(DatasetSpec):
         "better for sequence-to-sequence parsing in Fernandez-Gonzalez & Gomez-Rodriguez 2020).")
     well_formed: bool = Field(
         True, description="Decode only well-formed trees over exactly the input words (matched brackets, one "
-        "leaf per word; engine/parsing/constrained.py); false: decode freely, then repair.")
+        "leaf per word; engine/tasks/parsing/constrained.py); false: decode freely, then repair.")
+
+    @property
+    def trees(self) -> bool:
+        return True
 
     @model_validator(mode="after")
     def _wsj_folder(self) -> TreebankDataset:

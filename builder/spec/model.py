@@ -13,7 +13,7 @@ from tbuild.components import ATTENTION, CHAR_INPUT, FFN, HEAD, NORM, POINTER, P
 from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
 from tbuild.components.specs.feedforward import ReLUFFNSpec
-from tbuild.components.specs.graph import GRAPHS, with_article
+from tbuild.components.specs.graph import GRAPHS, Graph, with_article
 from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
@@ -216,7 +216,7 @@ class ModelSpec(StrictModel):
 
     def _graph_checks(self) -> None:
         """What the kind's graph has: its stacks and nothing else, cross-attention only with an encoder."""
-        graph, a_kind = GRAPHS[self.kind], with_article(self.kind)
+        graph, a_kind = self.graph, with_article(self.kind)
         for name in ("encoder", "decoder"):
             if name not in graph.stacks and getattr(self, name) is not None:
                 raise FieldError((name,), f"{a_kind} model has no {name}: remove model.{name} (or set it "
@@ -224,7 +224,7 @@ class ModelSpec(StrictModel):
             if name in graph.stacks and getattr(self, name) is None:
                 raise FieldError((name,), f"{a_kind} model needs its {name} stack: model.{name} cannot be null")
         self._head_checks()
-        if self.prefix_lm is not None and self.kind != "decoder_only":
+        if self.prefix is not None and graph.stacks != ("decoder",):  # a decoder alone: decoder_only
             raise FieldError(("prefix_lm",), f"prefix_lm makes a decoder_only model translate; {a_kind} model "
                              "has no prefix LM: remove model.prefix_lm")
         if not graph.cross_attention:
@@ -245,7 +245,7 @@ class ModelSpec(StrictModel):
         """Each stack's and group's ``order`` fits its stack: c only where it attends to an encoder, an a,
         parallel only with pre-norm (components/specs/order.py)."""
         for name, stack in self.stacks().items():
-            attends = GRAPHS[self.kind].cross_attention and name == "decoder"
+            attends = self.graph.cross_attention and name == "decoder"
             places: list[tuple[SpecPath, str | None]] = [((name, "order"), stack.order)]
             places += [((name, "groups", i, "order"), g.order) for i, g in enumerate(stack.groups or [])]
             for path, order in places:
@@ -255,7 +255,7 @@ class ModelSpec(StrictModel):
 
     def _head_checks(self) -> None:
         """An output head where the encoder is the last stack (encoder_only), none anywhere else."""
-        needs = GRAPHS[self.kind].stacks[-1] == "encoder"
+        needs = self.graph.stacks[-1] == "encoder"
         if needs and self.head is None:
             raise FieldError(("kind",), f"{with_article(self.kind)} model needs an output head: set model.head, e.g. "
                              "{kind: token_classification} (a tagger) or {kind: sequence_classification} (a "
@@ -264,10 +264,40 @@ class ModelSpec(StrictModel):
             raise FieldError(("head",), f"{with_article(self.kind)} model has no head (its decoder's output projection "
                              "predicts tokens): remove model.head, or set model.kind: encoder_only")
 
+    @property
+    def graph(self) -> Graph:
+        """The graph ``kind`` names (``components/specs/graph.py``): its stacks, cross-attention and data."""
+        return GRAPHS[self.kind]
+
+    @property
+    def reads(self) -> str:
+        """What the model trains on: its graph's data (pairs, text or labels), except source-target pairs for
+        a prefix LM and plain text for a head that reads text (a masked LM)."""
+        if self.prefix is not None:
+            return "pairs"
+        return "text" if getattr(self.head, "reads_text", False) else self.graph.data
+
+    @property
+    def prefix(self) -> tuple[str, str] | None:
+        """A prefix LM's attention and loss (``model.prefix_lm``), None for any other model."""
+        return None if self.prefix_lm is None else (self.prefix_lm.attention, self.prefix_lm.loss)
+
+    @property
+    def scores_source(self) -> bool:
+        """Whether the loss covers each pair's source too (a prefix LM with ``loss: both``)."""
+        return self.prefix is not None and self.prefix[1] == "both"
+
+    def source_positions(self, default: int) -> int:
+        """Source tokens a model reads (EOS included): ``max_positions`` (``default`` without one), less the
+        BOS and the one output token a prefix LM's source shares its positions with."""
+        if self.max_positions is None:
+            return default
+        return max(1, self.max_positions - 2) if self.prefix is not None else self.max_positions
+
     def pointer(self) -> ComponentSpec | None:
         """model.decoder.pointer (None without a decoder or a pointer)."""
         return self.decoder.pointer if self.decoder is not None else None
 
     def stacks(self) -> dict[str, StackSpec]:
         """The stacks this kind of model has, by name, input side first (encoder_decoder: encoder, decoder)."""
-        return {name: getattr(self, name) for name in GRAPHS[self.kind].stacks}
+        return {name: getattr(self, name) for name in self.graph.stacks}

@@ -10,19 +10,19 @@ import json
 from pydantic import Field, model_validator
 
 from tbuild.components.spec_base import StrictModel
-from tbuild.components.specs.graph import GRAPHS, with_article
+from tbuild.components.specs.graph import with_article
 
 from ..resolved import resolve
 from .base import FieldError
-from .data import DataSpec, ParallelFiles, TreebankDataset
+from .data import DataSpec, ParallelFiles
 from .decode import DecodeSpec
 from .model import ModelSpec
 from .train import TrainSpec
 
 
-def _masked_lm(model: ModelSpec) -> bool:
-    """Whether the model is a masked LM (an encoder_only model with a masked_lm head: it reads text)."""
-    return model.head is not None and model.head.kind == "masked_lm"
+def _trees(data: DataSpec) -> bool:
+    """Whether the data set's targets are parse trees (the treebank's)."""
+    return data.dataset is not None and data.dataset.trees
 
 
 def _without_late_defaults(model: dict) -> dict:
@@ -86,8 +86,8 @@ class Spec(StrictModel):
 
     @model_validator(mode="after")
     def _select_fits_the_data(self) -> Spec:
-        select, parsing = self.train.select, isinstance(self.data.dataset, TreebankDataset)
-        if select.metric == "f1" and not parsing:
+        select = self.train.select
+        if select.metric == "f1" and not _trees(self.data):
             raise FieldError(("train", "select", "metric"), "f1 (EVALB) scores parse trees: it needs the treebank "
                              "data set (data.dataset: treebank); for translation choose bleu, bleu_lowercase or chrf")
         if self.data.valid is None and (select.metric != "ppl" or select.patience is not None):
@@ -99,7 +99,7 @@ class Spec(StrictModel):
     @model_validator(mode="after")
     def _packing_fits_the_model(self) -> Spec:
         """Packed rows are an encoder-decoder's, whose pointer (a count of source words per row) they would mix."""
-        cross = GRAPHS[self.model.kind].cross_attention  # an encoder-decoder: packed pairs on both sides
+        cross = self.model.graph.cross_attention  # an encoder-decoder: packed pairs on both sides
         if self.train.packing and (not cross or self.model.pointer() is not None):
             what = "a pointer (model.decoder.pointer)" if cross else f"model.kind {self.model.kind}"
             raise FieldError(("train", "packing"), f"packed rows are for an encoder-decoder without a pointer, not "
@@ -111,7 +111,7 @@ class Spec(StrictModel):
         """``advance: leaves`` names the data set's leaf tokens: a parsing data set's."""
         pointer = self.model.pointer()
         if pointer is not None and pointer.advance == "leaves" and pointer.advance_ids is None \
-                and not isinstance(self.data.dataset, TreebankDataset):
+                and not _trees(self.data):
             raise FieldError(("model", "decoder", "pointer", "advance"), "leaves are the leaf tokens of a parse "
                              "tree (data.dataset: treebank); for other data list the target tokens that consume "
                              "one source word, e.g. advance: [XX]")
@@ -121,22 +121,22 @@ class Spec(StrictModel):
     def _data_fits_the_graph(self) -> Spec:
         """Pairs for a kind that translates, one side of text for a language model (and nothing that
         compares a source with a target there)."""
-        graph, data = GRAPHS[self.model.kind], self.data
+        graph, data, reads = self.model.graph, self.data, self.model.reads
         self._labels_fit_the_graph()
         self._masking_fits_the_head()
-        if graph.data == "labels" and not _masked_lm(self.model):
+        if reads == "labels":
             return self
         text = data.dataset is not None and data.dataset.text_only
         given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
-        if text and self.model.prefix_lm is not None:
+        if text and reads == "pairs" and graph.data == "text":  # a prefix LM
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} is one side of text; a prefix LM "  # type: ignore[union-attr]
                              "(model.prefix_lm) translates source-target pairs: give pairs, or remove "
                              "model.prefix_lm for a language model")
-        if text and graph.data != "text" and not _masked_lm(self.model):
+        if text and reads == "pairs":
             raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
                              f"language model's data: set model.kind: decoder_only "
                              f"({with_article(self.model.kind)} model trains on source-target pairs)")
-        if given and not text and graph.data == "text" and self.model.prefix_lm is None:
+        if given and not text and reads == "text" and graph.data == "text":
             raise FieldError(("model", "kind"), f"{with_article(self.model.kind)} model trains on one side of "
                              "text (a language model): set data.dataset to text (your files) or {kind: multi30k, "
                              "side: de}, or set model.prefix_lm: {attention: prefix} to translate pairs")
@@ -150,7 +150,7 @@ class Spec(StrictModel):
             if getattr(data, name) is not None:
                 raise FieldError(("data", name), f"data.{name} compares source and target lengths; a language "
                                  "model's text has one side: remove it")
-        if self.train.select.metric not in ("ppl", "accuracy" if _masked_lm(self.model) else "ppl"):
+        if self.train.select.metric not in ("ppl", "accuracy" if graph.data == "labels" else "ppl"):
             raise FieldError(("train", "select", "metric"), f"{self.train.select.metric} scores translations; a "
                              "language model is selected on validation perplexity: use ppl")
         return self
@@ -158,8 +158,8 @@ class Spec(StrictModel):
     def _masking_fits_the_head(self) -> None:
         """A masked_lm head reads plain text (one side: the text data set, or a multi30k side), hidden as
         data.masking says; data.masking means nothing to another model."""
-        data = self.data
-        if not _masked_lm(self.model):
+        data, masked = self.data, self.model.reads == "text" and self.model.graph.data == "labels"
+        if not masked:
             if data.masking is not None:
                 raise FieldError(("data", "masking"), "data.masking hides pieces for a masked LM (model.head: "
                                  "{kind: masked_lm}): remove it")
@@ -174,14 +174,14 @@ class Spec(StrictModel):
         """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
         labels (words: tagging and token_classification; lines: classification and sequence_classification),
         no other kind does; accuracy scores labels."""
-        graph, dataset, metric = GRAPHS[self.model.kind], self.data.dataset, self.train.select.metric
+        graph, dataset, metric = self.model.graph, self.data.dataset, self.train.select.metric
         per = dataset.labels_per if dataset is not None else None
         if per is not None and graph.data != "labels":
             what = "words and their tags, a tagger's" if per == "word" else "lines and their labels, a classifier's"
             raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
                              f"data: set model.kind: encoder_only ({with_article(self.model.kind)} model trains on "
                              f"{'text' if graph.data == 'text' else 'source-target pairs'})")
-        if graph.data == "labels" and per is None and not _masked_lm(self.model):
+        if self.model.reads == "labels" and per is None:
             raise FieldError(("data", "dataset"), f"{with_article(self.model.kind)} model trains on words and their "
                              "tags or "
                              "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "

@@ -99,6 +99,8 @@ class MaskedLMSpec(ComponentSpec):
     starts a tagger or classifier through ``train.init`` (the head itself starts new there)."""
 
     vocab_sized: ClassVar[bool] = True  # its outputs are the vocabulary's pieces (the builder passes vocab_size)
+    controls: ClassVar[tuple[str, ...]] = (MASK_PIECE,)  # reserved when the tokenizer is trained: what hides a piece
+    reads_text: ClassVar[bool] = True  # it trains on plain text, not on labels (the spec's cross-checks)
     kind: Literal["masked_lm"] = "masked_lm"
     bias: bool = Field(True, description="A bias per vocabulary piece (BERT's output layer has one).")
     transform: bool = Field(

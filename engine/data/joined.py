@@ -45,5 +45,4 @@ class JoinedPairs:
 def for_model(spec: Spec, pairs: BatchSource) -> BatchSource:
     """The pairs as the spec's model trains on them: joined for a prefix LM with loss on both sides,
     else as they are."""
-    prefix_lm = spec.model.prefix_lm
-    return JoinedPairs(pairs) if prefix_lm is not None and prefix_lm.loss == "both" else pairs
+    return JoinedPairs(pairs) if spec.model.scores_source else pairs

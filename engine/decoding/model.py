@@ -5,12 +5,15 @@ which one it has."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from tbuild.components.decoder_only import DecoderOnly
 from tbuild.components.transformer import DecoderCache
+
+from .prefix_lm import PrefixLMSearch
 
 
 class Cache(Protocol):
@@ -75,5 +78,11 @@ class Single:
 
 
 def search_model(model: Seq2Seq | SearchModel) -> SearchModel:
-    """``model`` as the search sees it: a ``SearchModel`` as it is, any other encoder-decoder adapted."""
-    return model if isinstance(model, SearchModel) else Single(model)
+    """``model`` as the search sees it: a ``SearchModel`` as it is, a module built adapted by its class
+    (``SEARCHES``: a decoder-only translator's prefix-then-steps), any other encoder-decoder by ``Single``."""
+    if isinstance(model, SearchModel):
+        return model
+    return SEARCHES.get(type(model), Single)(model)
+
+
+SEARCHES: dict[type, Callable[[Any], SearchModel]] = {DecoderOnly: PrefixLMSearch}  # what a built class is searched as

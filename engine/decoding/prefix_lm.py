@@ -39,10 +39,6 @@ class PrefixMemory:
         return PrefixMemory(self.logits.index_select(dim, kept), self.cache, start)
 
 
-def is_prefix_lm(model: object) -> bool:
-    """Whether ``model`` is a decoder-only translator (``DecoderOnly`` with ``model.prefix_lm``)."""
-    return getattr(model, "prefix_lm", None) is not None
-
 
 def mixes_lengths(model: nn.Module) -> bool:
     """Whether ``model``'s positional scheme has a view for left-padded batches (``Positional.shift``):

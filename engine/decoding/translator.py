@@ -23,7 +23,7 @@ from .constraints import Phrases
 from .ensemble import Ensemble
 from .model import SearchModel, search_model
 from .packed import pack_linears
-from .prefix_lm import PrefixLMSearch, is_prefix_lm
+from .prefix_lm import PrefixLMSearch
 from .quantize import check_quantization, quantize_model
 from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
 from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths, temperature, top_k, top_p
@@ -102,10 +102,7 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
 def max_source(spec: Spec) -> int:
     """Source tokens kept (EOS included): max_positions (or ``DEFAULT_MAX_SOURCE``); a prefix LM's source
     shares its positions with BOS and at least one output token."""
-    limit = spec.model.max_positions
-    if limit is None:
-        return DEFAULT_MAX_SOURCE
-    return max(1, limit - 2) if spec.model.prefix_lm is not None else limit
+    return spec.model.source_positions(DEFAULT_MAX_SOURCE)
 
 
 def encode_sources(tok: Tokenizer, lines: list[str], limit: int,
@@ -194,7 +191,7 @@ def searched(model: nn.Module) -> SearchModel:
     prefix-then-steps, ``prefix_lm.py``; an encoder-decoder as ``search_model`` has it), or an ensemble
     of encoder-decoders as it is."""
     members = model.members if isinstance(model, Ensemble) else (model,)
-    searches = [PrefixLMSearch(m) if is_prefix_lm(m) else search_model(m) for m in members]
+    searches = [search_model(m) for m in members]
     if not isinstance(model, Ensemble):
         return searches[0]
     if any(isinstance(s, PrefixLMSearch) for s in searches):

@@ -18,6 +18,7 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack
 from tbuild.builder.spec import Spec
@@ -103,15 +104,15 @@ def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> Non
 
 
 def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
-    """The class that computes this encoder-only model (``ENCODER_CLASSES``: XLM-RoBERTa-XL's for pre-norm
+    """The class that computes this encoder-only model (``ENCODER_HEADS``: XLM-RoBERTa-XL's for pre-norm
     layers, BERT's for post-norm ones with an embedding norm; a tagger's, a classifier's or a masked LM's), or
     a refusal."""
     model, stack = spec.model, view.stacks[0]
-    head = model.head.kind if model.head is not None else None
+    mapped = ENCODER_HEADS.get(model.head.kind) if model.head is not None else None
     post = model.norm_placement == "post"
-    if head not in ENCODER_CLASSES:
-        refuse(f"model.head {head} (the mapped classes' heads: token_classification, sequence_classification, "
-               "masked_lm)")
+    if mapped is None:
+        refuse(f"model.head {model.head and model.head.kind} (the mapped classes' heads: "
+               f"{', '.join(ENCODER_HEADS)})")
     name = "BERT" if post else "XLM-RoBERTa-XL"
     if model.embedding_norm != post:
         refuse(f"model.embedding_norm {str(model.embedding_norm).lower()} with {model.norm_placement}-norm layers "
@@ -126,14 +127,9 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     if ffn not in ("relu", "gelu") or norm != "layernorm":
         refuse(f"model.ffn {ffn} and model.norm {norm} ({name} has LayerNorm and a ReLU/GELU FFN)")
     _heads_tile_width(stack, model.d_model, refuse)
-    _encoder_head(spec, ffn, refuse)
-    return ENCODER_CLASSES[head][post]  # type: ignore[index]
-
-
-# model.head kind -> (the pre-norm class, the post-norm one): XLM-RoBERTa-XL's, BERT's
-ENCODER_CLASSES = {"token_classification": ("xlm_roberta_xl", "bert"),
-                   "sequence_classification": ("xlm_roberta_xl_sequence", "bert_sequence"),
-                   "masked_lm": ("xlm_roberta_xl_masked_lm", "bert_masked_lm")}
+    if mapped.check is not None:  # type: ignore[union-attr]
+        mapped.check(spec, ffn, refuse)  # type: ignore[union-attr]
+    return mapped.classes[post]  # type: ignore[union-attr]
 
 
 def _pooled_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
@@ -158,16 +154,19 @@ def _masked_lm_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
                "√d_model; untie them, tie_embeddings: none, or train with scale_embeddings: false)")
 
 
-# model.head kind -> what its head needs beyond a linear layer in the mapped classes (a tagger's: nothing)
-ENCODER_HEADS: dict[str, Callable[[Spec, str, Refuse], None]] = {
-    "sequence_classification": _pooled_head, "masked_lm": _masked_lm_head}
+@dataclass(frozen=True)
+class EncoderHead:
+    """How an encoder-only model's head maps: its classes (the pre-norm one, XLM-RoBERTa-XL's; the post-norm
+    one, BERT's) and what it needs beyond a linear layer there (a tagger's: nothing)."""
+
+    classes: tuple[str, str]
+    check: Callable[[Spec, str, Refuse], None] | None = None
 
 
-def _encoder_head(spec: Spec, ffn: str, refuse: Refuse) -> None:
-    """What the classifiers' and masked LMs' heads need beyond a linear layer (BERT's and RoBERTa's alike)."""
-    check = ENCODER_HEADS.get(spec.model.head.kind)  # type: ignore[union-attr]
-    if check is not None:
-        check(spec, ffn, refuse)
+# model.head kind -> how it maps (BERT's and RoBERTa's heads alike)
+ENCODER_HEADS = {"token_classification": EncoderHead(("xlm_roberta_xl", "bert")),
+                 "sequence_classification": EncoderHead(("xlm_roberta_xl_sequence", "bert_sequence"), _pooled_head),
+                 "masked_lm": EncoderHead(("xlm_roberta_xl_masked_lm", "bert_masked_lm"), _masked_lm_head)}
 
 
 def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:

@@ -40,7 +40,7 @@ State = dict[str, torch.Tensor]
 
 
 def hf_class(spec: Spec) -> str:
-    """gpt2, llama, or an encoder's class (``graph_targets.ENCODER_CLASSES``; the refusal of
+    """gpt2, llama, or an encoder's class (``graph_targets.ENCODER_HEADS``; the refusal of
     ``targets.check_exportable`` otherwise)."""
     from .targets import HF, check_exportable
 

@@ -20,8 +20,6 @@ from ..run.checkpoint import read_checkpoint
 from ..run.directory import Run
 from ..run.weights import weights_files
 
-TASKS = {"encoder_decoder": "SEQ_2_SEQ_LM", "decoder_only": "CAUSAL_LM"}
-
 
 def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
     """Each adapted module's HF module name; refused in one line where the kind has no HF names or a module
@@ -39,8 +37,9 @@ def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
     return {m: theirs[f"{m}.weight"].removesuffix(".weight") for m in modules}
 
 
-def write_peft(run: Run, out: Path, *, checkpoint: Path | None = None) -> int:
-    """Write the run's adapters into ``out`` in peft's format; returns how many modules were written."""
+def write_peft(run: Run, out: Path, task_type: str | None, *, checkpoint: Path | None = None) -> int:
+    """Write the run's adapters into ``out`` in peft's format (``task_type``: peft's name for the run's task,
+    ``Task.peft_type``); returns how many modules were written."""
     record = read_record(run.dir.path)
     if run.spec.train.adapters is None or record is None:
         raise TbuildError(f"{run.dir.path}: not a trained adapter run (no train.adapters or adapters.json)")
@@ -49,7 +48,7 @@ def write_peft(run: Run, out: Path, *, checkpoint: Path | None = None) -> int:
     tensors, _ = read_checkpoint(weights_files(run, checkpoint=checkpoint)[0])
     saved = {f"base_model.model.{hf[m]}.{part}.weight": tensors[f"model.{m}.{part}.weight"].contiguous()
              for m in adapters.modules for part in ("lora_A", "lora_B")}
-    config = {"peft_type": "LORA", "task_type": TASKS.get(run.spec.model.kind), "r": adapters.r,
+    config = {"peft_type": "LORA", "task_type": task_type, "r": adapters.r,
               "lora_alpha": adapters.alpha, "lora_dropout": adapters.dropout, "bias": "none",
               "target_modules": sorted(hf.values()), "fan_in_fan_out": False, "inference_mode": True,
               "base_model_name_or_path": record["base"]["run"], "init_lora_weights": True}

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.spec import DecodeSpec, Spec
-from tbuild.components.specs.graph import GRAPHS
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
@@ -163,10 +162,10 @@ def check_exportable(spec: Spec, target: Target) -> None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
                                 f"pools each piece's characters into its embedding, which {target.name} has no place "
                                 "for; export a model without a character input")
-    if model.embedding_norm and GRAPHS[model.kind].translates:  # the graphs' classes: graph_targets.py
+    if model.embedding_norm and model.graph.translates:  # the graphs' classes: graph_targets.py
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
                                 f"embedding sum, which {target.name}'s {model.kind} classes have no place for)")
-    if not GRAPHS[model.kind].translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
+    if not model.graph.translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
         def refuse_graph(what: str) -> None:
             raise UnsupportedExport(f"cannot export {model.kind} to {target.name}: {what}")
 

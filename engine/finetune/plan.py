@@ -14,7 +14,7 @@ from fnmatch import fnmatch
 import torch
 from torch import nn
 
-from tbuild.builder.spec import InitSpec
+from tbuild.builder.spec import InitSpec, ModelSpec
 from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.weights import weight_tree
 
@@ -73,7 +73,7 @@ class LoadPlan:
         for name in self.skipped:
             groups.setdefault(self._source_block(name), []).append(name)
         width = self._width() - 2
-        lines = [f"  not loaded from the source ({_a(self.source.kind)} model):"]
+        lines = [f"  not loaded from the source ({_a(self.source.model.kind)} model):"]
         for b in sorted(groups, key=_block_order):
             names = groups[b]
             params = sum(tensors[n].numel() for n in names)
@@ -115,18 +115,19 @@ class LoadPlan:
         if tree is None or [s.name for s in tree.stacks] == list(self.stacks):
             return ""
         shared = [s.name for s in tree.stacks if s.name in self.stacks]
-        return f"; the {' and '.join(shared)} of {_a(self.source.kind)} model"
+        return f"; the {' and '.join(shared)} of {_a(self.source.model.kind)} model"
 
 
-def check_kinds(kind: str, source: Source) -> None:
-    """Refuse a source whose model kind shares no stack with ``kind`` (an encoder-only model from a
+def check_kinds(model: ModelSpec, source: Source) -> None:
+    """Refuse a source whose model kind shares no stack with ``model``'s (an encoder-only model from a
     decoder-only one): none of its tensors would have a place in the new model."""
-    ours, theirs = GRAPHS[kind].stacks, GRAPHS[source.kind].stacks
+    ours, theirs = model.graph.stacks, source.model.graph.stacks
     if set(ours) & set(theirs):
         return
     fits = [k for k, g in GRAPHS.items() if set(g.stacks) & set(ours)]
-    raise TbuildError(f"train.init: {source.run.dir.path} is {_a(source.kind)} model ({' and '.join(theirs)}) and "
-                      f"this spec's model.kind is {kind} ({' and '.join(ours)}): they share no stack, so none of "
+    raise TbuildError(f"train.init: {source.run.dir.path} is {_a(source.model.kind)} model "
+                      f"({' and '.join(theirs)}) and this spec's model.kind is {model.kind} ({' and '.join(ours)}): "
+                      "they share no stack, so none of "
                       f"its tensors has a place here; start from a run of model.kind {' or '.join(fits)}")
 
 

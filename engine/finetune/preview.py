@@ -42,7 +42,7 @@ def _preview(loaded: LoadedSpec) -> list[str]:
     if untrained is not None:
         return [f"train.init: from {init.source}: {untrained}; the load plan is shown once the source is trained"]
     source = load_source(init)
-    check_kinds(loaded.spec.model.kind, source)
+    check_kinds(loaded.spec.model, source)
     with tempfile.TemporaryDirectory() as tmp:
         path = _tokenizer_path(loaded, run, source, Path(tmp))
         if path is None:

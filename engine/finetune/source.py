@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.spec import InitSpec
+from tbuild.builder.spec import InitSpec, ModelSpec
 from tbuild.components.weights import WeightTree, weight_tree
 
 from ..data.download import sha256_of
@@ -30,9 +30,9 @@ class Source:
     output_class: str | None = None  # the class of its output module (a head's: MaskedLM, TokenClassification)
 
     @property
-    def kind(self) -> str:
-        """The source's ``model.kind``."""
-        return self.run.spec.model.kind
+    def model(self) -> ModelSpec:
+        """The source's model section."""
+        return self.run.spec.model
 
     @property
     def tokenizer(self) -> Path:

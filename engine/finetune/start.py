@@ -43,7 +43,7 @@ def start_source(spec: Spec, run: RunDir) -> Source | None:
     if spec.train.adapters is not None and read_record(run.path) is not None:
         return None  # an adapter run reads its base from adapters.json, checked by its checksum
     source = load_source(init)
-    check_kinds(spec.model.kind, source)
+    check_kinds(spec.model, source)
     return source
 
 

@@ -125,6 +125,7 @@ class Task:
     what: ClassVar[str] = "a run"  # the task in words, for refusals: "a tagger"
     unit: ClassVar[str] = "pairs"  # what a training example is called
     bos_first: ClassVar[bool] = False  # whether the model's input rows start with BOS (an export says so)
+    peft_type: ClassVar[str | None] = None  # peft's task_type for its adapters (adapter_config.json)
     commands: ClassVar[tuple[str, ...]] = ()  # the commands on a trained run it takes (``check``)
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:

@@ -33,6 +33,7 @@ class LanguageModel(Task):
     bos_first = True  # BOS, then the line's pieces
     models = ("decoder_only",)
     what = "a language model"
+    peft_type = "CAUSAL_LM"
     unit = "lines"
     commands = ("generate", "evaluate", "serve", "export")
 
@@ -103,6 +104,7 @@ class PrefixLM(Translation):
     name = "prefix_lm"
     models = ("prefix_lm",)
     what = "a decoder-only translator"
+    peft_type = "CAUSAL_LM"  # one decoder over the joined sequence
     commands = PREFIX_LM_COMMANDS
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:

@@ -37,6 +37,7 @@ class Translation(Task):
     name = "translation"
     models = ("encoder_decoder",)
     what = "a translator"
+    peft_type = "SEQ_2_SEQ_LM"
     commands = ("decode", "evaluate", "serve", "export", "attention", "card")
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:

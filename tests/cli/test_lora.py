@@ -195,3 +195,4 @@ def test_peft_loads_the_adapters(adapted: Path, tmp_path: Path) -> None:
             theirs = state[f"base_model.model.{hf}.{part}.default.weight"]
             assert torch.equal(theirs, ours[f"model.{mine}.{part}.weight"])
     assert loaded.peft_config["default"].r == 4 and loaded.peft_config["default"].lora_alpha == 8
+    assert loaded.peft_config["default"].task_type == "SEQ_2_SEQ_LM"  # the translation task's (Task.peft_type)

@@ -1,16 +1,18 @@
 """What varies by task is asked of the run's task (``engine/tasks/``), never tested elsewhere: the places
-outside ``engine/tasks/`` (and the components, which declare the kinds) that test which task a run is (a
-predicate such as ``labelled(spec)``, an ``isinstance`` of a task's data set or head spec, a comparison of
-``model.kind``, a head's or a data set's kind, or a graph's data, with a string) are counted, so that new
-ones cannot creep back in. The counter is tested on made-up code too.
+outside ``engine/tasks/`` (and the components, which declare the kinds) that test which task or model kind a
+run is are counted, so that new ones cannot creep back in. Counted: a predicate such as ``labelled(spec)``, an
+``isinstance`` of a task's data set or head spec, and every read of ``model.kind``, a head's or a data set's
+kind, ``model.prefix_lm`` or a ``GRAPHS`` entry by kind (a comparison, a branch, a table look-up), except
+where the value is only shown (inside an f-string, or a value of a dict written out). The counter is tested on
+made-up code too.
 
 What the data set decides is asked of it, not tested: its file layout (one text file, LABEL<TAB>TEXT lines or
 two parallel files) is the ``Layout`` its spec declares (``data/corpus.py``'s ``layout_of``), its targets' whole
-tokens and tree leaves are its provider's (``data/provider.py``, the treebank's in ``data/treebank.py``). The
-places left (``LEFT``) are not the task's: the search of a prefix LM is how the module built decodes (the
-translator's ``searched``, for the trainer's validation as for every command), the masked LM's [MASK] piece
-belongs to its head, reserved when the tokenizer is trained. Export looks up which Hugging Face class a graph
-maps to by its kind (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks."""
+tokens and tree leaves are its provider's (``data/provider.py``, the treebank's in ``data/treebank.py``). What
+the model section decides is asked of it (``ModelSpec.graph``, ``scores_source``, ``source_positions``); the
+pieces a head reserves are its ``controls``; a module built is searched as its class says (``SEARCHES``). The
+places left (``LEFT``) are export's two look-ups of the Hugging Face class a graph or an encoder's head maps
+to (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks."""
 
 from __future__ import annotations
 
@@ -23,8 +25,10 @@ PREDICATES = {"labelled", "classifier", "tagger", "classified", "masked_lm", "is
 TASK_SPECS = {"TreebankDataset", "TaggingDataset", "ClassificationDataset", "TextDataset", "MaskedLMSpec",
               "SequenceClassificationSpec", "TokenClassificationSpec"}
 KIND_OWNERS = {"model", "head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
-FOLDERS = ("engine", "cli")
-LEFT = 2  # the places left: the prefix LM's search, the masked LM's [MASK] piece
+FOLDERS = ("engine", "cli", "builder")
+SHOWN_BY = {"Row"}  # records whose fields are only shown (the inspect table's rows)
+LEFT = 5  # the registry look-ups: the model's graph and its assembly, export's Hugging Face class of a graph and
+# of an encoder's head; and the model section's one reading of model.prefix_lm (``ModelSpec.prefix``)
 
 
 def _names(node: ast.expr) -> set[str]:
@@ -42,6 +46,32 @@ def _kind(node: ast.expr) -> bool:
         node.attr == "data" and "GRAPHS" in _names(node.value))
 
 
+def _read(node: ast.AST) -> bool:
+    """Whether ``node`` reads which kind a run is: ``<x>.model.kind``, ``<x>.head.kind``, ``<x>.dataset.kind``,
+    ``<x>.prefix_lm`` or ``GRAPHS[...]``."""
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.value, ast.Name) and node.value.id == "GRAPHS"
+    if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+        return False
+    owner = node.value.attr if isinstance(node.value, ast.Attribute) else getattr(node.value, "id", None)
+    return (node.attr == "kind" and owner in KIND_OWNERS) or node.attr == "prefix_lm"
+
+
+def _shown(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> bool:
+    """Whether ``node``'s value is only shown: inside an f-string, itself a value of a dict literal, or a cell
+    of a table row (``Row``)."""
+    parent = parents.get(node)
+    if isinstance(parent, ast.Dict) and node in parent.values:
+        return True
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name) and parent.func.id in SHOWN_BY:
+        return True
+    while parent is not None and not isinstance(parent, ast.stmt):
+        if isinstance(parent, ast.JoinedStr):
+            return True
+        parent = parents.get(parent)
+    return False
+
+
 def _text(node: ast.expr) -> bool:
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str)
@@ -50,8 +80,12 @@ def _text(node: ast.expr) -> bool:
 
 def branches(source: str) -> list[tuple[int, str]]:
     """Each place in ``source`` that tests which task a run is, as (line, what)."""
-    found = []
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    found, compared = [], set()
+    for node in ast.walk(tree):
+        if _read(node) and not _shown(node, parents) and not _inside(node, parents, compared):
+            found.append((node.lineno, ast.unparse(node)))
         if isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if name in PREDICATES:
@@ -62,7 +96,19 @@ def branches(source: str) -> list[tuple[int, str]]:
             sides = [node.left, *node.comparators]
             if any(_kind(s) for s in sides) and any(_text(s) for s in sides):
                 found.append((node.lineno, ast.unparse(node)))
-    return sorted(found)
+                compared.add(node)
+    return sorted(set(found))
+
+
+def _inside(node: ast.AST, parents: dict[ast.AST, ast.AST], nodes: set[ast.AST]) -> bool:
+    """Whether ``node`` lies within one of ``nodes`` or within a read already counted (``a.b.prefix_lm.loss``
+    counts once)."""
+    parent = parents.get(node)
+    while parent is not None:
+        if parent in nodes or _read(parent):
+            return True
+        parent = parents.get(parent)
+    return False
 
 
 def task_branches() -> list[str]:
@@ -85,8 +131,8 @@ def test_the_commands_and_stages_ask_the_task() -> None:
 
 
 def test_the_counter_finds_each_kind_of_test() -> None:
-    """Made-up code: a predicate, an isinstance of a task's spec, kind and graph comparisons are found; a
-    sampler's kind, a registry look-up and a task's method are not."""
+    """Made-up code: a predicate, an isinstance of a task's spec, kind and graph comparisons, table look-ups
+    by kind and prefix-LM reads are found; a sampler's kind, a kind only shown and a task's method are not."""
     source = ("if labelled(spec): pass\n"
               "x = isinstance(spec.data.dataset, TreebankDataset)\n"
               "y = spec.model.kind in ('decoder_only', 'encoder_only')\n"
@@ -94,5 +140,10 @@ def test_the_counter_finds_each_kind_of_test() -> None:
               "w = run.spec.model.head.kind != 'masked_lm'\n"
               "a = cfg.kind == 'grid'\n"
               "b = GRAPHS[spec.model.kind].stacks\n"
-              "c = task_of(spec).evaluate(runs, call)\n")
-    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5]
+              "c = task_of(spec).evaluate(runs, call)\n"
+              "d = CLASSES[spec.model.head.kind]\n"
+              "e = spec.model.prefix_lm.loss == 'both'\n"
+              "f = f'a {spec.model.kind} model'\n"
+              "g = {'kind': run.spec.model.kind}\n"
+              "h = {'task': TASKS.get(run.spec.model.kind)}\n")
+    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5, 7, 9, 10, 13]
