@@ -117,8 +117,8 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
 
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
     task = task_of(run.spec)
-    weights = export_graph(run, to, out, bos_first=task.bos_first, quantization=quantization, checkpoint=checkpoint,
-                           average=average)
+    weights = export_graph(run, to, out, bos_first=task.starts_with_bos(run.spec), quantization=quantization,
+                           checkpoint=checkpoint, average=average)
     write_provenance(run, out, to, weights)
     console.print(f"wrote {out} ({to}, {quantization or 'float32'}, weights {weights})", highlight=False)
     if check == "none":

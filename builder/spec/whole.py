@@ -29,8 +29,8 @@ def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
-    (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense`` and ``head.transform``
-    (false), ``char_input.pool`` (piece), ``dropout.token`` (0) and ``embedding_norm`` (false)."""
+    (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense``, ``head.transform`` and
+    ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0) and ``embedding_norm`` (false)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
@@ -44,7 +44,7 @@ def _without_late_defaults(model: dict) -> dict:
         del model["head"]["piece"]
     if model.get("char_input") and model["char_input"].get("pool") == "piece":
         del model["char_input"]["pool"]
-    for key in ("dense", "transform"):
+    for key in ("dense", "transform", "bos"):
         if model.get("head") and model["head"].get(key) is False:
             del model["head"][key]
     for name in ("encoder", "decoder"):

@@ -56,6 +56,9 @@ class TokenClassificationSpec(LabelHeadSpec):
         "first", description="Which of a word's subword pieces its label is trained and predicted at: first (the "
         "usual practice) or last (for English part-of-speech tags, the suffix pieces -ing, -ed, -s, -ly carry "
         "most of what an unseen word's tag depends on; the first piece of 'walking' is 'walk').")
+    bos: bool = Field(
+        False, description="Each sentence's row starts with BOS, as BERT's and RoBERTa's taggers read [CLS] or <s> "
+        "first (what `tbuild import hf` sets for them); none by default.")
 
 
 @HEAD.declare

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tbuild.builder.spec import DataSpec, Spec
-from tbuild.builder.tokens import EOS, PAD, UNK
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.head import Piece
 
 from ..errors import DataError
@@ -93,11 +93,16 @@ def word_piece(spec: Spec) -> Piece:
     return getattr(spec.model.head, "piece", "first")
 
 
-def word_row(pieces: list[list[int]], piece: Piece) -> tuple[list[int], list[int]]:
-    """One sentence's source row (its words' pieces, then EOS) and each word's position in it: its first or
-    its last piece (``piece``, from ``word_piece``). The one word → piece map: labels are trained, validated,
-    evaluated and read there."""
-    src: list[int] = []
+def word_bos(spec: Spec) -> bool:
+    """Whether a sentence's row starts with BOS (``model.head.bos``: an imported BERT's or RoBERTa's tagger)."""
+    return getattr(spec.model.head, "bos", False)
+
+
+def word_row(pieces: list[list[int]], piece: Piece, bos: bool = False) -> tuple[list[int], list[int]]:
+    """One sentence's source row (BOS where ``bos``, from ``word_bos``; its words' pieces, then EOS) and each
+    word's position in it: its first or its last piece (``piece``, from ``word_piece``). The one word → piece
+    map: labels are trained, validated, evaluated and read there."""
+    src: list[int] = [BOS] if bos else []
     at: list[int] = []
     for ids in pieces:
         ids = ids or [UNK]  # no word gives no piece (each starts with "▁"); kept aligned regardless
@@ -106,10 +111,11 @@ def word_row(pieces: list[list[int]], piece: Piece) -> tuple[list[int], list[int
     return src + [EOS], at
 
 
-def label_rows(pieces: list[list[int]], labels: list[int], piece: Piece) -> tuple[list[int], list[int]]:
+def label_rows(pieces: list[list[int]], labels: list[int], piece: Piece, bos: bool = False
+               ) -> tuple[list[int], list[int]]:
     """One sentence's source row (``word_row``) and label row, as long: each word's label (+ LABEL_OFFSET) at
     its ``piece`` piece, PAD (no label, no loss) at its other pieces and at EOS."""
-    src, at = word_row(pieces, piece)
+    src, at = word_row(pieces, piece, bos)
     tgt = [PAD] * len(src)
     for position, label in zip(at, labels, strict=True):
         tgt[position] = label + LABEL_OFFSET
@@ -129,7 +135,7 @@ def encode_tagged(spec: Spec, split: str, tok: Tokenizer, log: Log, *,
         if unknown is not None:
             raise DataError(f"data.{split}: {data.tags_file} line {line}: tag {unknown!r} is not one of the "
                             f"model's {len(index)} labels (model.head.labels)")
-        s, t = label_rows(pieces, [index[x] for x in tags], piece)
+        s, t = label_rows(pieces, [index[x] for x in tags], piece, word_bos(spec))
         if max_length is not None and len(s) > max_length:
             dropped += 1
             continue

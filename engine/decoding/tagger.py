@@ -20,6 +20,7 @@ from ..data.word_labels import (
     encode_tagged,
     labels_of,
     read_tagged,
+    word_bos,
     word_piece,
     word_pieces,
     word_row,
@@ -42,11 +43,11 @@ def tag_lines(t: Translator, spec: Spec, lines: list[str], batch_tokens: int = 4
     """Each line's tags, one per whitespace-separated word (an empty line: none): the head's best label (of
     ``spec``'s labels) at each word's first or last piece (``model.head.piece``, as it was trained). A line
     longer than the model's positions is an error naming it."""
-    labels, piece = labels_of(spec), word_piece(spec)
+    labels, piece, bos = labels_of(spec), word_piece(spec), word_bos(spec)
     sentences = [line.split() for line in lines]
     rows, starts = [], []
     for n, pieces in enumerate(word_pieces(t.tokenizer, sentences), 1):
-        src, at = word_row(pieces, piece)
+        src, at = word_row(pieces, piece, bos)
         if t.max_output_len is not None and len(src) > t.max_output_len:
             raise TbuildError(f"line {n}: {len(src)} pieces exceed the model's {t.max_output_len} positions "
                               "(model.max_positions)")

@@ -30,7 +30,7 @@ from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
 
-from ..data.word_labels import word_piece
+from ..data.word_labels import word_bos, word_piece
 from .graph_targets import TABLE_ROWS, check_graph
 
 if TYPE_CHECKING:
@@ -240,7 +240,8 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
     labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none
     tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
-              "tbuild_word_piece": word_piece(spec)}  # which of a word's pieces to read its label at
+              "tbuild_word_piece": word_piece(spec),  # which of a word's pieces to read its label at
+              "tbuild_word_bos": word_bos(spec)}  # whether a sentence's row starts with BOS
     if name.startswith("bert"):
         return transformers.BertConfig(tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
             vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,

@@ -13,8 +13,9 @@ sequence-classification or masked-LM head (``config.json``'s ``architectures`` n
   ``dense``; the masked LM's transform (dense, GELU, LayerNorm) as ``masked_lm`` with ``transform``.
 
 Refused in one line naming the config field and value: an activation tbuild does not have (exact ``gelu`` and
-``relu`` map), another position scheme than ``absolute``, a decoder (``is_decoder``), special ids other than
-tbuild's, a one-label (regression) classifier, another head class.
+``relu`` map), another position scheme than ``absolute``, a decoder (``is_decoder``), a one-label (regression)
+classifier, another head class. Special ids other than tbuild's are renumbered with a tokenizer.json
+(``hf_ids.py``), refused with a sentencepiece model.
 """
 
 from __future__ import annotations
@@ -23,8 +24,6 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
-
-from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..export.hf_graphs import ENCODER_LINEARS, ENCODER_NORMS
 from .hf_source import UnsupportedImport
@@ -71,10 +70,6 @@ def check_config(config: PretrainedConfig) -> None:  # a BertConfig, RobertaConf
         _refuse("position_embedding_type", position, "tbuild imports absolute (learned) positions")
     if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
         _refuse("is_decoder", True, "tbuild imports these classes as encoders")
-    for field, want in (("pad_token_id", PAD), ("bos_token_id", BOS), ("eos_token_id", EOS)):
-        value = getattr(config, field, None)
-        if (value is not None and value != want) or (field == "pad_token_id" and value is None):
-            _refuse(field, value, "tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3")
 
 
 def _labels(config: PretrainedConfig, kind: str) -> list[str]:
@@ -96,7 +91,8 @@ def _head(hf: nn.Module, kind: str) -> dict:
     head: dict = {"kind": kind, "labels": _labels(config, kind), "bias": True}
     if kind == "sequence_classification":
         return head | {"pooling": "first", "dense": True}
-    return head | {"piece": getattr(config, "tbuild_word_piece", "first")}
+    return head | {"piece": getattr(config, "tbuild_word_piece", "first"),  # a tbuild export's, else BERT's
+                   "bos": getattr(config, "tbuild_word_bos", True)}  # BERT's and RoBERTa's taggers read [CLS] first
 
 
 def _base(hf: nn.Module) -> nn.Module:

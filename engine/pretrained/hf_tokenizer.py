@@ -7,7 +7,8 @@ id is its embedding row. A folder qualifies when its model's ids are the model's
   target.spm the same model, and vocab.json giving every piece of it its sentencepiece id;
 - tokenizer.model (what the decoder-only and tagger exports write), with tbuild-tokenizer.json where present
   naming the same pieces;
-- else tokenizer.json, whose ids 0 to 3 are special tokens (tbuild's PAD, UNK, BOS, EOS).
+- else tokenizer.json: where its ids 0 to 3 are not tbuild's PAD, UNK, BOS and EOS (BERT's, RoBERTa's), it is
+  renumbered and the model's vocabulary rows with it (``hf_ids.py``).
 Anything else (two different models per side, ids remapped by vocab.json, no tokenizer tbuild reads) is
 refused in one line naming the file or what is missing.
 """
@@ -18,7 +19,10 @@ import json
 from pathlib import Path
 
 from ..data.tokenizer import Tokenizer
+from ..data.tokenizers_file import NAME as TOKENIZERS
+from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
+from .hf_ids import ROLES, Renumbering, renumbered_file, renumbering, special_ids
 from .hf_source import UnsupportedImport
 
 
@@ -67,15 +71,59 @@ def _spm(folder: Path) -> Tokenizer:
     return tok
 
 
-def find_tokenizer(folder: Path, rows: int) -> Tokenizer:
-    """The folder's sentencepiece model or tokenizers file with tbuild's ids (the refusal otherwise); the
-    model's ``rows`` (its smallest vocabulary table) hold every piece."""
+def _tokenizers_file(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer, Renumbering | None]:
+    """tokenizer.json as it is where its ids 0 to 3 are tbuild's special tokens (and config.json agrees), else
+    renumbered into ``scratch`` (with the renumbering)."""
+    path = folder / TOKENIZERS
+    try:
+        tk = TokenizersProcessor(path).tk
+    except DataError as e:
+        raise UnsupportedImport(str(e)) from None
+    special = {i for i, t in tk.get_added_tokens_decoder().items() if t.special}
+    if _specials_in_place(special, config):
+        return _load(path), None
+    data = json.loads(path.read_text(encoding="utf-8"))  # readable: the library has just parsed it
+    model = data.get("model") or {}
+    unk = tk.token_to_id(model["unk_token"]) if isinstance(model.get("unk_token"), str) else model.get("unk_id")
+    ids = special_ids(folder, config, tk.get_vocab(with_added_tokens=True), special, unk)
+    numbering = renumbering(ids, tk.get_vocab_size(with_added_tokens=True))
+    out = scratch / TOKENIZERS
+    out.write_text(json.dumps(renumbered_file(data, numbering.new_ids()), ensure_ascii=False), encoding="utf-8")
+    return _load(out), numbering
+
+
+def _specials_in_place(special: set[int], config: dict) -> bool:
+    """Whether the file's ids 0 to 3 are special tokens (``special``: the ids of its special tokens) and
+    config.json's special ids (where given) tbuild's."""
+    given = {f"{role}_token_id": i for i, role in enumerate(ROLES)}
+    agrees = all(config.get(field) in (None, want) for field, want in given.items())
+    return agrees and all(i in special for i in range(len(ROLES)))
+
+
+def _config_agrees(config: dict) -> None:
+    """Refuse config.json special ids other than tbuild's where the tokenizer is not renumbered (a
+    sentencepiece model's ids are the model's rows)."""
+    for i, role in enumerate(ROLES):
+        value = config.get(f"{role}_token_id")
+        if value is not None and value != i:
+            raise UnsupportedImport(f"config.json {role}_token_id {value!r}: tbuild's ids are PAD 0, UNK 1, BOS 2, "
+                                    "EOS 3 (only a tokenizer.json is renumbered on import)")
+
+
+def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tuple[Tokenizer, Renumbering | None]:
+    """The folder's sentencepiece model or tokenizers file with tbuild's ids (renumbered into ``scratch`` where
+    a tokenizers file numbers its special tokens otherwise; the refusal where nothing fits), and the
+    renumbering of the model's vocabulary rows (None: none); the model's ``rows`` (its smallest vocabulary
+    table) hold every piece."""
+    numbering = None
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
+        _config_agrees(config)
         tok = _marian(folder)
     elif (folder / "tokenizer.model").exists():
+        _config_agrees(config)
         tok = _spm(folder)
-    elif (folder / "tokenizer.json").exists():
-        tok = _load(folder / "tokenizer.json")  # a tokenizers file (GPT-2's byte-level BPE, Llama 3's)
+    elif (folder / TOKENIZERS).exists():
+        tok, numbering = _tokenizers_file(folder, config, scratch)  # GPT-2's byte-level BPE, BERT's WordPiece
     else:
         other = next((n for n in ("spiece.model", "merges.txt", "vocab.txt") if (folder / n).exists()), None)
         has = f" (it has {other}, which tbuild does not run)" if other else ""
@@ -83,4 +131,4 @@ def find_tokenizer(folder: Path, rows: int) -> Tokenizer:
                                 f"tokenizer.json){has}")
     if tok.vocab_size > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
-    return tok
+    return tok, numbering

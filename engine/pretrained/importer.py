@@ -21,6 +21,7 @@ from torch import nn
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.spec import Spec
+from tbuild.components.weights import weight_tree
 
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import TbuildError
@@ -80,15 +81,17 @@ def _languages(folder: Path) -> dict[str, str]:
             if isinstance(config, dict) and isinstance(config.get(f"{side}_lang"), str)}
 
 
-def imported_model(folder: Path, config: dict, name: str) -> tuple[Spec, nn.Module, Tokenizer]:
-    """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer."""
+def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tuple[Spec, nn.Module, Tokenizer]:
+    """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer
+    (renumbered into ``scratch`` where its special ids are not tbuild's)."""
     import transformers
 
     family = _family(config)
     family.check(transformers.AutoConfig.for_model(**config))
     hf = load_model(folder, family.hf_class(config))
     fields, extra = family.fields(hf, config["model_type"])
-    tok = find_tokenizer(folder, min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r))
+    rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
+    tok, numbering = find_tokenizer(folder, rows, config, scratch)
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
     if fields["kind"] == "encoder_only":
         data["dataset"] = hf_encoder.dataset(fields)
@@ -97,6 +100,8 @@ def imported_model(folder: Path, config: dict, name: str) -> tuple[Spec, nn.Modu
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra
+    if numbering is not None:  # the vocabulary rows in the renumbered tokenizer's order
+        state = {n: numbering.rows(t) if n in _vocab_rows(spec, model) else t for n, t in state.items()}
     params = dict(model.named_parameters(remove_duplicate=False))
     missing = sorted(set(params) - set(state))
     if missing:  # pragma: no cover - a transformers release that renamed a weight
@@ -105,6 +110,12 @@ def imported_model(folder: Path, config: dict, name: str) -> tuple[Spec, nn.Modu
         for n, tensor in state.items():
             params[n].copy_(tensor)
     return spec, model, tok
+
+
+def _vocab_rows(spec: Spec, model: nn.Module) -> frozenset[str]:
+    """The parameters with a row per vocabulary piece: the model kind's, and a head's that scores pieces."""
+    head = frozenset({"head.weight", "head.bias"}) if getattr(spec.model.head, "vocab_sized", False) else frozenset()
+    return weight_tree(model).vocab_rows | head
 
 
 def write_run(spec: Spec, model: nn.Module, spm_model: Path, source: str, out: Path) -> None:
@@ -131,6 +142,7 @@ def write_run(spec: Spec, model: nn.Module, spm_model: Path, source: str, out: P
 def import_hf(source: str, out: Path) -> Spec:
     """Import the Hugging Face model ``source`` (a folder or a hub id) into the run directory ``out``."""
     folder = locate(source)
-    spec, model, tok = imported_model(folder, read_config(folder), out.name)
-    write_run(spec, model, tok.path, source, out)
+    with tempfile.TemporaryDirectory() as scratch:
+        spec, model, tok = imported_model(folder, read_config(folder), out.name, Path(scratch))
+        write_run(spec, model, tok.path, source, out)
     return spec

@@ -185,6 +185,10 @@ class Task:
         ``graph_parity``)."""
         raise self.refuse("export", run.spec)
 
+    def starts_with_bos(self, spec: Spec) -> bool:
+        """Whether the model's input rows start with BOS (a ``graph`` export's tokenizer says so)."""
+        return self.bos_first
+
     def graph_parity(self, run: Run, to: str, out: Path, loading: Loading, notify: Log) -> Any:
         """A ``graph`` export in ``out`` compared with tbuild on the valid split (``GraphParity``)."""
         raise self.refuse("export", run.spec)

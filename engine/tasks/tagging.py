@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 from tbuild.builder.spec import Spec
 
-from ..data.word_labels import LABEL_OFFSET, encode_tagged, read_tagged, word_piece, word_pieces, word_row
+from ..data.word_labels import (
+    LABEL_OFFSET,
+    encode_tagged,
+    read_tagged,
+    word_bos,
+    word_piece,
+    word_pieces,
+    word_row,
+)
 from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
 from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError
@@ -83,6 +91,9 @@ class Labels(Task):
 
     def export(self, run: Run) -> str:
         return "graph"
+
+    def starts_with_bos(self, spec: Spec) -> bool:
+        return word_bos(spec)
 
     def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
         """The rows an export is compared on: the valid split as the model reads it."""
@@ -165,7 +176,7 @@ class Tagging(Labels):
     def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
         """The valid split's words' pieces, compared at every piece."""
         pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
-        return [word_row(p, word_piece(run.spec))[0] for p in pieces]
+        return [word_row(p, word_piece(run.spec), word_bos(run.spec))[0] for p in pieces]
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's tags, on the native engine in float32."""

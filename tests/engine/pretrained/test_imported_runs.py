@@ -4,7 +4,8 @@ sentencepiece model, as GPT-2's own folders) is imported, and every command work
 `tbuild generate`'s), `export` (hf, which imports back to the same weights; ctranslate2 where installed) and
 `train` with `train.init` pointing at it; so on an imported BERT tagger (decode, evaluate, serve at /classify,
 export to BertForTokenClassification, train) and an imported Marian model (evaluate, serve at /translate,
-export to CTranslate2 with its parity check). A tokenizer.json without tbuild's special ids is refused naming it."""
+export to CTranslate2 with its parity check). A tokenizer.json without
+special tokens for tbuild's PAD, UNK, BOS and EOS is refused naming what is missing."""
 
 from __future__ import annotations
 
@@ -135,11 +136,13 @@ def test_train_from_the_imported_run(imported, tmp_path: Path) -> None:  # noqa:
     assert _ok(["generate", str(tmp_path / "tuned"), "--max-new-tokens", "3", "--device", "cpu"], "the cat\n")
 
 
-def test_a_tokenizer_json_without_tbuild_s_special_ids_is_refused(tmp_path: Path) -> None:
+def test_a_tokenizer_json_without_tbuild_s_special_tokens_is_refused(tmp_path: Path) -> None:
+    """GPT-2's own file has one special token (<|endoftext|>): no UNK to renumber into place (hf_ids.py)."""
     folder = tmp_path / "hf"
     transformers.GPT2LMHeadModel(transformers.GPT2Config(**(GPT2 | {"vocab_size": BPE_ROWS}))).save_pretrained(folder)
     byte_level_bpe(folder / "tokenizer.json", ["<|endoftext|>"])
-    _refused([str(folder)], tmp_path / "run", "tokenizer.json: ids 0 to 3 are not all special tokens")
+    _refused([str(folder)], tmp_path / "run", "config.json unk_token_id: not set, and the tokenizer's files name no "
+             "unk token")
     (folder / "tokenizer.json").write_text(json.dumps({"model": "not one"}))
     _refused([str(folder)], tmp_path / "run", "tokenizer.json: not a readable tokenizers file")
 

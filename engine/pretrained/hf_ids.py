@@ -1,0 +1,133 @@
+"""Published tokenizers number their special tokens their own way (BERT: [PAD] 0, [UNK] 100, [CLS] 101, [SEP] 102;
+RoBERTa and XLM-R: <s> 0, <pad> 1, </s> 2, <unk> 3); tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3. An import
+renumbers such a model: the four special tokens move to 0-3 and every other token keeps its order after them. The
+tokenizers file is rewritten with the new ids (its vocabulary, added tokens, post-processor and padding) and every
+vocabulary row of the weights moves alike (``Renumbering.rows``), so the model computes what it computed.
+
+Which token is which: ``config.json``'s ``pad_token_id``, ``bos_token_id`` and ``eos_token_id`` where given, else
+the tokenizer's own files (``special_tokens_map.json``, ``tokenizer_config.json``: pad, unk, bos or cls, eos or
+sep), else the usual special token of the tokenizer's (<pad>, <unk>, <s>, </s>; [PAD], [UNK], [CLS], [SEP]).
+Four distinct tokens are needed (a model whose padding is its start token, or with no padding token, is
+refused in one line naming the field)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .hf_source import UnsupportedImport
+
+ROLES = ("pad", "unk", "bos", "eos")  # tbuild's ids 0 to 3
+NAMES = {"pad": ("pad_token",), "unk": ("unk_token",), "bos": ("bos_token", "cls_token"),
+         "eos": ("eos_token", "sep_token")}  # where the tokenizer's files name each role's token
+USUAL = {"pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "[CLS]"),
+         "eos": ("</s>", "[SEP]")}  # each role's usual special token, where nothing names one (roberta-base's folder)
+
+
+@dataclass(frozen=True)
+class Renumbering:
+    """``order[new] = old``: tbuild's id ``new`` is the source's id ``order[new]``."""
+
+    order: tuple[int, ...]
+
+    @property
+    def identity(self) -> bool:
+        return all(new == old for new, old in enumerate(self.order))
+
+    def rows(self, table: torch.Tensor) -> torch.Tensor:
+        """``table``'s rows in tbuild's order (rows past the tokenizer's, padding a table, stay where they are)."""
+        tail = torch.arange(len(self.order), table.size(0))
+        return table[torch.cat([torch.tensor(self.order), tail])]
+
+    def new_ids(self) -> dict[int, int]:
+        """The source's id -> tbuild's."""
+        return {old: new for new, old in enumerate(self.order)}
+
+
+def _read(path: Path) -> dict:
+    try:
+        found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UnsupportedImport(f"{path}: not readable JSON ({e})") from None
+    return found if isinstance(found, dict) else {}
+
+
+def _named(folder: Path) -> dict[str, str]:
+    """Each role's token as the tokenizer's files name it (special_tokens_map.json first)."""
+    files = [_read(folder / "special_tokens_map.json"), _read(folder / "tokenizer_config.json")]
+    named = {}
+    for role, keys in NAMES.items():
+        for value in (f.get(k) for k in keys for f in files):
+            value = value.get("content") if isinstance(value, dict) else value
+            if isinstance(value, str):
+                named[role] = value
+                break
+    return named
+
+
+def special_ids(folder: Path, config: dict, token_to_id: dict[str, int], specials: set[int],
+                unk: int | None) -> dict[str, int]:
+    """The source's id of each role (``ROLES``; ``specials``: the ids of the tokenizer's special tokens; ``unk``:
+    its model's own unknown id, if any), or a refusal naming what is missing or shared."""
+    named, ids = _named(folder), {}
+    config = config | ({"unk_token_id": unk} if unk is not None and "unk_token_id" not in config else {})
+    for role in ROLES:
+        given = config.get(f"{role}_token_id")
+        if isinstance(given, int):
+            ids[role] = given
+        elif role in named and named[role] in token_to_id:
+            ids[role] = token_to_id[named[role]]
+        elif any(token_to_id.get(usual) in specials for usual in USUAL[role]):
+            ids[role] = next(token_to_id[u] for u in USUAL[role] if token_to_id.get(u) in specials)
+        else:
+            raise UnsupportedImport(f"config.json {role}_token_id: not set, and the tokenizer's files name no "
+                                    f"{role} token; tbuild needs PAD, UNK, BOS and EOS tokens")
+    for a in ROLES:
+        for b in ROLES[ROLES.index(a) + 1:]:
+            if ids[a] == ids[b]:
+                raise UnsupportedImport(f"config.json {b}_token_id {ids[b]}: the same token as {a} (id {ids[a]}); "
+                                        "tbuild's PAD, UNK, BOS and EOS are four different tokens")
+    return ids
+
+
+def renumbering(ids: dict[str, int], size: int) -> Renumbering:
+    """The four special ids first, in tbuild's order, then every other id of ``size`` in its order."""
+    first = [ids[role] for role in ROLES]
+    return Renumbering(tuple(first + [i for i in range(size) if i not in first]))
+
+
+def renumbered_file(data: dict, new: dict[int, int]) -> dict:
+    """A tokenizers file's JSON with every id ``old`` written as ``new[old]``."""
+    model = data["model"]
+    if isinstance(model.get("vocab"), dict):  # WordPiece, BPE, WordLevel: piece -> id
+        model["vocab"] = dict(sorted(((p, new[i]) for p, i in model["vocab"].items()), key=lambda e: e[1]))
+    elif isinstance(model.get("vocab"), list):  # Unigram: [piece, score] in id order
+        old = model["vocab"]
+        by_new = {new[i]: entry for i, entry in enumerate(old)}
+        model["vocab"] = [by_new[i] for i in range(len(old))]
+        if model.get("unk_id") is not None:
+            model["unk_id"] = new[model["unk_id"]]
+    for token in data.get("added_tokens") or []:
+        token["id"] = new[token["id"]]
+    data["added_tokens"] = sorted(data.get("added_tokens") or [], key=lambda t: t["id"])
+    _processor(data.get("post_processor"), new)
+    if isinstance(data.get("padding"), dict) and "pad_id" in data["padding"]:
+        data["padding"]["pad_id"] = new[data["padding"]["pad_id"]]
+    return data
+
+
+def _processor(processor: dict | None, new: dict[int, int]) -> None:
+    """The post-processor's special-token ids (TemplateProcessing's, BertProcessing's and RobertaProcessing's
+    [token, id] pairs, a Sequence's processors)."""
+    if not isinstance(processor, dict):
+        return
+    for part in processor.get("processors") or []:
+        _processor(part, new)
+    for key in ("sep", "cls"):
+        if isinstance(processor.get(key), list) and len(processor[key]) == 2:
+            processor[key][1] = new[processor[key][1]]
+    for special in (processor.get("special_tokens") or {}).values():
+        special["ids"] = [new[i] for i in special.get("ids", [])]
