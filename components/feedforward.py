@@ -8,9 +8,9 @@ from torch import nn
 
 from .dropout import Dropout
 from .registry import FFN
-from .specs.feedforward import GELUFFNSpec, ReLUFFNSpec, SwiGLUFFNSpec
+from .specs.feedforward import GELUFFNSpec, ReLUFFNSpec, SiLUFFNSpec, SwiGLUFFNSpec
 
-__all__ = ["GELUFFN", "GELUFFNSpec", "ReLUFFN", "ReLUFFNSpec", "SwiGLUFFN", "SwiGLUFFNSpec"]
+__all__ = ["GELUFFN", "GELUFFNSpec", "ReLUFFN", "ReLUFFNSpec", "SiLUFFN", "SiLUFFNSpec", "SwiGLUFFN", "SwiGLUFFNSpec"]
 
 
 class _TwoLayerFFN(nn.Module):
@@ -45,6 +45,15 @@ class GELUFFN(_TwoLayerFFN):
 
     def activation(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(x)
+
+
+@FFN.register(SiLUFFNSpec)
+class SiLUFFN(_TwoLayerFFN):
+    def __init__(self, spec: SiLUFFNSpec, *, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__(d_model=d_model, d_ff=d_ff, dropout=dropout)
+
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        return F.silu(x)  # x·σ(x)
 
 
 @FFN.register(SwiGLUFFNSpec)

@@ -23,6 +23,13 @@ class GELUFFNSpec(ComponentSpec):
 
 
 @FFN.declare
+class SiLUFFNSpec(ComponentSpec):
+    """As `relu` with the SiLU (swish) activation x·σ(x) (Ramachandran et al. 2017): Marian's `swish`."""
+
+    kind: Literal["silu"] = "silu"
+
+
+@FFN.declare
 class SwiGLUFFNSpec(ComponentSpec):
     """Gated FFN (Shazeer 2020): (SiLU(xW1) * xV)W2, no biases. d_ff is the gated inner width, so
     it has 3·D·d_ff weights; use d_ff ≈ 2/3 of a ReLU FFN's for equal parameters."""

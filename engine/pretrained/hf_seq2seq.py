@@ -39,7 +39,7 @@ CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneratio
            "m2m_100": "M2M100ForConditionalGeneration"}
 EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus", "m2m_100": "hf-pegasus"}  # the declared maps, per class
 PRE_NORM = frozenset({"pegasus", "m2m_100"})  # pre-norm with a final LayerNorm in each stack
-ACTIVATIONS = ("relu", "gelu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> FFN kind
 
 
 def check_config(config: PretrainedConfig) -> None:
@@ -104,7 +104,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
         "encoder": {"layers": len(enc.layers), "heads": config.encoder_attention_heads, "d_ff": config.encoder_ffn_dim},
         "decoder": {"layers": len(dec.layers), "heads": config.decoder_attention_heads, "d_ff": config.decoder_ffn_dim},
         "attention": bias, "cross_attention": dict(bias), "positional": positional,
-        "ffn": {"kind": config.activation_function}, "norm": {"kind": "layernorm", "eps": eps.pop()},
+        "ffn": {"kind": ACTIVATIONS[config.activation_function]}, "norm": {"kind": "layernorm", "eps": eps.pop()},
         "norm_placement": "post" if family == "marian" else "pre", "final_norm": family in PRE_NORM,
         "dropout": {"residual": config.dropout, "embedding": config.dropout, "attention": config.attention_dropout,
                     "activation": config.activation_dropout},

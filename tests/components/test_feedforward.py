@@ -1,4 +1,4 @@
-"""Position-wise feed-forward blocks against their formulas (§3.3 Eq. 2, GELU, SwiGLU)."""
+"""Position-wise feed-forward blocks against their formulas (§3.3 Eq. 2, GELU, SiLU, SwiGLU)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,16 @@ import math
 
 import torch
 
-from tbuild.components.feedforward import GELUFFN, GELUFFNSpec, ReLUFFN, ReLUFFNSpec, SwiGLUFFN, SwiGLUFFNSpec
+from tbuild.components.feedforward import (
+    GELUFFN,
+    GELUFFNSpec,
+    ReLUFFN,
+    ReLUFFNSpec,
+    SiLUFFN,
+    SiLUFFNSpec,
+    SwiGLUFFN,
+    SwiGLUFFNSpec,
+)
 
 
 def test_relu_and_gelu_ffn_match_hand_formulas() -> None:
@@ -18,6 +27,14 @@ def test_relu_and_gelu_ffn_match_hand_formulas() -> None:
     w1, b1, w2, b2 = gelu.w1.weight, gelu.w1.bias, gelu.w2.weight, gelu.w2.bias
     a = x @ w1.T + b1
     torch.testing.assert_close(gelu(x), 0.5 * a * (1 + torch.erf(a / math.sqrt(2))) @ w2.T + b2)  # x·Φ(x)
+
+
+def test_silu_ffn_matches_its_formula() -> None:
+    """Marian's swish FFN: (a·σ(a))W2 + b2 with a = xW1 + b1 (Ramachandran et al. 2017)."""
+    ffn = SiLUFFN(SiLUFFNSpec(), d_model=6, d_ff=10, dropout=0.0)
+    x = torch.randn(2, 3, 6)
+    a = x @ ffn.w1.weight.T + ffn.w1.bias
+    torch.testing.assert_close(ffn(x), (a * torch.sigmoid(a)) @ ffn.w2.weight.T + ffn.w2.bias)
 
 
 def test_swiglu_matches_hand_formula_and_parameter_count() -> None:

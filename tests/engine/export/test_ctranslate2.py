@@ -24,6 +24,7 @@ VARIANTS = {
     "rmsnorm": ["model.norm={kind: rmsnorm}", "model.norm_placement=pre"],
     "layernorm eps 1e-2": ["model.norm={kind: layernorm, eps: 0.01}"],
     "gelu": ["model.ffn={kind: gelu}"],
+    "silu": ["model.ffn={kind: silu}"],
     "swiglu": ["model.ffn={kind: swiglu}"],
     "grouped-query": ["model.attention={kind: multihead, kv_heads: 2}",
                       "model.cross_attention={kind: multihead, kv_heads: 2}"],

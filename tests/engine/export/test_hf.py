@@ -30,6 +30,7 @@ EPS6 = "model.norm={kind: layernorm, eps: 1.0e-6}"  # tbuild's default: Marian's
 VARIANTS = {
     "post-norm relu (paper)": [],
     "gelu": ["model.ffn={kind: gelu}"],
+    "silu (Marian's swish)": ["model.ffn={kind: silu}"],
     "decoder-tied": ["model.tie_embeddings=decoder"],
     "untied, own source vocabulary": ["model.tie_embeddings=none", "model.src_vocab_size=30"],
     "no attention biases": ["model.attention={kind: multihead, bias: false}",

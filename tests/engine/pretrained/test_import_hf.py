@@ -35,6 +35,7 @@ SEQ2SEQ = {"vocab_size": VOCAB, "d_model": 16, "encoder_layers": 2, "decoder_lay
 MARIAN = {
     "marian tied, relu, scaled": {},
     "marian gelu, unscaled": {"activation_function": "gelu", "scale_embedding": False},
+    "marian swish (opus-mt's)": {"activation_function": "swish"},
     "marian decoder-tied": {"share_encoder_decoder_embeddings": False},
     "marian untied, own source vocabulary": {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False,
                                              "decoder_vocab_size": VOCAB + 8},
@@ -51,11 +52,11 @@ M2M100 = {
                                              "tie_word_embeddings": False},
 }
 REFUSED = {
-    "swish": ("marian", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
+    "gelu_new": ("marian", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
     "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
     "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
-    "m2m100 swish": ("m2m_100", {"activation_function": "swish"}, "config.json activation_function 'swish'"),
+    "m2m100 tanh": ("m2m_100", {"activation_function": "tanh"}, "config.json activation_function 'tanh'"),
 }
 
 
@@ -184,9 +185,12 @@ def test_beam_search_on_the_imported_run_gives_hf_beams(family: str, spm: Tokeni
     assert max(lengths) > 1, "every hypothesis empty: the comparison would prove little"
 
 
-@pytest.mark.parametrize("family", ["marian", "pegasus", "m2m_100"])  # m2m_100 exports as Pegasus
-def test_import_export_import_is_the_identity_on_weights(family: str, spm: Tokenizer, tmp_path: Path) -> None:
-    seq2seq_folder(family, {}, spm, tmp_path / "hf")
+@pytest.mark.parametrize(("family", "overrides"), [("marian", {}), ("pegasus", {}), ("m2m_100", {}),
+                                                   ("marian", {"activation_function": "swish"})],
+                         ids=["marian", "pegasus", "m2m_100 (exports as Pegasus)", "marian swish (exports as silu)"])
+def test_import_export_import_is_the_identity_on_weights(family: str, overrides: dict, spm: Tokenizer,
+                                                         tmp_path: Path) -> None:
+    seq2seq_folder(family, overrides, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
     _assert_round_trip(tmp_path)
 
