@@ -34,6 +34,7 @@ def test_a_heterogeneous_stack_shows_each_group(tmp_path: Path) -> None:
     assert [n[:2] for n in nodes] == ["e0", "e1", "d0", "d1"]
     assert "local (window=3)" in nodes[0] and "FFN: gelu" in nodes[0] and "FFN: relu" in nodes[1]
     assert "causal" in nodes[2] and "cross-attention: multihead" in nodes[2] and "49,984 params" in nodes[0]
+    assert "FFN: silu" in nodes[2] and "FFN: relu" in nodes[3]
     assert result.stdout.count("-. encoder output .->") == 2  # both decoder groups attend to the encoder
     png = tmp_path / "het.png"
     assert runner.invoke(app, ["inspect", str(spec), "--draw", str(png)]).exit_code == 0
