@@ -33,10 +33,6 @@ class Renumbering:
 
     order: tuple[int, ...]
 
-    @property
-    def identity(self) -> bool:
-        return all(new == old for new, old in enumerate(self.order))
-
     def rows(self, table: torch.Tensor) -> torch.Tensor:
         """``table``'s rows in tbuild's order (rows past the tokenizer's, padding a table, stay where they are)."""
         tail = torch.arange(len(self.order), table.size(0))
