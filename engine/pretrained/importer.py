@@ -101,7 +101,8 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra
     if numbering is not None:  # the vocabulary rows in the renumbered tokenizer's order
-        state = {n: numbering.rows(t) if n in _vocab_rows(spec, model) else t for n, t in state.items()}
+        table_rows = _vocab_rows(spec, model)
+        state = {n: numbering.rows(t) if n in table_rows else t for n, t in state.items()}
     params = dict(model.named_parameters(remove_duplicate=False))
     missing = sorted(set(params) - set(state))
     if missing:  # pragma: no cover - a transformers release that renamed a weight
