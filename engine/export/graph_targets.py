@@ -61,7 +61,7 @@ def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "
 def causal_lm_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     """``gpt2`` or ``llama``: the class that computes this decoder-only model (refusing what neither does)."""
     model = spec.model
-    if getattr(model, "prefix_lm", None) is not None:
+    if model.prefix is not None:
         refuse("model.prefix_lm (a translator packed into one sequence; export takes language models)")
     if model.embedding_norm:
         refuse("model.embedding_norm true (a norm on the embedding sum, which GPT-2 and Llama have no place for)")

@@ -20,6 +20,8 @@ classifier, another head class. Special ids other than tbuild's are renumbered w
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
@@ -34,10 +36,6 @@ if TYPE_CHECKING:
 PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",  # model_type -> class prefix
             "xlm-roberta-xl": "XLMRobertaXL"}
 PRE_NORM = frozenset({"xlm-roberta-xl"})  # pre-norm layers, a final LayerNorm, no norm on the embeddings
-HEADS = {"ForTokenClassification": "token_classification", "ForSequenceClassification": "sequence_classification",
-         "ForMaskedLM": "masked_lm"}
-DATASETS = {"token_classification": {"kind": "tagging", "source": "files"},
-            "sequence_classification": {"kind": "classification", "source": "files"}, "masked_lm": "text"}
 ACTIVATIONS = ("gelu", "relu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
 State = dict[str, torch.Tensor]
 
@@ -56,8 +54,14 @@ def hf_class(config: dict) -> str:
     return names[0]
 
 
-def head_kind(class_name: str) -> str:
-    return next(kind for suffix, kind in HEADS.items() if class_name.endswith(suffix))
+def head_of(class_name: str) -> HfHead:
+    """How the head of the transformers class ``class_name`` imports."""
+    return next(head for suffix, head in HEADS.items() if class_name.endswith(suffix))
+
+
+def dataset(config: dict) -> dict | str:
+    """The data set an encoder with ``config.json``'s head trains on (the spec's data.dataset)."""
+    return head_of(hf_class(config)).dataset
 
 
 def check_config(config: PretrainedConfig) -> None:  # a BertConfig, RobertaConfig or XLMRobertaConfig
@@ -81,18 +85,22 @@ def _labels(config: PretrainedConfig, kind: str) -> list[str]:
     return labels
 
 
-def _head(hf: nn.Module, kind: str) -> dict:
-    config = hf.config
-    if kind == "masked_lm":
-        if config.model_type == "bert" and config.hidden_act != "gelu":
-            _refuse("hidden_act", config.hidden_act, "tbuild's masked_lm transform is GELU (BertForMaskedLM's "
-                    "follows hidden_act)")
-        return {"kind": kind, "transform": True, "bias": True}
-    head: dict = {"kind": kind, "labels": _labels(config, kind), "bias": True}
-    if kind == "sequence_classification":
-        return head | {"pooling": "first", "dense": True}
-    return head | {"piece": getattr(config, "tbuild_word_piece", "first"),  # a tbuild export's, else BERT's
-                   "bos": getattr(config, "tbuild_word_bos", True)}  # BERT's and RoBERTa's taggers read [CLS] first
+def _masked_lm_fields(config: PretrainedConfig) -> dict:
+    if config.model_type == "bert" and config.hidden_act != "gelu":
+        _refuse("hidden_act", config.hidden_act, "tbuild's masked_lm transform is GELU (BertForMaskedLM's "
+                "follows hidden_act)")
+    return {"kind": "masked_lm", "transform": True, "bias": True}
+
+
+def _sequence_fields(config: PretrainedConfig) -> dict:
+    return {"kind": "sequence_classification", "labels": _labels(config, "sequence_classification"), "bias": True,
+            "pooling": "first", "dense": True}
+
+
+def _token_fields(config: PretrainedConfig) -> dict:
+    return {"kind": "token_classification", "labels": _labels(config, "token_classification"), "bias": True,
+            "piece": getattr(config, "tbuild_word_piece", "first"),  # a tbuild export's, else BERT's
+            "bos": getattr(config, "tbuild_word_bos", True)}  # BERT's and RoBERTa's taggers read [CLS] first
 
 
 def _base(hf: nn.Module) -> nn.Module:
@@ -108,18 +116,19 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, State]:
     """The spec's ``model`` section for ``hf``, and the position table (type 0's row folded in)."""
     config = hf.config
     check_config(config)
-    kind = head_kind(type(hf).__name__)
+    head = head_of(type(hf).__name__)
     embeddings = _base(hf).embeddings
     start = offset(config)
     table = embeddings.position_embeddings.weight.detach().float()[start:]
     table = table + embeddings.token_type_embeddings.weight.detach().float()[0]
-    tied = kind == "masked_lm" and config.tie_word_embeddings
+    tied = head.ties and config.tie_word_embeddings
     dropout, pre = config.hidden_dropout_prob, family in PRE_NORM
     fields = {
         "kind": "encoder_only", "vocab_size": embeddings.word_embeddings.weight.size(0), "d_model": config.hidden_size,
         "encoder": {"layers": config.num_hidden_layers, "heads": config.num_attention_heads,
                     "d_ff": config.intermediate_size},
-        "head": _head(hf, kind), "attention": {"kind": "multihead", "bias": True}, "positional": {"kind": "learned"},
+        "head": head.fields(config), "attention": {"kind": "multihead", "bias": True},
+        "positional": {"kind": "learned"},
         "ffn": {"kind": config.hidden_act}, "norm": {"kind": "layernorm", "eps": config.layer_norm_eps},
         "norm_placement": "pre" if pre else "post", "final_norm": pre, "embedding_norm": not pre,
         "scale_embeddings": False,
@@ -130,27 +139,44 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, State]:
     return fields, {"src_embed.positional.embedding.weight": table}
 
 
-def dataset(fields: dict) -> dict | str:
-    """The data set an encoder with this head trains on (the spec's data.dataset)."""
-    return DATASETS[fields["head"]["kind"]]
-
-
 def _linear(t: State, theirs: str, ours: str) -> State:
     return {f"{ours}.{p}": t[f"{theirs}.{p}"] for p in ("weight", "bias") if f"{theirs}.{p}" in t}
 
 
-def _head_state(t: State, family: str, kind: str) -> State:
-    if kind == "token_classification":
-        return _linear(t, "classifier", "head")
-    if kind == "sequence_classification":
-        if family == "bert":
-            return _linear(t, "bert.pooler.dense", "head.dense") | _linear(t, "classifier", "head")
-        return _linear(t, "classifier.dense", "head.dense") | _linear(t, "classifier.out_proj", "head")
+def _token_state(t: State, family: str) -> State:
+    return _linear(t, "classifier", "head")
+
+
+def _sequence_state(t: State, family: str) -> State:
+    if family == "bert":
+        return _linear(t, "bert.pooler.dense", "head.dense") | _linear(t, "classifier", "head")
+    return _linear(t, "classifier.dense", "head.dense") | _linear(t, "classifier.out_proj", "head")
+
+
+def _masked_lm_state(t: State, family: str) -> State:
     lm = "cls.predictions" if family == "bert" else "lm_head"
     transform = f"{lm}.transform" if family == "bert" else lm
     norm = f"{transform}.LayerNorm" if family == "bert" else f"{lm}.layer_norm"
     return (_linear(t, f"{transform}.dense", "head.dense") | _linear(t, norm, "head.norm")
             | _linear(t, f"{lm}.decoder", "head"))
+
+
+@dataclass(frozen=True)
+class HfHead:
+    """How one transformers head class imports: the spec's head (from the config), the data set it trains on,
+    its weights in tbuild's names, and whether it may tie its output to the embeddings."""
+
+    fields: Callable[[PretrainedConfig], dict]
+    dataset: dict | str
+    state: Callable[[State, str], State]
+    ties: bool = False
+
+
+# transformers' class suffix -> how its head imports
+HEADS = {"ForTokenClassification": HfHead(_token_fields, {"kind": "tagging", "source": "files"}, _token_state),
+         "ForSequenceClassification": HfHead(_sequence_fields, {"kind": "classification", "source": "files"},
+                                             _sequence_state),
+         "ForMaskedLM": HfHead(_masked_lm_fields, "text", _masked_lm_state, ties=True)}
 
 
 def tbuild_state(model: nn.Module, hf: nn.Module, family: str) -> State:
@@ -163,5 +189,5 @@ def tbuild_state(model: nn.Module, hf: nn.Module, family: str) -> State:
     for i in range(len(model.encoder)):  # type: ignore[arg-type]  # the export's names, read the other way
         for ours, theirs in ENCODER_LINEARS + ENCODER_NORMS[family in PRE_NORM]:
             state |= _linear(t, f"{base}.encoder.layer.{i}.{theirs}", f"encoder.{i}.{ours}")
-    return state | _head_state(t, family, head_kind(type(hf).__name__))
+    return state | head_of(type(hf).__name__).state(t, family)
 

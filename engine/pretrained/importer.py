@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch import nn
@@ -36,29 +36,35 @@ if TYPE_CHECKING:
 
 Fields = Callable[[nn.Module, str], tuple[dict, dict[str, torch.Tensor]]]
 State = Callable[[nn.Module, nn.Module, str], dict[str, torch.Tensor]]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
 class Family:
     """How one ``model_type`` imports: its transformers class (from config.json), its config check (before the
-    weights are read), its spec fields, and its weights in tbuild's names."""
+    weights are read), its spec fields, its weights in tbuild's names, and the data set it trains on (None: a
+    translator's pairs)."""
 
     hf_class: Callable[[dict], str]
     check: Callable[[object], None]
     fields: Fields
     state: State
+    dataset: Callable[[dict], dict | str | None]
 
 
-def _one(name: str) -> Callable[[dict], str]:
-    return lambda _config: name
+def _one(value: T) -> Callable[[dict], T]:
+    return lambda _config: value
 
 
 FAMILIES = {
-    **{t: Family(_one(c), hf_seq2seq.check_config, hf_seq2seq.model_fields, hf_seq2seq.tbuild_state)
+    **{t: Family(_one(c), hf_seq2seq.check_config, hf_seq2seq.model_fields, hf_seq2seq.tbuild_state,
+              _one(None))
        for t, c in hf_seq2seq.CLASSES.items()},
-    **{t: Family(_one(c), hf_causal.check_config, hf_causal.model_fields, hf_causal.tbuild_state)
+    **{t: Family(_one(c), hf_causal.check_config, hf_causal.model_fields, hf_causal.tbuild_state,
+              _one("text"))
        for t, c in hf_causal.CLASSES.items()},
-    **{t: Family(hf_encoder.hf_class, hf_encoder.check_config, hf_encoder.model_fields, hf_encoder.tbuild_state)
+    **{t: Family(hf_encoder.hf_class, hf_encoder.check_config, hf_encoder.model_fields, hf_encoder.tbuild_state,
+              hf_encoder.dataset)
        for t in hf_encoder.PREFIXES},
 }
 
@@ -93,10 +99,8 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
     tok, numbering = find_tokenizer(folder, rows, config, scratch)
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
-    if fields["kind"] == "encoder_only":
-        data["dataset"] = hf_encoder.dataset(fields)
-    elif fields["kind"] == "decoder_only":
-        data["dataset"] = "text"  # a language model's plain text (data.train/valid/test: its files)
+    if family.dataset(config) is not None:  # a language model's plain text, an encoder's labelled files
+        data["dataset"] = family.dataset(config)
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra

@@ -35,8 +35,9 @@ def _json(path: Path) -> dict | None:
 
 
 def _dataset(run: Run) -> str:
+    """The data set's name as the card shows it."""
     dataset = run.spec.data.dataset
-    return getattr(dataset, "kind", None) or "its own files"
+    return "its own files" if dataset is None else f"{dataset.kind}"
 
 
 def _model(run: Run) -> list[str]:

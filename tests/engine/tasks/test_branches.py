@@ -48,7 +48,10 @@ def _kind(node: ast.expr) -> bool:
 
 def _read(node: ast.AST) -> bool:
     """Whether ``node`` reads which kind a run is: ``<x>.model.kind``, ``<x>.head.kind``, ``<x>.dataset.kind``,
-    ``<x>.prefix_lm`` or ``GRAPHS[...]``."""
+    ``<x>.prefix_lm`` or ``GRAPHS[...]``, directly or through ``getattr``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        name = getattr(node.args[1], "value", "") if len(node.args) >= 2 else ""
+        return isinstance(name, str) and _read(ast.Attribute(node.args[0], name, ast.Load()))
     if isinstance(node, ast.Subscript):
         return isinstance(node.value, ast.Name) and node.value.id == "GRAPHS"
     if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
@@ -145,5 +148,8 @@ def test_the_counter_finds_each_kind_of_test() -> None:
               "e = spec.model.prefix_lm.loss == 'both'\n"
               "f = f'a {spec.model.kind} model'\n"
               "g = {'kind': run.spec.model.kind}\n"
-              "h = {'task': TASKS.get(run.spec.model.kind)}\n")
-    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5, 7, 9, 10, 13]
+              "h = {'task': TASKS.get(run.spec.model.kind)}\n"
+              "i = getattr(spec.model, 'prefix_lm', None)\n"
+              "j = getattr(spec.model.head, 'kind', None) == 'masked_lm'\n"
+              "k = getattr(spec.model, 'bias', None)\n")
+    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5, 7, 9, 10, 13, 14, 15]
