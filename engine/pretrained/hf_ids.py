@@ -29,18 +29,24 @@ USUAL = {"pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "[
 
 @dataclass(frozen=True)
 class Renumbering:
-    """``order[new] = old``: tbuild's id ``new`` is the source's id ``order[new]``."""
+    """``order[new] = old``: tbuild's id ``new`` is the source's id ``order[new]``. An id may come twice: a role
+    that shares a row in the source (opus-mt's PAD is its decoder's start) gets a copy (``added`` rows)."""
 
     order: tuple[int, ...]
 
+    @property
+    def added(self) -> int:
+        """How many rows tbuild has beyond the source's: the copies."""
+        return len(self.order) - len(set(self.order))
+
     def rows(self, table: torch.Tensor) -> torch.Tensor:
-        """``table``'s rows in tbuild's order (rows past the tokenizer's, padding a table, stay where they are)."""
-        tail = torch.arange(len(self.order), table.size(0))
+        """``table``'s rows in tbuild's order (rows past the tokenizer's, padding a table, stay after them)."""
+        tail = torch.arange(len(self.order) - self.added, table.size(0))
         return table[torch.cat([torch.tensor(self.order), tail])]
 
     def new_ids(self) -> dict[int, int]:
-        """The source's id -> tbuild's."""
-        return {old: new for new, old in enumerate(self.order)}
+        """The source's id -> tbuild's (a copied row's first place)."""
+        return {old: new for new, old in reversed(list(enumerate(self.order)))}
 
 
 def _read(path: Path) -> dict:

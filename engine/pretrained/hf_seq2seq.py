@@ -15,7 +15,8 @@ the config becomes the spec's fields, the weights come back through the same dec
 Both: attention and FFN biases as HF has them, √d_model scaling as ``scale_embedding``, tying as the config
 says (encoder and decoder tables that are one table in HF but apart from the output become three equal tables,
 ``tie_embeddings: none``). Refused in one line naming the config field: another activation than relu or gelu,
-special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2), a non-zero ``final_logits_bias``.
+special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2; a Marian folder's are renumbered with its
+tokenizer, ``opus_vocab.py``), a non-zero ``final_logits_bias``.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def check_config(config: PretrainedConfig) -> None:
         raise UnsupportedImport(f"config.json activation_function {config.activation_function!r}: tbuild's "
                                 f"FFN kinds for this class are {', '.join(ACTIVATIONS)}")
     for field, want in (("pad_token_id", PAD), ("eos_token_id", EOS), ("decoder_start_token_id", BOS)):
-        if getattr(config, field, None) != want:
+        if config.model_type != "marian" and getattr(config, field, None) != want:  # Marian's: opus_vocab.py
             raise UnsupportedImport(f"config.json {field} {getattr(config, field, None)}: tbuild's ids are PAD 0, "
                                     "UNK 1, BOS 2, EOS 3 and decoding starts from BOS")
     if config.model_type == "marian" and config.d_model % 2:

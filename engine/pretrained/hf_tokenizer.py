@@ -4,13 +4,14 @@ where the folder has none, its tokenizers file (tokenizer.json, ``data/tokenizer
 tbuild runs one sentencepiece model for source and target, with ids PAD 0, UNK 1, BOS 2, EOS 3, and a piece's
 id is its embedding row. A folder qualifies when its model's ids are the model's rows:
 - MarianTokenizer's files (what ``tbuild export --to hf`` writes for a translator): source.spm and
-  target.spm the same model, and vocab.json giving every piece of it its sentencepiece id;
+  target.spm the same model, and vocab.json giving every piece of it its sentencepiece id; a published
+  opus-mt folder's (two models, vocab.json's own rows) becomes a tokenizers file (``opus_vocab.py``);
 - tokenizer.model (what the decoder-only and tagger exports write), with tbuild-tokenizer.json where present
   naming the same pieces;
 - else tokenizer.json: where its ids 0 to 3 are not tbuild's PAD, UNK, BOS and EOS (BERT's, RoBERTa's), it is
   renumbered and the model's vocabulary rows with it (``hf_ids.py``).
-Anything else (two different models per side, ids remapped by vocab.json, no tokenizer tbuild reads) is
-refused in one line naming the file or what is missing.
+Anything else (a vocabulary per side, no tokenizer tbuild reads) is refused in one line naming the file or
+what is missing.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tbuild.builder.tokens import BOS, EOS, PAD
+
 from ..data.tokenizer import Tokenizer
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
 from .hf_ids import ROLES, Renumbering, renumbered_file, renumbering, special_ids
 from .hf_source import UnsupportedImport
+from .opus_vocab import opus_tokenizer
 
 
 def _pieces(tok: Tokenizer) -> list[str]:
@@ -37,25 +41,23 @@ def _load(path: Path) -> Tokenizer:
         raise UnsupportedImport(str(e)) from None
 
 
-def _marian(folder: Path) -> Tokenizer:
+def _marian(folder: Path, config: dict) -> Tokenizer | None:
+    """The folder's one sentencepiece model where it is tbuild's (what ``tbuild export --to hf`` writes:
+    source.spm and target.spm the same model, vocab.json its ids, config.json's ids tbuild's), else None."""
     source, target, vocab = (folder / n for n in ("source.spm", "target.spm", "vocab.json"))
     for path in (source, target, vocab):
         if not path.is_file():
             raise UnsupportedImport(f"{path}: missing (MarianTokenizer's files: source.spm, target.spm, vocab.json)")
-    if source.read_bytes() != target.read_bytes():
-        raise UnsupportedImport(f"{folder}: source.spm and target.spm differ; tbuild runs one sentencepiece "
-                                "model for both sides")
+    given = {"pad_token_id": PAD, "eos_token_id": EOS, "decoder_start_token_id": BOS}
+    if source.read_bytes() != target.read_bytes() or any(config.get(f) != i for f, i in given.items()):
+        return None
     tok = _load(source)
     try:
         ids = json.loads(vocab.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise UnsupportedImport(f"{vocab}: not readable JSON ({e})") from None
-    wrong = next((p for i, p in enumerate(_pieces(tok)) if not isinstance(ids, dict) or ids.get(p) != i), None)
-    if wrong is not None:
-        got = ids.get(wrong) if isinstance(ids, dict) else None
-        raise UnsupportedImport(f"{vocab}: piece {wrong!r} has id {got}, not its sentencepiece id "
-                                f"{tok.sp.piece_to_id(wrong)}; tbuild needs the model's rows in sentencepiece order")
-    return tok
+    agrees = isinstance(ids, dict) and all(ids.get(p) == i for i, p in enumerate(_pieces(tok)))
+    return tok if agrees else None
 
 
 def _spm(folder: Path) -> Tokenizer:
@@ -117,8 +119,9 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
     table) hold every piece."""
     numbering = None
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
-        _config_agrees(config)
-        tok = _marian(folder)
+        tok = _marian(folder, config)
+        if tok is None:  # a published opus-mt folder: two models, vocab.json's rows, its own special ids
+            tok, numbering = opus_tokenizer(folder, config, scratch)
     elif (folder / "tokenizer.model").exists():
         _config_agrees(config)
         tok = _spm(folder)
@@ -129,6 +132,6 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
         has = f" (it has {other}, which tbuild does not run)" if other else ""
         raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
                                 f"tokenizer.json){has}")
-    if tok.vocab_size > rows:
+    if tok.vocab_size - (numbering.added if numbering else 0) > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
     return tok, numbering

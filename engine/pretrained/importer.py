@@ -98,6 +98,8 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     fields, extra = family.fields(hf, config["model_type"])
     rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
     tok, numbering = find_tokenizer(folder, rows, config, scratch)
+    if numbering is not None and numbering.added:  # a role's own row, copied (opus-mt's BOS is its PAD)
+        fields |= {k: fields[k] + numbering.added for k in ("vocab_size", "src_vocab_size") if fields.get(k)}
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
     if family.dataset(config) is not None:  # a language model's plain text, an encoder's labelled files
         data["dataset"] = family.dataset(config)

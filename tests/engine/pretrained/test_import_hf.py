@@ -53,7 +53,7 @@ M2M100 = {
 }
 REFUSED = {
     "gelu_new": ("marian", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
-    "pad id": ("marian", {"pad_token_id": 5}, "config.json pad_token_id 5"),
+    "pad id is eos": ("marian", {"pad_token_id": EOS}, "config.json pad_token_id 3, eos_token_id 3"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
     "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
     "m2m100 tanh": ("m2m_100", {"activation_function": "tanh"}, "config.json activation_function 'tanh'"),
