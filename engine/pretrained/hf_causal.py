@@ -10,7 +10,8 @@ maps of ``export/hf_graphs.py`` (``gpt2_state``, ``llama_state``) read backwards
 
 Refused in one line naming the config field and value: an activation tbuild does not have (GPT-2's default
 ``gelu_new`` is the tanh approximation; tbuild's ``gelu`` is exact), unscaled or layer-scaled GPT-2 attention,
-a RoPE scaling other than ``default``, Llama MLP biases, special ids other than tbuild's (PAD 0, BOS 2, EOS 3).
+a RoPE scaling other than ``default``, Llama MLP biases. Special ids other than tbuild's (PAD 0, UNK 1, BOS 2,
+EOS 3) are the tokenizer's to renumber or refuse (``hf_tokenizer.py``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 
 from .hf_source import UnsupportedImport
@@ -44,9 +44,6 @@ def _rope_type(config: LlamaConfig) -> str:
 
 def check_config(config: GPT2Config | LlamaConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's decoder-only model cannot compute."""
-    for field, want in (("pad_token_id", PAD), ("bos_token_id", BOS), ("eos_token_id", EOS)):
-        if getattr(config, field, None) != want:
-            _refuse(field, getattr(config, field, None), "tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3")
     if config.model_type == "gpt2":
         if config.activation_function not in GPT2_ACTIVATIONS:
             _refuse("activation_function", config.activation_function,

@@ -7,7 +7,8 @@ id is its embedding row. A folder qualifies when its model's ids are the model's
   target.spm the same model, and vocab.json giving every piece of it its sentencepiece id; a published
   opus-mt folder's (two models, vocab.json's own rows) becomes a tokenizers file (``opus_vocab.py``);
 - tokenizer.model (what the decoder-only and tagger exports write), with tbuild-tokenizer.json where present
-  naming the same pieces;
+  naming the same pieces; Llama's and Mistral's (``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, no PAD) with a PAD put
+  first (``spm_pad.py``);
 - else tokenizer.json: where its ids 0 to 3 are not tbuild's PAD, UNK, BOS and EOS (BERT's, RoBERTa's), it is
   renumbered and the model's vocabulary rows with it (``hf_ids.py``).
 Anything else (a vocabulary per side, no tokenizer tbuild reads) is refused in one line naming the file or
@@ -28,6 +29,7 @@ from ..errors import DataError
 from .hf_ids import ROLES, Renumbering, renumbered_file, renumbering, special_ids
 from .hf_source import UnsupportedImport
 from .opus_vocab import opus_tokenizer
+from .spm_pad import padded, unpadded
 
 
 def _pieces(tok: Tokenizer) -> list[str]:
@@ -60,8 +62,15 @@ def _marian(folder: Path, config: dict) -> Tokenizer | None:
     return tok if agrees else None
 
 
-def _spm(folder: Path) -> Tokenizer:
-    tok = _load(folder / "tokenizer.model")
+def _spm(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer, Renumbering | None]:
+    """tokenizer.model as it is where its ids are tbuild's, or with a PAD put first where it numbers ``<unk>``
+    0, ``<s>`` 1, ``</s>`` 2 and has no PAD (Llama's, Mistral's): every id one up, PAD a copy of UNK's row."""
+    path = folder / "tokenizer.model"
+    if unpadded(path):
+        tok = _load(padded(path, config, scratch / "spm.model"))
+        return tok, Renumbering((0, *range(tok.vocab_size - 1)))
+    _config_agrees(config)
+    tok = _load(path)
     named = folder / "tbuild-tokenizer.json"
     if named.is_file():
         try:
@@ -70,7 +79,7 @@ def _spm(folder: Path) -> Tokenizer:
             raise UnsupportedImport(f"{named}: not readable ({e})") from None
         if vocabulary[: tok.vocab_size] != _pieces(tok):
             raise UnsupportedImport(f"{named}: its vocabulary is not tokenizer.model's pieces in id order")
-    return tok
+    return tok, None
 
 
 def _tokenizers_file(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer, Renumbering | None]:
@@ -123,8 +132,7 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
         if tok is None:  # a published opus-mt folder: two models, vocab.json's rows, its own special ids
             tok, numbering = opus_tokenizer(folder, config, scratch)
     elif (folder / "tokenizer.model").exists():
-        _config_agrees(config)
-        tok = _spm(folder)
+        tok, numbering = _spm(folder, config, scratch)
     elif (folder / TOKENIZERS).exists():
         tok, numbering = _tokenizers_file(folder, config, scratch)  # GPT-2's byte-level BPE, BERT's WordPiece
     else:

@@ -1,0 +1,92 @@
+"""A decoder-only folder numbered as Llama's and Mistral's are published (no download): tokenizer.model with
+``<unk>`` 0, ``<s>`` 1, ``</s>`` 2 and no padding piece, config.json's ``pad_token_id`` unset. The import puts a
+``<pad>`` first (every id one up, PAD's row a copy of UNK's): text encodes to the folder's ids plus one, the
+logits are HF's within 1e-4 on every row of the folder's, and `tbuild generate` gives HF's greedy text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.cli.app import app
+from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.run.directory import resolve_run
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+spm = pytest.importorskip("sentencepiece")
+
+LINES = ["the cat sat on the mat", "a dog ran far away", "cats and dogs play", "the red car is fast"]
+LLAMA = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 32,
+         "max_position_embeddings": 32, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None}
+
+
+def _folder(root: Path, tied: bool) -> Path:
+    """A random LlamaForCausalLM with a sentencepiece model numbered as sentencepiece numbers by default."""
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(LINES * 20), model_prefix=str(root / "sp"), vocab_size=40,
+                                   model_type="bpe", character_coverage=1.0, hard_vocab_limit=False)
+    sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    assert (sp.unk_id(), sp.bos_id(), sp.eos_id(), sp.pad_id()) == (0, 1, 2, -1)
+    config = transformers.LlamaConfig(vocab_size=sp.get_piece_size(), tie_word_embeddings=tied,
+                                      num_key_value_heads=2, **LLAMA)
+    torch.manual_seed(0)
+    hf = transformers.LlamaForCausalLM(config)
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(torch.randn(p.shape, generator=torch.Generator().manual_seed(3)) * 0.3)
+    folder = root / "hf"
+    hf.eval().save_pretrained(folder)
+    (folder / "tokenizer.model").write_bytes((root / "sp.model").read_bytes())
+    result = CliRunner().invoke(app, ["import", "hf", str(folder), "-o", str(root / "run")])
+    assert result.exit_code == 0, result.output
+    return root
+
+
+@pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
+def test_llama_numbering_imports_with_a_pad_first(tied: bool, tmp_path: Path) -> None:
+    from tbuild.builder import build_model
+    from tbuild.engine.run.weights import load_weights
+
+    root = _folder(tmp_path, tied)
+    hf = transformers.LlamaForCausalLM.from_pretrained(root / "hf").eval()
+    sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    run = resolve_run(root / "run")
+    tok = Tokenizer.load(run.tokenizer)
+    for line in [*LINES, "unseen: xyz ü"]:
+        assert tok.encode([line])[0] == [i + 1 for i in sp.encode(line)]
+    assert [tok.sp.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    model = build_model(run.spec)
+    load_weights(model, run)
+    ids = torch.tensor([[1] + torch.randint(3, sp.get_piece_size(), (10,), generator=torch.Generator()).tolist()])
+    with torch.no_grad():
+        ours = model.eval().decode(ids + 1)  # (1, T, V + 1): PAD first
+        theirs = hf(input_ids=ids).logits
+    assert (ours[..., 1:] - theirs).abs().max().item() < 1e-4
+    assert torch.equal(ours[..., PAD], ours[..., UNK])  # PAD's row: a copy of UNK's
+
+
+def test_generate_on_a_llama_numbered_run_gives_hf_greedy_text(tmp_path: Path) -> None:
+    root = _folder(tmp_path, tied=False)
+    hf = transformers.LlamaForCausalLM.from_pretrained(root / "hf").eval()
+    sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    prompts = ["the cat", "a dog ran"]
+    result = CliRunner().invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "8",
+                                      "--device", "cpu"], input="\n".join(prompts) + "\n")
+    assert result.exit_code == 0, result.output
+    for prompt, line in zip(prompts, result.output.splitlines()[-2:], strict=True):
+        ids = [1, *sp.encode(prompt)]
+        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
+                          eos_token_id=2, pad_token_id=0)[0].tolist()
+        assert len(out) > len(ids) and sp.decode(out) == line
+
+
+def test_a_config_whose_ids_are_not_the_tokenizers_is_refused(tmp_path: Path) -> None:
+    root = _folder(tmp_path, tied=True)
+    config = (root / "hf" / "config.json").read_text().replace('"eos_token_id": 2', '"eos_token_id": 5')
+    (root / "hf" / "config.json").write_text(config)
+    result = CliRunner().invoke(app, ["import", "hf", str(root / "hf"), "-o", str(tmp_path / "again")])
+    assert result.exit_code != 0 and "config.json eos_token_id 5" in result.output
+    assert not (tmp_path / "again").exists()
