@@ -54,6 +54,21 @@ def read_config(folder: Path) -> dict:
     return config
 
 
+def read_spm(path: Path):  # noqa: ANN201 - sentencepiece's generated ModelProto
+    """The sentencepiece model at ``path`` as its ModelProto (refused in one line naming the file where it is
+    not one)."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+
+    proto = pb.ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and OSError: one line naming the file
+        raise UnsupportedImport(f"{path}: not a sentencepiece model ({type(e).__name__})") from None
+    if not proto.pieces:
+        raise UnsupportedImport(f"{path}: not a sentencepiece model (no pieces)")
+    return proto
+
+
 def check_weights(folder: Path) -> Path:
     """The weights file the folder holds, opened once to prove it whole; missing or corrupt: one line naming it."""
     found = next((folder / n for n in WEIGHT_FILES if (folder / n).is_file()), None)

@@ -25,7 +25,7 @@ from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import DataError
 from ..extras import require
 from .hf_ids import ROLES, Renumbering
-from .hf_source import UnsupportedImport
+from .hf_source import UnsupportedImport, read_spm
 
 NORMAL, USER_DEFINED = 1, 4  # sentencepiece's ModelProto.SentencePiece.Type
 NEVER = -1e9  # a piece's score that no segmentation prefers, below an unknown character's (min score - 10)
@@ -50,19 +50,6 @@ def _vocabulary(path: Path) -> list[str]:
         raise UnsupportedImport(f"{path}: its ids are not the rows 0 to {len(ids) - 1}, each once")
     by_row = {i: p for p, i in ids.items()}
     return [by_row[i] for i in range(len(ids))]
-
-
-def _proto(path: Path):  # noqa: ANN202 - sentencepiece's generated ModelProto class
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    proto = pb.ModelProto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and OSError: one line naming the file
-        raise UnsupportedImport(f"{path}: not a sentencepiece model ({type(e).__name__})") from None
-    if not proto.pieces:
-        raise UnsupportedImport(f"{path}: not a sentencepiece model (no pieces)")
-    return proto
 
 
 def roles(config: dict, pieces: list[str]) -> dict[str, int]:
@@ -134,8 +121,8 @@ def opus_tokenizer(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer
         raise UnsupportedImport(f"{folder / 'tokenizer_config.json'} separate_vocabs: a vocabulary per side; "
                                 "tbuild's imported translators share one")
     pieces = _vocabulary(folder / "vocab.json")
-    proto = _proto(folder / "source.spm")
-    _proto(folder / "target.spm")  # read: a corrupt file is named now, not at decode time
+    proto = read_spm(folder / "source.spm")
+    read_spm(folder / "target.spm")  # read: a corrupt file is named now, not at decode time
     known = set(pieces)
     missing = next((p.piece for p in proto.pieces if p.type == NORMAL and p.piece not in known), None)
     if missing is not None:

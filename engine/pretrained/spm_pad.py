@@ -9,27 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..files import atomic_write
-from .hf_source import UnsupportedImport
+from .hf_source import UnsupportedImport, read_spm
 
 LLAMA_IDS = {"unk_id": 0, "bos_id": 1, "eos_id": 2, "pad_id": -1}  # sentencepiece's own defaults
 CONTROL = 3  # sentencepiece's ModelProto.SentencePiece.Type.CONTROL
 PAD = "<pad>"
 
 
-def _proto(path: Path):  # noqa: ANN202 - sentencepiece's generated ModelProto class
-    from sentencepiece import sentencepiece_model_pb2 as pb
-
-    proto = pb.ModelProto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception as e:  # noqa: BLE001 - protobuf's DecodeError and OSError: one line naming the file
-        raise UnsupportedImport(f"{path}: not a sentencepiece model ({type(e).__name__})") from None
-    return proto
-
-
 def unpadded(path: Path) -> bool:
     """Whether the model at ``path`` is numbered as Llama's: <unk> 0, <s> 1, </s> 2, no PAD."""
-    spec = _proto(path).trainer_spec
+    spec = read_spm(path).trainer_spec
     return all(getattr(spec, field) == value for field, value in LLAMA_IDS.items())
 
 
@@ -40,7 +29,7 @@ def padded(path: Path, config: dict, out: Path) -> Path:
         if config.get(field) not in want:
             raise UnsupportedImport(f"config.json {field} {config.get(field)!r}: tokenizer.model numbers <unk> 0, "
                                     "<s> 1, </s> 2 and has no padding piece")
-    proto = _proto(path)
+    proto = read_spm(path)
     if any(p.piece == PAD for p in proto.pieces):  # pragma: no cover - pad_id -1 with a <pad> piece
         raise UnsupportedImport(f"{path}: has a {PAD} piece but no pad_id")
     pieces = list(proto.pieces)
