@@ -34,7 +34,6 @@ def export(
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
-    from tbuild.components.specs.graph import with_article
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.export import ctranslate2, hf
     from tbuild.engine.export.provenance import write_provenance
@@ -53,7 +52,7 @@ def export(
     run = resolve_run(target, set_)
     if task_of(run.spec).export(run) == "graph":  # a language model's or an encoder's own classes
         if check_src is not None:
-            raise TbuildError(f"--check-src: {with_article(run.spec.model.kind)} export is checked on the valid split")
+            raise TbuildError(f"--check-src: {run.spec.model.called}'s export is checked on the valid split")
         return _export_graph(run, to, output, quantization, checkpoint, average, device, check)
     if profile is not None:
         check_profile(run.spec, to, profile)

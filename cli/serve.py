@@ -50,7 +50,7 @@ def serve(
                            max_chars=max_chars, after_batch=process.after_batch, notify=notify,
                            compiled=loading.compile_)
     s = service.settings
-    console.print(f"serving {run.spec.name} ({run.spec.model.kind}, {service.engine.name}, "
+    console.print(f"serving {run.spec.name} ({run.spec.model.called}, {service.engine.name}, "
                   f"{service.engine.precision}) at POST http://{host}:{port}/{s.endpoint}; batching "
                   f"{'on' if s.batching else 'off'} ({s.batch_tokens} tokens, {max_wait_ms:g} ms)", highlight=False)
     run_server(create_app(service), host, port)

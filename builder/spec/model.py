@@ -265,6 +265,11 @@ class ModelSpec(StrictModel):
                              "predicts tokens): remove model.head, or set model.kind: encoder_only")
 
     @property
+    def called(self) -> str:
+        """How messages name this model: "an encoder_only model"."""
+        return f"{with_article(self.kind)} model"
+
+    @property
     def graph(self) -> Graph:
         """The graph ``kind`` names (``components/specs/graph.py``): its stacks, cross-attention and data."""
         return GRAPHS[self.kind]

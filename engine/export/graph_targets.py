@@ -181,8 +181,8 @@ def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) 
 
 def _encoder_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
     if target == "ctranslate2":
-        refuse("model.kind encoder_only (CTranslate2's Encoder returns hidden states, no classification "
-               "head; export it with --to hf)")
+        refuse("CTranslate2's Encoder returns hidden states and has no classification head; export it with "
+               "--to hf")
     return tagger_class(spec, view, refuse)
 
 

@@ -29,7 +29,7 @@ def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
     try:
         names = weight_tree(model).export_names("hf", model)
     except KeyError:
-        raise TbuildError(f"--peft: a {run.spec.model.kind} model declares no Hugging Face names") from None
+        raise TbuildError(f"--peft: {run.spec.model.called} declares no Hugging Face names") from None
     theirs = {sources[0]: hf for hf, sources in names.items() if len(sources) == 1 and hf.endswith(".weight")}
     missing = [m for m in modules if f"{m}.weight" not in theirs]
     if missing:

@@ -164,10 +164,10 @@ def check_exportable(spec: Spec, target: Target) -> None:
                                 "for; export a model without a character input")
     if model.embedding_norm and model.graph.translates:  # the graphs' classes: graph_targets.py
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
-                                f"embedding sum, which {target.name}'s {model.kind} classes have no place for)")
+                                f"embedding sum, which {target.name}'s classes for {model.called} have no place for)")
     if not model.graph.translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
         def refuse_graph(what: str) -> None:
-            raise UnsupportedExport(f"cannot export {model.kind} to {target.name}: {what}")
+            raise UnsupportedExport(f"cannot export {model.called} to {target.name}: {what}")
 
         check_graph(spec, view, target.name, refuse_graph)
         return

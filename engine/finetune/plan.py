@@ -73,7 +73,7 @@ class LoadPlan:
         for name in self.skipped:
             groups.setdefault(self._source_block(name), []).append(name)
         width = self._width() - 2
-        lines = [f"  not loaded from the source ({_a(self.source.model.kind)} model):"]
+        lines = [f"  not loaded from the source ({self.source.model.called}):"]
         for b in sorted(groups, key=_block_order):
             names = groups[b]
             params = sum(tensors[n].numel() for n in names)
@@ -115,7 +115,7 @@ class LoadPlan:
         if tree is None or [s.name for s in tree.stacks] == list(self.stacks):
             return ""
         shared = [s.name for s in tree.stacks if s.name in self.stacks]
-        return f"; the {' and '.join(shared)} of {_a(self.source.model.kind)} model"
+        return f"; the {' and '.join(shared)} of {self.source.model.called}"
 
 
 def check_kinds(model: ModelSpec, source: Source) -> None:
@@ -125,10 +125,10 @@ def check_kinds(model: ModelSpec, source: Source) -> None:
     if set(ours) & set(theirs):
         return
     fits = [k for k, g in GRAPHS.items() if set(g.stacks) & set(ours)]
-    raise TbuildError(f"train.init: {source.run.dir.path} is {_a(source.model.kind)} model "
-                      f"({' and '.join(theirs)}) and this spec's model.kind is {model.kind} ({' and '.join(ours)}): "
+    raise TbuildError(f"train.init: {source.run.dir.path} is {source.model.called} "
+                      f"({' and '.join(theirs)}) and this spec's is {model.called} ({' and '.join(ours)}): "
                       "they share no stack, so none of "
-                      f"its tensors has a place here; start from a run of model.kind {' or '.join(fits)}")
+                      f"its tensors has a place here; start from a run of model kind {' or '.join(fits)}")
 
 
 def make_plan(model: nn.Module, source: Source, init: InitSpec, tokenizer: Tokenizer) -> LoadPlan:
@@ -208,10 +208,6 @@ def _status(name: str, names: tuple[str, ...], init: InitSpec, source: Source, c
     if src is None:
         return "new", None
     return ("remapped" if name in vocab_rows else "loaded"), src
-
-
-def _a(kind: str) -> str:
-    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
 
 
 def _block_order(block: str) -> tuple[str, int]:

@@ -128,7 +128,8 @@ class Health(BaseModel):
     so far."""
 
     status: Literal["ok", "draining"]
-    kind: str = Field(description="The model's kind (model.kind): encoder_decoder, decoder_only or encoder_only.")
+    kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
+                      "encoder_only.")
     endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
     pending: int = Field(description="Jobs (requests) queued, not yet decoded.")
     batches: int = Field(description="Engine calls.")
@@ -143,7 +144,8 @@ class Info(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     name: str
-    kind: str = Field(description="model.kind: encoder_decoder, decoder_only or encoder_only.")
+    kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
+                      "encoder_only.")
     endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
     params: int
     source_lang: str | None = Field(None, description="A translator's source language.")

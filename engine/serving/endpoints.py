@@ -209,7 +209,7 @@ def native_only(spec: Spec, endpoint: str, engine: str, compiled: bool, quantiza
     than float32 for a model served at ``endpoint`` by the native engine alone."""
     from ..errors import TbuildError
 
-    what = f"{ENDPOINTS[endpoint]} ({spec.model.kind}, served at /{endpoint})"
+    what = f"{ENDPOINTS[endpoint]} ({spec.model.called}, served at /{endpoint})"
     for given, option in ((engine != "native", f"--engine {engine}"), (compiled, "--compile")):
         if given:
             raise TbuildError(f"{option}: {what} is served by the native engine, uncompiled")

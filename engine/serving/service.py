@@ -31,6 +31,7 @@ class Service:
 
     def __init__(self, task: Endpoint, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
         self.task, self.engine, self.run, self.settings = task, task.engine, run, settings
+        self.serves = {"kind": run.spec.model.kind, "endpoint": f"/{task.endpoint}"}  # named by /health, /info
         self.batcher = Batcher(task.decode, budget=settings.batch_tokens, max_wait=settings.max_wait,
                                enabled=settings.batching, after_batch=after_batch)
         self.closing = False
@@ -55,8 +56,8 @@ class Service:
         self.batcher.close(timeout)
 
     def health(self) -> dict:
-        return {"status": "draining" if self.closing else "ok", "kind": self.run.spec.model.kind,
-                "endpoint": f"/{self.task.endpoint}", "pending": self.batcher.pending(),
+        return {"status": "draining" if self.closing else "ok", **self.serves,
+                "pending": self.batcher.pending(),
                 **self.batcher.stats.to_json()}
 
     def info(self) -> dict:
@@ -73,7 +74,7 @@ def service_info(service: Service) -> dict:
     translator = service.task.endpoint == "translate"
     metrics = ("bleu", "chrf", "perplexity", "accuracy", "baseline_accuracy")
     return {
-        "name": spec.name, "kind": spec.model.kind, "endpoint": f"/{service.task.endpoint}",
+        "name": spec.name, **service.serves,
         "params": inspect_model(spec).total,
         **({"source_lang": spec.data.source_lang, "target_lang": spec.data.target_lang} if translator else {}),
         "engine": service.engine.name, "precision": service.engine.precision, "weights": service.engine.weights,

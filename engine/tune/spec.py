@@ -89,7 +89,7 @@ class Objective(StrictModel):
 
     metric: Literal["bleu", "bleu_lowercase", "chrf", "ppl", "f1", "accuracy"] = Field(
         "bleu", description="bleu, bleu_lowercase, chrf, ppl (perplexity), f1 (EVALB, a parsing spec) or accuracy "
-        "(a tagger's or classifier's, model.kind encoder_only).")
+        "(a tagger's or classifier's: an encoder_only model).")
     direction: Literal["maximize", "minimize"] | None = Field(None, description="Default: minimize ppl, maximize "
                                                                                  "the others.")
     weights: Literal["best", "average"] = Field("best", description="The weights a finished trial is scored with: "

@@ -171,9 +171,9 @@ def test_the_dry_run_shows_the_plan_and_writes_nothing(root: Path) -> None:
 
 @pytest.mark.parametrize(("kind", "init", "model", "message"), [
     ("lm", {"from": "{root}/classifier"}, {}, "train.init: {root}/classifier is an encoder_only model (encoder) "
-     "and this spec's model.kind is decoder_only (decoder): they share no stack"),
+     "and this spec's is a decoder_only model (decoder): they share no stack"),
     ("tagger", {"from": "{root}/lm"}, {}, "they share no stack, so none of its tensors has a place here; start "
-     "from a run of model.kind encoder_decoder or encoder_only"),
+     "from a run of model kind encoder_decoder or encoder_only"),
     ("tagger", {"from": "{root}/ed", "exclude": ["src_embed.*", "encoder*"]}, {}, "train.init: nothing of "
      "{root}/ed loads into this model"),
     ("tagger", {"from": "{root}/ed"}, {"d_model": 24}, "train.init: shapes differ from {root}/ed's"),

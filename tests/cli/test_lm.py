@@ -127,7 +127,7 @@ def test_export_refuses_what_no_causal_lm_class_computes(trained: tuple[Path, Pa
     for target in ("ctranslate2", "hf"):
         result = runner.invoke(app, ["export", str(run), "--to", target])
         assert result.exit_code == 2, result.output
-        assert f"cannot export decoder_only to {target}: model.positional rope" in result.output
+        assert f"cannot export a decoder_only model to {target}: model.positional rope" in result.output
         assert len(result.output.strip().splitlines()) == 1
 
 

@@ -83,7 +83,7 @@ def test_inspect_shows_the_head_and_export_refuses(trained: Path) -> None:
     assert "output head" in result.output and "6 labels" in result.output
     refused = runner.invoke(app, ["export", str(trained), "--to", "ctranslate2", "-o", str(trained / "x")])
     assert refused.exit_code == 2
-    assert "cannot export encoder_only to ctranslate2" in refused.output and "Traceback" not in refused.output
+    assert "cannot export an encoder_only model to ctranslate2" in refused.output and "Traceback" not in refused.output
 
 
 def test_piece_last_trains_decodes_and_evaluates_at_each_words_last_piece(trained: Path, tmp_path: Path) -> None:

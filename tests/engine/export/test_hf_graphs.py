@@ -191,7 +191,7 @@ def test_bert_heads_refuse_what_bert_lacks() -> None:
               "model.scale_embeddings true with a tied output")]
     for head, data, fields, why in cases:
         spec = load_spec({"model": TAGGER | BERT | {"head": head} | fields, "data": data}, []).spec
-        with pytest.raises(UnsupportedExport, match="cannot export encoder_only to hf") as e:
+        with pytest.raises(UnsupportedExport, match="cannot export an encoder_only model to hf") as e:
             check_exportable(spec, HF)
         assert why in str(e.value) and "\n" not in str(e.value)
 
@@ -213,14 +213,14 @@ REFUSED = {
 @pytest.mark.parametrize(("overrides", "why"), REFUSED.values(), ids=REFUSED.keys())
 def test_decoder_only_refusals_name_the_field(overrides: dict, why: str) -> None:
     spec = load_spec({"model": LM | overrides, "data": TEXT}, []).spec
-    with pytest.raises(UnsupportedExport, match="cannot export decoder_only to hf") as e:
+    with pytest.raises(UnsupportedExport, match="cannot export a decoder_only model to hf") as e:
         check_exportable(spec, HF)
     assert why in str(e.value) and "\n" not in str(e.value)
 
 
 def test_tagger_refusals_and_validate_lines() -> None:
     post = load_spec({"model": TAGGER | {"norm_placement": "post"}, "data": TAGGING}, []).spec
-    assert ("hf: no (cannot export encoder_only to hf: model.embedding_norm false with post-norm layers (the "
+    assert ("hf: no (cannot export an encoder_only model to hf: model.embedding_norm false with post-norm layers (the "
             "post-norm class mapped, BERT, normalises its embeddings") in describe_targets(post)[1]
     pre = load_spec({"model": TAGGER | {"embedding_norm": True}, "data": TAGGING}, []).spec
     assert "model.embedding_norm true with pre-norm layers" in describe_targets(pre)[1]
@@ -236,6 +236,6 @@ def test_tagger_refusals_and_validate_lines() -> None:
     assert "model.head pooling mean, dense false" in describe_targets(seq)[1]
     ok = load_spec({"model": TAGGER, "data": TAGGING}, []).spec
     assert describe_targets(ok)[1] == "hf: yes"
-    assert "ctranslate2: no (cannot export encoder_only" in describe_targets(ok)[0]
+    assert "ctranslate2: no (cannot export an encoder_only model" in describe_targets(ok)[0]
     lm = load_spec({"model": LM | LLAMA, "data": TEXT}, []).spec
     assert describe_targets(lm) == ["ctranslate2: yes", "hf: yes"]
