@@ -96,7 +96,8 @@ def special_ids(folder: Path, config: dict, token_to_id: dict[str, int], special
 
 
 def renumbering(ids: dict[str, int], size: int) -> Renumbering:
-    """The four special ids first, in tbuild's order, then every other id of ``size`` in its order."""
+    """The four special ids first, in tbuild's order (one twice where two roles share it), then every other id
+    of ``size`` in its order."""
     first = [ids[role] for role in ROLES]
     return Renumbering(tuple(first + [i for i in range(size) if i not in first]))
 

@@ -101,8 +101,9 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     if numbering is not None and numbering.added:  # a role's own row, copied (opus-mt's BOS is its PAD)
         fields |= {k: fields[k] + numbering.added for k in ("vocab_size", "src_vocab_size") if fields.get(k)}
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
-    if family.dataset(config) is not None:  # a language model's plain text, an encoder's labelled files
-        data["dataset"] = family.dataset(config)
+    dataset = family.dataset(config)  # a language model's plain text, an encoder's labelled files
+    if dataset is not None:
+        data["dataset"] = dataset
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     state = family.state(model, hf, config["model_type"]) | extra

@@ -24,7 +24,7 @@ from ..data.tokenizer import Tokenizer
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import DataError
 from ..extras import require
-from .hf_ids import ROLES, Renumbering
+from .hf_ids import ROLES, Renumbering, renumbering
 from .hf_source import UnsupportedImport, read_spm
 
 NORMAL, USER_DEFINED = 1, 4  # sentencepiece's ModelProto.SentencePiece.Type
@@ -67,12 +67,6 @@ def roles(config: dict, pieces: list[str]) -> dict[str, int]:
         raise UnsupportedImport(f"config.json pad_token_id {found['pad']}, eos_token_id {found['eos']} and <unk> "
                                 f"{found['unk']}: tbuild's PAD, UNK and EOS are three different tokens")
     return found
-
-
-def order(found: dict[str, int], size: int) -> Renumbering:
-    """tbuild's row i is the folder's row ``order[i]``: the four roles, then every other row in order."""
-    first = [found[role] for role in ROLES]
-    return Renumbering(tuple(first + [i for i in range(size) if i not in first]))
 
 
 def _names(numbering: Renumbering, pieces: list[str]) -> list[str]:
@@ -127,7 +121,7 @@ def opus_tokenizer(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer
     missing = next((p.piece for p in proto.pieces if p.type == NORMAL and p.piece not in known), None)
     if missing is not None:
         raise UnsupportedImport(f"{folder / 'source.spm'}: piece {missing!r} has no row in vocab.json")
-    numbering = order(roles(config, pieces), len(pieces))
+    numbering = renumbering(roles(config, pieces), len(pieces))  # a role sharing a row comes twice
     path = scratch / TOKENIZERS
     _file(proto, _names(numbering, pieces), path)
     try:
