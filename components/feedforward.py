@@ -8,9 +8,10 @@ from torch import nn
 
 from .dropout import Dropout
 from .registry import FFN
-from .specs.feedforward import GELUFFNSpec, ReLUFFNSpec, SiLUFFNSpec, SwiGLUFFNSpec
+from .specs.feedforward import GELUFFNSpec, GELUTanhFFNSpec, ReLUFFNSpec, SiLUFFNSpec, SwiGLUFFNSpec
 
-__all__ = ["GELUFFN", "GELUFFNSpec", "ReLUFFN", "ReLUFFNSpec", "SiLUFFN", "SiLUFFNSpec", "SwiGLUFFN", "SwiGLUFFNSpec"]
+__all__ = ["GELUFFN", "GELUFFNSpec", "GELUTanhFFN", "GELUTanhFFNSpec", "ReLUFFN", "ReLUFFNSpec", "SiLUFFN",
+           "SiLUFFNSpec", "SwiGLUFFN", "SwiGLUFFNSpec"]
 
 
 class _TwoLayerFFN(nn.Module):
@@ -45,6 +46,15 @@ class GELUFFN(_TwoLayerFFN):
 
     def activation(self, x: torch.Tensor) -> torch.Tensor:
         return F.gelu(x)
+
+
+@FFN.register(GELUTanhFFNSpec)
+class GELUTanhFFN(_TwoLayerFFN):
+    def __init__(self, spec: GELUTanhFFNSpec, *, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__(d_model=d_model, d_ff=d_ff, dropout=dropout)
+
+    def activation(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(x, approximate="tanh")
 
 
 @FFN.register(SiLUFFNSpec)

@@ -23,6 +23,14 @@ class GELUFFNSpec(ComponentSpec):
 
 
 @FFN.declare
+class GELUTanhFFNSpec(ComponentSpec):
+    """As `gelu` with GELU's tanh approximation 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (Hendrycks & Gimpel
+    2016, §2): GPT-2's `gelu_new`."""
+
+    kind: Literal["gelu_tanh"] = "gelu_tanh"
+
+
+@FFN.declare
 class SiLUFFNSpec(ComponentSpec):
     """As `relu` with the SiLU (swish) activation x·σ(x) (Ramachandran et al. 2017): Marian's `swish`."""
 

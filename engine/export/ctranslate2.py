@@ -82,6 +82,7 @@ def _stack_options(stack: ResolvedStack, d_model: int, pre_norm: bool) -> dict:
     group = stack.groups[0]  # check_exportable: one FFN kind, one kv_heads per stack
     ffn = group.ffn.kind
     activation = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
+                  "gelu_tanh": common_spec.Activation.GELUTanh,
                   "silu": common_spec.Activation.SWISH, "swiglu": common_spec.Activation.SWISH}[ffn]
     kv = group.attention.kv_heads or stack.heads
     return dict(pre_norm=pre_norm, no_final_norm=stack.final_norm is None, activation=activation,

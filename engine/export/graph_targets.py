@@ -86,7 +86,7 @@ def _causal_lm_layers(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     if positional not in TABLE_POSITIONS:
         refuse(f"model.positional {positional} (the mapped classes compute rope (Llama) or a position table "
                "(GPT-2: learned, sinusoidal or none))")
-    if ffn not in ("relu", "gelu") or norm != "layernorm":
+    if ffn not in ("relu", "gelu", "gelu_tanh") or norm != "layernorm":
         refuse(f"model.ffn {ffn} and model.norm {norm} with {positional} positions (GPT-2 has LayerNorm and a "
                "two-layer ReLU/GELU FFN; SwiGLU and RMSNorm map to Llama, which needs rope)")
     _heads_tile_width(stack, model.d_model, refuse)
@@ -124,7 +124,7 @@ def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
     positional = view.positional.kind  # type: ignore[attr-defined]
     if positional not in TABLE_POSITIONS:
         refuse(f"model.positional {positional} ({name} holds a position table: learned, sinusoidal or none)")
-    if ffn not in ("relu", "gelu") or norm != "layernorm":
+    if ffn not in ("relu", "gelu", "gelu_tanh") or norm != "layernorm":
         refuse(f"model.ffn {ffn} and model.norm {norm} ({name} has LayerNorm and a ReLU/GELU FFN)")
     _heads_tile_width(stack, model.d_model, refuse)
     if mapped.check is not None:  # type: ignore[union-attr]

@@ -11,6 +11,8 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
+from .hf_activations import TO_HF
+
 if TYPE_CHECKING:
     from transformers import GenerationConfig
 
@@ -26,7 +28,7 @@ def seq2seq_config(model: EncoderDecoder, spec: Spec) -> dict[str, object]:
         d_model=m.d_model, encoder_layers=layers["encoder"], decoder_layers=layers["decoder"],
         encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
         encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
-        activation_function=view.encoder.groups[0].ffn.kind,  # relu or gelu (exact erf), as F.relu/F.gelu
+        activation_function=TO_HF[view.encoder.groups[0].ffn.kind],  # type: ignore[attr-defined]
         max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
         dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
         pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,

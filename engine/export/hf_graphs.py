@@ -32,6 +32,7 @@ from tbuild.components.positional import sinusoid_table
 
 from ..data.word_labels import word_bos, word_piece
 from .graph_targets import TABLE_ROWS, check_graph
+from .hf_activations import TO_HF
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
@@ -226,7 +227,7 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
         rows = position_table(model, spec, "tgt_embed").size(0)
         return transformers.GPT2Config(
             vocab_size=model.output.weight.size(0), n_positions=rows, n_embd=m.d_model, n_layer=layers,
-            n_head=stack.heads, n_inner=stack.d_ff, activation_function=group.ffn.kind,  # type: ignore[attr-defined]
+            n_head=stack.heads, n_inner=stack.d_ff, activation_function=TO_HF[group.ffn.kind],  # type: ignore[attr-defined]
             layer_norm_epsilon=eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
     if name == "llama":
@@ -245,14 +246,14 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
     if name.startswith("bert"):
         return transformers.BertConfig(tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
             vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
-            num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
+            num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=TO_HF[group.ffn.kind],  # type: ignore[attr-defined]
             max_position_embeddings=position_table(model, spec, "src_embed").size(0), type_vocab_size=1,
             layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual,
             attention_probs_dropout_prob=m.dropout.attention, **tagger, **ids)
     return transformers.XLMRobertaXLConfig(
         tie_word_embeddings=name.endswith("masked_lm") and m.tie_embeddings != "none",
         vocab_size=model.src_embed.tokens.weight.size(0), hidden_size=m.d_model, num_hidden_layers=layers,
-        num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=group.ffn.kind,  # type: ignore[attr-defined]
+        num_attention_heads=stack.heads, intermediate_size=stack.d_ff, hidden_act=TO_HF[group.ffn.kind],  # type: ignore[attr-defined]
         max_position_embeddings=position_table(model, spec, "src_embed").size(0) + 1, type_vocab_size=1,
         layer_norm_eps=eps, hidden_dropout_prob=m.dropout.residual, attention_probs_dropout_prob=m.dropout.attention,
         **tagger, **ids)

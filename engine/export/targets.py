@@ -115,7 +115,7 @@ CTRANSLATE2 = Target(
         # rope, alibi: CTranslate2 rotates/biases in its own layout (alibi: decoder-only models);
         # not mapped in this slice. sinusoidal/none are written as explicit position tables.
         "positional": frozenset({"sinusoidal", "learned", "none"}),
-        "ffn": frozenset({"relu", "gelu", "silu", "swiglu"}),
+        "ffn": frozenset({"relu", "gelu", "gelu_tanh", "silu", "swiglu"}),
         "norm": frozenset({"layernorm", "rmsnorm"}),
     },
     notes="one norm kind and eps for the whole model, one FFN kind per stack, d_k = d_v",
@@ -128,7 +128,7 @@ HF = Target(
         "attention": frozenset({"multihead"}),
         # Marian: its fixed sinusoid only; Pegasus: a stored table (sinusoidal, learned or none written in it)
         "positional": frozenset({"sinusoidal", "learned", "none"}),
-        "ffn": frozenset({"relu", "gelu", "silu"}),  # fc1 -> activation_function -> fc2, both with biases
+        "ffn": frozenset({"relu", "gelu", "gelu_tanh", "silu"}),  # fc1 -> activation_function -> fc2, both with biases
         "norm": frozenset({"layernorm"}),
     },
     notes="post-norm with one LayerNorm eps per stack and sinusoidal positions (MarianMTModel) or pre-norm with final "

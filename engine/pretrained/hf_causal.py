@@ -23,13 +23,13 @@ from torch import nn
 
 from tbuild.components.positional import sinusoid_table
 
+from ..export.hf_activations import FROM_HF
 from .hf_source import UnsupportedImport
 
 if TYPE_CHECKING:
     from transformers import GPT2Config, LlamaConfig
 
 CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
-GPT2_ACTIVATIONS = ("relu", "gelu")
 State = dict[str, torch.Tensor]
 
 
@@ -45,9 +45,9 @@ def _rope_type(config: LlamaConfig) -> str:
 def check_config(config: GPT2Config | LlamaConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's decoder-only model cannot compute."""
     if config.model_type == "gpt2":
-        if config.activation_function not in GPT2_ACTIVATIONS:
+        if config.activation_function not in FROM_HF:
             _refuse("activation_function", config.activation_function,
-                    f"tbuild's FFN kinds for GPT-2 are {', '.join(GPT2_ACTIVATIONS)} (exact GELU)")
+                    f"tbuild's FFN kinds for GPT-2 are {', '.join(FROM_HF)}")
         if not config.scale_attn_weights or config.scale_attn_by_inverse_layer_idx:
             _refuse("scale_attn_weights", config.scale_attn_weights, "tbuild scales attention by 1/√d_k only")
         return
@@ -71,7 +71,7 @@ def _gpt2_fields(hf: nn.Module) -> tuple[dict, State]:
     c = hf.config
     positional, extra = _positions(hf.transformer.wpe.weight.detach().float())
     stack = {"layers": c.n_layer, "heads": c.n_head, "d_ff": c.n_inner or 4 * c.n_embd}
-    return {"positional": positional, "decoder": stack, "ffn": {"kind": c.activation_function},
+    return {"positional": positional, "decoder": stack, "ffn": {"kind": FROM_HF[c.activation_function]},
             "norm": {"kind": "layernorm", "eps": c.layer_norm_epsilon},
             "attention": {"kind": "multihead", "bias": True},
             "dropout": {"residual": c.resid_pdrop, "embedding": c.embd_pdrop, "attention": c.attn_pdrop,

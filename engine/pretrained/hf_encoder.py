@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from ..export.hf_activations import FROM_HF
 from ..export.hf_graphs import ENCODER_LINEARS, ENCODER_NORMS
 from .hf_source import UnsupportedImport
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 PREFIXES = {"bert": "Bert", "roberta": "Roberta", "xlm-roberta": "XLMRoberta",  # model_type -> class prefix
             "xlm-roberta-xl": "XLMRobertaXL"}
 PRE_NORM = frozenset({"xlm-roberta-xl"})  # pre-norm layers, a final LayerNorm, no norm on the embeddings
-ACTIVATIONS = ("gelu", "relu")  # transformers' names for tbuild's FFN kinds of the same name (exact GELU)
 State = dict[str, torch.Tensor]
 
 
@@ -66,9 +66,8 @@ def dataset(config: dict) -> dict | str:
 
 def check_config(config: PretrainedConfig) -> None:  # a BertConfig, RobertaConfig or XLMRobertaConfig
     """Refuse, naming the field and its value, what tbuild's encoder cannot compute."""
-    if config.hidden_act not in ACTIVATIONS:
-        _refuse("hidden_act", config.hidden_act, f"tbuild's FFN kinds for this class are {', '.join(ACTIVATIONS)} "
-                "(exact GELU)")
+    if config.hidden_act not in FROM_HF:
+        _refuse("hidden_act", config.hidden_act, f"tbuild's FFN kinds for this class are {', '.join(FROM_HF)}")
     position = getattr(config, "position_embedding_type", None) or "absolute"
     if position != "absolute":
         _refuse("position_embedding_type", position, "tbuild imports absolute (learned) positions")
@@ -129,7 +128,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, State]:
                     "d_ff": config.intermediate_size},
         "head": head.fields(config), "attention": {"kind": "multihead", "bias": True},
         "positional": {"kind": "learned"},
-        "ffn": {"kind": config.hidden_act}, "norm": {"kind": "layernorm", "eps": config.layer_norm_eps},
+        "ffn": {"kind": FROM_HF[config.hidden_act]}, "norm": {"kind": "layernorm", "eps": config.layer_norm_eps},
         "norm_placement": "pre" if pre else "post", "final_norm": pre, "embedding_norm": not pre,
         "scale_embeddings": False,
         "dropout": {"residual": dropout, "embedding": dropout, "attention": config.attention_probs_dropout_prob,

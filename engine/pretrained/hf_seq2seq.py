@@ -31,6 +31,7 @@ from tbuild.components.positional import sinusoid_table
 from tbuild.components.weights import weight_tree
 
 from ..export.hf import _reordered, marian_order
+from ..export.hf_activations import FROM_HF
 from .hf_source import UnsupportedImport
 
 if TYPE_CHECKING:
@@ -40,14 +41,13 @@ CLASSES = {"marian": "MarianMTModel", "pegasus": "PegasusForConditionalGeneratio
            "m2m_100": "M2M100ForConditionalGeneration"}
 EXPORT_NAMES = {"marian": "hf", "pegasus": "hf-pegasus", "m2m_100": "hf-pegasus"}  # the declared maps, per class
 PRE_NORM = frozenset({"pegasus", "m2m_100"})  # pre-norm with a final LayerNorm in each stack
-ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "swish": "silu", "silu": "silu"}  # transformers' name -> FFN kind
 
 
 def check_config(config: PretrainedConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's encoder-decoder cannot compute."""
-    if config.activation_function not in ACTIVATIONS:
+    if config.activation_function not in FROM_HF:
         raise UnsupportedImport(f"config.json activation_function {config.activation_function!r}: tbuild's "
-                                f"FFN kinds for this class are {', '.join(ACTIVATIONS)}")
+                                f"FFN kinds for this class are {', '.join(FROM_HF)}")
     for field, want in (("pad_token_id", PAD), ("eos_token_id", EOS), ("decoder_start_token_id", BOS)):
         if config.model_type != "marian" and getattr(config, field, None) != want:  # Marian's: opus_vocab.py
             raise UnsupportedImport(f"config.json {field} {getattr(config, field, None)}: tbuild's ids are PAD 0, "
@@ -105,7 +105,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
         "encoder": {"layers": len(enc.layers), "heads": config.encoder_attention_heads, "d_ff": config.encoder_ffn_dim},
         "decoder": {"layers": len(dec.layers), "heads": config.decoder_attention_heads, "d_ff": config.decoder_ffn_dim},
         "attention": bias, "cross_attention": dict(bias), "positional": positional,
-        "ffn": {"kind": ACTIVATIONS[config.activation_function]}, "norm": {"kind": "layernorm", "eps": eps.pop()},
+        "ffn": {"kind": FROM_HF[config.activation_function]}, "norm": {"kind": "layernorm", "eps": eps.pop()},
         "norm_placement": "post" if family == "marian" else "pre", "final_norm": family in PRE_NORM,
         "dropout": {"residual": config.dropout, "embedding": config.dropout, "attention": config.attention_dropout,
                     "activation": config.activation_dropout},

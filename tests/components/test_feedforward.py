@@ -9,6 +9,8 @@ import torch
 from tbuild.components.feedforward import (
     GELUFFN,
     GELUFFNSpec,
+    GELUTanhFFN,
+    GELUTanhFFNSpec,
     ReLUFFN,
     ReLUFFNSpec,
     SiLUFFN,
@@ -35,6 +37,15 @@ def test_silu_ffn_matches_its_formula() -> None:
     x = torch.randn(2, 3, 6)
     a = x @ ffn.w1.weight.T + ffn.w1.bias
     torch.testing.assert_close(ffn(x), (a * torch.sigmoid(a)) @ ffn.w2.weight.T + ffn.w2.bias)
+
+
+def test_gelu_tanh_ffn_matches_its_formula() -> None:
+    """GPT-2's gelu_new: 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))) with a = xW1 + b1."""
+    ffn = GELUTanhFFN(GELUTanhFFNSpec(), d_model=6, d_ff=10, dropout=0.0)
+    x = torch.randn(2, 3, 6)
+    a = x @ ffn.w1.weight.T + ffn.w1.bias
+    act = 0.5 * a * (1 + torch.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
+    torch.testing.assert_close(ffn(x), act @ ffn.w2.weight.T + ffn.w2.bias)
 
 
 def test_swiglu_matches_hand_formula_and_parameter_count() -> None:

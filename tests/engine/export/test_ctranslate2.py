@@ -25,6 +25,7 @@ VARIANTS = {
     "layernorm eps 1e-2": ["model.norm={kind: layernorm, eps: 0.01}"],
     "gelu": ["model.ffn={kind: gelu}"],
     "silu": ["model.ffn={kind: silu}"],
+    "gelu_tanh": ["model.ffn={kind: gelu_tanh}"],
     "swiglu": ["model.ffn={kind: swiglu}"],
     "grouped-query": ["model.attention={kind: multihead, kv_heads: 2}",
                       "model.cross_attention={kind: multihead, kv_heads: 2}"],

@@ -31,6 +31,7 @@ VARIANTS = {
     "post-norm relu (paper)": [],
     "gelu": ["model.ffn={kind: gelu}"],
     "silu (Marian's swish)": ["model.ffn={kind: silu}"],
+    "gelu_tanh (gelu_new)": ["model.ffn={kind: gelu_tanh}"],
     "decoder-tied": ["model.tie_embeddings=decoder"],
     "untied, own source vocabulary": ["model.tie_embeddings=none", "model.src_vocab_size=30"],
     "no attention biases": ["model.attention={kind: multihead, bias: false}",

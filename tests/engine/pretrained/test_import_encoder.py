@@ -28,6 +28,8 @@ ENCODERS = {
     "bert tagger": ("bert", "BertForTokenClassification", LABELS),
     "bert tagger relu, eps 1e-5": ("bert", "BertForTokenClassification", {"hidden_act": "relu",
                                                                          "layer_norm_eps": 1e-5}),
+    "bert tagger gelu_pytorch_tanh": ("bert", "BertForTokenClassification", {**LABELS,
+                                                                             "hidden_act": "gelu_pytorch_tanh"}),
     "bert classifier": ("bert", "BertForSequenceClassification", LABELS),
     "bert masked LM": ("bert", "BertForMaskedLM", {}),
     "bert masked LM untied": ("bert", "BertForMaskedLM", {"tie_word_embeddings": False}),
@@ -113,8 +115,8 @@ def test_import_export_import_is_the_identity_and_the_export_checks_parity(famil
 
 
 REFUSED = {
-    "gelu_new": ("bert", "BertForTokenClassification", {"hidden_act": "gelu_new"},
-                 "config.json hidden_act 'gelu_new'"),
+    "quick_gelu": ("bert", "BertForTokenClassification", {"hidden_act": "quick_gelu"},
+                   "config.json hidden_act 'quick_gelu'"),
     "roberta's own pad id": ("roberta", "RobertaForMaskedLM", {"pad_token_id": 1}, "config.json pad_token_id 1"),
     "regression": ("bert", "BertForSequenceClassification", {"num_labels": 1}, "config.json num_labels 1"),
     "relative positions": ("bert", "BertForMaskedLM", {"position_embedding_type": "relative_key"},

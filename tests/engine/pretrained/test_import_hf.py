@@ -36,6 +36,7 @@ MARIAN = {
     "marian tied, relu, scaled": {},
     "marian gelu, unscaled": {"activation_function": "gelu", "scale_embedding": False},
     "marian swish (opus-mt's)": {"activation_function": "swish"},
+    "marian gelu_new": {"activation_function": "gelu_new"},
     "marian decoder-tied": {"share_encoder_decoder_embeddings": False},
     "marian untied, own source vocabulary": {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False,
                                              "decoder_vocab_size": VOCAB + 8},
@@ -52,7 +53,7 @@ M2M100 = {
                                              "tie_word_embeddings": False},
 }
 REFUSED = {
-    "gelu_new": ("marian", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
+    "quick_gelu": ("marian", {"activation_function": "quick_gelu"}, "config.json activation_function 'quick_gelu'"),
     "pad id is eos": ("marian", {"pad_token_id": EOS}, "config.json pad_token_id 3, eos_token_id 3"),
     "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
     "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
@@ -262,6 +263,7 @@ LLAMA = {"vocab_size": VOCAB, "hidden_size": 16, "num_hidden_layers": 2, "num_at
          "eos_token_id": EOS}
 CAUSAL = {
     "gpt2 gelu tied": ("gpt2", {}),
+    "gpt2 gelu_new (published GPT-2's)": ("gpt2", {"activation_function": "gelu_new"}),
     "gpt2 relu untied, eps 1e-6": ("gpt2", {"activation_function": "relu", "tie_word_embeddings": False,
                                             "layer_norm_epsilon": 1e-6}),
     "llama tied": ("llama", {"tie_word_embeddings": True}),
@@ -297,7 +299,7 @@ def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, 
 
 
 CAUSAL_REFUSED = {
-    "gelu_new": ("gpt2", {"activation_function": "gelu_new"}, "config.json activation_function 'gelu_new'"),
+    "quick_gelu": ("gpt2", {"activation_function": "quick_gelu"}, "config.json activation_function 'quick_gelu'"),
     "llama3 rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
                     "config.json rope_parameters.rope_type 'linear'"),
     "mlp bias": ("llama", {"mlp_bias": True}, "config.json mlp_bias True"),
