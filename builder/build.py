@@ -22,6 +22,7 @@ from tbuild.components.encoder_only import EncoderOnly
 from tbuild.components.ordered_layer import OrderedCausalLayer, OrderedDecoderLayer, OrderedEncoderLayer, OrderedLayer
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
+from tbuild.components.vocab_output import VocabOutput
 
 from .resolved import ResolvedGroup, ResolvedStack, resolve
 from .spec import ModelSpec, Spec
@@ -93,7 +94,7 @@ class _Parts:
         self.tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD)
         self.src_tokens = self.tgt_tokens if shared_source else nn.Embedding(spec.src_vocab_size(), d,
                                                                               padding_idx=PAD)
-        self.output = nn.Linear(d, spec.vocab_size(), bias=False)
+        self.output = VocabOutput(d, spec.vocab_size(), model.silent_ids)
         if model.tie_embeddings != "none":
             self.output.weight = self.tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
 

@@ -18,6 +18,7 @@ from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
 
+from ..tokens import EOS
 from .base import FieldError, SpecPath
 
 AttentionSpec = ATTENTION.field(ComponentSpec)
@@ -173,6 +174,10 @@ class ModelSpec(StrictModel):
     char_input: CharInputSpec | None = Field(
         None, description="Character-aware input to the encoder: each input piece's characters pooled into one "
         "vector joined to its embedding, e.g. {kind: char_cnn} (Ma & Hovy 2016); none by default.")
+    silent_ids: list[int] = Field(
+        default_factory=list, description="Vocabulary ids the output layer never scores (logit -inf, so the softmax "
+        "is over the other rows): rows an import added that the source model's output did not have (GPT-2's PAD "
+        "and UNK, and BOS, a copy of its EOS row); none by default.")
 
     @model_validator(mode="before")
     @classmethod
@@ -207,6 +212,7 @@ class ModelSpec(StrictModel):
                             f"set {name}.d_k/d_v explicitly or change heads",
                         )
                     setattr(stack, dim, self.d_model // stack.heads)  # d_k = d_v = d_model/h (§3.2.2)
+        self._silent_checks()
         if self.tie_embeddings == "three_way" and self.src_vocab_size is not None:
             raise FieldError(
                 ("tie_embeddings",),
@@ -240,6 +246,17 @@ class ModelSpec(StrictModel):
         if "encoder" not in graph.stacks and self.src_vocab_size is not None:
             raise FieldError(("src_vocab_size",), f"{a_kind} model has one vocabulary (no source side): "
                              "remove src_vocab_size")
+
+    def _silent_checks(self) -> None:
+        """silent_ids: distinct ids of the output's rows, EOS not among them (a decoder must be able to stop)."""
+        ids, path = self.silent_ids, ("silent_ids",)
+        if ids and "decoder" not in self.graph.stacks:
+            raise FieldError(path, f"{with_article(self.kind)} model has no decoder output: remove model.silent_ids")
+        if len(set(ids)) != len(ids) or any(i < 0 or (isinstance(self.vocab_size, int) and i >= self.vocab_size)
+                                            for i in ids):
+            raise FieldError(path, f"{ids}: distinct ids of the vocabulary's rows (0 to vocab_size - 1)")
+        if EOS in ids:
+            raise FieldError(path, f"EOS ({EOS}) cannot be silent: a decoder stops by scoring it")
 
     def _order_checks(self) -> None:
         """Each stack's and group's ``order`` fits its stack: c only where it attends to an encoder, an a,

@@ -30,13 +30,16 @@ def _without_late_defaults(model: dict) -> dict:
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
     (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense``, ``head.transform`` and
-    ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0) and ``embedding_norm`` (false)."""
+    ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0), ``embedding_norm`` (false) and
+    ``silent_ids`` (none)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
         del model["dropout"]["token"]
     if model.get("embedding_norm") is False:
         del model["embedding_norm"]
+    if model.get("silent_ids") == []:
+        del model["silent_ids"]
     for key in ("head", "prefix_lm", "char_input"):
         if model.get(key) is None:
             model.pop(key, None)

@@ -34,6 +34,7 @@ from torch import nn
 from tbuild.builder import build_model
 from tbuild.builder.spec import Spec, TrainSpec
 from tbuild.builder.tokens import PAD
+from tbuild.components.vocab_output import silent_ids
 
 from ..data.batches import BatchCursor, BatchSource
 from ..data.packing import pair_indices
@@ -98,6 +99,7 @@ class Trainer:
         self.task = inputs.task
         self.offset = inputs.task.label_offset(inputs.spec)  # a tagger's labels: above PAD (data/word_labels.py)
         self.model = _built(inputs.spec, inputs.initial, policy.device)
+        self.silent = silent_ids(self.model)  # ids it never scores: left out of label smoothing (loss.py)
         self.saved = inputs.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
@@ -242,7 +244,8 @@ class Trainer:
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
                 with self.policy.autocast(), self.policy.attention():
                     logits = self.module(src, tgt_in, *segments)
-                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset)
+                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset,
+                                                  self.silent)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         grad_norm = self._apply_gradients()

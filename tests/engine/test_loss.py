@@ -55,6 +55,32 @@ def test_label_smoothing_gradient_matches_autograd_of_definition() -> None:
     assert not nll.requires_grad
 
 
+def test_silent_ids_are_left_out_of_the_smoothing_and_get_no_gradient() -> None:
+    """Logits -inf at the silent ids (model.silent_ids): loss and gradient are those of the definition over the
+    other rows alone, V = the scored rows; the silent columns get a zero gradient."""
+    torch.manual_seed(1)
+    scored = torch.randn(4, 6, 9, dtype=torch.float64, requires_grad=True)
+    silent = [0, 2, 5]
+    rest = [i for i in range(12) if i not in silent]
+    logits = torch.full((4, 6, 12), float("-inf"), dtype=torch.float64)
+    logits[..., rest] = scored.detach()
+    logits.requires_grad_(True)
+    target = torch.tensor(rest)[torch.randint(1, 9, (4, 6))]  # never a silent id
+    target[1, 4:] = 0  # padding (PAD is silent here, as an import's)
+    eps = 0.1
+    loss, nll, _ = label_smoothed_nll(logits, target, eps, pad=0, silent=silent)
+    loss.backward()
+    lp = scored.log_softmax(-1)
+    index = {old: new for new, old in enumerate(rest)}
+    t = target.clone().apply_(lambda i: index.get(i, 0))
+    keep = target.ne(0)
+    ref = ((1 - eps) * -lp.gather(-1, t[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
+    ref.backward()
+    assert math.isfinite(loss.item()) and loss.item() == pytest.approx(ref.item(), rel=1e-12)
+    assert torch.allclose(logits.grad[..., rest], scored.grad, atol=1e-12)
+    assert logits.grad[..., silent].abs().max() == 0
+
+
 def test_label_smoothing_bf16_logits_get_bf16_gradient() -> None:
     logits = torch.randn(2, 3, 7).bfloat16().requires_grad_()
     loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, 0], [3, 4, 5]]), 0.1, pad=0)
