@@ -13,6 +13,7 @@ refused in one line naming the field)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Container
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,14 +31,17 @@ USUAL = {"pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "[
 @dataclass(frozen=True)
 class Renumbering:
     """``order[new] = old``: tbuild's id ``new`` is the source's id ``order[new]``. An id may come twice: a role
-    that shares a row in the source (opus-mt's PAD is its decoder's start) gets a copy (``added`` rows)."""
+    with no token of its own in the source (GPT-2 has no PAD or UNK, and its BOS is its EOS; opus-mt's decoder
+    starts from PAD) gets a copy of a row, at the new ids ``copies``, which the model never scores
+    (``model.silent_ids``): its output computes the source's softmax."""
 
     order: tuple[int, ...]
+    copies: frozenset[int] = frozenset()
 
     @property
     def added(self) -> int:
         """How many rows tbuild has beyond the source's: the copies."""
-        return len(self.order) - len(set(self.order))
+        return len(self.copies)
 
     def rows(self, table: torch.Tensor) -> torch.Tensor:
         """``table``'s rows in tbuild's order (rows past the tokenizer's, padding a table, stay after them)."""
@@ -45,8 +49,14 @@ class Renumbering:
         return table[torch.cat([torch.tensor(self.order), tail])]
 
     def new_ids(self) -> dict[int, int]:
-        """The source's id -> tbuild's (a copied row's first place)."""
-        return {old: new for new, old in reversed(list(enumerate(self.order)))}
+        """The source's id -> tbuild's (where its token is, not a copy's)."""
+        return {old: new for new, old in enumerate(self.order) if new not in self.copies}
+
+    def copy_names(self, taken: Container[str]) -> dict[int, str]:
+        """Each copy's token (its new id: a role's): the role's usual one (``<pad>``, ``<unk>``, ``<s>``), or that
+        with ``_tbuild`` where ``taken`` (the source's tokens) has it."""
+        names = {new: USUAL[ROLES[new]][0] for new in sorted(self.copies)}
+        return {new: name if name not in taken else f"{name}_tbuild" for new, name in names.items()}
 
 
 def _read(path: Path) -> dict:
@@ -71,9 +81,10 @@ def _named(folder: Path) -> dict[str, str]:
 
 
 def special_ids(folder: Path, config: dict, token_to_id: dict[str, int], specials: set[int],
-                unk: int | None) -> dict[str, int]:
+                unk: int | None) -> dict[str, int | None]:
     """The source's id of each role (``ROLES``; ``specials``: the ids of the tokenizer's special tokens; ``unk``:
-    its model's own unknown id, if any), or a refusal naming what is missing or shared."""
+    its model's own unknown id, if any), None for a role it has no token for (GPT-2 has no PAD); a refusal
+    where there is no EOS."""
     named, ids = _named(folder), {}
     config = config | ({"unk_token_id": unk} if unk is not None and "unk_token_id" not in config else {})
     for role in ROLES:
@@ -84,38 +95,55 @@ def special_ids(folder: Path, config: dict, token_to_id: dict[str, int], special
             ids[role] = token_to_id[named[role]]
         elif any(token_to_id.get(usual) in specials for usual in USUAL[role]):
             ids[role] = next(token_to_id[u] for u in USUAL[role] if token_to_id.get(u) in specials)
+        elif role == "eos":
+            raise UnsupportedImport("config.json eos_token_id: not set, and the tokenizer's files name no eos "
+                                    "token; tbuild's decoders stop at EOS")
         else:
-            raise UnsupportedImport(f"config.json {role}_token_id: not set, and the tokenizer's files name no "
-                                    f"{role} token; tbuild needs PAD, UNK, BOS and EOS tokens")
-    for a in ROLES:
-        for b in ROLES[ROLES.index(a) + 1:]:
-            if ids[a] == ids[b]:
-                raise UnsupportedImport(f"config.json {b}_token_id {ids[b]}: the same token as {a} (id {ids[a]}); "
-                                        "tbuild's PAD, UNK, BOS and EOS are four different tokens")
+            ids[role] = None
     return ids
 
 
-def renumbering(ids: dict[str, int], size: int) -> Renumbering:
-    """The four special ids first, in tbuild's order (one twice where two roles share it), then every other id
-    of ``size`` in its order."""
-    first = [ids[role] for role in ROLES]
-    return Renumbering(tuple(first + [i for i in range(size) if i not in first]))
+KEEPS = ("eos", "pad", "unk", "bos")  # which role keeps a token that several share; the others get copies
 
 
-def renumbered_file(data: dict, new: dict[int, int]) -> dict:
-    """A tokenizers file's JSON with every id ``old`` written as ``new[old]``."""
-    model = data["model"]
-    if isinstance(model.get("vocab"), dict):  # WordPiece, BPE, WordLevel: piece -> id
-        model["vocab"] = dict(sorted(((p, new[i]) for p, i in model["vocab"].items()), key=lambda e: e[1]))
-    elif isinstance(model.get("vocab"), list):  # Unigram: [piece, score] in id order
-        old = model["vocab"]
-        by_new = {new[i]: entry for i, entry in enumerate(old)}
-        model["vocab"] = [by_new[i] for i in range(len(old))]
+def renumbering(ids: dict[str, int | None], size: int) -> Renumbering:
+    """The four special ids first, in tbuild's order, then every other id of ``size`` in its order. A role with
+    no token of its own (None, or one that a role before it in ``KEEPS`` has) gets a copy of that token's row,
+    or of EOS's row. A refusal where an id is not one of the ``size`` rows."""
+    for role, i in ids.items():
+        if i is not None and not 0 <= i < size:
+            raise UnsupportedImport(f"config.json {role}_token_id {i}: not an id of the tokenizer ({size} tokens)")
+    kept: dict[str, int] = {}
+    for role in KEEPS:
+        i = ids[role]
+        if i is not None and i not in kept.values():
+            kept[role] = i
+    first = [kept.get(role, ids[role] if ids[role] is not None else ids["eos"]) for role in ROLES]
+    copies = frozenset(new for new, role in enumerate(ROLES) if role not in kept)
+    return Renumbering(tuple(first + [i for i in range(size) if i not in first]), copies)
+
+
+def renumbered_file(data: dict, numbering: Renumbering) -> dict:
+    """A tokenizers file's JSON with every id ``old`` written as ``numbering.new_ids()[old]``, and each copy's
+    token (``Renumbering.copy_names``) added as a special token at its id."""
+    model, new = data["model"], numbering.new_ids()
+    added = data.get("added_tokens") or []
+    vocab = model.get("vocab")
+    taken = {t["content"] for t in added} | set(vocab if isinstance(vocab, dict) else (e[0] for e in vocab or []))
+    copies = numbering.copy_names(taken)
+    if isinstance(vocab, dict):  # WordPiece, BPE, WordLevel: piece -> id
+        entries = [(p, new[i]) for p, i in vocab.items()] + [(name, i) for i, name in copies.items()]
+        model["vocab"] = dict(sorted(entries, key=lambda e: e[1]))
+    elif isinstance(vocab, list):  # Unigram: [piece, score] in id order
+        by_new = {new[i]: entry for i, entry in enumerate(vocab)} | {i: [name, 0.0] for i, name in copies.items()}
+        model["vocab"] = [by_new[i] for i in range(len(by_new))]
         if model.get("unk_id") is not None:
             model["unk_id"] = new[model["unk_id"]]
-    for token in data.get("added_tokens") or []:
+    for token in added:
         token["id"] = new[token["id"]]
-    data["added_tokens"] = sorted(data.get("added_tokens") or [], key=lambda t: t["id"])
+    added += [{"id": i, "content": name, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+               "special": True} for i, name in copies.items()]
+    data["added_tokens"] = sorted(added, key=lambda t: t["id"])
     _processor(data.get("post_processor"), new)
     if isinstance(data.get("padding"), dict) and "pad_id" in data["padding"]:
         data["padding"]["pad_id"] = new[data["padding"]["pad_id"]]

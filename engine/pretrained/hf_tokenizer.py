@@ -68,7 +68,7 @@ def _spm(folder: Path, config: dict, scratch: Path) -> tuple[Tokenizer, Renumber
     path = folder / "tokenizer.model"
     if unpadded(path):
         tok = _load(padded(path, config, scratch / "spm.model"))
-        return tok, Renumbering((0, *range(tok.vocab_size - 1)))
+        return tok, Renumbering((0, *range(tok.vocab_size - 1)), frozenset({0}))  # PAD: a copy of UNK's row
     _config_agrees(config)
     tok = _load(path)
     named = folder / "tbuild-tokenizer.json"
@@ -99,7 +99,7 @@ def _tokenizers_file(folder: Path, config: dict, scratch: Path) -> tuple[Tokeniz
     ids = special_ids(folder, config, tk.get_vocab(with_added_tokens=True), special, unk)
     numbering = renumbering(ids, tk.get_vocab_size(with_added_tokens=True))
     out = scratch / TOKENIZERS
-    out.write_text(json.dumps(renumbered_file(data, numbering.new_ids()), ensure_ascii=False), encoding="utf-8")
+    out.write_text(json.dumps(renumbered_file(data, numbering), ensure_ascii=False), encoding="utf-8")
     return _load(out), numbering
 
 

@@ -100,6 +100,8 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     tok, numbering = find_tokenizer(folder, rows, config, scratch)
     if numbering is not None and numbering.added:  # a role's own row, copied (opus-mt's BOS is its PAD)
         fields |= {k: fields[k] + numbering.added for k in ("vocab_size", "src_vocab_size") if fields.get(k)}
+        if "decoder" in fields:  # its output scores the source's rows only, as the source's did
+            fields["silent_ids"] = sorted(numbering.copies)
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
     dataset = family.dataset(config)  # a language model's plain text, an encoder's labelled files
     if dataset is not None:

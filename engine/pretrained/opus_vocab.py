@@ -29,7 +29,6 @@ from .hf_source import UnsupportedImport, read_spm
 
 NORMAL, USER_DEFINED = 1, 4  # sentencepiece's ModelProto.SentencePiece.Type
 NEVER = -1e9  # a piece's score that no segmentation prefers, below an unknown character's (min score - 10)
-OWN_NAMES = {"pad": "<pad>", "unk": "<unk>", "bos": "<s>", "eos": "</s>"}  # a copied role's token, if free
 
 
 def _json(path: Path) -> dict:
@@ -70,14 +69,10 @@ def roles(config: dict, pieces: list[str]) -> dict[str, int]:
 
 
 def _names(numbering: Renumbering, pieces: list[str]) -> list[str]:
-    """Each tbuild row's token: the folder's piece, a copied role's own name (``<s>``, or ``<s>_tbuild`` where
-    that is taken)."""
+    """Each tbuild row's token: the folder's piece, or a copied role's own (``Renumbering.copy_names``)."""
     names = [pieces[i] for i in numbering.order]
-    taken = set(pieces)
-    for new, role in enumerate(ROLES):
-        if numbering.order.index(numbering.order[new]) != new:  # a copy of an earlier role's row
-            name = OWN_NAMES[role]
-            names[new] = name if name not in taken else f"{name}_tbuild"
+    for new, name in numbering.copy_names(set(pieces)).items():
+        names[new] = name
     return names
 
 

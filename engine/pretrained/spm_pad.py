@@ -1,8 +1,7 @@
 """A sentencepiece model numbered as Llama's and Mistral's are (``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, no padding
 piece) in tbuild's ids (PAD 0, UNK 1, BOS 2, EOS 3): a ``<pad>`` control piece is put first, so every other id
-moves one up and keeps its order. The model's vocabulary rows move alike, PAD's row a copy of UNK's: every
-logit is the folder's, PAD is never output, and a log-probability differs from the folder's only by the PAD
-row's share of the softmax, the model's own probability of UNK (``log(1 + p(UNK))``)."""
+moves one up and keeps its order. The model's vocabulary rows move alike, PAD's row a copy of UNK's that the
+output never scores (``model.silent_ids``): every logit and log-probability is the folder's."""
 
 from __future__ import annotations
 

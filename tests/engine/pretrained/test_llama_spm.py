@@ -1,7 +1,8 @@
 """A decoder-only folder numbered as Llama's and Mistral's are published (no download): tokenizer.model with
 ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2 and no padding piece, config.json's ``pad_token_id`` unset. The import puts a
-``<pad>`` first (every id one up, PAD's row a copy of UNK's): text encodes to the folder's ids plus one, the
-logits are HF's within 1e-4 on every row of the folder's, and `tbuild generate` gives HF's greedy text."""
+``<pad>`` first (every id one up, PAD's row a copy of UNK's, never scored): text encodes to the folder's ids plus
+one, the logits and log-probabilities are HF's within 1e-4 on every row of the folder's, and `tbuild generate`
+gives HF's greedy text."""
 
 from __future__ import annotations
 
@@ -65,7 +66,8 @@ def test_llama_numbering_imports_with_a_pad_first(tied: bool, tmp_path: Path) ->
         ours = model.eval().decode(ids + 1)  # (1, T, V + 1): PAD first
         theirs = hf(input_ids=ids).logits
     assert (ours[..., 1:] - theirs).abs().max().item() < 1e-4
-    assert torch.equal(ours[..., PAD], ours[..., UNK])  # PAD's row: a copy of UNK's
+    assert run.spec.model.silent_ids == [PAD] and ours[..., PAD].eq(float("-inf")).all()  # a copy, never scored
+    assert (ours.log_softmax(-1)[..., 1:] - theirs.log_softmax(-1)).abs().max().item() < 1e-4  # the folder's
 
 
 def test_generate_on_a_llama_numbered_run_gives_hf_greedy_text(tmp_path: Path) -> None:

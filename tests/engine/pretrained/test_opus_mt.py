@@ -111,7 +111,10 @@ def test_logits_on_every_row_match_hf(opus: Path) -> None:
     with torch.no_grad():
         ours = model(src, tgt)  # (B, T, V + 1)
         theirs = hf(input_ids=back[src], decoder_input_ids=back[tgt]).logits
-    assert (ours - theirs[..., back]).abs().max().item() < 1e-4
+    scored = torch.tensor([i for i in range(len(back)) if i != BOS])  # BOS: a copy of PAD's row, never scored
+    assert (ours[..., scored] - theirs[..., back[scored]]).abs().max().item() < 1e-4
+    assert ours[..., BOS].eq(float("-inf")).all()  # model.silent_ids: so the log-probabilities are the folder's
+    assert (ours.log_softmax(-1)[..., scored] - theirs.log_softmax(-1)[..., back[scored]]).abs().max().item() < 1e-4
 
 
 def test_greedy_and_decode_give_hf_generate(opus: Path) -> None:

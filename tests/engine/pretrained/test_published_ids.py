@@ -121,7 +121,7 @@ def test_renumbering_keeps_every_piece_and_its_post_processor() -> None:
             "post_processor": {"type": "Sequence", "processors": [{"type": "RobertaProcessing", "sep": ["</s>", 2],
                                                                    "cls": ["<s>", 0]}]}}
     numbering = renumbering({"pad": 1, "unk": 3, "bos": 0, "eos": 2}, 6)
-    out = renumbered_file(data, numbering.new_ids())
+    out = renumbered_file(data, numbering)
     assert [p for p, _ in out["model"]["vocab"]] == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]
     assert out["model"]["unk_id"] == 1
     assert [(t["id"], t["content"]) for t in out["added_tokens"]] == [(0, "<pad>"), (1, "<unk>"), (2, "<s>"),
@@ -131,17 +131,37 @@ def test_renumbering_keeps_every_piece_and_its_post_processor() -> None:
     assert torch.equal(numbering.rows(torch.arange(8)), torch.tensor([1, 3, 0, 2, 4, 5, 6, 7]))  # rows past 6 stay
 
 
-def test_special_tokens_that_cannot_be_told_apart_are_refused(tmp_path: Path) -> None:
-    """No unknown token anywhere (a byte-level BPE without <unk>, nothing naming one), then a start token that is
-    the padding token (as Marian's): one line naming the field, nothing written."""
+def test_roles_without_a_token_of_their_own_get_copies() -> None:
+    """GPT-2's numbering (one special token, the last, for BOS, EOS and UNK; no PAD): EOS keeps the token, PAD,
+    UNK and BOS get copies of its row (the new ids the model never scores); the file gets their tokens."""
+    numbering = renumbering({"pad": None, "unk": 4, "bos": 4, "eos": 4}, 5)
+    assert numbering.order == (4, 4, 4, 4, 0, 1, 2, 3) and numbering.copies == {0, 1, 2} and numbering.added == 3
+    assert numbering.new_ids() == {4: 3, 0: 4, 1: 5, 2: 6, 3: 7}
+    data = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "<|endoftext|>": 4}, "merges": []},
+            "added_tokens": [{"id": 4, "content": "<|endoftext|>", "special": True}]}
+    out = renumbered_file(data, numbering)
+    assert out["model"]["vocab"] == {"<pad>": 0, "<unk>": 1, "<s>_tbuild": 2, "<|endoftext|>": 3, "a": 4, "b": 5,
+                                     "ab": 6, "<s>": 7}  # the file's own "<s>" kept: the copy's name moves aside
+    assert [(t["id"], t["content"], t["special"]) for t in out["added_tokens"]] == [
+        (0, "<pad>", True), (1, "<unk>", True), (2, "<s>_tbuild", True), (3, "<|endoftext|>", True)]
+    assert torch.equal(numbering.rows(torch.arange(5)), torch.tensor([4, 4, 4, 4, 0, 1, 2, 3]))
+    opus = renumbering({"pad": 7, "unk": 1, "bos": 7, "eos": 0}, 8)  # Marian's decoder starts from PAD: BOS a copy
+    assert opus.order[:4] == (7, 1, 7, 0) and opus.copies == {2} and opus.new_ids()[7] == 0
+
+
+def test_a_tokenizer_without_an_eos_or_with_ids_out_of_range_is_refused(tmp_path: Path) -> None:
+    """No end token anywhere (config.json, the tokenizer's files, the usual names), then a config id past the
+    tokenizer's: one line naming the field, nothing written."""
     folder = tmp_path / "hf"
     folder.mkdir()
-    tk = byte_level_bpe(folder / "tokenizer.json", ["<s>", "<pad>", "</s>"])
+    tk = byte_level_bpe(folder / "tokenizer.json", ["<s>", "<pad>", "<unk>"])
     config = transformers.RobertaConfig(**(BERT | {"vocab_size": tk.get_vocab_size(), "pad_token_id": 1,
-                                                   "bos_token_id": 0, "eos_token_id": 2, "max_position_embeddings": 40,
-                                                   "type_vocab_size": 1, "architectures": ["RobertaForMaskedLM"]}))
+                                                   "bos_token_id": 0, "eos_token_id": None,
+                                                   "max_position_embeddings": 40, "type_vocab_size": 1,
+                                                   "architectures": ["RobertaForMaskedLM"]}))
     transformers.RobertaForMaskedLM(config).save_pretrained(folder)
-    _refused([str(folder)], tmp_path / "run", "config.json unk_token_id: not set, and the tokenizer's files name no "
-             "unk token")
-    (folder / "special_tokens_map.json").write_text(json.dumps({"unk_token": "<s>"}))
-    _refused([str(folder)], tmp_path / "run", "config.json bos_token_id 0: the same token as unk (id 0)")
+    _refused([str(folder)], tmp_path / "run", "config.json eos_token_id: not set, and the tokenizer's files name no "
+             "eos token; tbuild's decoders stop at EOS")
+    config = json.loads((folder / "config.json").read_text()) | {"eos_token_id": 900}
+    (folder / "config.json").write_text(json.dumps(config))
+    _refused([str(folder)], tmp_path / "run", "config.json eos_token_id 900: not an id of the tokenizer")
