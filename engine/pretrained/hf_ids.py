@@ -129,13 +129,16 @@ def renumbered_file(data: dict, numbering: Renumbering) -> dict:
     model, new = data["model"], numbering.new_ids()
     added = data.get("added_tokens") or []
     vocab = model.get("vocab")
-    taken = {t["content"] for t in added} | set(vocab if isinstance(vocab, dict) else (e[0] for e in vocab or []))
-    copies = numbering.copy_names(taken)
+    known = set(vocab) if isinstance(vocab, dict) else {e[0] for e in vocab or []}
+    copies = numbering.copy_names(known | {t["content"] for t in added})
+    # an added token outside the model's vocabulary (GPT-2's <|endoftext|> may be) joins it at its new id: the
+    # library numbers added tokens after the vocabulary, which its new id may not be
+    outside = {new[t["id"]]: t["content"] for t in added if t["content"] not in known} | copies
     if isinstance(vocab, dict):  # WordPiece, BPE, WordLevel: piece -> id
-        entries = [(p, new[i]) for p, i in vocab.items()] + [(name, i) for i, name in copies.items()]
+        entries = [(p, new[i]) for p, i in vocab.items()] + [(name, i) for i, name in outside.items()]
         model["vocab"] = dict(sorted(entries, key=lambda e: e[1]))
     elif isinstance(vocab, list):  # Unigram: [piece, score] in id order
-        by_new = {new[i]: entry for i, entry in enumerate(vocab)} | {i: [name, 0.0] for i, name in copies.items()}
+        by_new = {new[i]: entry for i, entry in enumerate(vocab)} | {i: [name, 0.0] for i, name in outside.items()}
         model["vocab"] = [by_new[i] for i in range(len(by_new))]
         if model.get("unk_id") is not None:
             model["unk_id"] = new[model["unk_id"]]

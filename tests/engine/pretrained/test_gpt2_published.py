@@ -1,0 +1,116 @@
+"""A GPT-2 folder numbered as GPT-2 is published (no download): a byte-level BPE tokenizer.json whose one special
+token, ``<|endoftext|>``, is its last id and serves as BOS, EOS and UNK, no PAD, and ``gelu_new``. The import
+gives EOS that token and PAD, UNK and BOS copies of its row that the output never scores (``model.silent_ids``):
+logits and log-probabilities are HF's on every row of the folder's, `tbuild generate` gives HF's greedy text,
+`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.cli.app import app
+
+from .test_import_hf import GPT2, _import, _loaded, _perturbed
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+tokenizers = pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
+
+runner = CliRunner()
+LINES = ["the cat sat on the mat", "a dog ran in the park", "Zwei Hunde spielen im Schnee", "über den Fluss"]
+END = "<|endoftext|>"
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, HF model, tokenizer, END's id)
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    root = tmp_path_factory.mktemp("gpt2")
+    folder = root / "hf"
+    folder.mkdir()
+    tk = tokenizers.Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(LINES * 20, trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tk.add_special_tokens([END])  # the last id, as GPT-2's 50256
+    tk.save(str(folder / "tokenizer.json"))
+    end = tk.token_to_id(END)
+    assert end == tk.get_vocab_size() - 1
+    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": END, "eos_token": END, "unk_token": END}))
+    config = {k: v for k, v in GPT2.items() if k != "pad_token_id"} | {
+        "vocab_size": end + 1, "bos_token_id": end, "eos_token_id": end, "activation_function": "gelu_new",
+        "n_positions": 64}
+    torch.manual_seed(0)
+    hf = _perturbed(transformers.GPT2LMHeadModel(transformers.GPT2Config(**config)))
+    hf.save_pretrained(folder)
+    assert "decoder_only" in _import(folder, root / "run")
+    (root / "test.txt").write_text("\n".join(LINES) + "\n")
+    return root, hf, tk, end
+
+
+def _ours(ids: list[int], end: int) -> list[int]:
+    """The folder's ids in tbuild's: END is EOS, every other id four up (PAD, UNK and BOS first)."""
+    return [EOS if i == end else i + 4 for i in ids]
+
+
+def test_the_import_adds_three_silent_rows_and_scores_as_hf(published) -> None:  # noqa: ANN001
+    root, hf, tk, end = published
+    spec, model = _loaded(root / "run")
+    assert spec.model.silent_ids == [PAD, UNK, BOS] and spec.model.vocab_size == end + 4
+    assert spec.model.ffn.kind == "gelu_tanh"
+    text = tk.encode(LINES[2], add_special_tokens=False).ids
+    with torch.no_grad():
+        ours = model.decode(torch.tensor([[BOS, *_ours(text, end)]]))
+        theirs = hf(input_ids=torch.tensor([[end, *text]])).logits
+    rows = torch.tensor(_ours(list(range(end + 1)), end))  # tbuild's row of each folder id
+    assert (ours[..., rows] - theirs).abs().max().item() < 1e-4
+    assert ours[..., [PAD, UNK, BOS]].eq(float("-inf")).all()
+    assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
+
+
+def test_generate_and_evaluate_give_hf_text_and_perplexity(published) -> None:  # noqa: ANN001
+    root, hf, tk, end = published
+    prompts = ["the cat", "Zwei"]
+    result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
+                                 "--device", "cpu"], input="\n".join(prompts) + "\n")
+    assert result.exit_code == 0, result.output
+    for prompt, line in zip(prompts, result.output.splitlines()[-2:], strict=True):
+        ids = [end, *tk.encode(prompt, add_special_tokens=False).ids]
+        out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
+                          eos_token_id=end, pad_token_id=end)[0].tolist()
+        assert len(out) > len(ids) and line == tk.decode([i for i in out if i != end])  # the prompt and more
+    result = runner.invoke(app, ["evaluate", str(root / "run"), "--split", "test", "--set",
+                                 f"data.test={root / 'test.txt'}", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    nll = n = 0.0
+    for line in LINES:  # HF's perplexity of each line and its end, from END
+        ids = [end, *tk.encode(line, add_special_tokens=False).ids, end]
+        with torch.no_grad():
+            lp = hf(input_ids=torch.tensor([ids[:-1]])).logits.log_softmax(-1)[0]
+        nll -= lp.gather(-1, torch.tensor(ids[1:])[:, None]).sum().item()
+        n += len(ids) - 1
+    scored = json.loads((root / "run" / "eval_test.json").read_text())
+    assert scored["tokens"] == n and scored["perplexity"] == pytest.approx(math.exp(nll / n), rel=1e-4)
+
+
+def test_a_label_smoothed_fine_tune_from_it_trains(published, tmp_path: Path) -> None:  # noqa: ANN001
+    root, _, _, _ = published
+    spec = yaml.safe_load((root / "run" / "spec.yaml").read_text())
+    spec |= {"name": "tuned", "output_dir": str(tmp_path / "tuned")}
+    spec["data"] |= {"train": str(root / "test.txt"), "valid": str(root / "test.txt")}
+    spec["train"] = {"max_steps": 3, "validate_every": 3, "log_every": 1, "threads": 1, "precision": "fp32",
+                     "batch_tokens": 64, "label_smoothing": 0.1, "init": {"from": str(root / "run")}}
+    (tmp_path / "tuned.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(tmp_path / "tuned.yaml")])
+    assert result.exit_code == 0, result.output
+    logged = [json.loads(line) for line in (tmp_path / "tuned" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in logged if "loss" in r]
+    assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
