@@ -51,7 +51,7 @@ from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
 from ..run.directory import Run
-from .hf_config import generation_config, seq2seq_config
+from .hf_config import generation_config, seq2seq_config, silence
 from .hf_pegasus import stream_scale
 from .targets import HF, HF_LAYER_NORM_EPS, UnsupportedExport, check_exportable, hf_seq2seq_class
 
@@ -173,7 +173,7 @@ def to_marian(model: EncoderDecoder, spec: Spec) -> MarianMTModel:
         for name, tensor in marian_state(model, config.share_encoder_decoder_embeddings, marian_scales(spec)):
             params[name].copy_(tensor.float())
             written.add(name)
-        hf.final_logits_bias.zero_()
+        silence(hf, spec)
     missing = {n for n in params if n not in written and ".embed_positions." not in n}
     if missing:  # pragma: no cover - a transformers release that renamed a weight
         raise AssertionError(f"MarianMTModel weights not written: {', '.join(sorted(missing))}")

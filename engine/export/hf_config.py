@@ -14,6 +14,7 @@ from tbuild.components.weights import weight_tree
 from .hf_activations import TO_HF
 
 if TYPE_CHECKING:
+    from torch import nn
     from transformers import GenerationConfig
 
 SINUSOID_ROWS = 1024  # max_position_embeddings when the model has no max_positions
@@ -33,6 +34,13 @@ def seq2seq_config(model: EncoderDecoder, spec: Spec) -> dict[str, object]:
         dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
         pad_token_id=PAD, eos_token_id=EOS, bos_token_id=BOS, decoder_start_token_id=BOS, forced_eos_token_id=EOS,
     )
+
+
+def silence(hf: nn.Module, spec: Spec) -> None:
+    """``final_logits_bias`` (the one bias Marian's and Pegasus's output has): 0, and -inf at the ids the run
+    never scores (``model.silent_ids``), so the class computes the run's softmax."""
+    hf.final_logits_bias.zero_()  # type: ignore[operator]
+    hf.final_logits_bias[..., spec.model.silent_ids] = float("-inf")  # type: ignore[index]
 
 
 def generation_config(spec: Spec, max_length: int) -> GenerationConfig:

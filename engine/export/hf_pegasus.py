@@ -32,7 +32,7 @@ from tbuild.builder.spec import Spec
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
-from .hf_config import generation_config, seq2seq_config
+from .hf_config import generation_config, seq2seq_config, silence
 from .hf_graphs import position_table
 from .targets import HF, check_exportable
 
@@ -96,7 +96,7 @@ def to_pegasus(model: EncoderDecoder, spec: Spec) -> PegasusForConditionalGenera
         for name, tensor in pegasus_state(model, spec, c):
             params[name].copy_(tensor)
             written.add(name)
-        hf.final_logits_bias.zero_()
+        silence(hf, spec)
     missing = set(params) - written - TIED
     if missing:  # pragma: no cover - a transformers release that renamed a weight
         raise AssertionError(f"PegasusForConditionalGeneration weights not written: {', '.join(sorted(missing))}")

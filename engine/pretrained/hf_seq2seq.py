@@ -89,8 +89,7 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
     """The spec's ``model`` section for ``hf``, and the weights no export name carries (learned positions)."""
     config = hf.config
     check_config(config)
-    if getattr(hf, "final_logits_bias", torch.zeros(1)).any():
-        raise UnsupportedImport("model weights final_logits_bias: not zero (tbuild's output projection has no bias)")
+    silent = _silent(hf)
     enc, dec = hf.model.encoder, hf.model.decoder
     src_rows, tgt_rows = enc.embed_tokens.weight.size(0), dec.embed_tokens.weight.size(0)
     rows = config.max_position_embeddings
@@ -111,8 +110,18 @@ def model_fields(hf: nn.Module, family: str) -> tuple[dict, dict[str, torch.Tens
                     "activation": config.activation_dropout},
         "tie_embeddings": _tying(config, family), "scale_embeddings": bool(config.scale_embedding),
         "max_positions": rows,
-    }
+    } | ({"silent_ids": silent} if silent else {})
     return fields, extra
+
+
+def _silent(hf: nn.Module) -> list[int]:
+    """The ids ``final_logits_bias`` never lets score (-inf: what the export writes for ``model.silent_ids``); a
+    refusal where it holds another value than 0 and -inf (tbuild's output projection has no bias)."""
+    bias = getattr(hf, "final_logits_bias", torch.zeros(1)).detach().flatten()
+    if bias[~torch.isneginf(bias)].any():
+        raise UnsupportedImport("model weights final_logits_bias: not zero (tbuild's output projection has no bias; "
+                                "-inf, a row never scored, is read as model.silent_ids)")
+    return torch.isneginf(bias).nonzero().flatten().tolist()
 
 
 def hf_tensors(hf: nn.Module) -> dict[str, torch.Tensor]:

@@ -28,6 +28,7 @@ from ..errors import TbuildError
 from ..run.checkpoint import model_tensors, save_weights
 from ..run.directory import RunDir
 from . import hf_causal, hf_encoder, hf_seq2seq
+from .hf_ids import Renumbering
 from .hf_source import UnsupportedImport, load_model, locate, read_config
 from .hf_tokenizer import find_tokenizer
 
@@ -98,10 +99,8 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     fields, extra = family.fields(hf, config["model_type"])
     rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
     tok, numbering = find_tokenizer(folder, rows, config, scratch)
-    if numbering is not None and numbering.added:  # a role's own row, copied (opus-mt's BOS is its PAD)
-        fields |= {k: fields[k] + numbering.added for k in ("vocab_size", "src_vocab_size") if fields.get(k)}
-        if "decoder" in fields:  # its output scores the source's rows only, as the source's did
-            fields["silent_ids"] = sorted(numbering.copies)
+    if numbering is not None:
+        fields = _renumbered(fields, numbering)
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size}}
     dataset = family.dataset(config)  # a language model's plain text, an encoder's labelled files
     if dataset is not None:
@@ -120,6 +119,18 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
         for n, tensor in state.items():
             params[n].copy_(tensor)
     return spec, model, tok
+
+
+def _renumbered(fields: dict, numbering: Renumbering) -> dict:
+    """The model fields in the renumbered tokenizer's ids: a row more per copied role (opus-mt's BOS is its PAD),
+    and a decoder's silent ids (those of the source's, and the copies: its output scores the source's rows only,
+    as the source's did)."""
+    fields = fields | {k: fields[k] + numbering.added for k in ("vocab_size", "src_vocab_size") if fields.get(k)}
+    if "decoder" in fields:
+        new = numbering.new_ids()
+        silent = {new[i] for i in fields.get("silent_ids", [])} | numbering.copies
+        fields = fields | ({"silent_ids": sorted(silent)} if silent else {})
+    return fields
 
 
 def _vocab_rows(spec: Spec, model: nn.Module) -> frozenset[str]:

@@ -151,3 +151,23 @@ def test_a_folder_with_a_vocabulary_per_side_is_refused(opus: Path, tmp_path: Pa
     result = CliRunner().invoke(app, ["import", "hf", str(folder), "-o", str(tmp_path / "run")])
     assert result.exit_code != 0 and "separate_vocabs" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_export_scores_as_the_run_and_imports_back(opus: Path, tmp_path: Path) -> None:
+    """The hf export writes -inf in final_logits_bias at the silent BOS, so MarianMTModel's log-probabilities are
+    the run's; importing it again gives the same tensors and silent ids."""
+    from .test_import_hf import _assert_round_trip
+
+    (tmp_path / "run").symlink_to(opus / "run")
+    _assert_round_trip(tmp_path)
+    spec, _, model = _ours(opus)
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "again").eval()
+    assert resolve_run(tmp_path / "run2").spec.model.silent_ids == spec.model.silent_ids == [BOS]
+    g = torch.Generator().manual_seed(2)
+    src = torch.cat([torch.randint(4, spec.model.vocab_size, (2, 6), generator=g), torch.full((2, 1), EOS)], 1)
+    tgt = torch.cat([torch.full((2, 1), BOS), torch.randint(4, spec.model.vocab_size, (2, 4), generator=g)], 1)
+    with torch.no_grad():
+        ours, theirs = model(src, tgt).log_softmax(-1), hf(input_ids=src, decoder_input_ids=tgt).logits.log_softmax(-1)
+    assert theirs[..., BOS].eq(float("-inf")).all()
+    scored = [i for i in range(spec.model.vocab_size) if i != BOS]
+    assert (ours[..., scored] - theirs[..., scored]).abs().max().item() < 1e-4
