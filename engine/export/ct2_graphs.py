@@ -16,6 +16,7 @@ from torch import nn
 from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, UNK
 
+from .ctranslate2 import silent_bias
 from .hf_graphs import to_hf_graph
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ def write_ct2_graph(model: nn.Module, spec: Spec, vocabulary: list[str], out: Pa
     """Convert ``model`` (decoder-only; ``targets.check_exportable`` first) into ``out`` at ``quantization``."""
     from ctranslate2.converters import TransformersConverter
 
-    hf = to_hf_graph(model.eval(), spec)
+    scored = spec.model.model_copy(update={"silent_ids": []})  # the class in between scores every row; the
+    hf = to_hf_graph(model.eval(), spec.model_copy(update={"model": scored}))  # projection's bias silences them
     names = piece_names(vocabulary, hf.config.vocab_size)
     eps = getattr(hf.config, "layer_norm_epsilon", None) or hf.config.rms_norm_eps
 
@@ -65,6 +67,9 @@ def write_ct2_graph(model: nn.Module, spec: Spec, vocabulary: list[str], out: Pa
         def _load(self) -> LanguageModelSpec:  # GPT-2's loader leaves CTranslate2's default eps (1e-5)
             converted = super()._load()
             converted.config.layer_norm_epsilon = eps
+            bias = silent_bias(spec, hf.config.vocab_size)
+            if bias is not None:
+                converted.decoder.projection.bias = bias
             return converted
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -51,6 +51,16 @@ def set_weights(root: LayerSpec, model: nn.Module) -> None:
             setattr(_walk(root, path), leaf, np.concatenate([_np(tensors[s]) for s in sources]))
 
 
+def silent_bias(spec: Spec, rows: int) -> np.ndarray | None:
+    """The output projection's bias that keeps ``model.silent_ids`` from scoring (-inf there, 0 elsewhere; tbuild's
+    output has no other bias), or None where the run has none."""
+    if not spec.model.silent_ids:
+        return None
+    bias = np.zeros(rows, dtype=np.float32)
+    bias[spec.model.silent_ids] = -np.inf
+    return bias
+
+
 def _walk(spec: LayerSpec, path: list[str]) -> LayerSpec:
     """The spec at ``path`` (the runtime's variable names: ``layer_3`` is ``layer[3]`` where no attribute
     has that name)."""
@@ -108,6 +118,9 @@ def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> Tran
 
     out = ts.TransformerSpec(enc, dec)
     set_weights(out, model)
+    bias = silent_bias(spec, model.output.weight.size(0))
+    if bias is not None:
+        dec.projection.bias = bias
     for stack, side in zip(tree.stacks, (enc, dec), strict=True):
         side.scale_embeddings = m.scale_embeddings  # × √d_model (§3.4) or not
         set_positions(side.position_encodings, getattr(model, stack.embedding).positional, d, rows)

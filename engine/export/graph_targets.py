@@ -176,6 +176,10 @@ def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) ->
 
 
 def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
+    if target == "hf" and spec.model.silent_ids:
+        refuse(f"model.silent_ids {spec.model.silent_ids} (GPT2LMHeadModel and LlamaForCausalLM score every row: "
+               "they have no output bias to hold -inf for the rows an import added; --to ctranslate2 keeps them "
+               "silent)")
     return causal_lm_class(spec, view, refuse)
 
 

@@ -114,3 +114,17 @@ def test_a_label_smoothed_fine_tune_from_it_trains(published, tmp_path: Path) ->
     logged = [json.loads(line) for line in (tmp_path / "tuned" / "metrics.jsonl").read_text().splitlines()]
     losses = [r["loss"] for r in logged if "loss" in r]
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
+
+
+def test_export_to_ctranslate2_keeps_the_rows_silent_and_hf_is_refused(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """GPT2LMHeadModel has no output bias to hold -inf: --to hf is refused in one line naming model.silent_ids;
+    CTranslate2's projection bias holds it, and the parity check finds the run's logits and greedy text."""
+    root, _, _, _ = published
+    result = runner.invoke(app, ["export", str(root / "run"), "--to", "hf", "-o", str(tmp_path / "hf")])
+    assert result.exit_code == 2 and "model.silent_ids [0, 1, 2]" in result.output and not (tmp_path / "hf").exists()
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
+    result = runner.invoke(app, ["export", str(root / "run"), "--to", "ctranslate2", "-o", str(tmp_path / "ct2"),
+                                 "--set", f"data.valid={root / 'test.txt'}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
+    assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)

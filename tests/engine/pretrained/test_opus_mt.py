@@ -171,3 +171,11 @@ def test_export_scores_as_the_run_and_imports_back(opus: Path, tmp_path: Path) -
     assert theirs[..., BOS].eq(float("-inf")).all()
     scored = [i for i in range(spec.model.vocab_size) if i != BOS]
     assert (ours[..., scored] - theirs[..., scored]).abs().max().item() < 1e-4
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
+    (tmp_path / "valid.en").write_text("the cat ran\na dog, far\n")
+    (tmp_path / "valid.de").write_text("die Katze\nein Hund\n")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--to", "ctranslate2", "-o",
+                                      str(tmp_path / "ct2"), "--set", f"data.valid={tmp_path / 'valid'}"])
+    assert result.exit_code == 0, result.output  # the projection's bias holds the -inf: log-probabilities agree
+    report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
+    assert report["max_logprob_diff"] < 1e-4 and report["identical"] == 1.0
