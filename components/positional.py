@@ -18,13 +18,14 @@ returns None, and its batches keep one source length.
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 import torch
 from torch import nn
 
 from .registry import POSITIONAL
-from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RotarySpec, SinusoidalSpec
+from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RopeScalingSpec, RotarySpec, SinusoidalSpec
 
 __all__ = ["ALiBi", "ALiBiSpec", "AtPositions", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional",
            "Rotary", "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "sinusoid_table"]
@@ -195,13 +196,23 @@ class NoPosition(Positional):
         super().__init__()
 
 
+def llama3_frequencies(theta: torch.Tensor, s: RopeScalingSpec) -> torch.Tensor:
+    """``theta`` (d/2,) rescaled as ``RopeScalingSpec`` says (Llama 3.1's ``rope_type: llama3``)."""
+    wavelength = 2 * math.pi / theta
+    long, short = s.original_max_positions / s.low_freq_factor, s.original_max_positions / s.high_freq_factor
+    smooth = (s.original_max_positions / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor)
+    scaled = torch.where(wavelength > long, theta / s.factor, theta)
+    between = (wavelength >= short) & (wavelength <= long)
+    return torch.where(between, (1 - smooth) * theta / s.factor + smooth * theta, scaled)
+
+
 @POSITIONAL.register(RotarySpec)
 class Rotary(Positional):
     shift = "rows"
 
     def __init__(self, spec: RotarySpec, *, d_model: int, max_positions: int | None) -> None:
         super().__init__()
-        self.base = spec.base
+        self.base, self.scaling = spec.base, spec.scaling
 
     def rotate(self, t: torch.Tensor, offset: Offset = 0) -> torch.Tensor:
         """t (B, H, T, d_k) at positions offset.. (``offset`` (B, 1): each row's first position)."""
@@ -210,6 +221,8 @@ class Rotary(Positional):
             raise ValueError(f"rope needs an even d_k, got {d}")
         dtype = torch.promote_types(t.dtype, torch.float32)  # angles in at least fp32 (fp64 for fp64 inputs)
         inv_freq = self.base ** (-torch.arange(0, d, 2, device=t.device, dtype=dtype) / d)  # (d/2,): θ_i
+        if self.scaling is not None:
+            inv_freq = llama3_frequencies(inv_freq, self.scaling)
         pos = positions(offset, t.size(-2), t.device).to(dtype)  # (T,) or (B, T): m
         angle = pos[..., None] * inv_freq  # (T, d/2) or (B, T, d/2): m·θ_i
         if angle.dim() == 3:

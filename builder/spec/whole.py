@@ -30,8 +30,8 @@ def _without_late_defaults(model: dict) -> dict:
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
     (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense``, ``head.transform`` and
-    ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0), ``embedding_norm`` (false) and
-    ``silent_ids`` (none)."""
+    ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0), ``embedding_norm`` (false),
+    ``silent_ids`` (none) and rope's ``scaling`` (None)."""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:
@@ -40,6 +40,8 @@ def _without_late_defaults(model: dict) -> dict:
         del model["embedding_norm"]
     if model.get("silent_ids") == []:
         del model["silent_ids"]
+    if model.get("positional", {}).get("kind") == "rope" and model["positional"].get("scaling", 0) is None:
+        del model["positional"]["scaling"]
     for key in ("head", "prefix_lm", "char_input"):
         if model.get(key) is None:
             model.pop(key, None)

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from ..registry import POSITIONAL
-from ..spec_base import ComponentSpec, Use
+from ..spec_base import ComponentSpec, StrictModel, Use
 
 
 @POSITIONAL.declare
@@ -45,6 +45,22 @@ class RotarySpec(ComponentSpec):
 
     kind: Literal["rope"] = "rope"
     base: float = Field(10000.0, gt=1, description="Base of the geometric angle progression θ_i.")
+    scaling: RopeScalingSpec | None = Field(
+        None, description="Llama 3's rescaling of the θ_i for longer inputs, e.g. {kind: llama3, factor: 8}; "
+        "none by default.")
+
+
+class RopeScalingSpec(StrictModel):
+    """Llama 3.1's frequency scaling (transformers' ``rope_type: llama3``): with wavelength λ_i = 2π/θ_i and
+    L = original_max_positions, θ_i is kept where λ_i < L/high_freq_factor, divided by ``factor`` where
+    λ_i > L/low_freq_factor, and in between interpolated, (1 - s)·θ_i/factor + s·θ_i with
+    s = (L/λ_i - low_freq_factor)/(high_freq_factor - low_freq_factor)."""
+
+    kind: Literal["llama3"] = "llama3"
+    factor: float = Field(gt=1, description="How much the low frequencies are slowed.")
+    low_freq_factor: float = Field(1.0, gt=0, description="Wavelengths above L/low_freq_factor: θ_i/factor.")
+    high_freq_factor: float = Field(4.0, gt=0, description="Wavelengths below L/high_freq_factor: θ_i kept.")
+    original_max_positions: int = Field(8192, ge=1, description="L: the context length the model was trained at.")
 
 
 @POSITIONAL.declare

@@ -180,6 +180,13 @@ def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) 
         refuse(f"model.silent_ids {spec.model.silent_ids} (GPT2LMHeadModel and LlamaForCausalLM score every row: "
                "they have no output bias to hold -inf for the rows an import added; --to ctranslate2 keeps them "
                "silent)")
+    stack = view.stacks[0]
+    if target == "ctranslate2" and getattr(view.positional, "scaling", None) is not None:
+        refuse("model.positional.scaling llama3 (CTranslate2's Llama converter reads it from config.rope_scaling, "
+               "which transformers 5 no longer writes; --to hf keeps it)")
+    if target == "ctranslate2" and stack.d_k * stack.heads != spec.model.d_model:
+        refuse(f"model.decoder d_k {stack.d_k} · heads {stack.heads} ≠ d_model {spec.model.d_model} (CTranslate2's "
+               "Llama converter takes d_model/heads; --to hf keeps it)")
     return causal_lm_class(spec, view, refuse)
 
 

@@ -29,6 +29,7 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
+from tbuild.components.specs.positional import RotarySpec
 
 from ..data.word_labels import word_bos, word_piece
 from .graph_targets import TABLE_ROWS, check_graph
@@ -215,6 +216,15 @@ def _bert_encoder(model: nn.Module, spec: Spec) -> State:
     return state | _encoder_layers(model, t, "bert.encoder.layer", pre_norm=False)
 
 
+def rope_parameters(rope: RotarySpec) -> dict[str, object]:
+    """LlamaConfig's rope_parameters for tbuild's RoPE (θ's base, Llama 3's scaling where the spec has it)."""
+    s = rope.scaling
+    scaling = {} if s is None else {"factor": s.factor, "low_freq_factor": s.low_freq_factor,
+                                    "high_freq_factor": s.high_freq_factor,
+                                    "original_max_position_embeddings": s.original_max_positions}
+    return {"rope_type": "default" if s is None else s.kind, "rope_theta": rope.base, **scaling}
+
+
 def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
     """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids."""
     import transformers
@@ -236,7 +246,7 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
             num_hidden_layers=layers, num_attention_heads=stack.heads, head_dim=stack.d_k,
             num_key_value_heads=group.attention.kv_heads or stack.heads,  # type: ignore[attr-defined]
             hidden_act="silu", rms_norm_eps=eps, max_position_embeddings=m.max_positions or TABLE_ROWS,
-            rope_parameters={"rope_type": "default", "rope_theta": m.positional.base},  # type: ignore[union-attr]
+            rope_parameters=rope_parameters(m.positional),  # type: ignore[arg-type]
             attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
             tie_word_embeddings=m.tie_embeddings != "none", **ids)
     labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none

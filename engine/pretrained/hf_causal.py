@@ -53,8 +53,9 @@ def check_config(config: GPT2Config | LlamaConfig) -> None:
         return
     if config.hidden_act != "silu":
         _refuse("hidden_act", config.hidden_act, "tbuild's gated FFN is SwiGLU (silu)")
-    if _rope_type(config) != "default":
-        _refuse("rope_parameters.rope_type", _rope_type(config), "tbuild's RoPE has no scaling")
+    if _rope_type(config) not in ("default", "llama3"):
+        _refuse("rope_parameters.rope_type", _rope_type(config), "tbuild's RoPE scales as Llama 3's (llama3) or not "
+                "at all (default)")
     if config.mlp_bias:
         _refuse("mlp_bias", config.mlp_bias, "tbuild's SwiGLU has no biases")
 
@@ -86,7 +87,12 @@ def _llama_fields(hf: nn.Module) -> tuple[dict, State]:
     stack = {"layers": c.num_hidden_layers, "heads": c.num_attention_heads, "d_ff": c.intermediate_size,
              "d_k": d_k, "d_v": d_k}
     kv = c.num_key_value_heads if c.num_key_value_heads != c.num_attention_heads else None
-    return {"positional": {"kind": "rope", "base": float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)))},
+    positional = {"kind": "rope", "base": float(rope.get("rope_theta", getattr(c, "rope_theta", 10000.0)))}
+    if _rope_type(c) == "llama3":
+        positional["scaling"] = {"kind": "llama3", "factor": rope["factor"], "low_freq_factor": rope["low_freq_factor"],
+                                 "high_freq_factor": rope["high_freq_factor"],
+                                 "original_max_positions": rope["original_max_position_embeddings"]}
+    return {"positional": positional,
             "decoder": stack, "ffn": {"kind": "swiglu"}, "norm": {"kind": "rmsnorm", "eps": c.rms_norm_eps},
             "attention": {"kind": "multihead", "bias": bool(c.attention_bias), "kv_heads": kv},
             "dropout": {"residual": 0.0, "embedding": 0.0, "attention": c.attention_dropout, "activation": 0.0},

@@ -149,3 +149,26 @@ def test_no_positions_make_the_encoder_permutation_equivariant() -> None:
     memory, _ = model.encode(src)
     permuted, _ = model.encode(src[:, perm])
     torch.testing.assert_close(permuted, memory[:, perm], atol=1e-5, rtol=1e-5)
+
+
+def test_llama3_scaling_keeps_divides_and_interpolates_by_wavelength() -> None:
+    """Llama 3.1's rule by hand on three θ_i, one per region (L = 64: wavelengths below 16 kept, above 64 divided
+    by the factor, between interpolated), and transformers' own table where it is installed."""
+    from tbuild.components.positional import llama3_frequencies
+    from tbuild.components.specs.positional import RopeScalingSpec
+
+    s = RopeScalingSpec(factor=8.0, original_max_positions=64)
+    theta = torch.tensor([2 * math.pi / 8, 2 * math.pi / 32, 2 * math.pi / 128], dtype=torch.float64)
+    smooth = (64 / 32 - 1.0) / (4.0 - 1.0)
+    expected = torch.stack([theta[0], (1 - smooth) * theta[1] / 8 + smooth * theta[1], theta[2] / 8])
+    torch.testing.assert_close(llama3_frequencies(theta, s), expected)
+    transformers = pytest.importorskip("transformers")
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    config = transformers.LlamaConfig(hidden_size=64, num_attention_heads=1, head_dim=64, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    theta = 500000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
+    ours = llama3_frequencies(theta, RopeScalingSpec(factor=8.0))
+    assert (ours - theirs.double()).abs().max().item() < 1e-6

@@ -271,6 +271,9 @@ CAUSAL = {
         "tie_word_embeddings": False, "num_key_value_heads": 2, "attention_bias": True,
         "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}),
     "llama head_dim 8 (heads · d_k ≠ d_model)": ("llama", {"head_dim": 8}),
+    "llama 3 rope scaling": ("llama", {"head_dim": 8, "rope_parameters": {
+        "rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16}}),
 }
 
 
@@ -300,7 +303,7 @@ def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, 
 
 CAUSAL_REFUSED = {
     "quick_gelu": ("gpt2", {"activation_function": "quick_gelu"}, "config.json activation_function 'quick_gelu'"),
-    "llama3 rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
+    "linear rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
                     "config.json rope_parameters.rope_type 'linear'"),
     "mlp bias": ("llama", {"mlp_bias": True}, "config.json mlp_bias True"),
 }
@@ -349,3 +352,20 @@ def test_pytorch_model_bin_imports_and_a_corrupt_one_is_named(spm: Tokenizer, tm
         assert (model(src, tgt) - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item() < 1e-4
     (folder / "pytorch_model.bin").write_bytes(b"not a pickle")
     _refused([str(folder)], tmp_path / "run2", "pytorch_model.bin: not readable")
+
+
+@pytest.mark.parametrize(("variant", "expected"), [
+    ("llama head_dim 8 (heads · d_k ≠ d_model)", "model.decoder d_k 8 · heads 4 ≠ d_model 16"),
+    ("llama 3 rope scaling", "model.positional.scaling llama3"),
+])
+def test_what_ctranslate2_s_llama_converter_would_compute_otherwise_is_refused(variant: str, expected: str,
+                                                                               spm: Tokenizer, tmp_path: Path) -> None:
+    """CTranslate2's converter takes d_model/heads for d_k and reads RoPE scaling from a config field transformers 5
+    no longer writes: the export is refused in one line, nothing written (its parity check found 0.24 and 0.58 of
+    logit difference)."""
+    family, overrides = CAUSAL[variant]
+    causal_folder(family, overrides, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--to", "ctranslate2", "-o",
+                                      str(tmp_path / "ct2")])
+    assert result.exit_code == 2 and expected in result.output and not (tmp_path / "ct2").exists()
