@@ -2,7 +2,8 @@
 token, ``<|endoftext|>``, is its last id and serves as BOS, EOS and UNK, no PAD, and ``gelu_new``. The import
 gives EOS that token and PAD, UNK and BOS copies of its row that the output never scores (``model.silent_ids``):
 logits and log-probabilities are HF's on every row of the folder's, `tbuild generate` gives HF's greedy text,
-`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains."""
+`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains; --to hf is refused, CTranslate2
+holds the silent rows. So does Llama 3's layout (a begin and an end token after the pieces, no PAD or UNK)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typer.testing import CliRunner
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 
-from .test_import_hf import GPT2, _import, _loaded, _perturbed
+from .test_import_hf import GPT2, LLAMA, _import, _loaded, _perturbed
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 tokenizers = pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
@@ -30,18 +31,10 @@ END = "<|endoftext|>"
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, HF model, tokenizer, END's id)
-    from tokenizers import decoders, models, pre_tokenizers, trainers
-
     root = tmp_path_factory.mktemp("gpt2")
     folder = root / "hf"
     folder.mkdir()
-    tk = tokenizers.Tokenizer(models.BPE())
-    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tk.decoder = decoders.ByteLevel()
-    tk.train_from_iterator(LINES * 20, trainers.BpeTrainer(vocab_size=300, show_progress=False,
-                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tk.add_special_tokens([END])  # the last id, as GPT-2's 50256
-    tk.save(str(folder / "tokenizer.json"))
+    tk = _byte_level(folder, [END])  # the last id, as GPT-2's 50256
     end = tk.token_to_id(END)
     assert end == tk.get_vocab_size() - 1
     (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": END, "eos_token": END, "unk_token": END}))
@@ -54,6 +47,20 @@ def published(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root
     assert "decoder_only" in _import(folder, root / "run")
     (root / "test.txt").write_text("\n".join(LINES) + "\n")
     return root, hf, tk, end
+
+
+def _byte_level(folder: Path, specials: list[str]) -> tokenizers.Tokenizer:
+    """A byte-level BPE trained on LINES with ``specials`` added after its pieces (GPT-2's and Llama 3's layout)."""
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    tk = tokenizers.Tokenizer(models.BPE())
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    tk.train_from_iterator(LINES * 20, trainers.BpeTrainer(vocab_size=300, show_progress=False,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tk.add_special_tokens(specials)
+    tk.save(str(folder / "tokenizer.json"))
+    return tk
 
 
 def _ours(ids: list[int], end: int) -> list[int]:
@@ -82,7 +89,7 @@ def test_generate_and_evaluate_give_hf_text_and_perplexity(published) -> None:  
     result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
                                  "--device", "cpu"], input="\n".join(prompts) + "\n")
     assert result.exit_code == 0, result.output
-    for prompt, line in zip(prompts, result.output.splitlines()[-2:], strict=True):
+    for prompt, line in zip(prompts, result.output.rstrip("\n").split("\n")[-2:], strict=True):
         ids = [end, *tk.encode(prompt, add_special_tokens=False).ids]
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
                           eos_token_id=end, pad_token_id=end)[0].tolist()
@@ -128,3 +135,40 @@ def test_export_to_ctranslate2_keeps_the_rows_silent_and_hf_is_refused(published
     assert result.exit_code == 0, result.output
     report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
+
+
+def test_a_llama_3_layout_imports_with_pad_and_unk_silent(tmp_path: Path) -> None:
+    """Llama 3's numbering: a byte-level BPE with <|begin_of_text|> and <|end_of_text|> after its pieces, no PAD
+    or UNK, and its RoPE scaling: BOS and EOS keep their tokens, PAD and UNK are silent copies of EOS's row;
+    logits and log-probabilities are HF's, and `tbuild generate` gives HF's greedy text."""
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    tk = _byte_level(folder, ["<|begin_of_text|>", "<|end_of_text|>"])
+    begin, end = tk.token_to_id("<|begin_of_text|>"), tk.token_to_id("<|end_of_text|>")
+    (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>",
+                                                              "eos_token": "<|end_of_text|>"}))
+    config = {k: v for k, v in LLAMA.items() if k != "pad_token_id"} | {
+        "vocab_size": end + 1, "bos_token_id": begin, "eos_token_id": end, "max_position_embeddings": 64,
+        "rope_parameters": {"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                            "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}
+    torch.manual_seed(0)
+    hf = _perturbed(transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)))
+    hf.save_pretrained(folder)
+    _import(folder, tmp_path / "run")
+    spec, model = _loaded(tmp_path / "run")
+    assert spec.model.silent_ids == [PAD, UNK] and spec.model.positional.scaling.kind == "llama3"
+    new = {begin: BOS, end: EOS} | {i: i + 4 for i in range(begin)}  # the folder's id -> tbuild's
+    rows = torch.tensor([new[i] for i in range(end + 1)])
+    text = tk.encode(LINES[0], add_special_tokens=False).ids
+    with torch.no_grad():
+        ours = model.decode(torch.tensor([[BOS, *(new[i] for i in text)]]))
+        theirs = hf(input_ids=torch.tensor([[begin, *text]])).logits
+    assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
+    result = runner.invoke(app, ["generate", str(tmp_path / "run"), "--beam", "1", "--max-new-tokens", "6",
+                                 "--device", "cpu"], input="the cat\n")
+    assert result.exit_code == 0, result.output
+    ids = [begin, *tk.encode("the cat", add_special_tokens=False).ids]
+    out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
+                      eos_token_id=end, pad_token_id=end)[0].tolist()
+    ours = result.output.rstrip("\n").split("\n")[-1]  # not splitlines: random bytes may hold \x1d
+    assert ours == tk.decode([i for i in out if i not in (begin, end)])
