@@ -55,7 +55,9 @@ class TokenizersProcessor:
         return [e.ids for e in self.tk.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: list[int]) -> str:
-        return self.tk.decode([int(i) for i in ids], skip_special_tokens=False)
+        """Text of ``ids`` without the special tokens (as sentencepiece leaves out control pieces): PAD, BOS, EOS,
+        and others a published file marks special (NLLB's language codes, a forced target prefix)."""
+        return self.tk.decode([int(i) for i in ids], skip_special_tokens=True)
 
     def decode_pieces(self, pieces: list[str]) -> str:
         return self.decode([self.piece_to_id(p) for p in pieces])

@@ -89,6 +89,9 @@ def special_ids(folder: Path, config: dict, token_to_id: dict[str, int], special
     config = config | ({"unk_token_id": unk} if unk is not None and "unk_token_id" not in config else {})
     for role in ROLES:
         given = config.get(f"{role}_token_id")
+        if isinstance(given, int) and given not in specials and given != unk:
+            raise UnsupportedImport(f"config.json {role}_token_id {given}: not one of the tokenizer's special tokens "
+                                    f"(ids {sorted(specials)[:8]})")
         if isinstance(given, int):
             ids[role] = given
         elif role in named and named[role] in token_to_id:
@@ -109,10 +112,7 @@ KEEPS = ("eos", "pad", "unk", "bos")  # which role keeps a token that several sh
 def renumbering(ids: dict[str, int | None], size: int) -> Renumbering:
     """The four special ids first, in tbuild's order, then every other id of ``size`` in its order. A role with
     no token of its own (None, or one that a role before it in ``KEEPS`` has) gets a copy of that token's row,
-    or of EOS's row. A refusal where an id is not one of the ``size`` rows."""
-    for role, i in ids.items():
-        if i is not None and not 0 <= i < size:
-            raise UnsupportedImport(f"config.json {role}_token_id {i}: not an id of the tokenizer ({size} tokens)")
+    or of EOS's row."""
     kept: dict[str, int] = {}
     for role in KEEPS:
         i = ids[role]

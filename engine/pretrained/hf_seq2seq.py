@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.components.weights import weight_tree
 
@@ -48,10 +47,6 @@ def check_config(config: PretrainedConfig) -> None:
     if config.activation_function not in FROM_HF:
         raise UnsupportedImport(f"config.json activation_function {config.activation_function!r}: tbuild's "
                                 f"FFN kinds for this class are {', '.join(FROM_HF)}")
-    for field, want in (("pad_token_id", PAD), ("eos_token_id", EOS), ("decoder_start_token_id", BOS)):
-        if config.model_type != "marian" and getattr(config, field, None) != want:  # Marian's: opus_vocab.py
-            raise UnsupportedImport(f"config.json {field} {getattr(config, field, None)}: tbuild's ids are PAD 0, "
-                                    "UNK 1, BOS 2, EOS 3 and decoding starts from BOS")
     if config.model_type == "marian" and config.d_model % 2:
         raise UnsupportedImport(f"config.json d_model {config.d_model}: the sinusoid needs an even width")
 

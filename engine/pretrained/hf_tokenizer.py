@@ -103,6 +103,13 @@ def _tokenizers_file(folder: Path, config: dict, scratch: Path) -> tuple[Tokeniz
     return _load(out), numbering
 
 
+def _started(config: dict) -> dict:
+    """config.json with an encoder-decoder's start as its BOS: tbuild's decoder starts from BOS, NLLB's from its
+    EOS (so BOS becomes a copy of that row), Pegasus's from its PAD."""
+    start = config.get("decoder_start_token_id")
+    return config | {"bos_token_id": start} if isinstance(start, int) else config
+
+
 def _specials_in_place(special: set[int], config: dict) -> bool:
     """Whether the file's ids 0 to 3 are special tokens (``special``: the ids of its special tokens) and
     config.json's special ids (where given) tbuild's."""
@@ -114,11 +121,12 @@ def _specials_in_place(special: set[int], config: dict) -> bool:
 def _config_agrees(config: dict) -> None:
     """Refuse config.json special ids other than tbuild's where the tokenizer is not renumbered (a
     sentencepiece model's ids are the model's rows)."""
-    for i, role in enumerate(ROLES):
-        value = config.get(f"{role}_token_id")
-        if value is not None and value != i:
-            raise UnsupportedImport(f"config.json {role}_token_id {value!r}: tbuild's ids are PAD 0, UNK 1, BOS 2, "
-                                    "EOS 3 (only a tokenizer.json is renumbered on import)")
+    fields = [(f"{role}_token_id", i) for i, role in enumerate(ROLES)] + [("decoder_start_token_id", BOS)]
+    for field, want in fields:
+        value = config.get(field)
+        if value is not None and value != want:
+            raise UnsupportedImport(f"config.json {field} {value!r}: tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3 and "
+                                    "decoding starts from BOS (only a tokenizer.json is renumbered on import)")
 
 
 def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tuple[Tokenizer, Renumbering | None]:
@@ -134,7 +142,7 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
     elif (folder / "tokenizer.model").exists():
         tok, numbering = _spm(folder, config, scratch)
     elif (folder / TOKENIZERS).exists():
-        tok, numbering = _tokenizers_file(folder, config, scratch)  # GPT-2's byte-level BPE, BERT's WordPiece
+        tok, numbering = _tokenizers_file(folder, _started(config), scratch)  # GPT-2's byte-level BPE, BERT's
     else:
         other = next((n for n in ("spiece.model", "merges.txt", "vocab.txt") if (folder / n).exists()), None)
         has = f" (it has {other}, which tbuild does not run)" if other else ""

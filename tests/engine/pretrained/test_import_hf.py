@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.hf import hf_search
@@ -55,10 +55,28 @@ M2M100 = {
 REFUSED = {
     "quick_gelu": ("marian", {"activation_function": "quick_gelu"}, "config.json activation_function 'quick_gelu'"),
     "pad id is eos": ("marian", {"pad_token_id": EOS}, "config.json pad_token_id 3, eos_token_id 3"),
-    "start id": ("pegasus", {"decoder_start_token_id": PAD}, "config.json decoder_start_token_id 0"),
     "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
     "m2m100 tanh": ("m2m_100", {"activation_function": "tanh"}, "config.json activation_function 'tanh'"),
 }
+
+
+def test_a_decoder_that_starts_from_pad_gets_a_silent_bos(spm: Tokenizer, tmp_path: Path) -> None:
+    """Published Pegasus's decoder starts from PAD: BOS becomes a copy of PAD's row that is never scored (the
+    folder's <s> moves to id 4), and the log-probabilities are HF's."""
+    hf = seq2seq_folder("pegasus", {"decoder_start_token_id": PAD}, spm, tmp_path / "hf")
+    _import(tmp_path / "hf", tmp_path / "run")
+    spec, model = _loaded(tmp_path / "run")
+    assert spec.model.silent_ids == [BOS] and spec.model.vocab_size == VOCAB + 1
+    order = [PAD, UNK, PAD, EOS, BOS, *range(4, VOCAB)]  # tbuild's id -> the folder's
+    new = {old: i for i, old in enumerate(order) if i != BOS}
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, VOCAB, (1, 6), generator=g).tolist()[0] + [EOS]
+    tgt = [PAD, *torch.randint(4, VOCAB, (5,), generator=g).tolist()]
+    with torch.no_grad():
+        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits.log_softmax(-1)
+        ours = model(torch.tensor([[new[i] for i in src]]), torch.tensor([[BOS] + [new[i] for i in tgt[1:]]]))
+    rows = torch.tensor([new[i] for i in range(VOCAB)])
+    assert (ours.log_softmax(-1)[..., rows] - theirs).abs().max().item() < 1e-4
 
 
 def _perturbed(model: torch.nn.Module) -> torch.nn.Module:

@@ -4,8 +4,8 @@ sentencepiece model, as GPT-2's own folders) is imported, and every command work
 `tbuild generate`'s), `export` (hf, which imports back to the same weights; ctranslate2 where installed) and
 `train` with `train.init` pointing at it; so on an imported BERT tagger (decode, evaluate, serve at /classify,
 export to BertForTokenClassification, train) and an imported Marian model (evaluate, serve at /translate,
-export to CTranslate2 with its parity check). A tokenizer.json without
-special tokens for tbuild's PAD, UNK, BOS and EOS is refused naming what is missing."""
+export to CTranslate2 with its parity check). config.json ids that are not special tokens of the tokenizer.json
+are refused naming the field."""
 
 from __future__ import annotations
 
@@ -136,13 +136,13 @@ def test_train_from_the_imported_run(imported, tmp_path: Path) -> None:  # noqa:
     assert _ok(["generate", str(tmp_path / "tuned"), "--max-new-tokens", "3", "--device", "cpu"], "the cat\n")
 
 
-def test_a_tokenizer_json_without_tbuild_s_special_tokens_is_refused(tmp_path: Path) -> None:
-    """GPT-2's own file has one special token (<|endoftext|>): no UNK to renumber into place (hf_ids.py)."""
+def test_config_ids_that_are_not_special_tokens_are_refused(tmp_path: Path) -> None:
+    """config.json naming ordinary pieces as BOS and EOS (tbuild's ids 2 and 3 in a file with one special token,
+    <|endoftext|> at 0): one line naming the field; then an unreadable file."""
     folder = tmp_path / "hf"
     transformers.GPT2LMHeadModel(transformers.GPT2Config(**(GPT2 | {"vocab_size": BPE_ROWS}))).save_pretrained(folder)
     byte_level_bpe(folder / "tokenizer.json", ["<|endoftext|>"])
-    _refused([str(folder)], tmp_path / "run", "config.json unk_token_id: not set, and the tokenizer's files name no "
-             "unk token")
+    _refused([str(folder)], tmp_path / "run", "config.json bos_token_id 2: not one of the tokenizer's special tokens")
     (folder / "tokenizer.json").write_text(json.dumps({"model": "not one"}))
     _refused([str(folder)], tmp_path / "run", "tokenizer.json: not a readable tokenizers file")
 

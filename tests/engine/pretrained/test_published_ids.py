@@ -149,7 +149,7 @@ def test_roles_without_a_token_of_their_own_get_copies() -> None:
     assert opus.order[:4] == (7, 1, 7, 0) and opus.copies == {2} and opus.new_ids()[7] == 0
 
 
-def test_a_tokenizer_without_an_eos_or_with_ids_out_of_range_is_refused(tmp_path: Path) -> None:
+def test_a_tokenizer_without_an_eos_or_with_an_id_it_lacks_is_refused(tmp_path: Path) -> None:
     """No end token anywhere (config.json, the tokenizer's files, the usual names), then a config id past the
     tokenizer's: one line naming the field, nothing written."""
     folder = tmp_path / "hf"
@@ -164,4 +164,4 @@ def test_a_tokenizer_without_an_eos_or_with_ids_out_of_range_is_refused(tmp_path
              "eos token; tbuild's decoders stop at EOS")
     config = json.loads((folder / "config.json").read_text()) | {"eos_token_id": 900}
     (folder / "config.json").write_text(json.dumps(config))
-    _refused([str(folder)], tmp_path / "run", "config.json eos_token_id 900: not an id of the tokenizer")
+    _refused([str(folder)], tmp_path / "run", "config.json eos_token_id 900: not one of the tokenizer's special tokens")
