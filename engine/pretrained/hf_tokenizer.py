@@ -144,7 +144,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
     elif (folder / TOKENIZERS).exists():
         tok, numbering = _tokenizers_file(folder, _started(config), scratch)  # GPT-2's byte-level BPE, BERT's
     else:
-        other = next((n for n in ("spiece.model", "merges.txt", "vocab.txt") if (folder / n).exists()), None)
+        other = next((n for n in ("spiece.model", "sentencepiece.bpe.model", "merges.txt", "vocab.txt")
+                      if (folder / n).exists()), None)
         has = f" (it has {other}, which tbuild does not run)" if other else ""
         raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
                                 f"tokenizer.json){has}")
