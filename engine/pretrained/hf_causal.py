@@ -1,4 +1,5 @@
-"""Import a Hugging Face ``GPT2LMHeadModel`` or ``LlamaForCausalLM`` as a tbuild ``decoder_only`` model: the
+"""Import a Hugging Face ``GPT2LMHeadModel``, ``LlamaForCausalLM`` or ``Qwen2ForCausalLM`` (Llama's layers with
+Q, K and V biases) as a tbuild ``decoder_only`` model: the
 maps of ``export/hf_graphs.py`` (``gpt2_state``, ``llama_state``) read backwards, each step exact:
 
 - GPT-2's ``Conv1D`` stores (in, out): transposed back; its fused ``c_attn`` is split into W^Q, W^K, W^V.
@@ -8,10 +9,10 @@ maps of ``export/hf_graphs.py`` (``gpt2_state``, ``llama_state``) read backwards
   of W^Q and W^K go back from half-split to interleaved order within each head (the inverse of ``half_split``).
 - No √d_model scaling (§3.4): neither class has it (the export folds it into the table).
 
-Refused in one line naming the config field and value: an activation tbuild does not have (GPT-2's default
-``gelu_new`` is the tanh approximation; tbuild's ``gelu`` is exact), unscaled or layer-scaled GPT-2 attention,
-a RoPE scaling other than ``default``, Llama MLP biases. Special ids other than tbuild's (PAD 0, UNK 1, BOS 2,
-EOS 3) are the tokenizer's to renumber or refuse (``hf_tokenizer.py``).
+Refused in one line naming the config field and value: an activation tbuild does not have, unscaled or
+layer-scaled GPT-2 attention, a RoPE scaling other than ``default`` and Llama 3's, Llama MLP biases, Qwen2's
+sliding window. Special ids other than tbuild's (PAD 0, UNK 1, BOS 2, EOS 3) are the tokenizer's to renumber or
+refuse (``hf_tokenizer.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from .hf_source import UnsupportedImport
 if TYPE_CHECKING:
     from transformers import GPT2Config, LlamaConfig
 
-CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+CLASSES = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
 State = dict[str, torch.Tensor]
 
 
@@ -56,8 +57,10 @@ def check_config(config: GPT2Config | LlamaConfig) -> None:
     if _rope_type(config) not in ("default", "llama3"):
         _refuse("rope_parameters.rope_type", _rope_type(config), "tbuild's RoPE scales as Llama 3's (llama3) or not "
                 "at all (default)")
-    if config.mlp_bias:
+    if getattr(config, "mlp_bias", False):
         _refuse("mlp_bias", config.mlp_bias, "tbuild's SwiGLU has no biases")
+    if getattr(config, "use_sliding_window", False):
+        _refuse("use_sliding_window", True, "tbuild's causal attention sees every earlier position")
 
 
 def _positions(table: torch.Tensor) -> tuple[dict, State]:
@@ -80,6 +83,12 @@ def _gpt2_fields(hf: nn.Module) -> tuple[dict, State]:
             "max_positions": c.n_positions}, extra
 
 
+def _attention_bias(config: LlamaConfig) -> bool:
+    """Llama's ``attention_bias`` (all four projections); Qwen2's Q, K and V always have one (its output
+    projection none: imported as a zero bias)."""
+    return config.model_type == "qwen2" or bool(config.attention_bias)
+
+
 def _llama_fields(hf: nn.Module) -> tuple[dict, State]:
     c = hf.config
     rope = getattr(c, "rope_parameters", None) or {}
@@ -94,7 +103,7 @@ def _llama_fields(hf: nn.Module) -> tuple[dict, State]:
                                  "original_max_positions": rope["original_max_position_embeddings"]}
     return {"positional": positional,
             "decoder": stack, "ffn": {"kind": "swiglu"}, "norm": {"kind": "rmsnorm", "eps": c.rms_norm_eps},
-            "attention": {"kind": "multihead", "bias": bool(c.attention_bias), "kv_heads": kv},
+            "attention": {"kind": "multihead", "bias": _attention_bias(c), "kv_heads": kv},
             "dropout": {"residual": 0.0, "embedding": 0.0, "attention": c.attention_dropout, "activation": 0.0},
             "max_positions": c.max_position_embeddings}, {}
 
@@ -145,6 +154,8 @@ def _llama_state(t: State, layers: int, d_k: int) -> State:
                 if f"{theirs}.self_attn.{name}.{p}" in t:
                     tensor = t[f"{theirs}.self_attn.{name}.{p}"]
                     state[f"{att}.w_{x}.{p}"] = interleaved(tensor, d_k) if x in "qk" else tensor
+        if f"{att}.w_q.bias" in state and f"{att}.w_o.bias" not in state:  # Qwen2's: Q, K, V biases, not O's
+            state[f"{att}.w_o.bias"] = torch.zeros(t[f"{theirs}.self_attn.o_proj.weight"].size(0))
         for ffn, name in (("w1", "gate_proj"), ("v", "up_proj"), ("w2", "down_proj")):
             state[f"{ours}.ffn.sublayer.{ffn}.weight"] = t[f"{theirs}.mlp.{name}.weight"]
         state[f"{ours}.self_attn.norm.weight"] = t[f"{theirs}.input_layernorm.weight"]

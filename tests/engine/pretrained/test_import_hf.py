@@ -289,6 +289,7 @@ CAUSAL = {
         "tie_word_embeddings": False, "num_key_value_heads": 2, "attention_bias": True,
         "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}),
     "llama head_dim 8 (heads · d_k ≠ d_model)": ("llama", {"head_dim": 8}),
+    "qwen2 (Q, K, V biases; O none)": ("qwen2", {"tie_word_embeddings": True, "num_key_value_heads": 2}),
     "llama 3 rope scaling": ("llama", {"head_dim": 8, "rope_parameters": {
         "rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 16}}),
@@ -298,7 +299,8 @@ CAUSAL = {
 def causal_folder(family: str, overrides: dict, tok: Tokenizer, folder: Path):  # noqa: ANN201
     """A random GPT2LMHeadModel or LlamaForCausalLM saved into ``folder`` with tokenizer.model."""
     config_class, model_class, base = {"gpt2": ("GPT2Config", "GPT2LMHeadModel", GPT2),
-                                       "llama": ("LlamaConfig", "LlamaForCausalLM", LLAMA)}[family]
+                                       "llama": ("LlamaConfig", "LlamaForCausalLM", LLAMA),
+                                       "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", LLAMA)}[family]
     torch.manual_seed(0)
     hf = _perturbed(getattr(transformers, model_class)(getattr(transformers, config_class)(**(base | overrides))))
     hf.save_pretrained(folder)
@@ -324,6 +326,8 @@ CAUSAL_REFUSED = {
     "linear rope": ("llama", {"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e4}},
                     "config.json rope_parameters.rope_type 'linear'"),
     "mlp bias": ("llama", {"mlp_bias": True}, "config.json mlp_bias True"),
+    "sliding window": ("qwen2", {"use_sliding_window": True, "num_key_value_heads": 4},
+                       "config.json use_sliding_window True"),
 }
 
 
