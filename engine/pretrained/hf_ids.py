@@ -7,8 +7,8 @@ vocabulary row of the weights moves alike (``Renumbering.rows``), so the model c
 Which token is which: ``config.json``'s ``pad_token_id``, ``bos_token_id`` and ``eos_token_id`` where given, else
 the tokenizer's own files (``special_tokens_map.json``, ``tokenizer_config.json``: pad, unk, bos or cls, eos or
 sep), else the usual special token of the tokenizer's (<pad>, <unk>, <s>, </s>; [PAD], [UNK], [CLS], [SEP]).
-Four distinct tokens are needed (a model whose padding is its start token, or with no padding token, is
-refused in one line naming the field)."""
+A role with no token of its own (GPT-2 has only <|endoftext|>, for BOS, EOS and UNK) gets a copy of a row that
+the model never scores (``Renumbering.copies``, ``model.silent_ids``); only a missing EOS is refused."""
 
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ normalization (its character map, whitespace rules and word-boundary prefix), an
 installed) is not applied.
 
 tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3, each its own row. A role that shares a row in the folder (the
-decoder's start is its PAD) gets a row of its own, a copy: the model computes what it computed, and the
-search never outputs PAD or BOS."""
+decoder's start is its PAD) gets a row of its own, a copy that the model never scores (``model.silent_ids``):
+the model computes what it computed, log-probabilities included."""
 
 from __future__ import annotations
 
