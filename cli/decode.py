@@ -78,10 +78,10 @@ def decode(
     def warn(message: str) -> None:
         err_console.print(f"[yellow]warning:[/] {name}: {message}", highlight=False, soft_wrap=True)
 
+    engine = engine_loading(loading, ensembling)
     call = DecodeCall(read=lambda: _read(input_), name=name, prefix_file=prefix_file,
                       constraints_file=constraints_file, format=format_, align=align,
-                      loading=engine_loading(loading), load_decoder=lambda: load_decoder(runs, loading, ensembling,
-                                                                                         notify),
+                      loading=engine, load_decoder=lambda: load_decoder(runs, engine, notify),
                       notify=notify, warn=warn, progress=_progress(input_ is not None and err_console.is_terminal))
     text = "".join(line + "\n" for line in task_of(runs[0].spec).decode(runs, call))
     if output is not None:

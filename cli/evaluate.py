@@ -57,8 +57,9 @@ def evaluate(
         raise TbuildError("--src and --ref go together")
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
                        no_repeat_ngram=no_repeat_ngram)
-    call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine_loading(loading),
-                    load_decoder=lambda: load_decoder(runs, loading, ensembling, notify), notify=notify,
+    engine = engine_loading(loading, ensembling)
+    call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine,
+                    load_decoder=lambda: load_decoder(runs, engine, notify), notify=notify,
                     params=params, diagnose=diagnose)
     print_report(task_of(runs[0].spec).evaluate(runs, call))
 

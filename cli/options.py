@@ -111,12 +111,14 @@ class Loading:
     quantization: str | None = QUANTIZATION
 
 
-def engine_loading(loading: Loading) -> EngineLoading:
-    """``loading`` as the engine's tasks take it."""
+def engine_loading(loading: Loading, ensembling: Ensembling | None = None) -> EngineLoading:
+    """``loading`` (and ``ensembling``'s weights and rule) as the engine's tasks take it."""
     from tbuild.engine.tasks.base import Loading as EngineLoading
 
+    weights, combine = (None, "logprob") if ensembling is None else (parse_weights(ensembling.weights),
+                                                                     ensembling.combine)
     return EngineLoading(loading.checkpoint, loading.average, loading.device, loading.compile_, loading.engine,
-                         loading.quantization)
+                         loading.quantization, weights, combine)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -165,16 +167,13 @@ def decode_runs(targets: list[Path], sets: list[str] | None, profile: str | None
     return [resolve_run(t, overrides) for t in targets]
 
 
-def load_decoder(runs: list[Run], loading: Loading, ensembling: Ensembling | None = None,
-                 notify: Callable[[str], None] = lambda _: None) -> Engine:
-    """The engine ``loading`` names for ``runs`` (several: their ensemble, combined as ``ensembling`` says)."""
+def load_decoder(runs: list[Run], loading: EngineLoading, notify: Callable[[str], None] = lambda _: None) -> Engine:
+    """The engine ``loading`` names for ``runs`` (several: their ensemble, combined as ``loading`` says)."""
     from tbuild.engine.export.engines import load_engines
 
-    weights, combine = (None, "logprob") if ensembling is None else (parse_weights(ensembling.weights),
-                                                                     ensembling.combine)
     return load_engines(runs, loading.engine, quantization=loading.quantization, checkpoint=loading.checkpoint,
-                        average=loading.average, device=loading.device, notify=notify, weights=weights,
-                        combine=combine, compiled=loading.compile_)
+                        average=loading.average, device=loading.device, notify=notify,
+                        weights=loading.member_weights, combine=loading.combine, compiled=loading.compiled)
 
 
 def parse_weights(text: str | None) -> list[float] | None:

@@ -8,7 +8,8 @@ Combination rules (weights w normalised to sum 1):
   log-softmax (a weighted geometric mean of the distributions).
 
 An ensemble is a ``SearchModel`` (``model.py``), as a single model is: the search does not know which
-it decodes with. An ensemble of one model is that model (its own scores, as ``Single`` gives them)."""
+it decodes with. An ensemble of one model is that model (its own scores, as ``Single`` gives them).
+A tagger's or classifier's ensemble (``LabelEnsemble``) combines the label distributions by the same rules."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ class Ensemble:
         caches = cache.caches if cache is not None else [None] * len(self.models)
         lprobs = torch.stack([m.decode(tgt, mem, memory_pad, c, beams=beams).float().log_softmax(-1)
                               for m, mem, c in zip(self.models, memory, caches, strict=True)])  # (M, N, T, V)
-        return self._combine(lprobs)
+        return combined(lprobs, self.weights, self.combine)
 
     def step(self, last: torch.Tensor, memory: tuple[torch.Tensor, ...], pad: torch.Tensor, cache: EnsembleCache,
              beams: int) -> torch.Tensor:
@@ -80,18 +81,36 @@ class Ensemble:
         """Each model's memory rows ``kept``."""
         return tuple(m.index_select(0, kept) for m in memory)
 
-    def _combine(self, lprobs: torch.Tensor) -> torch.Tensor:
-        """(M, ...) each model's log-probabilities -> the rule's combination (module docstring)."""
-        if self.combine == "prob":
-            log_w = torch.tensor([math.log(w) for w in self.weights], device=lprobs.device).view(-1, 1, 1, 1)
-            return torch.logsumexp(lprobs + log_w, 0)
-        w = torch.tensor(self.weights, device=lprobs.device).view(-1, 1, 1, 1)
-        return (lprobs * w).sum(0)
-
     def __call__(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
         """Teacher-forced combined log-probabilities (B, T, V)."""
         memory, pad = self.encode(src)
         return self.decode(tgt, memory, pad)
+
+
+def combined(lprobs: torch.Tensor, weights: list[float], combine: str) -> torch.Tensor:
+    """(M, ...) each model's log-probabilities, ``weights`` summing to 1 -> the rule's combination (module
+    docstring)."""
+    shape = (-1,) + (1,) * (lprobs.dim() - 1)
+    if combine == "prob":
+        log_w = torch.tensor([math.log(w) for w in weights], device=lprobs.device).view(shape)
+        return torch.logsumexp(lprobs + log_w, 0)
+    return (lprobs * torch.tensor(weights, device=lprobs.device).view(shape)).sum(0)
+
+
+class LabelEnsemble(torch.nn.Module):
+    """Taggers' or classifiers' models as one: each position's combined label log-probabilities, which the
+    task reads as a single model's label scores (its best label, its loss)."""
+
+    def __init__(self, models: list[torch.nn.Module], weights: list[float], combine: str) -> None:
+        super().__init__()
+        self.members = torch.nn.ModuleList(models)
+        self.combine = combine
+        total = sum(weights)
+        self.weights = [w / total for w in weights]
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
+        lprobs = torch.stack([m(src).float().log_softmax(-1) for m in self.members])  # (M, B, T, labels)
+        return combined(lprobs, self.weights, self.combine)
 
 
 def check_weights(count: int, weights: list[float] | None, combine: str) -> list[float]:
@@ -152,3 +171,21 @@ def load_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *,
     model = Ensemble([p.model for p in parts], weights, combine)
     return replace(parts[0], model=model, weights=" + ".join(p.weights for p in parts),
                    max_source_tokens=min(p.max_source_tokens for p in parts))
+
+
+def load_label_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *, load: Callable,
+                        same: Callable[[Spec], object]):
+    """``load(run)`` each tagger's or classifier's translator (after ``check_compatible``, and checking that
+    ``same(spec)``, what the task reads its labels with, is every run's) and join them in one whose model is
+    the ``LabelEnsemble``."""
+    from dataclasses import replace
+
+    weights = check_weights(len(runs), weights, combine)
+    check_compatible(runs)
+    for run in runs[1:]:
+        if same(run.spec) != same(runs[0].spec):
+            raise TbuildError(f"ensemble: {run.dir.path} reads other labels than {runs[0].dir.path} "
+                              f"({same(run.spec)} vs {same(runs[0].spec)}); the members of an ensemble share them")
+    parts = [load(run) for run in runs]
+    model = LabelEnsemble([p.model for p in parts], weights, combine)
+    return replace(parts[0], model=model, weights=" + ".join(p.weights for p in parts))

@@ -6,22 +6,14 @@ pretrained to start a tagger or classifier from): ``MASKED_LM_COMMANDS``, refuse
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from pathlib import Path
 
 from ..data.masked import encode_masked
 from ..data.word_labels import LABEL_OFFSET
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
-from .translator import Translator, load_translator
+from .translator import Translator
 
 MASKED_LM_COMMANDS = ("train", "evaluate", "export", "inspect")  # what a masked LM's run takes
-
-
-def load_masked_lm(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
-                   notify: Callable[[str], None] = lambda _: None) -> Translator:
-    """The run's masked LM with its weights, loaded as ``load_translator`` loads a translator."""
-    return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
 
 
 def evaluate_masked_lm(run: Run, t: Translator, split: str) -> EvalRecord:

@@ -58,7 +58,8 @@ Report = list[Table | str]  # what ``evaluate`` prints, in order: tables and lin
 
 @dataclass(frozen=True)
 class Loading:
-    """Which weights, on which device, through which engine (``--checkpoint``, ``--average``, ...)."""
+    """Which weights, on which device, through which engine (``--checkpoint``, ``--average``, ...), and how
+    several runs' models combine (``--weights``, ``--combine``: ``decoding/ensemble.py``)."""
 
     checkpoint: Path | None = None
     average: int | None = None
@@ -66,6 +67,8 @@ class Loading:
     compiled: bool = False
     engine: str = "native"
     quantization: str | None = None
+    member_weights: list[float] | None = None
+    combine: str = "logprob"
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from tbuild.builder.spec import Spec
 
 from ..data.masked import encode_masked, line_rows
-from ..decoding.masked_lm import MASKED_LM_COMMANDS, evaluate_masked_lm, load_masked_lm
+from ..decoding.masked_lm import MASKED_LM_COMMANDS, evaluate_masked_lm
 from ..decoding.translator import Translator, load_translator
 from ..errors import TbuildError
 from .base import DecodeCall, EvalCall, Log, Report, scores_table
@@ -47,7 +47,10 @@ class MaskedLM(Labels):
     def evaluate(self, runs: list[Run], call: EvalCall) -> Report:
         """The split's perplexity and accuracy over its hidden pieces, the split masked as in training with
         the run's seed (the same figures on every call); writes eval_SPLIT.json."""
-        t = self.loaded(runs, call, load=load_masked_lm)
+        if len(runs) > 1:
+            raise TbuildError("a masked LM is evaluated alone: give one run (ensembles combine taggers, classifiers "
+                              "and translators)")
+        t = self.loaded(runs, call)
         run = runs[0]
         result = evaluate_masked_lm(run, t, call.split)
         table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})")

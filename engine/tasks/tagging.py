@@ -6,6 +6,7 @@ as a token classifier. ``Labels`` is what a tagger, a classifier and a masked LM
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,6 +16,7 @@ from tbuild.builder.spec import Spec
 from ..data.word_labels import (
     LABEL_OFFSET,
     encode_tagged,
+    labels_of,
     read_tagged,
     word_bos,
     word_piece,
@@ -25,7 +27,7 @@ from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
 from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError
 from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, scores_table
-from .registry import register_task
+from .registry import register_task, task_of
 
 if TYPE_CHECKING:
     from ..data.batches import BatchSource
@@ -63,28 +65,34 @@ class Labels(Task):
     def label_offset(self, spec: Spec) -> int:
         return LABEL_OFFSET
 
-    def loaded(self, runs: list[Run], call: EvalCall, load: object = None) -> Translator:
-        """The one run's model, loaded on the native engine (``load``: ``load_tagger`` unless given); --src,
-        several runs or another engine refused in one line."""
+    def loaded(self, runs: list[Run], call: EvalCall | DecodeCall) -> Translator:
+        """The run's model, or several runs' ensemble (``LabelEnsemble``: their label distributions combined as
+        ``--combine`` says), loaded on the native engine in float32; --src or another engine refused in one
+        line."""
+        from ..decoding.engines import load_native
+        from ..decoding.ensemble import load_label_ensemble
         from ..device.process import configure_process
 
         loading = call.loading
-        if call.src is not None or len(runs) > 1 or loading.engine != "native":
-            raise TbuildError(f"{self.what} is evaluated alone, on a split of its data, by the native engine "
-                              "(no --src/--ref, one run, no --engine)")
+        if isinstance(call, EvalCall) and call.src is not None:
+            raise TbuildError(f"{self.what} is evaluated on a split of its data (no --src/--ref)")
+        if loading.engine != "native":
+            raise TbuildError(f"{self.what} runs on the native engine (no --engine {loading.engine})")
         configure_process()
-        return (load or load_tagger)(runs[0], checkpoint=loading.checkpoint, average=loading.average,  # type: ignore[operator]
-                                     device=loading.device, notify=call.notify)
+        return load_native(runs, quantization="float32", checkpoint=loading.checkpoint, average=loading.average,
+                           device=loading.device, notify=call.notify, weights=loading.member_weights,
+                           combine=loading.combine,
+                           join=functools.partial(load_label_ensemble, same=self.reads))  # type: ignore[return-value]
+
+    def reads(self, spec: Spec) -> object:
+        """What the members of an ensemble must share: the task, the labels and where they are read."""
+        return task_of(spec).name, labels_of(spec), word_piece(spec), word_bos(spec)
 
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
-        """Each input line's labels (``label_lines``); an empty line gives an empty line."""
-        if len(runs) > 1:
-            raise TbuildError(f"{self.what} decodes alone: give one run (ensembles decode translations)")
+        """Each input line's labels (``label_lines``) by the run or the runs' ensemble; an empty line gives
+        an empty line."""
         lines = decode_lines(call.read(), call.name)
-        run, loading = runs[0], call.loading
-        t = load_tagger(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
-                        notify=call.notify)
-        return self.label_lines(t, run.spec, lines)
+        return self.label_lines(self.loaded(runs, call), runs[0].spec, lines)
 
     def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
         raise NotImplementedError

@@ -82,6 +82,18 @@ def test_commands_that_do_not_apply_refuse_in_one_line(trained: Path) -> None:
     assert result.exit_code == 2
     assert "generate of encoder_only is not supported yet" in result.output and "Traceback" not in result.output
     result = runner.invoke(app, ["evaluate", str(trained), "--src", "a", "--ref", "b"])
-    assert result.exit_code == 2 and "a classifier is evaluated alone" in result.output
+    assert result.exit_code == 2
+    assert "a classifier is evaluated on a split of its data (no --src/--ref)" in result.output
     result = runner.invoke(app, ["data", "prepare", str(trained.parent / "classifier.yaml")])
     assert result.exit_code == 2 and "is a tagger or classifier (model.kind encoder_only)" in result.output
+
+
+def test_an_ensemble_of_a_classifier_with_itself_is_the_classifier(trained: Path) -> None:
+    """Classifiers ensemble as taggers do (tests/cli/test_tagger_ensemble.py): the run with itself is the run."""
+    alone = runner.invoke(app, ["evaluate", str(trained), "--split", "valid"])
+    assert alone.exit_code == 0, alone.output
+    single = json.loads((trained / "eval_valid.json").read_text())
+    twice = runner.invoke(app, ["evaluate", str(trained), str(trained), "--split", "valid", "--combine", "prob"])
+    assert twice.exit_code == 0 and "ensemble of 2 models" in twice.output, twice.output
+    record = json.loads((trained / "eval_valid.json").read_text())
+    assert record["accuracy"] == single["accuracy"] and record["nll"] == pytest.approx(single["nll"], rel=1e-5)
