@@ -52,6 +52,16 @@ class Renumbering:
         """The source's id -> tbuild's (where its token is, not a copy's)."""
         return {old: new for new, old in enumerate(self.order) if new not in self.copies}
 
+    def kept(self) -> tuple[int, ...]:
+        """tbuild's id of each source id in the source's order (``order`` inverted, the copies left out): the
+        rows an export without the copies keeps."""
+        new = self.new_ids()
+        return tuple(new[old] for old in range(len(new)))
+
+    def inverse(self) -> Renumbering:
+        """tbuild's ids back to the source's, the copies left out (``renumbered_file`` drops their tokens)."""
+        return Renumbering(self.kept())
+
     def copy_names(self, taken: Container[str]) -> dict[int, str]:
         """Each copy's token (its new id: a role's): the role's usual one (``<pad>``, ``<unk>``, ``<s>``), or that
         with ``_tbuild`` where ``taken`` (the source's tokens) has it."""
@@ -124,10 +134,11 @@ def renumbering(ids: dict[str, int | None], size: int) -> Renumbering:
 
 
 def renumbered_file(data: dict, numbering: Renumbering) -> dict:
-    """A tokenizers file's JSON with every id ``old`` written as ``numbering.new_ids()[old]``, and each copy's
-    token (``Renumbering.copy_names``) added as a special token at its id."""
+    """A tokenizers file's JSON with every id ``old`` written as ``numbering.new_ids()[old]`` (an id it has
+    none for, a copy's on export (``Renumbering.inverse``), left out with its token), and each copy's token
+    (``Renumbering.copy_names``) added as a special token at its id."""
     model, new = data["model"], numbering.new_ids()
-    added = data.get("added_tokens") or []
+    added = [t for t in data.get("added_tokens") or [] if t["id"] in new]
     vocab = model.get("vocab")
     known = set(vocab) if isinstance(vocab, dict) else {e[0] for e in vocab or []}
     copies = numbering.copy_names(known | {t["content"] for t in added})
@@ -135,10 +146,11 @@ def renumbered_file(data: dict, numbering: Renumbering) -> dict:
     # library numbers added tokens after the vocabulary, which its new id may not be
     outside = {new[t["id"]]: t["content"] for t in added if t["content"] not in known} | copies
     if isinstance(vocab, dict):  # WordPiece, BPE, WordLevel: piece -> id
-        entries = [(p, new[i]) for p, i in vocab.items()] + [(name, i) for i, name in outside.items()]
+        entries = [(p, new[i]) for p, i in vocab.items() if i in new] + [(name, i) for i, name in outside.items()]
         model["vocab"] = dict(sorted(entries, key=lambda e: e[1]))
     elif isinstance(vocab, list):  # Unigram: [piece, score] in id order
-        by_new = {new[i]: entry for i, entry in enumerate(vocab)} | {i: [name, 0.0] for i, name in outside.items()}
+        by_new = {new[i]: entry for i, entry in enumerate(vocab) if i in new}
+        by_new |= {i: [name, 0.0] for i, name in outside.items()}
         model["vocab"] = [by_new[i] for i in range(len(by_new))]
         if model.get("unk_id") is not None:
             model["unk_id"] = new[model["unk_id"]]
