@@ -238,8 +238,8 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
         return transformers.GPT2Config(
             vocab_size=model.output.weight.size(0), n_positions=rows, n_embd=m.d_model, n_layer=layers,
             n_head=stack.heads, n_inner=stack.d_ff, activation_function=TO_HF[group.ffn.kind],  # type: ignore[attr-defined]
-            layer_norm_epsilon=eps, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-            tie_word_embeddings=m.tie_embeddings != "none", **ids)
+            layer_norm_epsilon=eps, resid_pdrop=m.dropout.residual, embd_pdrop=m.dropout.embedding,
+            attn_pdrop=m.dropout.attention, tie_word_embeddings=m.tie_embeddings != "none", **ids)
     if name == "llama":
         return transformers.LlamaConfig(
             vocab_size=model.output.weight.size(0), hidden_size=m.d_model, intermediate_size=stack.d_ff,
@@ -248,7 +248,7 @@ def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
             hidden_act="silu", rms_norm_eps=eps, max_position_embeddings=m.max_positions or TABLE_ROWS,
             rope_parameters=rope_parameters(m.positional),  # type: ignore[arg-type]
             attention_bias=group.attention.bias, mlp_bias=False,  # type: ignore[attr-defined]
-            tie_word_embeddings=m.tie_embeddings != "none", **ids)
+            attention_dropout=m.dropout.attention, tie_word_embeddings=m.tie_embeddings != "none", **ids)
     labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none
     tagger = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
               "tbuild_word_piece": word_piece(spec),  # which of a word's pieces to read its label at

@@ -318,7 +318,7 @@ def test_decoder_only_logits_match_hf_and_reimport_is_the_identity(family: str, 
     ids = torch.tensor([[BOS] + torch.randint(4, VOCAB, (12,), generator=g).tolist()])
     with torch.no_grad():
         assert (model.decode(ids) - hf(input_ids=ids).logits).abs().max().item() < 1e-4
-    _assert_round_trip(tmp_path, architecture=False)  # the re-imported spec hashes differently: not yet explained
+    _assert_round_trip(tmp_path)
 
 
 CAUSAL_REFUSED = {
