@@ -2,7 +2,8 @@
 log-prob) difference on sample inputs, and the outputs: greedy continuations of prompts (tbuild's
 ``generate`` against ``generate`` of the Hugging Face class or CTranslate2's ``Generator``), or the
 predicted labels of every position. Both sides never emit PAD or BOS, stop at EOS and take the same
-number of new tokens, so greedy outputs must be identical (up to float ties)."""
+number of new tokens, so greedy outputs must be identical (up to float ties). An hf folder without the run's
+silent rows (``hf_silent.py``) reads its inputs in its own ids and is compared on the rows it has."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from tbuild.builder.tokens import BOS, EOS, PAD
 from ..decoding.lm import LanguageModel, generate
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, padded
+from ..pretrained.hf_ids import Renumbering
 from .graph_targets import TABLE_ROWS
 
 if TYPE_CHECKING:
@@ -53,14 +55,20 @@ def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
     return [[BOS] + ids[:limit] for ids in lm.translator.tokenizer.encode(kept)]
 
 
-def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: list[list[int]], target: str) -> float:
-    """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's."""
+def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: list[list[int]], target: str,
+                  numbering: Renumbering | None = None) -> float:
+    """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's;
+    ``numbering``: an hf folder's ids (none: tbuild's), its inputs and rows."""
     model, worst = lm.translator.model.eval(), 0.0
+    kept = list(numbering.kept()) if numbering is not None else None
     for row in rows:
         ids = torch.tensor([row])
         with torch.no_grad():
             ours = model.decode(ids.to(lm.translator.policy.device))[0].float().cpu()
-            if target == "hf":
+            if target == "hf" and numbering is not None:
+                theirs = peer(input_ids=torch.tensor([[numbering.order[i] for i in row]])).logits[0].float()
+                ours = ours[:, kept]
+            elif target == "hf":
                 theirs = peer(input_ids=ids).logits[0].float()
             else:
                 pieces = [lm.translator.tokenizer.sp.id_to_piece(i) for i in row]
@@ -71,13 +79,16 @@ def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: li
 
 
 def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int]], target: str,
-                       vocabulary: list[str]) -> list[list[int]]:
-    """Each prompt (BOS first) with its greedy continuation, BOS and EOS dropped."""
-    out = []
+                       vocabulary: list[str], numbering: Renumbering | None = None) -> list[list[int]]:
+    """Each prompt (BOS first) with its greedy continuation, BOS and EOS dropped (``numbering``: an hf folder's
+    ids, the prompt written and the continuation read back through it)."""
+    out, kept = [], numbering.kept() if numbering is not None else ()
     for prompt in prompts:
         if target == "hf":
-            ids = peer.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+            given = prompt if numbering is None else [numbering.order[i] for i in prompt]
+            ids = peer.generate(torch.tensor([given]), attention_mask=torch.ones(1, len(given), dtype=torch.long),
                                 max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1)[0].tolist()
+            ids = ids if numbering is None else [kept[j] for j in ids]
         else:
             # CTranslate2's max_length counts the prompt's pieces after BOS
             result = peer.generate_batch([[vocabulary[i] for i in prompt]], max_length=len(prompt) - 1 + NEW_TOKENS,
@@ -90,18 +101,19 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
 
 
 def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
-             decode: DecodeSpec) -> GraphParity:
+             decode: DecodeSpec, numbering: Renumbering | None = None) -> GraphParity:
     """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
-    the run's decode section, at beam 1)."""
+    the run's decode section, at beam 1; ``numbering``: an hf folder's ids, none: tbuild's)."""
     rows = sample_rows(lm, lines)
-    diff = lm_logit_diff(lm, peer, rows, target)
+    diff = lm_logit_diff(lm, peer, rows, target, numbering)
     prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
     texts = [lm.translator.tokenizer.decode(p[1:]) for p in prompts]
     request = DecodeRequest.of(decode.model_copy(update={"beam": 1, "nbest": 1}))
     ours = [h[0].tokens if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
     prompts = [[BOS] + lm.translator.tokenizer.encode([t])[0] for t in texts]  # as generate encodes them
     sp = lm.translator.tokenizer.sp
-    theirs = peer_continuations(peer, prompts, target, [sp.id_to_piece(i) for i in range(sp.get_piece_size())])
+    theirs = peer_continuations(peer, prompts, target, [sp.id_to_piece(i) for i in range(sp.get_piece_size())],
+                                numbering)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
 

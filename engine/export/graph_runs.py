@@ -13,6 +13,7 @@ from ..decoding.translator import Translator
 from ..extras import require
 from ..run.directory import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
+from .hf_silent import folder_numbering
 from .targets import TARGETS, check_exportable
 
 if TYPE_CHECKING:
@@ -76,7 +77,9 @@ def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, a
     peer = load_peer(to, out)
     lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     _, lines = read_split(run.spec.data, "valid", lambda _: None)
-    report = check_lm(lm, peer, lines, to, run.spec.decode)
+    silent = to == "hf" and run.spec.model.silent_ids  # the folder leaves those rows out: its own ids
+    numbering = folder_numbering(run.spec, lm.translator.model) if silent else None
+    report = check_lm(lm, peer, lines, to, run.spec.decode, numbering)
     save_graph_parity(report, out)
     return report
 

@@ -11,6 +11,8 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
   (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
   final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so the
   classes' sequence classifiers (``pooling: first``, ``dense``) and masked LMs (``transform``).
+- ``model.silent_ids`` (the rows an import copied), which neither class can keep from scoring: the hf folder
+  leaves them out (``hf_silent.py``), CTranslate2's output projection bias holds their -inf.
 - CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
   (its GPT-2 and Llama loaders); it has no encoder with a classification head.
 """
@@ -176,10 +178,6 @@ def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) ->
 
 
 def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
-    if target == "hf" and spec.model.silent_ids:
-        refuse(f"model.silent_ids {spec.model.silent_ids} (GPT2LMHeadModel and LlamaForCausalLM score every row: "
-               "they have no output bias to hold -inf for the rows an import added; --to ctranslate2 keeps them "
-               "silent)")
     stack = view.stacks[0]
     if target == "ctranslate2" and getattr(view.positional, "scaling", None) is not None:
         refuse("model.positional.scaling llama3 (CTranslate2's Llama converter reads it from config.rope_scaling, "

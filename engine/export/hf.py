@@ -51,7 +51,7 @@ from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
 from ..run.directory import Run
-from .hf_config import generation_config, seq2seq_config, silence
+from .hf_config import generation_config, seq2seq_config, silence, write_tokenizers_config
 from .hf_pegasus import stream_scale
 from .targets import HF, HF_LAYER_NORM_EPS, UnsupportedExport, check_exportable, hf_seq2seq_class
 
@@ -198,10 +198,8 @@ def write_tokenizer(spm_model: Path, vocabulary: list[str], spec: Spec, out: Pat
     tokenizers file is written as tokenizer.json (``PreTrainedTokenizerFast``'s) instead."""
     if spm_model.suffix == ".json":
         shutil.copyfile(spm_model, out / "tokenizer.json")
-        config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
-                  **{f"{name}_token": vocabulary[i] for name, i in (("unk", UNK), ("eos", EOS), ("pad", PAD),
-                                                                    ("bos", BOS))}}
-        (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        roles = (("unk", UNK), ("eos", EOS), ("pad", PAD), ("bos", BOS))
+        write_tokenizers_config(out, {name: vocabulary[i] for name, i in roles}, max_length)
         return
     for name in ("source.spm", "target.spm"):
         shutil.copyfile(spm_model, out / name)

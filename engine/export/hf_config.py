@@ -1,8 +1,11 @@
 """What a Hugging Face encoder-decoder export (MarianMTModel: ``hf.py``; Pegasus: ``hf_pegasus.py``) says
-the same way whatever its class: the config fields Marian and Pegasus share, and ``generate``'s defaults."""
+the same way whatever its class: the config fields Marian and Pegasus share, and ``generate``'s defaults; and
+the tokenizer_config.json beside an imported tokenizers file (every hf export's)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tbuild.builder.resolved import resolve
@@ -54,3 +57,11 @@ def generation_config(spec: Spec, max_length: int) -> GenerationConfig:
         suppress_tokens=[PAD, BOS], num_beams=spec.decode.beam, length_penalty=spec.decode.alpha,
         max_length=max_length, do_sample=False,
     )
+
+
+def write_tokenizers_config(out: Path, tokens: dict[str, str | None], max_length: int) -> None:
+    """tokenizer_config.json beside a tokenizers file (``PreTrainedTokenizerFast`` loads the two): each role's
+    token (``tokens``: unk, eos, pad, bos; one with none left out)."""
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": max_length,
+              **{f"{role}_token": token for role, token in tokens.items() if token is not None}}
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")

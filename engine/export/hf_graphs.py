@@ -12,13 +12,15 @@ The maps are one to one, with four transformations, each exact:
 - √d_model embedding scaling (§3.4), which neither class has, is folded into an untied token table.
 - Sinusoidal (§3.5) or no positions become the class's learned table (1024 rows, or max_positions);
   XLM-RoBERTa counts positions from row 1 (row 0 is the padding id's), so tbuild's row p is its row p + 1.
+
+A language model with ``model.silent_ids`` (an import's copies) is written without those rows, its ids
+renumbered (``hf_silent.py``).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,14 +33,20 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.positional import sinusoid_table
 from tbuild.components.specs.positional import RotarySpec
 
+from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..data.word_labels import word_bos, word_piece
+from ..pretrained.hf_ids import ROLES, Renumbering
 from .graph_targets import TABLE_ROWS, check_graph
 from .hf_activations import TO_HF
+from .hf_config import write_tokenizers_config
+from .hf_silent import folder_numbering, folder_roles, folder_spm, folder_tokenizers_file, scored_rows
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel
 
 State = dict[str, torch.Tensor]
+VOCAB_TABLES = frozenset({"transformer.wte.weight", "model.embed_tokens.weight", "lm_head.weight"})  # a row per id
+TBUILD_ROLES = dict(zip(ROLES, (PAD, UNK, BOS, EOS), strict=True))  # each role's id in a folder with all the rows
 
 
 def hf_class(spec: Spec) -> str:
@@ -225,24 +233,31 @@ def rope_parameters(rope: RotarySpec) -> dict[str, object]:
     return {"rope_type": "default" if s is None else s.kind, "rope_theta": rope.base, **scaling}
 
 
-def hf_config(model: nn.Module, spec: Spec, name: str) -> PretrainedConfig:
-    """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids."""
+def _vocab(model: nn.Module, numbering: Renumbering | None) -> int:
+    """A language model's rows in the folder: the scored ones where ``numbering`` leaves the silent ones out."""
+    return len(numbering.kept()) if numbering is not None else model.output.weight.size(0)  # type: ignore[union-attr]
+
+
+def hf_config(model: nn.Module, spec: Spec, name: str, numbering: Renumbering | None = None) -> PretrainedConfig:
+    """The config of class ``name`` holding ``model``'s sizes, norm eps, activation, tying and ids (a language
+    model's in the folder's ``numbering``, ``hf_silent.py``; none: tbuild's)."""
     import transformers
 
     m, stack = spec.model, resolve(spec.model).stacks[0]
     group = stack.groups[0]
     layers, eps = len(getattr(model, stack.name)), group.norm.eps  # type: ignore[attr-defined]
-    ids = {"pad_token_id": PAD, "bos_token_id": BOS, "eos_token_id": EOS}
+    roles = folder_roles(numbering) if numbering is not None else TBUILD_ROLES
+    ids = {f"{role}_token_id": roles[role] for role in ("pad", "bos", "eos")}
     if name == "gpt2":
         rows = position_table(model, spec, "tgt_embed").size(0)
         return transformers.GPT2Config(
-            vocab_size=model.output.weight.size(0), n_positions=rows, n_embd=m.d_model, n_layer=layers,
+            vocab_size=_vocab(model, numbering), n_positions=rows, n_embd=m.d_model, n_layer=layers,
             n_head=stack.heads, n_inner=stack.d_ff, activation_function=TO_HF[group.ffn.kind],  # type: ignore[attr-defined]
             layer_norm_epsilon=eps, resid_pdrop=m.dropout.residual, embd_pdrop=m.dropout.embedding,
             attn_pdrop=m.dropout.attention, tie_word_embeddings=m.tie_embeddings != "none", **ids)
     if name == "llama":
         return transformers.LlamaConfig(
-            vocab_size=model.output.weight.size(0), hidden_size=m.d_model, intermediate_size=stack.d_ff,
+            vocab_size=_vocab(model, numbering), hidden_size=m.d_model, intermediate_size=stack.d_ff,
             num_hidden_layers=layers, num_attention_heads=stack.heads, head_dim=stack.d_k,
             num_key_value_heads=group.attention.kv_heads or stack.heads,  # type: ignore[attr-defined]
             hidden_act="silu", rms_norm_eps=eps, max_position_embeddings=m.max_positions or TABLE_ROWS,
@@ -278,14 +293,20 @@ CLASSES = {"gpt2": ("GPT2LMHeadModel", gpt2_state), "llama": ("LlamaForCausalLM"
            "bert_masked_lm": ("BertForMaskedLM", bert_masked_lm_state)}
 
 
-def to_hf_graph(model: nn.Module, spec: Spec) -> PreTrainedModel:
-    """An in-memory Hugging Face model holding ``model``'s weights (float32, eval mode)."""
+def to_hf_graph(model: nn.Module, spec: Spec, numbering: Renumbering | None = None) -> PreTrainedModel:
+    """An in-memory Hugging Face model holding ``model``'s weights (float32, eval mode); a language model with
+    ``model.silent_ids`` without those rows (``numbering``: the folder's, ``hf_silent.folder_numbering``, found
+    from ``model`` where not given)."""
     import transformers
 
     name = hf_class(spec)
+    if numbering is None and spec.model.silent_ids:
+        numbering = folder_numbering(spec, model)
     cls, state_of = CLASSES[name]
-    hf = getattr(transformers, cls)(hf_config(model, spec, name)).eval()
+    hf = getattr(transformers, cls)(hf_config(model, spec, name, numbering)).eval()
     state = state_of(model, spec)
+    if numbering is not None:
+        state = {n: scored_rows(t, numbering) if n in VOCAB_TABLES else t for n, t in state.items()}
     params = dict(hf.named_parameters(remove_duplicate=False))
     missing = set(params) - set(state) - ({"lm_head.weight"} if hf.config.tie_word_embeddings else set())
     if missing or set(state) - set(params):  # pragma: no cover - a transformers release that renamed a weight
@@ -299,23 +320,44 @@ def to_hf_graph(model: nn.Module, spec: Spec) -> PreTrainedModel:
 def write_hf_graph(model: nn.Module, spec: Spec, spm_model: Path, vocabulary: list[str], out: Path, *,
                    bos_first: bool) -> str:
     """Save the folder (config.json, model.safetensors, generation_config.json for a language model) and
-    tbuild's sentencepiece model as tokenizer.model (an imported tokenizers file as tokenizer.json, which
-    ``PreTrainedTokenizerFast`` loads) with tbuild's ids in tbuild-tokenizer.json (``bos_first``: whether the
-    run's task starts its rows with BOS); returns the class."""
+    tbuild's sentencepiece model as tokenizer.model (an imported tokenizers file as tokenizer.json, with the
+    tokenizer_config.json that ``PreTrainedTokenizerFast`` loads) with the folder's ids and pieces in
+    tbuild-tokenizer.json (``bos_first``: whether the run's task starts its rows with BOS); tbuild's ids, or
+    without ``model.silent_ids`` (``hf_silent.py``). Returns the class."""
     from transformers.utils import logging
 
-    hf = to_hf_graph(model.eval(), spec)
+    numbering = folder_numbering(spec, model) if spec.model.silent_ids else None
+    hf = to_hf_graph(model.eval(), spec, numbering)
+    name, tokenizer = _folder_tokenizer(spm_model, numbering)  # its refusal too, before anything is written
+    roles = folder_roles(numbering) if numbering is not None else TBUILD_ROLES
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()
-    if hf.can_generate():  # a language model
+    if hf.can_generate():  # a language model: never PAD or BOS, unless it is EOS's row (GPT-2's BOS)
         from transformers import GenerationConfig
 
-        hf.generation_config = GenerationConfig(bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD,
-                                                do_sample=False, num_beams=1, suppress_tokens=[PAD, BOS])
+        never = [i for i in (roles["pad"], roles["bos"]) if i is not None and i != roles["eos"]]
+        hf.generation_config = GenerationConfig(bos_token_id=roles["bos"], eos_token_id=roles["eos"],
+                                                pad_token_id=roles["pad"], do_sample=False, num_beams=1,
+                                                suppress_tokens=never or None)
     hf.save_pretrained(str(out))
-    shutil.copyfile(spm_model, out / ("tokenizer.json" if spm_model.suffix == ".json" else "tokenizer.model"))
-    ids = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS, "prepend_bos": bos_first,
-           "vocabulary": vocabulary}
+    (out / name).write_bytes(tokenizer)
+    if numbering is not None:
+        vocabulary = [vocabulary[i] for i in numbering.kept() if i < len(vocabulary)]
+    if name == TOKENIZERS:
+        tokens = {role: i if i is None else vocabulary[i] for role, i in roles.items()}
+        write_tokenizers_config(out, tokens, hf.config.max_position_embeddings)
+    ids = {**roles, "prepend_bos": bos_first, "vocabulary": vocabulary}
     (out / "tbuild-tokenizer.json").write_text(json.dumps(ids, ensure_ascii=False) + "\n")
     return type(hf).__name__
 
+
+def _folder_tokenizer(spm_model: Path, numbering: Renumbering | None) -> tuple[str, bytes]:
+    """The folder's tokenizer file, name and bytes: the run's sentencepiece model as tokenizer.model or its
+    tokenizers file as tokenizer.json, in the folder's ids (``numbering``; none: tbuild's)."""
+    name = TOKENIZERS if spm_model.suffix == ".json" else "tokenizer.model"
+    if numbering is None:
+        return name, spm_model.read_bytes()
+    if name == TOKENIZERS:
+        data = folder_tokenizers_file(json.loads(spm_model.read_text(encoding="utf-8")), numbering)
+        return name, json.dumps(data, ensure_ascii=False).encode()
+    return name, folder_spm(spm_model, numbering)

@@ -2,8 +2,10 @@
 token, ``<|endoftext|>``, is its last id and serves as BOS, EOS and UNK, no PAD, and ``gelu_new``. The import
 gives EOS that token and PAD, UNK and BOS copies of its row that the output never scores (``model.silent_ids``):
 logits and log-probabilities are HF's on every row of the folder's, `tbuild generate` gives HF's greedy text,
-`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains; --to hf is refused, CTranslate2
-holds the silent rows. So does Llama 3's layout (a begin and an end token after the pieces, no PAD or UNK)."""
+`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains. CTranslate2 holds the silent
+rows; --to hf leaves them out: the folder loads with AutoTokenizer and AutoModelForCausalLM, computes the
+published model's logits and greedy text, imports back to the same run, and a silent row a fine-tune changed is
+refused. So does Llama 3's layout (a begin and an end token after the pieces, no PAD or UNK)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typer.testing import CliRunner
 
 from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
+from tbuild.engine.run.checkpoint import read_checkpoint, save_weights
 
-from .test_import_hf import GPT2, LLAMA, _import, _loaded, _perturbed
+from .test_import_hf import GPT2, LLAMA, _assert_round_trip, _import, _loaded, _perturbed
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 tokenizers = pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
@@ -123,12 +126,10 @@ def test_a_label_smoothed_fine_tune_from_it_trains(published, tmp_path: Path) ->
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
 
 
-def test_export_to_ctranslate2_keeps_the_rows_silent_and_hf_is_refused(published, tmp_path: Path) -> None:  # noqa: ANN001
-    """GPT2LMHeadModel has no output bias to hold -inf: --to hf is refused in one line naming model.silent_ids;
-    CTranslate2's projection bias holds it, and the parity check finds the run's logits and greedy text."""
+def test_export_to_ctranslate2_keeps_the_rows_silent(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """CTranslate2's projection bias holds the silent rows' -inf, and the parity check finds the run's logits and
+    greedy text."""
     root, _, _, _ = published
-    result = runner.invoke(app, ["export", str(root / "run"), "--to", "hf", "-o", str(tmp_path / "hf")])
-    assert result.exit_code == 2 and "model.silent_ids [0, 1, 2]" in result.output and not (tmp_path / "hf").exists()
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
     result = runner.invoke(app, ["export", str(root / "run"), "--to", "ctranslate2", "-o", str(tmp_path / "ct2"),
                                  "--set", f"data.valid={root / 'test.txt'}"])
@@ -137,11 +138,69 @@ def test_export_to_ctranslate2_keeps_the_rows_silent_and_hf_is_refused(published
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
 
 
-def test_a_llama_3_layout_imports_with_pad_and_unk_silent(tmp_path: Path) -> None:
+def _exported(run: Path, out: Path, valid: Path) -> dict:
+    """`tbuild export RUN --to hf` with its parity check on ``valid``: the report."""
+    result = runner.invoke(app, ["export", str(run), "--to", "hf", "-o", str(out), "--set", f"data.valid={valid}"])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "graph-parity.json").read_text())
+
+
+def test_export_to_hf_leaves_the_silent_rows_out_and_computes_the_published_model(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """The folder has the published rows (<|endoftext|> first, then the pieces in order) and GPT-2's ids
+    (bos and eos <|endoftext|>, no pad): AutoTokenizer encodes as the published tokenizer, and
+    AutoModelForCausalLM gives the published model's logits and greedy tokens."""
+    root, hf, tk, end = published
+    report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
+    assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["vocab_size"] == end + 1 and config["bos_token_id"] == config["eos_token_id"] == 0
+    assert config.get("pad_token_id") is None
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
+    published_id = torch.tensor([end, *range(end)])  # the folder's id -> the published one
+    for line in LINES:
+        ids = tok(line)["input_ids"]
+        assert published_id[ids].tolist() == tk.encode(line, add_special_tokens=False).ids
+        with torch.no_grad():
+            theirs = hf(input_ids=published_id[[0, *ids]][None]).logits
+            assert (ours(input_ids=torch.tensor([[0, *ids]])).logits - theirs[..., published_id]).abs().max() < 1e-4
+        prompt = [0, *ids[:3]]
+        out = ours.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0]
+        expected = hf.generate(published_id[prompt][None], max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
+        assert published_id[out].tolist() == expected.tolist()
+
+
+def test_export_to_hf_imports_back_to_the_same_run(published, tmp_path: Path) -> None:  # noqa: ANN001
+    root, _, _, _ = published
+    (tmp_path / "run").symlink_to(root / "run")
+    _assert_round_trip(tmp_path)
+    first, again = (yaml.safe_load((tmp_path / r / "spec.yaml").read_text())["model"] for r in ("run", "run2"))
+    assert first == again and (tmp_path / "run2" / "tokenizer.json").read_bytes() == (
+        root / "run" / "tokenizer.json").read_bytes()
+
+
+def test_a_silent_row_a_fine_tune_changed_is_refused_for_hf(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """BOS (a copy of <|endoftext|>'s row) no longer equal to it: the folder would read <|endoftext|>'s row there;
+    refused in one line naming model.silent_ids and the row, nothing written."""
+    root, _, _, _ = published
+    run = tmp_path / "run"
+    run.mkdir()
+    for f in ("spec.yaml", "tokenizer.json"):
+        (run / f).write_bytes((root / "run" / f).read_bytes())
+    tensors, meta = read_checkpoint(root / "run" / "best.safetensors")
+    tensors["model.tgt_embed.tokens.weight"][BOS] += 0.01
+    save_weights(run / "best.safetensors", tensors, meta)
+    result = runner.invoke(app, ["export", str(run), "--to", "hf", "-o", str(tmp_path / "hf")])
+    assert result.exit_code == 2 and "model.silent_ids row 2 (BOS)" in result.output, result.output
+    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def llama3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, HF model, tokenizer, begin, end)
     """Llama 3's numbering: a byte-level BPE with <|begin_of_text|> and <|end_of_text|> after its pieces, no PAD
-    or UNK, and its RoPE scaling: BOS and EOS keep their tokens, PAD and UNK are silent copies of EOS's row;
-    logits and log-probabilities are HF's, and `tbuild generate` gives HF's greedy text."""
-    folder = tmp_path / "hf"
+    or UNK, its RoPE scaling, an untied output; imported into root/run."""
+    root = tmp_path_factory.mktemp("llama3")
+    folder = root / "hf"
     folder.mkdir()
     tk = _byte_level(folder, ["<|begin_of_text|>", "<|end_of_text|>"])
     begin, end = tk.token_to_id("<|begin_of_text|>"), tk.token_to_id("<|end_of_text|>")
@@ -154,8 +213,16 @@ def test_a_llama_3_layout_imports_with_pad_and_unk_silent(tmp_path: Path) -> Non
     torch.manual_seed(0)
     hf = _perturbed(transformers.LlamaForCausalLM(transformers.LlamaConfig(**config)))
     hf.save_pretrained(folder)
-    _import(folder, tmp_path / "run")
-    spec, model = _loaded(tmp_path / "run")
+    _import(folder, root / "run")
+    (root / "test.txt").write_text("\n".join(LINES) + "\n")
+    return root, hf, tk, begin, end
+
+
+def test_a_llama_3_layout_imports_with_pad_and_unk_silent(llama3) -> None:  # noqa: ANN001
+    """BOS and EOS keep their tokens, PAD and UNK are silent copies of EOS's row; logits and log-probabilities
+    are HF's, and `tbuild generate` gives HF's greedy text."""
+    root, hf, tk, begin, end = llama3
+    spec, model = _loaded(root / "run")
     assert spec.model.silent_ids == [PAD, UNK] and spec.model.positional.scaling.kind == "llama3"
     new = {begin: BOS, end: EOS} | {i: i + 4 for i in range(begin)}  # the folder's id -> tbuild's
     rows = torch.tensor([new[i] for i in range(end + 1)])
@@ -164,7 +231,7 @@ def test_a_llama_3_layout_imports_with_pad_and_unk_silent(tmp_path: Path) -> Non
         ours = model.decode(torch.tensor([[BOS, *(new[i] for i in text)]]))
         theirs = hf(input_ids=torch.tensor([[begin, *text]])).logits
     assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
-    result = runner.invoke(app, ["generate", str(tmp_path / "run"), "--beam", "1", "--max-new-tokens", "6",
+    result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
                                  "--device", "cpu"], input="the cat\n")
     assert result.exit_code == 0, result.output
     ids = [begin, *tk.encode("the cat", add_special_tokens=False).ids]
@@ -172,3 +239,26 @@ def test_a_llama_3_layout_imports_with_pad_and_unk_silent(tmp_path: Path) -> Non
                       eos_token_id=end, pad_token_id=end)[0].tolist()
     ours = result.output.rstrip("\n").split("\n")[-1]  # not splitlines: random bytes may hold \x1d
     assert ours == tk.decode([i for i in out if i not in (begin, end)])
+
+
+def test_a_llama_3_layout_exports_to_hf_without_its_silent_rows(llama3, tmp_path: Path) -> None:  # noqa: ANN001
+    """The folder's ids are the run's scored rows (<|begin_of_text|>, <|end_of_text|>, the pieces): its logits
+    are the published model's on every row, its greedy tokens too, and it imports back to the same run."""
+    root, hf, tk, begin, end = llama3
+    report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
+    assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (config["bos_token_id"], config["eos_token_id"], config.get("pad_token_id")) == (0, 1, None)
+    ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    published_id = torch.tensor([begin, end, *range(begin)])  # the folder's id -> the published one
+    ids = tok(LINES[0])["input_ids"]
+    assert published_id[ids].tolist() == tk.encode(LINES[0], add_special_tokens=False).ids
+    with torch.no_grad():
+        theirs = hf(input_ids=published_id[[0, *ids]][None]).logits
+        assert (ours(input_ids=torch.tensor([[0, *ids]])).logits - theirs[..., published_id]).abs().max() < 1e-4
+    out = ours.generate(torch.tensor([[0, *ids[:3]]]), max_new_tokens=8, do_sample=False)[0]
+    expected = hf.generate(published_id[[0, *ids[:3]]][None], max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
+    assert published_id[out].tolist() == expected.tolist()
+    (tmp_path / "run").symlink_to(root / "run")
+    _assert_round_trip(tmp_path)

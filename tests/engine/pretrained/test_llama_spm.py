@@ -2,10 +2,12 @@
 ``<unk>`` 0, ``<s>`` 1, ``</s>`` 2 and no padding piece, config.json's ``pad_token_id`` unset. The import puts a
 ``<pad>`` first (every id one up, PAD's row a copy of UNK's, never scored): text encodes to the folder's ids plus
 one, the logits and log-probabilities are HF's within 1e-4 on every row of the folder's, and `tbuild generate`
-gives HF's greedy text."""
+gives HF's greedy text. The hf export leaves the silent PAD out: the folder is numbered as the published one
+again (its tokenizer.model Llama's), computes its logits and imports back to the same run."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.run.directory import resolve_run
+
+from .test_import_hf import _assert_round_trip
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 spm = pytest.importorskip("sentencepiece")
@@ -92,3 +96,25 @@ def test_a_config_whose_ids_are_not_the_tokenizers_is_refused(tmp_path: Path) ->
     result = CliRunner().invoke(app, ["import", "hf", str(root / "hf"), "-o", str(tmp_path / "again")])
     assert result.exit_code != 0 and "config.json eos_token_id 5" in result.output
     assert not (tmp_path / "again").exists()
+
+
+def test_export_to_hf_is_numbered_as_the_published_folder_again(tmp_path: Path) -> None:
+    root = _folder(tmp_path, tied=True)
+    (tmp_path / "valid.txt").write_text("\n".join(LINES) + "\n")
+    result = CliRunner().invoke(app, ["export", str(root / "run"), "--to", "hf", "-o", str(tmp_path / "out"),
+                                      "--set", f"data.valid={tmp_path / 'valid.txt'}"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "out" / "graph-parity.json").read_text())
+    assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0
+    sp, ours = (spm.SentencePieceProcessor(model_file=str(f)) for f in (root / "sp.model", tmp_path / "out" /
+                                                                           "tokenizer.model"))
+    assert (ours.unk_id(), ours.bos_id(), ours.eos_id(), ours.pad_id()) == (0, 1, 2, -1)
+    assert [ours.id_to_piece(i) for i in range(ours.get_piece_size())] == [
+        sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    hf = transformers.LlamaForCausalLM.from_pretrained(root / "hf").eval()
+    exported = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    ids = torch.tensor([[1, *transformers.AutoTokenizer.from_pretrained(tmp_path / "out")(LINES[1])["input_ids"]]])
+    assert ids[0, 1:].tolist() == sp.encode(LINES[1])
+    with torch.no_grad():
+        assert (exported(input_ids=ids).logits - hf(input_ids=ids).logits).abs().max().item() < 1e-4
+    _assert_round_trip(tmp_path)
