@@ -10,7 +10,9 @@ id is its embedding row. A folder qualifies when its model's ids are the model's
   naming the same pieces; Llama's and Mistral's (``<unk>`` 0, ``<s>`` 1, ``</s>`` 2, no PAD) with a PAD put
   first (``spm_pad.py``);
 - else tokenizer.json: where its ids 0 to 3 are not tbuild's PAD, UNK, BOS and EOS (BERT's, RoBERTa's), it is
-  renumbered and the model's vocabulary rows with it (``hf_ids.py``).
+  renumbered and the model's vocabulary rows with it (``hf_ids.py``);
+- else, for an M2M100 model, M2M100Tokenizer's files (sentencepiece.bpe.model, vocab.json in fairseq's
+  numbering, language tokens after it) as a tokenizers file (``m2m100_vocab.py``).
 Anything else (a vocabulary per side, no tokenizer tbuild reads) is refused in one line naming the file or
 what is missing.
 """
@@ -28,6 +30,7 @@ from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
 from .hf_ids import ROLES, Renumbering, renumbered_file, renumbering, special_ids
 from .hf_source import UnsupportedImport
+from .m2m100_vocab import m2m100_tokenizer
 from .opus_vocab import opus_tokenizer
 from .spm_pad import padded, unpadded
 
@@ -143,6 +146,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
         tok, numbering = _spm(folder, config, scratch)
     elif (folder / TOKENIZERS).exists():
         tok, numbering = _tokenizers_file(folder, _started(config), scratch)  # GPT-2's byte-level BPE, BERT's
+    elif config.get("model_type") == "m2m_100":  # M2M100's own: sentencepiece.bpe.model, vocab.json, languages
+        tok, numbering = m2m100_tokenizer(folder, config, scratch)
     else:
         other = next((n for n in ("spiece.model", "sentencepiece.bpe.model", "merges.txt", "vocab.txt")
                       if (folder / n).exists()), None)
