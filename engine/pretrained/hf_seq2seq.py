@@ -15,8 +15,8 @@ the config becomes the spec's fields, the weights come back through the same dec
 Both: attention and FFN biases as HF has them, √d_model scaling as ``scale_embedding``, tying as the config
 says (encoder and decoder tables that are one table in HF but apart from the output become three equal tables,
 ``tie_embeddings: none``). Refused in one line naming the config field: another activation than relu or gelu,
-special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2; a Marian folder's are renumbered with its
-tokenizer, ``opus_vocab.py``), a non-zero ``final_logits_bias``.
+special ids other than tbuild's (PAD 0, EOS 3, decoding from BOS 2; a Marian or M2M100 folder's are renumbered
+with its tokenizer, ``opus_vocab.py``, ``m2m100_vocab.py``), a non-zero ``final_logits_bias``.
 """
 
 from __future__ import annotations
