@@ -76,8 +76,8 @@ class Labels(Task):
         loading = call.loading
         if isinstance(call, EvalCall) and call.src is not None:
             raise TbuildError(f"{self.what} is evaluated on a split of its data (no --src/--ref)")
-        if loading.engine != "native":
-            raise TbuildError(f"{self.what} runs on the native engine (no --engine {loading.engine})")
+        if loading.engine != "native" or loading.quantization not in (None, "float32"):
+            raise TbuildError(f"{self.what} runs on the native engine in float32 (no --engine or --quantization)")
         configure_process()
         return load_native(runs, quantization="float32", checkpoint=loading.checkpoint, average=loading.average,
                            device=loading.device, notify=call.notify, weights=loading.member_weights,

@@ -125,3 +125,10 @@ def test_members_that_read_other_labels_or_wrong_weights_are_one_line(members: l
     assert weights.exit_code == 2 and "--weights: 3 weights for 2 models" in weights.output, weights.output
     alone = runner.invoke(app, ["evaluate", str(members[0]), "--weights", "1"])
     assert alone.exit_code == 2 and "--weights needs several runs" in alone.output, alone.output
+
+
+def test_another_engine_or_int8_is_one_line(members: list[Path]) -> None:
+    for option in (["--engine", "ctranslate2"], ["--quantization", "int8"]):
+        result = runner.invoke(app, ["decode", str(members[0]), *option], input=TEST[0])
+        assert result.exit_code == 2, result.output
+        assert "a tagger runs on the native engine in float32 (no --engine or --quantization)" in result.output
