@@ -68,7 +68,7 @@ def export(
     refused = "".join(f"\n  {why}" for why in verdicts.values() if why is not None)
     console.print(f"decode profiles {to} honours: {honoured}{refused}", highlight=False)
     if check != "none" or check_src is not None:
-        _parity(run, to, out, check_src, check_ref, checkpoint, average, device)
+        _parity(run, to, out, check_src, check_ref, quantization, checkpoint, average, device)
     if to == "hf":  # the hub shows the folder's README.md as the model card
         from tbuild.engine.run.card import CARD, write_card
 
@@ -76,13 +76,19 @@ def export(
         console.print(f"wrote {out / CARD} (model card)", highlight=False)
 
 
-def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None,
+def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, quantization: str | None,
             checkpoint: Path | None, average: int | None, device: str) -> None:
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
     from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.device.process import configure_process
-    from tbuild.engine.export.parity import SEARCH_DIFFERENCES, TEACHER_FORCED_LINES, check_parity, save_parity
+    from tbuild.engine.export.parity import (
+        SEARCH_DIFFERENCES,
+        TEACHER_FORCED_LINES,
+        check_parity,
+        parity_failure,
+        save_parity,
+    )
 
     if src is not None and ref is not None:
         sources, references = read_parallel(src, ref, "--check-src/--check-ref")
@@ -104,12 +110,23 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None,
                   highlight=False)
     if r.beam > 1:
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
+    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob"), out)
+
+
+def _fail_on(failure: str | None, out: Path) -> None:
+    """Exit with the parity check's failure, if any, in one line; the folder and its report stay to inspect."""
+    from tbuild.engine.errors import TbuildError
+
+    if failure is not None:
+        raise TbuildError(f"{failure}; {out} and its parity report are kept to inspect (--check none skips the "
+                          "check)")
 
 
 def _export_graph(run: Run, to: str, output: Path | None, quantization: str | None,
                   checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
     """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
     from tbuild.engine.export.graph_runs import export_graph
+    from tbuild.engine.export.parity import parity_failure
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.tasks.base import Loading
     from tbuild.engine.tasks.registry import task_of
@@ -126,3 +143,4 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
     console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
     for line in r.lines_out():
         console.print(f"  {line}", highlight=False)
+    _fail_on(parity_failure(r.max_logit_diff, quantization, "logit"), out)

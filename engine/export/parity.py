@@ -44,6 +44,18 @@ SEARCH_DIFFERENCES = {  # one line each for the report (module docstring)
 }
 
 
+TOLERANCE = 1e-2  # largest |Δ| of a float32 export's log-probs or logits (against tbuild's float32) that passes
+
+
+def parity_failure(diff: float, quantization: str | None, what: str) -> str | None:
+    """Why a float32 export fails its parity check (``diff``, its largest |Δ| of ``what``, above ``TOLERANCE``:
+    it computes something else than the run), or None. An int8 export's differences are only reported."""
+    if quantization not in (None, "float32") or diff <= TOLERANCE:  # NaN fails too
+        return None
+    return (f"parity failed: max |Δ {what}| {diff:.2e} is above {TOLERANCE:g}, so the float32 export computes "
+            "something else than the run")
+
+
 @dataclass
 class ParityReport:
     sentences: int

@@ -54,3 +54,29 @@ def test_refused_kind_is_one_line_and_exit_code_2(tiny_run: Path, tmp_path: Path
     assert len(lines) == 1 and "attention kind 'local'" in lines[0] and "ctranslate2 supports attention: multihead" \
         in lines[0]
     assert not (tmp_path / "x").exists()
+
+
+def test_a_float32_export_that_computes_something_else_fails_its_parity(tiny_run: Path, tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A teacher-forced log-prob difference above the tolerance exits 2 in one line, the folder and its report
+    kept; an int8 export's difference is only reported."""
+    from tbuild.engine.export import parity
+
+    monkeypatch.setattr(parity, "teacher_forced_diff", lambda *args: 0.5)
+    out = tmp_path / "off"
+    result = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(out), "--to", "ctranslate2"])
+    assert result.exit_code == 2, result.output
+    assert ("parity failed: max |Δ log-prob| 5.00e-01 is above 0.01, so the float32 export computes something else "
+            f"than the run; {out} and its parity report are kept to inspect") in " ".join(result.output.split())
+    assert (out / "model.bin").is_file() and (out / "parity.json").is_file()
+    int8 = CliRunner().invoke(app, ["export", str(tiny_run), "-o", str(tmp_path / "q"), "--quantization", "int8"])
+    assert int8.exit_code == 0, int8.output
+
+
+def test_parity_failure_is_above_the_tolerance_or_nan() -> None:
+    from tbuild.engine.export.parity import TOLERANCE, parity_failure
+
+    assert parity_failure(TOLERANCE, None, "logit") is None and parity_failure(0.0, "float32", "logit") is None
+    assert parity_failure(2 * TOLERANCE, None, "logit") is not None
+    assert parity_failure(float("nan"), "float32", "log-prob") is not None
+    assert parity_failure(1.0, "int8", "log-prob") is None

@@ -52,6 +52,18 @@ def test_export_lm_to_ctranslate2_generates_as_tbuild(lm_run: Path, tmp_path: Pa
     assert (out / "model.bin").is_file()
 
 
+
+def test_an_lm_export_that_computes_something_else_fails_its_parity(lm_run: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.engine.export import graph_parity
+
+    monkeypatch.setattr(graph_parity, "lm_logit_diff", lambda *args: 0.25)
+    out = tmp_path / "off"
+    result = runner.invoke(app, ["export", str(lm_run), "-o", str(out), "--to", "hf"])
+    assert result.exit_code == 2, result.output
+    assert "parity failed: max |Δ logit| 2.50e-01 is above 0.01" in " ".join(result.output.split())
+    assert (out / "config.json").is_file() and (out / "graph-parity.json").is_file()
+
 @pytest.fixture(scope="module")
 def tagger_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny pre-norm tagger (learned positions) trained 3 steps on the toy files."""
