@@ -35,10 +35,11 @@ class Engine(Protocol):
 def load_native(runs: list[Run], *, quantization: str | None = None, checkpoint: Path | None = None,
                 average: int | None = None, device: str = "auto", notify: Callable[[str], None] = lambda _: None,
                 weights: list[float] | None = None, combine: str = "logprob", compiled: bool = False,
-                join: Callable | None = None) -> Engine:
+                labels: Callable | None = None) -> Engine:
     """The native translator of one run (``load_translator``; ``quantization`` default: the spec's
-    ``decode.quantization``) or, of several, their ensemble (``join``: ``load_ensemble`` unless given), checked
-    for a shared tokenizer before any model is loaded, its combination rule told to ``notify``."""
+    ``decode.quantization``) or, of several, their ensemble (``labels``: of taggers or classifiers,
+    ``load_ensemble``), checked for a shared tokenizer before any model is loaded, its combination rule told to
+    ``notify``."""
     from .ensemble import ensemble_header, load_ensemble
     from .translator import load_translator
 
@@ -52,6 +53,6 @@ def load_native(runs: list[Run], *, quantization: str | None = None, checkpoint:
         return load(runs[0], checkpoint)
     if checkpoint is not None:
         raise TbuildError("--checkpoint names one run's weights; an ensemble takes runs or checkpoint files")
-    translator = (join or load_ensemble)(runs, weights, combine, load=load)
+    translator = load_ensemble(runs, weights, combine, load=load, labels=labels)
     notify(ensemble_header(len(runs), weights or [1.0] * len(runs), combine))
     return translator

@@ -50,8 +50,7 @@ class Ensemble:
     def __init__(self, models: list[torch.nn.Module], weights: list[float], combine: str) -> None:
         self.models, self.combine = models, combine
         self.members = tuple(models)
-        total = sum(weights)
-        self.weights = [w / total for w in weights]
+        self.weights = shares(weights)
 
     def encode(self, src: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """Each model's memory (a tuple) and the padding mask they share."""
@@ -87,6 +86,12 @@ class Ensemble:
         return self.decode(tgt, memory, pad)
 
 
+def shares(weights: list[float]) -> list[float]:
+    """``weights`` normalised to sum 1."""
+    total = sum(weights)
+    return [w / total for w in weights]
+
+
 def combined(lprobs: torch.Tensor, weights: list[float], combine: str) -> torch.Tensor:
     """(M, ...) each model's log-probabilities, ``weights`` summing to 1 -> the rule's combination (module
     docstring)."""
@@ -105,8 +110,7 @@ class LabelEnsemble(torch.nn.Module):
         super().__init__()
         self.members = torch.nn.ModuleList(models)
         self.combine = combine
-        total = sum(weights)
-        self.weights = [w / total for w in weights]
+        self.weights = shares(weights)
 
     def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
         lprobs = torch.stack([m(src).float().log_softmax(-1) for m in self.members])  # (M, B, T, labels)
@@ -155,37 +159,25 @@ def _vocab(spec: Spec, tok: Tokenizer) -> int:
 
 def ensemble_header(count: int, weights: list[float], combine: str) -> str:
     """The rule stated in the output header."""
-    total = sum(weights)
-    shares = ", ".join(f"{w / total:.3g}" for w in weights)
-    return f"ensemble of {count} models, --combine {combine}: {RULES[combine]}, weights {shares}"
+    each = ", ".join(f"{w:.3g}" for w in shares(weights))
+    return f"ensemble of {count} models, --combine {combine}: {RULES[combine]}, weights {each}"
 
 
-def load_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *, load: Callable):
+def load_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *, load: Callable,
+                  labels: Callable[[Spec], object] | None = None):
     """``load(run)`` each run's native translator (after ``check_compatible``) and join them in one
-    translator whose model is the ``Ensemble``."""
+    translator whose model is the ``Ensemble``; with ``labels`` (what a tagger's or classifier's task reads its
+    labels with, checked to be every run's), the ``LabelEnsemble``."""
     from dataclasses import replace
 
     weights = check_weights(len(runs), weights, combine)
     check_compatible(runs)
+    for run in runs[1:] if labels is not None else ():
+        if labels(run.spec) != labels(runs[0].spec):
+            raise TbuildError(f"ensemble: {run.dir.path} reads other labels than {runs[0].dir.path} "
+                              f"({labels(run.spec)} vs {labels(runs[0].spec)}); the members of an ensemble share "
+                              "them")
     parts = [load(run) for run in runs]
-    model = Ensemble([p.model for p in parts], weights, combine)
+    model = (Ensemble if labels is None else LabelEnsemble)([p.model for p in parts], weights, combine)
     return replace(parts[0], model=model, weights=" + ".join(p.weights for p in parts),
                    max_source_tokens=min(p.max_source_tokens for p in parts))
-
-
-def load_label_ensemble(runs: list[Run], weights: list[float] | None, combine: str, *, load: Callable,
-                        same: Callable[[Spec], object]):
-    """``load(run)`` each tagger's or classifier's translator (after ``check_compatible``, and checking that
-    ``same(spec)``, what the task reads its labels with, is every run's) and join them in one whose model is
-    the ``LabelEnsemble``."""
-    from dataclasses import replace
-
-    weights = check_weights(len(runs), weights, combine)
-    check_compatible(runs)
-    for run in runs[1:]:
-        if same(run.spec) != same(runs[0].spec):
-            raise TbuildError(f"ensemble: {run.dir.path} reads other labels than {runs[0].dir.path} "
-                              f"({same(run.spec)} vs {same(runs[0].spec)}); the members of an ensemble share them")
-    parts = [load(run) for run in runs]
-    model = LabelEnsemble([p.model for p in parts], weights, combine)
-    return replace(parts[0], model=model, weights=" + ".join(p.weights for p in parts))

@@ -40,16 +40,24 @@ def locate(source: str) -> Path:
                                 "offline, pass the model's local folder instead") from None
 
 
+def read_json(path: Path) -> dict:
+    """``path`` as a JSON object; missing, unreadable or another value: one line naming it."""
+    try:
+        found = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UnsupportedImport(f"{path}: not readable JSON ({e})") from None
+    if not isinstance(found, dict):
+        raise UnsupportedImport(f"{path}: not a JSON object")
+    return found
+
+
 def read_config(folder: Path) -> dict:
     """config.json as a dict; missing or not JSON: one line naming it."""
     path = folder / "config.json"
-    try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UnsupportedImport(f"{path}: missing (a Hugging Face model folder has a config.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UnsupportedImport(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(config, dict) or "model_type" not in config:
+    if not path.exists():
+        raise UnsupportedImport(f"{path}: missing (a Hugging Face model folder has a config.json)")
+    config = read_json(path)
+    if "model_type" not in config:
         raise UnsupportedImport(f"{path}: no model_type (not a transformers config)")
     return config
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from ..data.tokenizer import Tokenizer
 from .hf_ids import Renumbering
-from .hf_source import UnsupportedImport, read_spm
-from .spm_vocab import Codes, read_json, vocab_tokenizer, vocabulary
+from .hf_source import UnsupportedImport, read_json, read_spm
+from .spm_vocab import Codes, vocab_tokenizer, vocabulary
 
 FILES = ("sentencepiece.bpe.model", "vocab.json")  # M2M100Tokenizer's own (tokenizer_config.json: optional)
 

@@ -16,7 +16,6 @@ decoder starts from its PAD, M2M100's from its EOS) gets a row of its own, a cop
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import DataError
 from ..extras import require
 from .hf_ids import ROLES, Renumbering, renumbering
-from .hf_source import UnsupportedImport
+from .hf_source import UnsupportedImport, read_json
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # sentencepiece's ModelProto.SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}  # sentencepiece's TrainerSpec.ModelType
@@ -41,17 +40,6 @@ class Codes:
 
     tokens: tuple[str, ...] = ()
     special: bool = False
-
-
-def read_json(path: Path) -> dict:
-    """``path`` as a JSON object; missing, unreadable or another value: one line naming it."""
-    try:
-        found = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UnsupportedImport(f"{path}: not readable JSON ({e})") from None
-    if not isinstance(found, dict):
-        raise UnsupportedImport(f"{path}: not a JSON object")
-    return found
 
 
 def vocabulary(path: Path) -> list[str]:

@@ -6,7 +6,6 @@ as a token classifier. ``Labels`` is what a tagger, a classifier and a masked LM
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,7 +69,6 @@ class Labels(Task):
         ``--combine`` says), loaded on the native engine in float32; --src or another engine refused in one
         line."""
         from ..decoding.engines import load_native
-        from ..decoding.ensemble import load_label_ensemble
         from ..device.process import configure_process
 
         loading = call.loading
@@ -81,8 +79,7 @@ class Labels(Task):
         configure_process()
         return load_native(runs, quantization="float32", checkpoint=loading.checkpoint, average=loading.average,
                            device=loading.device, notify=call.notify, weights=loading.member_weights,
-                           combine=loading.combine,
-                           join=functools.partial(load_label_ensemble, same=self.reads))  # type: ignore[return-value]
+                           combine=loading.combine, labels=self.reads)  # type: ignore[return-value]
 
     def reads(self, spec: Spec) -> object:
         """What the members of an ensemble must share: the task, the labels and where they are read."""
