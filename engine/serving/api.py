@@ -35,14 +35,21 @@ class LinesRequest(BaseModel):
     LINES: ClassVar[str] = "src"
     NOUN: ClassVar[str] = "sentences"
     EXAMPLE: ClassVar[str] = '{"src": ["a sentence"]}'
+    SPLITS: ClassVar[bool] = False  # a line over the model's positions is split (no 413), as /translate does
 
     @property
     def lines(self) -> list[str]:
         return getattr(self, self.LINES)
 
+    def read(self) -> list[str]:
+        """The lines as ``tbuild decode`` reads its input lines: surrounding whitespace (and a CR) stripped."""
+        return [line.rstrip("\r").strip() for line in self.lines]
+
 
 class TranslateRequest(LinesRequest):
     """``POST /translate``: source sentences and, optionally, decoding options for this request."""
+
+    SPLITS: ClassVar[bool] = True
 
     src: list[str] = Field(min_length=1, description="Source sentences, one per item (at least one); an empty "
                                                      "sentence gives an empty output.")
@@ -62,6 +69,11 @@ class TranslateResponse(BaseModel):
     translations: list[str]
     scores: list[float] | None = None
     nbest: list[list[Hyp]] | None = None
+    split: list[int] | None = Field(
+        None, description="The indices of the sentences longer than the model's positions, each translated in "
+                          "pieces (split after sentence ends, else between words, else within a word) whose best "
+                          "translations are joined by a space (its score the pieces' summed; its n-best list that "
+                          "one); absent when no sentence was split.")
 
 
 Sampling = Literal["topk", "topp", "temperature"]
@@ -172,8 +184,9 @@ class Limits:
 
 
 DESCRIPTIONS = {
-    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either) "
-           "and {tokens} tokens (413 above); an empty sentence gives an empty output.",
+    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); "
+           "one over the model's {tokens} tokens is translated in pieces (the response's split); an empty sentence "
+           "gives an empty output.",
     "prompts": "Prompts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either), and "
                "tokens that leave room for max_new_tokens in the model's {tokens} positions (413 above); an empty "
                "prompt generates from nothing.",

@@ -150,4 +150,4 @@ def add_route(app: FastAPI, service: Service, endpoint: str) -> None:
 
     decode.__doc__, decode.__name__ = summary, endpoint
     app.post(f"/{endpoint}", response_model=answer, response_model_exclude_none=True,
-             responses=responses(400, 413, 422, 500, 503))(decode)
+             responses=responses(400, *(() if base.SPLITS else (413,)), 422, 500, 503))(decode)

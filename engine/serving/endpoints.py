@@ -33,6 +33,7 @@ from .api import (
     TranslateResponse,
     check_lengths,
 )
+from .segments import Pieces, grouped, split_to_fit
 
 ENDPOINTS = {"translate": "a translator", "generate": "a language model", "classify": "a tagger or classifier"}
 
@@ -70,7 +71,11 @@ def _texts(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], 
            ) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
     """Each line's best text, with its score and n-best list where ``body`` (scores, nbest) asks for them
     (an empty text and score 0 where a line has no output)."""
-    hyps = [[Hyp(text=decode(h.tokens), score=h.score) for h in line] for line in results]
+    return _answer([[Hyp(text=decode(h.tokens), score=h.score) for h in line] for line in results], body)
+
+
+def _answer(hyps: list[list[Hyp]], body: Any) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
+    """``_texts`` of n-best lists already decoded."""
     return ([t[0].text if t else "" for t in hyps], [t[0].score if t else 0.0 for t in hyps] if body.scores else None,
             hyps if body.nbest else None)
 
@@ -86,20 +91,30 @@ class Translation:
     endpoint: str = "translate"
     request: type[LinesRequest] = TranslateRequest
 
+    def fits(self, line: str) -> bool:
+        """Whether ``line``'s source row (its pieces and EOS) fits the model's positions."""
+        return len(self.engine.tokenizer.encode([line])[0]) + 1 <= self.max_tokens
+
     def lengths(self, body: TranslateRequest, lines: list[str]) -> list[int]:
-        lengths = [len(ids) + 1 if ids else 0 for ids in self.engine.tokenizer.encode(lines)]  # EOS
-        check_lengths(lengths, self.max_tokens)
-        return lengths
+        """Each line's source row length (EOS included), at most the model's limit: a longer line is translated
+        in pieces that each fit (``segments.py``)."""
+        return [min(len(ids) + 1, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
 
     def decode_request(self, body: TranslateRequest) -> DecodeRequest:
         return _request(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
 
-    def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
-        return self.engine.translate(lines, request)
+    def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis] | Pieces]:
+        pieces = [split_to_fit(line, self.fits) for line in lines]
+        results = self.engine.translate([piece for split in pieces for piece in split], request)
+        return grouped(results, [len(split) for split in pieces])
 
-    def respond(self, body: TranslateRequest, results: list[list[Hypothesis]]) -> TranslateResponse:
-        texts, scores, nbest = _texts(self.engine.tokenizer.decode, results, body)
-        return TranslateResponse(translations=texts, scores=scores, nbest=nbest)
+    def respond(self, body: TranslateRequest, results: list[list[Hypothesis] | Pieces]) -> TranslateResponse:
+        decode = self.engine.tokenizer.decode
+        hyps = [[Hyp(text=decode(h.tokens), score=h.score) for h in line] if isinstance(line, list)
+                else [Hyp(text=text, score=score) for text, score in [line.best(decode)]] for line in results]
+        texts, scores, nbest = _answer(hyps, body)
+        split = [n for n, line in enumerate(results) if isinstance(line, Pieces)]
+        return TranslateResponse(translations=texts, scores=scores, nbest=nbest, split=split or None)
 
 
 @dataclass

@@ -42,7 +42,7 @@ class Service:
         gives on the command line, whatever else is queued."""
         if self.closing:
             raise RequestError(503, "the server is shutting down")
-        lines = [line.rstrip("\r").strip() for line in request.lines]  # as `tbuild decode` reads its lines
+        lines = request.read()
         lengths = self.task.lengths(request, lines)
         decode = self.task.decode_request(request)
         return self.batcher.submit(Job(lines, lengths, decode, alone=decode.sampling is not None))
