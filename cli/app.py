@@ -17,6 +17,7 @@ from .generate import generate
 from .inspect import inspect
 from .merge import merge
 from .plot import plot
+from .precision import precision
 from .pretrained import import_app
 from .serve import serve
 from .specs import components, schema, validate
@@ -51,7 +52,7 @@ def _options(
 
 
 for command in (inspect, validate, schema, components, train, sweep, tune, average, merge, decode, generate, evaluate,
-                evalb, export, attention, plot, serve, card):
+                evalb, export, attention, plot, serve, card, precision):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 app.add_typer(import_app, name="import")

@@ -31,6 +31,7 @@ class Policy:
     autocast_dtype: torch.dtype | None = None
     note: str = ""  # one line: what was chosen and why, e.g. "precision auto → fp32 (bf16 matmul 0.02× fp32 …)"
     warning: str | None = None  # a choice the user forced that measures slower
+    checkable: bool = False  # a CPU's auto chosen by the probe: training confirms it from its own steps
 
     @property
     def precision(self) -> str:
@@ -139,7 +140,7 @@ def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[i
                       f"this CPU: precision auto (or fp32) would be faster")
         return Policy(dev, torch.bfloat16, f"precision bf16 (set in the spec; {measured.describe()})", slower)
     chosen = "bf16" if measured.ratio >= BF16_MIN_SPEEDUP else "fp32"
-    return Policy(dev, DTYPES[chosen], f"precision auto → {chosen} ({measured.describe()})")
+    return Policy(dev, DTYPES[chosen], f"precision auto → {chosen} ({measured.describe()})", checkable=True)
 
 
 def model_widths(spec: Spec) -> tuple[int, int]:

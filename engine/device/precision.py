@@ -1,6 +1,8 @@
 """Whether bf16 autocast pays off on this CPU, by measurement: a short probe of fp32 and bf16 matrix
-products at the model's own widths, cached per machine (CPU model and flags, torch version, threads,
-widths) in the user's cache folder. CPU flags alone do not tell: bf16 is emulated without AVX512-BF16
+products at the model's own widths, interleaved over rounds, cached per machine (CPU model and flags, torch
+version, threads, widths) in the user's cache folder unless the machine was busy or the rounds disagree
+(``tbuild precision`` shows and clears the cache); training confirms it from its own steps
+(``training/precision_check.py``). CPU flags alone do not tell: bf16 is emulated without AVX512-BF16
 or AMX (far slower than fp32), and a CPU with AVX512-BF16 but no AMX can still run bf16 products slower
 than fp32 where another runs them faster (docs/benchmarks.md, docs/training.md)."""
 
@@ -27,6 +29,8 @@ PROBE_ROWS = 1024  # tokens per probed product (a training batch has thousands)
 PROBE_MAX_FLOP = 2.5e8  # per product: fewer rows for wide models, so emulated bf16 stays well under a second
 PROBE_SECONDS = 0.08  # per shape and dtype, at most (after one warm-up product)
 PROBE_REPEATS = 15
+PROBE_ROUNDS = 3  # rounds of both precisions, interleaved
+PROBE_SPREAD = 1.5  # the rounds' bf16/fp32 ratios must agree within this factor for the result to be cached
 
 Measure = Callable[[str, tuple[int, int, int]], float]  # (dtype name, (rows, in, out)) -> seconds per product
 
@@ -101,11 +105,24 @@ def probe_shapes(d_model: int, d_ff: int) -> list[tuple[int, int, int]]:
 
 
 def measure(d_model: int, d_ff: int, timer: Measure = time_linear) -> Probe:
-    """GFLOP/s of fp32 and bf16-autocast linear layers at these widths (totals over the shapes)."""
+    """GFLOP/s of fp32 and bf16-autocast linear layers at these widths (totals over the shapes): the two
+    precisions interleaved over PROBE_ROUNDS rounds (fp32 first, then bf16 first, …), so that load which comes
+    and goes hits both alike, and the median round of each taken."""
+    return _measured(d_model, d_ff, timer)[0]
+
+
+def _measured(d_model: int, d_ff: int, timer: Measure) -> tuple[Probe, bool]:
+    """``measure``, and whether its rounds agree: each round's bf16/fp32 ratio within PROBE_SPREAD of the
+    others' (rounds that disagree mean the machine's speed changed while it measured: not to be kept)."""
     shapes = probe_shapes(d_model, d_ff)
     flop = sum(2 * r * i * o for r, i, o in shapes)
-    seconds = {dtype: sum(timer(dtype, s) for s in shapes) for dtype in ("fp32", "bf16")}
-    return Probe(flop / seconds["fp32"] / 1e9, flop / seconds["bf16"] / 1e9)
+    rounds: dict[str, list[float]] = {"fp32": [], "bf16": []}
+    for n in range(PROBE_ROUNDS):
+        for dtype in ("fp32", "bf16") if n % 2 == 0 else ("bf16", "fp32"):
+            rounds[dtype].append(sum(timer(dtype, s) for s in shapes))
+    ratios = [fp32 / bf16 for fp32, bf16 in zip(rounds["fp32"], rounds["bf16"], strict=True)]
+    probe = Probe(flop / statistics.median(rounds["fp32"]) / 1e9, flop / statistics.median(rounds["bf16"]) / 1e9)
+    return probe, max(ratios) <= PROBE_SPREAD * min(ratios)
 
 
 def bf16_probe(d_model: int, d_ff: int, timer: Measure = time_linear, cache: Path | None = None) -> Probe:
@@ -117,14 +134,47 @@ def bf16_probe(d_model: int, d_ff: int, timer: Measure = time_linear, cache: Pat
     entries = _read_cache(path)
     with contextlib.suppress(KeyError, TypeError, ValueError):
         return Probe(float(entries[key]["fp32_gflops"]), float(entries[key]["bf16_gflops"]), cached=True)
-    probe = measure(d_model, d_ff, timer)
-    if machine_busy():  # other work skews the timings (seen: bf16 0.77× on a CPU where it is 2.7×): not kept
+    idle = not machine_busy()
+    probe, steady = _measured(d_model, d_ff, timer)
+    # other work skews the timings (seen: bf16 0.77× on a CPU where it is 2.7×): a measurement taken while the
+    # machine was busy before or after it, or whose rounds disagree, is used this once but not kept
+    if not (idle and steady and not machine_busy()):
         return probe
     entries[key] = {"fp32_gflops": round(probe.fp32_gflops, 2), "bf16_gflops": round(probe.bf16_gflops, 2),
                     "measured": time.strftime("%Y-%m-%d %H:%M:%S")}
     with contextlib.suppress(OSError):
         atomic_write(path, (json.dumps(entries, indent=1, sort_keys=True) + "\n").encode())
     return probe
+
+
+@dataclass(frozen=True)
+class Cached:
+    """One cached probe: the machine and widths it holds for, what it measured and when."""
+
+    machine: dict[str, str]  # cpu, flags (a hash), torch, threads
+    widths: tuple[int, int]  # d_model, d_ff
+    probe: Probe
+    measured: str
+
+
+def cached_probes(cache: Path | None = None) -> list[Cached]:
+    """The probes cached in ``cache`` (default: the user's cache folder), the damaged entries left out."""
+    found = []
+    for key, entry in _read_cache((cache or cache_dir()) / "precision.json").items():
+        with contextlib.suppress(KeyError, TypeError, ValueError, AttributeError):
+            facts = json.loads(key)
+            widths = (int(facts.pop("d_model")), int(facts.pop("d_ff")))
+            probe = Probe(float(entry["fp32_gflops"]), float(entry["bf16_gflops"]), cached=True)
+            found.append(Cached(facts, widths, probe, str(entry.get("measured", "?"))))
+    return found
+
+
+def clear_probes(cache: Path | None = None) -> int:
+    """Forget every cached probe (the next run measures again); returns how many there were."""
+    path = (cache or cache_dir()) / "precision.json"
+    count = len(_read_cache(path))
+    path.unlink(missing_ok=True)
+    return count
 
 
 def machine_busy() -> bool:

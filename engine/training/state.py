@@ -23,12 +23,15 @@ class TrainState:
     metric: str = "ppl"  # train.select.metric that best_score and stale count in
     best_score: float | None = None  # the best validation score by that metric (None: no validation yet)
     stale: int = 0  # validations in a row since the last better score (train.select.patience)
+    precision: str | None = None  # auto's precision as the run's own steps measured it (precision_check.py)
+    precision_cpu: str | None = None  # the CPU that measured it (precision_check.cpu_key)
 
     def meta(self) -> dict[str, Any]:
         version, internal, gauss = random.getstate()
         return {"step": self.step, "epoch": self.epoch, "batch_index": self.batch_index,
                 "elapsed": self.elapsed, "best_ppl": self.best_ppl if math.isfinite(self.best_ppl) else None,
                 "metric": self.metric, "best_score": self.best_score, "stale_validations": self.stale,
+                "precision": self.precision, "precision_cpu": self.precision_cpu,
                 "python_rng": [version, list(internal), gauss]}
 
     @classmethod
@@ -42,7 +45,8 @@ class TrainState:
         fallback = best_ppl if metric == "ppl" and math.isfinite(best_ppl) else None
         return cls(step=meta["step"], epoch=meta["epoch"], batch_index=meta["batch_index"],
                    elapsed=meta["elapsed"], best_ppl=best_ppl, metric=metric,
-                   best_score=meta.get("best_score", fallback), stale=meta.get("stale_validations", 0))
+                   best_score=meta.get("best_score", fallback), stale=meta.get("stale_validations", 0),
+                   precision=meta.get("precision"), precision_cpu=meta.get("precision_cpu"))
 
     def select(self, metric: str) -> bool:
         """Score validations by ``metric`` from now on; True when that starts the best score over (the

@@ -55,6 +55,7 @@ from .distributed import Rank
 from .feed import BatchFeed
 from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
+from .precision_check import PrecisionCheck, autocast, cpu_key, decided, resumed
 from .scoring import lower_is_better, whole_model
 from .state import StopSignal, TrainState
 
@@ -121,6 +122,9 @@ class Trainer:
         inputs.initial.load_moments(self.model, self.optimizer)
         self.schedule_offset = inputs.initial.schedule_offset  # steps the schedule is ahead of this run's own
         self.state, self.saved_step, resumed_data = self._restore()
+        self.policy, checking = resumed(self.policy, self.state.precision, self.state.precision_cpu)
+        self.check = PrecisionCheck(self.policy.precision, self.state.step) \
+            if checking and rank.world == 1 and not self.compiling.on else None
         self._restart_data_if_changed(resumed_data)
         self._select_metric()
         self.scorer = inputs.task.valid_scorer(inputs.spec, inputs.tokenizer, policy) if self.valid_pairs is not None \
@@ -238,6 +242,7 @@ class Trainer:
         # DDP/FSDP average the ranks' gradients; × world makes that the gradient of the global sum / ntok.
         scale = distributed.gradient_scale(rank) / ntok
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
+        timed, began = self.check is not None and self.check.timing(self.state.step), time.perf_counter()
         for i, fed in enumerate(micro):
             src, tgt_in, tgt_out, *segments = fed.tensors  # segment ids: packed rows
             step_begins(self.compiling)
@@ -248,7 +253,11 @@ class Trainer:
                                                   self.silent)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
+        if timed:
+            self.check.record(self.policy.precision, time.perf_counter() - began, local)  # type: ignore[union-attr]
         grad_norm = self._apply_gradients()
+        if timed:
+            self._time_other(micro, local)
         self.state.step += 1
         after = micro[-1]  # the data position after this update (the feed's cursor may be further on)
         if after.epoch != self.state.epoch:
@@ -257,6 +266,28 @@ class Trainer:
         loss_sum, nll_sum = distributed.sum_tensors(rank, loss_sum, nll_sum)
         return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
                 "lr": self.optimizer.param_groups[0]["lr"]}
+
+    def _time_other(self, micro: list[Any], tokens: int) -> None:
+        """The same batches' forward and backward in the other precision, timed (``precision_check.py``): their
+        gradients discarded, the random streams as they were; then, once every timed step is in, the faster
+        precision trains the rest, saved in the state."""
+        check = self.check
+        assert check is not None
+        with torch.random.fork_rng(devices=[]):
+            began = time.perf_counter()
+            for fed in micro:
+                src, tgt_in, tgt_out, *segments = fed.tensors
+                with autocast(check.other), self.policy.attention():
+                    logits = self.module(src, tgt_in, *segments)
+                loss, _, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset,
+                                                self.silent)
+                loss.backward()
+            check.record(check.other, time.perf_counter() - began, tokens)
+        self.optimizer.zero_grad(set_to_none=True)
+        if check.verdict() is not None:
+            self.policy, line = decided(self.policy, check, self.state.step + 1)
+            self.state.precision, self.state.precision_cpu, self.check = self.policy.precision, cpu_key(), None
+            self.info(line)
 
     def _apply_gradients(self) -> torch.Tensor:
         """Clip (sharding-aware: on FSDP2's DTensor gradients the norm is the global one), set the §5.3

@@ -50,6 +50,27 @@ def test_a_busy_machines_measurement_is_used_but_not_kept(tmp_path: Path, monkey
     assert not precision.machine_busy()
 
 
+def test_the_precisions_are_interleaved_over_rounds(tmp_path: Path) -> None:
+    calls: list = []
+    bf16_probe(256, 1024, stand_in(NATIVE_FAST, calls), cache=tmp_path)
+    order = [dtype for dtype, _ in calls[::2]]  # one entry per (round, dtype): two shapes each
+    assert order == ["fp32", "bf16", "bf16", "fp32", "fp32", "bf16"]
+
+
+def test_rounds_that_disagree_are_used_but_not_kept(tmp_path: Path) -> None:
+    """Load that came during the probe (here: its second round ran bf16 at a third of its speed) shows as rounds
+    whose ratios disagree: the median is used, nothing is cached, and the next run measures again."""
+    fast, calls = stand_in(NATIVE_FAST), []
+
+    def timer(dtype: str, shape: tuple[int, int, int]) -> float:
+        calls.append(dtype)
+        loaded = dtype == "bf16" and 5 <= len(calls) <= 6  # the second round's bf16 products
+        return fast(dtype, shape) * (3 if loaded else 1)
+
+    probe = bf16_probe(256, 1024, timer, cache=tmp_path)
+    assert probe.ratio == pytest.approx(NATIVE_FAST) and not (tmp_path / "precision.json").exists()
+
+
 @pytest.mark.parametrize(("speed", "chosen"), [(NATIVE_FAST, "bf16"), (NATIVE_SLOW, "fp32"), (EMULATED, "fp32"),
                                                (1.1, "fp32"), (1.2, "bf16")])
 def test_auto_takes_bf16_only_when_clearly_faster(speed: float, chosen: str, tmp_path: Path) -> None:
@@ -82,11 +103,11 @@ def test_the_cache_is_used_then_invalidated_by_a_machine_change(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list = []
     first = bf16_probe(256, 1024, stand_in(NATIVE_FAST, calls), cache=tmp_path)
-    assert not first.cached and len(calls) == 4  # two shapes, two dtypes
+    assert not first.cached and len(calls) == 12  # two shapes, two dtypes, three rounds
     again = bf16_probe(256, 1024, stand_in(EMULATED, calls), cache=tmp_path)
-    assert again.cached and len(calls) == 4 and again.ratio == pytest.approx(NATIVE_FAST, rel=1e-3)
+    assert again.cached and len(calls) == 12 and again.ratio == pytest.approx(NATIVE_FAST, rel=1e-3)
     bf16_probe(512, 2048, stand_in(NATIVE_FAST, calls), cache=tmp_path)  # other widths: measured
-    assert len(calls) == 8
+    assert len(calls) == 24
     real = precision.cpu_identity()
     for field, value in (("torch", "0.0.0"), ("threads", "64"), ("flags", "0" * 16), ("cpu", "Other CPU")):
         monkeypatch.setattr(precision, "cpu_identity", lambda field=field, value=value: {**real, field: value})
