@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from tbuild.builder.tokens import PAD
@@ -99,6 +100,15 @@ def label_smoothed_nll(
         target = target.masked_fill(~keep.view_as(target), scored)
     loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep, epsilon, mask)
     return loss, nll_sum, keep.sum()
+
+
+def rdrop_kl(first: torch.Tensor, second: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """R-Drop's consistency term (Liang et al. 2021, eq. 2): ½(KL(P₁‖P₂) + KL(P₂‖P₁)) summed over the target
+    positions ``keep`` (B, T) holds, for two passes' logits (B, T, V) of the same batch; in float32."""
+    a, b = (F.log_softmax(x.float(), dim=-1) for x in (first, second))
+    pa, pb = a.exp(), b.exp()  # a row no pass scores (logit -inf in both, model.silent_ids) adds 0, not NaN
+    kl = (torch.where(pa > 0, pa * (a - b), 0.0) + torch.where(pb > 0, pb * (b - a), 0.0)).sum(-1)
+    return 0.5 * kl.masked_fill(~keep, 0.0).sum()
 
 
 @torch.no_grad()

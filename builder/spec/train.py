@@ -164,6 +164,9 @@ class TrainSpec(StrictModel):
     optimizer: OptimizerSpec = Field(default_factory=OptimizerSpec, description="Adam settings (§5.3).")
     schedule: ScheduleKind = Field(default_factory=NoamSchedule, description="Learning-rate schedule (§5.3).")
     label_smoothing: float = Field(0.1, ge=0, lt=1, description="ε_ls (§5.4: 0.1).")
+    rdrop: float = Field(0.0, ge=0, description="R-Drop's α (Liang et al. 2021): each batch goes through the model "
+                         "twice, with two dropout masks, and α times the two output distributions' symmetric KL "
+                         "divergence joins their averaged loss (0: off). Twice a step's compute; needs dropout.")
     clip_norm: float | None = Field(None, gt=0, description="Clip the gradient norm (None: no clipping).")
     max_steps: int | None = Field(100000, ge=1, description="Stop after this many updates (§5.2: 100k base).")
     max_epochs: int | None = Field(None, ge=1, description="Stop after this many epochs.")

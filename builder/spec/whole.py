@@ -112,6 +112,15 @@ class Spec(StrictModel):
         return self
 
     @model_validator(mode="after")
+    def _rdrop_has_dropout(self) -> Spec:
+        """R-Drop compares two dropout masks' outputs: with no dropout they are one output, and it only doubles a
+        step's work."""
+        if self.train.rdrop > 0 and not any(self.model.dropout.model_dump().values()):
+            raise FieldError(("train", "rdrop"), "R-Drop compares two passes under different dropout masks, and every "
+                             "model.dropout rate is 0: set one (e.g. model.dropout.residual: 0.1) or train.rdrop: 0")
+        return self
+
+    @model_validator(mode="after")
     def _pointer_fits_the_data(self) -> Spec:
         """``advance: leaves`` names the data set's leaf tokens: a parsing data set's."""
         pointer = self.model.pointer()

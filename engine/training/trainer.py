@@ -17,6 +17,7 @@ position (global batches consumed this epoch) resumes the same batch sequence on
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import random
@@ -41,7 +42,7 @@ from ..data.packing import pair_indices
 from ..data.tokenizer import Tokenizer
 from ..device.policy import Policy
 from ..errors import CheckpointError, TbuildError
-from ..loss import evaluate_loss, label_smoothed_nll
+from ..loss import evaluate_loss, label_smoothed_nll, rdrop_kl
 from ..run.checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..run.directory import RunDir
 from ..run.lock import RunLock
@@ -247,10 +248,7 @@ class Trainer:
             src, tgt_in, tgt_out, *segments = fed.tensors  # segment ids: packed rows
             step_begins(self.compiling)
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
-                with self.policy.autocast(), self.policy.attention():
-                    logits = self.module(src, tgt_in, *segments)
-                loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset,
-                                                  self.silent)
+                loss, nll = self._loss(src, tgt_in, tgt_out, segments)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         if timed:
@@ -267,6 +265,25 @@ class Trainer:
         return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
+    def _loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, segments: list[torch.Tensor],
+              precision: contextlib.AbstractContextManager | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch's label-smoothed loss sum and NLL sum. With ``train.rdrop`` α (R-Drop, Liang et al. 2021, eq. 3)
+        the batch goes through twice (as one batch of both copies: two dropout masks) and the loss is the two
+        passes' mean plus α/2 times their symmetric KL (``rdrop_kl``), as fairseq's R-Drop criterion computes it.
+        ``precision``: an autocast other than the policy's (``_time_other``)."""
+        twice = self.cfg.rdrop > 0
+        if twice:
+            src, tgt_in, tgt_out = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
+            segments = [torch.cat([s, s]) for s in segments]
+        with precision or self.policy.autocast(), self.policy.attention():
+            logits = self.module(src, tgt_in, *segments)
+        loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset, self.silent)
+        if not twice:
+            return loss, nll
+        half = src.size(0) // 2
+        kl = rdrop_kl(logits[:half], logits[half:], tgt_out[:half].ne(PAD))
+        return loss / 2 + self.cfg.rdrop / 2 * kl, nll / 2
+
     def _time_other(self, micro: list[Any], tokens: int) -> None:
         """The same batches' forward and backward in the other precision, timed (``precision_check.py``): their
         gradients discarded, the random streams as they were; then, once every timed step is in, the faster
@@ -277,11 +294,7 @@ class Trainer:
             began = time.perf_counter()
             for fed in micro:
                 src, tgt_in, tgt_out, *segments = fed.tensors
-                with autocast(check.other), self.policy.attention():
-                    logits = self.module(src, tgt_in, *segments)
-                loss, _, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset,
-                                                self.silent)
-                loss.backward()
+                self._loss(src, tgt_in, tgt_out, segments, autocast(check.other))[0].backward()
             check.record(check.other, time.perf_counter() - began, tokens)
         self.optimizer.zero_grad(set_to_none=True)
         if check.verdict() is not None:
