@@ -21,13 +21,15 @@ def merge(
     """Write an adapter run (train.adapters) as an ordinary run: W + (alpha/r)·B A in every adapted weight."""
     from tbuild.engine.export.peft import write_peft
     from tbuild.engine.run.directory import resolve_run
-    from tbuild.engine.run.merge import merge_run
+    from tbuild.engine.run.merge import check_merge, merge_run
     from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target)
-    merged = merge_run(run, output, checkpoint=checkpoint)
-    console.print(f"merged {run.dir.path / merged} into its base -> {output} (best.safetensors, spec.yaml, "
-                  f"{run.dir.tokenizer.name})", highlight=False)
-    if peft is not None:
+    check_merge(run, output)
+    if peft is not None:  # its refusals (a kind without Hugging Face names) come before the merged run is written
         count = write_peft(run, peft, task_of(run.spec).peft_type, checkpoint=checkpoint)
+    merged, tokenizer = merge_run(run, output, checkpoint=checkpoint)
+    console.print(f"merged {run.dir.path / merged} into its base -> {output} (best.safetensors, spec.yaml, "
+                  f"{tokenizer})", highlight=False)
+    if peft is not None:
         console.print(f"peft: {count} adapted modules -> {peft}", highlight=False)

@@ -14,9 +14,9 @@ from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 
 from ..errors import DataError
 from ..extras import require
+from ..run.directory import TOKENIZERS_FILE as NAME  # noqa: F401 - its name in a run (and in a published folder)
 
 SUFFIX = ".json"  # a tokenizer file of this suffix is a tokenizers file, not a sentencepiece model
-NAME = "tokenizer.json"
 
 
 class TokenizersProcessor:

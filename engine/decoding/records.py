@@ -10,9 +10,17 @@ from ..errors import TbuildError
 from .request import FORMATS, LineConstraints
 from .search import Hypothesis
 
-__all__ = ["FORMATS", "jsonl_line", "read_constraints", "read_prefixes", "split_columns", "text_lines"]
+__all__ = ["FORMATS", "jsonl_line", "one_line", "read_constraints", "read_prefixes", "split_columns", "text_lines"]
 
 PHRASES = "|||"  # separates the phrases of a constraints column
+# every character str.splitlines breaks at, written as Python writes it in a string literal (\n, \r, \u2028)
+_BREAKS = str.maketrans({c: ascii(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: each line break in it (a tokenizers file can decode one) written as its escape,
+    ``\\n`` for a newline, so a text output keeps one line per input (``--format jsonl`` keeps the text exact)."""
+    return text.translate(_BREAKS)
 
 
 def split_columns(lines: list[str], name: str
@@ -80,13 +88,14 @@ def read_prefixes(data: bytes, name: str, count: int) -> list[str]:
 
 
 def text_lines(tok: Tokenizer, results: list[list[Hypothesis]], nbest: int) -> list[str]:
-    """The plain output: the best translation per line, or ``i ||| text ||| score`` for each of the n best."""
+    """The plain output: the best translation per line, or ``i ||| text ||| score`` for each of the n best; each
+    on one line (``one_line``)."""
     out: list[str] = []
     for i, hyps in enumerate(results):
         if nbest == 1:
-            out.append(tok.decode(hyps[0].tokens) if hyps else "")
+            out.append(one_line(tok.decode(hyps[0].tokens)) if hyps else "")
         else:
-            out.extend(f"{i} ||| {tok.decode(h.tokens)} ||| {h.score:.4f}" for h in hyps)
+            out.extend(f"{i} ||| {one_line(tok.decode(h.tokens))} ||| {h.score:.4f}" for h in hyps)
             if not hyps:
                 out.append(f"{i} |||  ||| 0.0000")
     return out

@@ -172,5 +172,5 @@ def export_run(run: Run, out: Path, *, quantization: str | None = None, checkpoi
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     write_ctranslate2(model.eval(), run.spec, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out,
                       quantization)
-    shutil.copyfile(tok.path, out / run.dir.tokenizer.name)
+    shutil.copyfile(tok.path, out / run.dir.tokenizer_for(tok.path).name)
     return weights

@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 from torch import nn
 
+from tbuild.builder.inspect import meta_model
 from tbuild.builder.spec import InitSpec, Spec
 from tbuild.components.lora import Adapters, adapter_names, match_targets
 
@@ -25,14 +26,34 @@ Log = Callable[[str], None]
 
 
 def adapters_of(spec: Spec, model: nn.Module) -> Adapters:
-    """The spec's adapters on ``model`` (built from it); its targets that match nothing are refused."""
+    """The spec's adapters on ``model`` (built from it); refused: a target that matches nothing, and a rank above
+    the narrowest adapted layer's width (B A has rank at most min(in, out) there: the rest would be dead weight)."""
     cfg = spec.train.adapters
     assert cfg is not None
     try:
         modules = match_targets(model, cfg.targets)
     except ValueError as e:
         raise TbuildError(f"train.adapters.targets: {e}") from None
+    layers = {m: model.get_submodule(m) for m in modules}
+    narrowest = min(modules, key=lambda m: min(layers[m].in_features, layers[m].out_features))
+    layer = layers[narrowest]
+    if cfg.r > min(layer.in_features, layer.out_features):
+        raise TbuildError(f"train.adapters.r {cfg.r}: above the width of {narrowest} ({layer.in_features} -> "
+                          f"{layer.out_features}), which bounds the rank of its update B A; set r <= "
+                          f"{min(layer.in_features, layer.out_features)}")
     return Adapters(modules, cfg.r, cfg.alpha, cfg.dropout)
+
+
+def check_adapters(spec: Spec) -> None:
+    """``train.adapters`` refused as ``adapters_of`` refuses it, on the model built on the meta device, before a
+    run writes anything (a head's labels ``from_data`` stand in as two: the head is never adapted)."""
+    if spec.train.adapters is None:
+        return
+    head = spec.model.head
+    if head is not None and getattr(head, "labels", None) == "from_data":
+        spec = spec.model_copy(update={"model": spec.model.model_copy(
+            update={"head": head.model_copy(update={"labels": ["_", "__"]})})})
+    adapters_of(spec, meta_model(spec))
 
 
 def adapter_start(spec: Spec, run: RunDir, model: nn.Module, tokenizer: Tokenizer, source: Source | None,

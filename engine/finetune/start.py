@@ -68,7 +68,7 @@ def start_tokenizer(spec: Spec, run: RunDir, source: Source | None, log: Log, *,
     init = spec.train.init
     if main and source is not None and init is not None and init.vocab == "refuse" \
             and spec.data.tokenizer.model is None and not run.tokenizer.is_file():
-        dest = run.tokenizer.with_name(source.tokenizer.name) if source.tokenizer.suffix == ".json" else run.tokenizer
+        dest = run.tokenizer_for(source.tokenizer)
         tmp = dest.with_suffix(".part")
         shutil.copyfile(source.tokenizer, tmp)
         tmp.replace(dest)

@@ -19,6 +19,9 @@ from tbuild.builder.spec import Spec
 from ..errors import TbuildError
 from ..files import atomic_write
 
+SPM_FILE = "spm.model"  # a run's sentencepiece model
+TOKENIZERS_FILE = "tokenizer.json"  # a run's Hugging Face tokenizers file (a model imported with one)
+
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
 _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py
 TRAIN_FILE = "metrics.jsonl"  # training's metrics, one JSON line per logged step (training/metrics.py)
@@ -83,8 +86,13 @@ class RunDir:
     @property
     def tokenizer(self) -> Path:
         """spm.model; tokenizer.json where only that is there (a model imported with a tokenizers file)."""
-        imported = self.path / "tokenizer.json"
-        return imported if imported.is_file() and not (self.path / "spm.model").is_file() else self.path / "spm.model"
+        imported = self.path / TOKENIZERS_FILE
+        return imported if imported.is_file() and not (self.path / SPM_FILE).is_file() else self.path / SPM_FILE
+
+    def tokenizer_for(self, source: Path) -> Path:
+        """Where a copy of the tokenizer ``source`` goes in this run, named for its kind: tokenizer.json for a
+        tokenizers file (``.json``), else spm.model; ``tokenizer`` then finds it."""
+        return self.path / (TOKENIZERS_FILE if source.suffix == ".json" else SPM_FILE)
 
     @property
     def best(self) -> Path:

@@ -5,8 +5,11 @@ exported as a translator (CTranslate2, Hugging Face). The task every run no othe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
 
 from tbuild.builder.spec import Spec
 from tbuild.components.specs.graph import with_article
@@ -14,6 +17,7 @@ from tbuild.components.specs.graph import with_article
 from ..data.joined import for_model
 from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
+from ..decoding.records import one_line
 from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, load_translator
 from ..device.process import configure_process
@@ -28,6 +32,13 @@ if TYPE_CHECKING:
     from ..device.policy import Policy
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
+
+
+def examples(labels: tuple[str, ...], rows: Iterable[tuple[str, ...]], show: int) -> Report:
+    """The first ``show`` rows as ``evaluate --show`` prints them: each text on one line (``one_line``) after its
+    label (rich markup), the text itself never read as markup (a ``[/]`` in a sentence is printed as it is)."""
+    return ["".join(f"{label} {escape(one_line(text))}\n" for label, text in zip(labels, row, strict=True))
+            for row in islice(rows, show)]
 
 
 @register_task
@@ -83,8 +94,8 @@ class Translation(Task):
         result, sources, references, hyps = evaluate(run, translator, engine=decoder, split=call.split,
                                                      src=call.src, ref=call.ref, after_batch=after_batch,
                                                      request=DecodeRequest.of(run.spec.decode))
-        report: Report = [f"[dim]src[/] {s}\n[dim]ref[/] {r}\n[bold]hyp[/] {h}\n"
-                          for s, r, h in list(zip(sources, references, hyps, strict=True))[:call.show]]
+        report = examples(("[dim]src[/]", "[dim]ref[/]", "[bold]hyp[/]"), zip(sources, references, hyps, strict=True),
+                          call.show)
         table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, "
                              f"{result.engine} engine)")
         rows = [("BLEU", result.bleu, "sacreBLEU, cased"),
@@ -134,8 +145,9 @@ class Translation(Task):
             tok = translator.tokenizer
             alignments = translator.alignments(lines, results) if request.align else [None] * len(lines)
             return [jsonl_line(tok, line, hyps, a) for line, hyps, a in zip(lines, results, alignments, strict=True)]
-        return self.output_lines(runs[0], translator, request, lines, results, call.notify) or text_lines(
-            translator.tokenizer, results, request.nbest)
+        own = self.output_lines(runs[0], translator, request, lines, results, call.notify)
+        return [one_line(line) for line in own] if own is not None else text_lines(translator.tokenizer, results,
+                                                                                   request.nbest)
 
     def step_rule(self, spec: Spec, translator: Engine, lines: list[str]) -> Any:
         """What keeps each step's tokens within the task's outputs (None: any token)."""

@@ -17,6 +17,7 @@ from tbuild.builder.spec import Spec
 
 from ..errors import TbuildError
 from ..extras import check_installed
+from ..run.directory import SPM_FILE, TOKENIZERS_FILE
 
 JSONL = "jsonl"  # metrics.jsonl and valid.jsonl (metrics.py): always on
 
@@ -136,7 +137,7 @@ class MLflowLogger:
         self.mlflow.log_metrics({f"valid_{k}": v for k, v in scalars(record).items()}, step=record["step"])
 
     def close(self) -> None:
-        for name in ("spec.yaml", "metrics.jsonl", "valid.jsonl", "spm.model"):
+        for name in ("spec.yaml", "metrics.jsonl", "valid.jsonl", SPM_FILE, TOKENIZERS_FILE):  # the tokenizer: either
             if (self.run_dir / name).is_file():
                 self.mlflow.log_artifact(str(self.run_dir / name))
         self.mlflow.end_run()

@@ -21,6 +21,7 @@ from ..data.prepare import prepared_id
 from ..data.tokenizer import fit_vocab
 from ..device.policy import Policy, choose_device, choose_policy, model_widths
 from ..errors import TbuildError
+from ..finetune.lora import check_adapters
 from ..finetune.start import init_located, resolve_start, start_source, start_tokenizer
 from ..run.directory import RunDir, delete_run, run_dir_of
 from ..run.lock import LOCK, RunLock
@@ -70,13 +71,14 @@ def profile_spec(loaded: LoadedSpec, emit: Event, steps: int, *, device: str = "
 def check_training(spec: Spec, world: int, minutes: float | None) -> None:
     """What can refuse a training call before anything is prepared or any process started: no stop (no
     max_steps, max_epochs or max_minutes, and no ``minutes``), a tracker not installed, an update that
-    does not split over ``world`` processes."""
+    does not split over ``world`` processes, adapters that fit no module of the model."""
     cfg = spec.train
     if cfg.max_steps is None and cfg.max_epochs is None and cfg.max_minutes is None and minutes is None:
         raise TbuildError("training needs a stop: set train.max_steps, train.max_epochs or train.max_minutes, "
                           "or give this call one (tbuild train --minutes N)")
     check_loggers(cfg.log)
     distributed.check_update_freq(cfg.update_freq, world)
+    check_adapters(spec)
 
 
 def _policy(spec: Spec, device: str, base: torch.device, rank: Rank) -> Policy:

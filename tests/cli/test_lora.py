@@ -136,16 +136,28 @@ def test_merge_then_decode_and_evaluate_both(adapted: Path, tmp_path: Path) -> N
     assert plain.exit_code == 2 and "not an adapter run" in plain.output
 
 
-def test_a_target_that_matches_nothing_is_one_line(base: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("adapters", "expected"), [
+    ({"targets": ["attention", "*.w_nope"]}, "train.adapters.targets: '*.w_nope' matches no linear module"),
+    ({"targets": ["nosuch"]}, "train.adapters.targets: 'nosuch' matches no linear module"),
+    ({"r": 33}, "train.adapters.r 33: above the width of encoder.0.self_attn.sublayer.w_q (32 -> 32), which "
+                "bounds the rank of its update B A; set r <= 32"),
+])
+def test_adapters_that_fit_no_module_are_one_line_before_anything_is_written(
+        base: Path, tiny_corpus: Path, tmp_path: Path, adapters: dict, expected: str) -> None:
+    """A target matching nothing, or a rank above an adapted layer's width (d_model 32 here): one line, and no
+    run folder (no tokenizer, lock or prepared data) made."""
     spec = _spec(tmp_path, tiny_corpus, base)
     data = yaml.safe_load(spec.read_text())
-    data["train"]["adapters"]["targets"] = ["attention", "*.w_nope"]
+    data["train"]["adapters"] |= adapters
     spec.write_text(yaml.safe_dump(data))
     result = runner.invoke(app, ["train", str(spec)])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert "train.adapters.targets: '*.w_nope' matches no linear module" in result.output
-    last = result.output.strip().splitlines()[-1]
-    assert last.startswith("error:") and "*.w_nope" in last  # the error, on one line, after the progress lines
+    [line] = result.output.strip().splitlines()
+    assert line.startswith(f"error: {expected}")
+    assert not (tmp_path / "lora").exists()
+    if "r" in adapters:  # the widest rank the layers allow trains
+        assert runner.invoke(app, ["train", str(spec), "--set", "train.adapters.r=32", "--set",
+                                   "train.adapters.targets=[attention]", "--set", "train.max_steps=1"]).exit_code == 0
 
 
 @pytest.mark.parametrize(("init", "expected"), [

@@ -21,7 +21,7 @@ from ...errors import DataError
 from ...training.scoring import ValidScorer
 from ..base import EvalCall, Log, Report, Table
 from ..registry import register_task
-from ..translation import Translation
+from ..translation import Translation, examples
 from .evalb import collins, evalb, read_lines
 from .evaluation import describe_repairs, evaluate_parsing, nbest_trees, style_of, to_trees, tree_rule_for
 from .lexical import output_text
@@ -110,8 +110,8 @@ class Parsing(Translation):
             run, translator, engine=decoder, split=call.split, src=call.src, ref=call.ref,
             params=read_params(params) if params is not None else None,
             params_name=str(params) if params else "COLLINS.prm", after_batch=after_batch)
-        report: Report = [f"[dim]src[/]  {s}\n[dim]gold[/] {g}\n[bold]test[/] {t}\n"
-                          for s, g, t in list(zip(sources, gold, tests, strict=True))[:call.show]]
+        report = examples(("[dim]src[/] ", "[dim]gold[/]", "[bold]test[/]"), zip(sources, gold, tests, strict=True),
+                          call.show)
         table = Table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.weights}, EVALB "
                       f"{result.params})", ("metric", "all", f"len<={result.cutoff}"), right=(1, 2))
         for name, key in (("Bracketing F1", "f1"), ("Bracketing recall", "recall"),

@@ -52,7 +52,26 @@ def test_tensorboard_and_mlflow_hold_the_runs_metrics(tiny_corpus: Path, tmp_pat
     assert [m.step for m in client.get_metric_history(logged.info.run_id, "train_loss")] == [1, 2, 3, 4]
     assert len(client.get_metric_history(logged.info.run_id, "valid_ppl")) == 2
     artifacts = {a.path for a in client.list_artifacts(logged.info.run_id)}
-    assert {"spec.yaml", "metrics.jsonl", "valid.jsonl"} <= artifacts
+    assert {"spec.yaml", "metrics.jsonl", "valid.jsonl", "spm.model"} <= artifacts
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mlflow") is None, reason="pip install 'tbuild[mlflow]'")
+def test_mlflow_keeps_a_tokenizers_file_as_the_runs_tokenizer(tiny_corpus: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run whose tokenizer is a tokenizer.json (an imported model's) has it among the artifacts."""
+    from mlflow.tracking import MlflowClient
+
+    from tbuild.builder.spec import Spec
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    (tmp_path / "tokenizer.json").write_text("{}")
+    logger = LOGGERS.get("mlflow").factory(Spec.model_validate(tiny_train_spec(tiny_corpus, tmp_path)), tmp_path)
+    logger.close()
+    client = MlflowClient(tracking_uri=(tmp_path / "mlruns").resolve().as_uri())
+    [experiment] = [e for e in client.search_experiments() if e.name != "Default"]
+    [logged] = client.search_runs([experiment.experiment_id])
+    assert [a.path for a in client.list_artifacts(logged.info.run_id)] == ["tokenizer.json"]
 
 
 def test_a_missing_tracker_is_one_line_with_the_pip_command(tiny_corpus: Path, tmp_path: Path,

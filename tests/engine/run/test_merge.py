@@ -1,0 +1,75 @@
+"""tbuild merge of an adapter run whose base's tokenizer is a Hugging Face tokenizers file (an imported GPT-2 with
+its byte-level BPE tokenizer.json): the merged run keeps it as tokenizer.json (not as an spm.model holding JSON),
+generates what the adapter run generates and exports; a --peft its model kind cannot take is refused before
+anything is written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+
+transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
+pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
+
+from tests.engine.pretrained.test_import_hf import GPT2, _import, _perturbed  # noqa: E402
+from tests.engine.pretrained.test_imported_runs import BPE_ROWS, LINES, PROMPTS, byte_level_bpe  # noqa: E402
+
+runner = CliRunner()
+
+
+def _ok(args: list[str], text: str | None = None) -> str:
+    result = runner.invoke(app, args, input=text)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def adapted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """root/lora: LoRA adapters trained 2 steps on root/run, a GPT-2 imported with a tokenizer.json."""
+    root = tmp_path_factory.mktemp("merge")
+    torch.manual_seed(0)
+    hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**(GPT2 | {"vocab_size": BPE_ROWS, "n_positions": 64})))
+    _perturbed(hf).save_pretrained(root / "hf")
+    byte_level_bpe(root / "hf" / "tokenizer.json", ["<pad>", "<unk>", "<s>", "</s>"])
+    _import(root / "hf", root / "run")
+    for split in ("train", "valid"):
+        (root / f"{split}.txt").write_text("\n".join(LINES) + "\n")
+    spec = yaml.safe_load((root / "run" / "spec.yaml").read_text())
+    spec |= {"name": "lora", "output_dir": str(root / "lora")}
+    spec["data"] |= {"train": str(root / "train.txt"), "valid": str(root / "valid.txt")}
+    spec["train"] = {"max_steps": 2, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                     "batch_tokens": 64, "init": {"from": str(root / "run")},
+                     "schedule": {"kind": "inverse_sqrt", "lr": 0.05, "warmup": 1},
+                     "adapters": {"kind": "lora", "r": 2, "alpha": 4, "targets": ["attention"]}}
+    (root / "lora.yaml").write_text(yaml.safe_dump(spec))
+    _ok(["train", str(root / "lora.yaml")])
+    return root / "lora"
+
+
+def test_the_merged_run_keeps_tokenizer_json_and_generates_and_exports(adapted: Path, tmp_path: Path) -> None:
+    out = tmp_path / "merged"
+    said = _ok(["merge", str(adapted), "-o", str(out)])
+    assert "tokenizer.json" in said
+    assert sorted(p.name for p in out.iterdir()) == ["best.safetensors", "spec.yaml", "tokenizer.json"]
+    base = adapted.parent / "run" / "tokenizer.json"
+    assert (out / "tokenizer.json").read_bytes() == base.read_bytes()
+    prompts = "\n".join(PROMPTS) + "\n"
+    args = ["--beam", "1", "--max-new-tokens", "5", "--device", "cpu"]
+    merged = _ok(["generate", str(out), *args], prompts).splitlines()[-len(PROMPTS):]
+    assert merged == _ok(["generate", str(adapted), *args], prompts).splitlines()[-len(PROMPTS):]
+    _ok(["export", str(out), "--to", "hf", "-o", str(tmp_path / "hf")])
+    assert (tmp_path / "hf" / "tokenizer.json").read_bytes() == base.read_bytes()
+
+
+def test_a_peft_the_kind_cannot_take_writes_nothing(adapted: Path, tmp_path: Path) -> None:
+    """A decoder-only run's adapters have no peft names: refused in one line, neither folder written."""
+    result = runner.invoke(app, ["merge", str(adapted), "-o", str(tmp_path / "merged"), "--peft", str(tmp_path / "p")])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.output.strip().splitlines() == ["error: --peft: a decoder_only model declares no Hugging Face names"]
+    assert not (tmp_path / "merged").exists() and not (tmp_path / "p").exists()
