@@ -1,7 +1,7 @@
-"""tbuild merge of an adapter run whose base's tokenizer is a Hugging Face tokenizers file (an imported GPT-2 with
-its byte-level BPE tokenizer.json): the merged run keeps it as tokenizer.json (not as an spm.model holding JSON),
-generates what the adapter run generates and exports; a --peft its model kind cannot take is refused before
-anything is written."""
+"""Runs whose tokenizer is a Hugging Face tokenizers file (an imported GPT-2 with its byte-level BPE
+tokenizer.json): tbuild merge of adapters trained on it keeps it as tokenizer.json (not as an spm.model holding
+JSON), generates what the adapter run generates and exports; a --peft its model kind cannot take is refused before
+anything is written; train.init.vocab extend from it is refused before the run trains a tokenizer of its own."""
 
 from __future__ import annotations
 
@@ -29,10 +29,21 @@ def _ok(args: list[str], text: str | None = None) -> str:
     return result.stdout
 
 
+def _tuned(root: Path, name: str, **train: object) -> Path:
+    """A spec of root/run's model on root's text files, started from root/run with ``train``'s fields."""
+    spec = yaml.safe_load((root / "run" / "spec.yaml").read_text())
+    spec |= {"name": name, "output_dir": str(root / name)}
+    spec["data"] |= {"train": str(root / "train.txt"), "valid": str(root / "valid.txt")}
+    spec["train"] = {"max_steps": 2, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
+                     "batch_tokens": 64, "schedule": {"kind": "inverse_sqrt", "lr": 0.05, "warmup": 1}, **train}
+    (root / f"{name}.yaml").write_text(yaml.safe_dump(spec))
+    return root / f"{name}.yaml"
+
+
 @pytest.fixture(scope="module")
 def adapted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """root/lora: LoRA adapters trained 2 steps on root/run, a GPT-2 imported with a tokenizer.json."""
-    root = tmp_path_factory.mktemp("merge")
+    root = tmp_path_factory.mktemp("tokenizers_file")
     torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(transformers.GPT2Config(**(GPT2 | {"vocab_size": BPE_ROWS, "n_positions": 64})))
     _perturbed(hf).save_pretrained(root / "hf")
@@ -40,15 +51,8 @@ def adapted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _import(root / "hf", root / "run")
     for split in ("train", "valid"):
         (root / f"{split}.txt").write_text("\n".join(LINES) + "\n")
-    spec = yaml.safe_load((root / "run" / "spec.yaml").read_text())
-    spec |= {"name": "lora", "output_dir": str(root / "lora")}
-    spec["data"] |= {"train": str(root / "train.txt"), "valid": str(root / "valid.txt")}
-    spec["train"] = {"max_steps": 2, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
-                     "batch_tokens": 64, "init": {"from": str(root / "run")},
-                     "schedule": {"kind": "inverse_sqrt", "lr": 0.05, "warmup": 1},
-                     "adapters": {"kind": "lora", "r": 2, "alpha": 4, "targets": ["attention"]}}
-    (root / "lora.yaml").write_text(yaml.safe_dump(spec))
-    _ok(["train", str(root / "lora.yaml")])
+    _ok(["train", str(_tuned(root, "lora", init={"from": str(root / "run")},
+                             adapters={"kind": "lora", "r": 2, "alpha": 4, "targets": ["attention"]}))])
     return root / "lora"
 
 
@@ -73,3 +77,19 @@ def test_a_peft_the_kind_cannot_take_writes_nothing(adapted: Path, tmp_path: Pat
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.output.strip().splitlines() == ["error: --peft: a decoder_only model declares no Hugging Face names"]
     assert not (tmp_path / "merged").exists() and not (tmp_path / "p").exists()
+
+
+def test_extending_a_tokenizers_file_is_refused_before_a_tokenizer_is_trained(adapted: Path) -> None:
+    root = adapted.parent
+    spec = _tuned(root, "extended", init={"from": str(root / "run"), "vocab": "extend"})
+    data = yaml.safe_load(spec.read_text())
+    data["model"]["vocab_size"], data["data"]["tokenizer"]["vocab_size"] = "from_tokenizer", 40
+    spec.write_text(yaml.safe_dump(data))
+    for command in ("inspect", "train"):
+        result = runner.invoke(app, [command, str(spec)])
+        assert result.exit_code == 2 and "training a bpe model" not in result.output, result.output
+        assert result.output.strip().splitlines()[-1].endswith(
+            "train.init.vocab extend: the source's tokenizer "
+            f"{root / 'run' / 'tokenizer.json'} is a tokenizers file, and extend appends sentencepiece pieces; "
+            "use vocab: refuse (its tokenizer) or remap")
+        assert not (root / "extended").exists()
