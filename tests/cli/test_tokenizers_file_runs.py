@@ -1,7 +1,8 @@
 """Runs whose tokenizer is a Hugging Face tokenizers file (an imported GPT-2 with its byte-level BPE
 tokenizer.json): tbuild merge of adapters trained on it keeps it as tokenizer.json (not as an spm.model holding
 JSON), generates what the adapter run generates and exports; a --peft its model kind cannot take is refused before
-anything is written; train.init.vocab extend from it is refused before the run trains a tokenizer of its own."""
+anything is written; train.init.vocab extend from it is refused before the run trains a tokenizer of its own; a
+CTranslate2 export copies one named by data.tokenizer.model as tokenizer.json."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
+from tests.conftest import tiny_train_spec
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
@@ -93,3 +95,19 @@ def test_extending_a_tokenizers_file_is_refused_before_a_tokenizer_is_trained(ad
             f"{root / 'run' / 'tokenizer.json'} is a tokenizers file, and extend appends sentencepiece pieces; "
             "use vocab: refuse (its tokenizer) or remap")
         assert not (root / "extended").exists()
+
+
+
+def test_a_ctranslate2_export_names_a_named_tokenizers_file_as_one(tiny_corpus: Path, tmp_path: Path) -> None:
+    """A translator trained with data.tokenizer.model naming a tokenizer.json (none in its folder): the export's
+    copy is tokenizer.json, not spm.model."""
+    pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
+    byte_level_bpe(tmp_path / "tokenizer.json", ["<pad>", "<unk>", "<s>", "</s>"])
+    spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=2, validate_every=2)
+    spec["data"]["tokenizer"] |= {"model": str(tmp_path / "tokenizer.json"), "vocab_size": BPE_ROWS}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec))
+    _ok(["train", str(tmp_path / "spec.yaml")])
+    assert not (tmp_path / "run" / "tokenizer.json").exists() and not (tmp_path / "run" / "spm.model").exists()
+    _ok(["export", str(tmp_path / "run"), "--to", "ctranslate2", "-o", str(tmp_path / "ct2"), "--check", "none"])
+    assert (tmp_path / "ct2" / "tokenizer.json").read_bytes() == (tmp_path / "tokenizer.json").read_bytes()
+    assert not (tmp_path / "ct2" / "spm.model").exists()
