@@ -9,6 +9,7 @@ from __future__ import annotations
 from .base import FieldError
 from .data import (
     DATASETS,
+    MIN_VOCAB,
     ClassificationDataset,
     DatasetKind,
     DatasetSpec,
@@ -64,6 +65,7 @@ __all__ = [
     "ClassificationDataset",
     "ConstantSchedule",
     "DATASETS",
+    "MIN_VOCAB",
     "DataSpec",
     "DatasetKind",
     "DatasetSpec",

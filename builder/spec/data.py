@@ -20,13 +20,15 @@ class ParallelFiles(StrictModel):
     source: str = Field(description="Source-language file (relative to the spec file).")
     target: str = Field(description="Target-language file (relative to the spec file).")
 
+MIN_VOCAB = 16  # the fewest pieces a run's tokenizer has (data.tokenizer.vocab_size)
+
 
 class TokenizerSpec(StrictModel):
     """Subword tokenizer: sentencepiece trained on the training data (§5.1), or an existing model."""
 
     model: str | None = Field(None, description="An existing sentencepiece .model file; None: train one.")
     kind: Literal["bpe", "unigram"] = Field("bpe", description="sentencepiece model type (§5.1: BPE).")
-    vocab_size: int = Field(8000, ge=16, description="Vocabulary size to train (§5.1 used ~37000 shared).")
+    vocab_size: int = Field(8000, ge=MIN_VOCAB, description="Vocabulary size to train (§5.1 used ~37000 shared).")
     character_coverage: float = Field(1.0, gt=0, le=1, description="sentencepiece character_coverage.")
     max_sentences: int | None = Field(
         None, ge=1, description="Train the tokenizer on a seeded random sample of this many pairs, drawn while "

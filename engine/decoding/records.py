@@ -13,13 +13,13 @@ from .search import Hypothesis
 __all__ = ["FORMATS", "jsonl_line", "one_line", "read_constraints", "read_prefixes", "split_columns", "text_lines"]
 
 PHRASES = "|||"  # separates the phrases of a constraints column
-# every character str.splitlines breaks at, written as Python writes it in a string literal (\n, \r, \u2028)
-_BREAKS = str.maketrans({c: ascii(c)[1:-1] for c in "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"})
+_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r"})  # what ends a line (\n, \r\n, \r: Python's universal newlines)
 
 
 def one_line(text: str) -> str:
-    """``text`` on one line: each line break in it (a tokenizers file can decode one) written as its escape,
-    ``\\n`` for a newline, so a text output keeps one line per input (``--format jsonl`` keeps the text exact)."""
+    """``text`` on one line: each newline or carriage return in it (a tokenizers file can decode one) written as
+    its escape, ``\\n``, ``\\r``, so a text output keeps one line per input (``--format jsonl`` keeps the text
+    exact). Other characters ``str.splitlines`` breaks at (``\\x1d``, ``\\u2028``) end no line in a file."""
     return text.translate(_BREAKS)
 
 

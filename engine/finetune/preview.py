@@ -15,9 +15,9 @@ from tbuild.builder.spec import InitSpec
 from ..data.tokenizer import Tokenizer, fit_vocab
 from ..run.directory import RunDir, load_target, run_dir_of
 from ..tasks.registry import task_of
-from .plan import check_kinds, make_plan
-from .source import Source, load_source
-from .start import init_located, read_lineage
+from .plan import make_plan
+from .source import Source
+from .start import checked_source, init_located, read_lineage
 from .vocab import extend_tokenizer
 
 
@@ -41,8 +41,7 @@ def _preview(loaded: LoadedSpec) -> list[str]:
     untrained = _untrained(init)
     if untrained is not None:
         return [f"train.init: from {init.source}: {untrained}; the load plan is shown once the source is trained"]
-    source = load_source(init)
-    check_kinds(loaded.spec.model, source)
+    source = checked_source(loaded.spec)
     with tempfile.TemporaryDirectory() as tmp:
         path = _tokenizer_path(loaded, run, source, Path(tmp))
         if path is None:

@@ -27,7 +27,7 @@ from .lora import adapter_start
 from .parts import frozen_names
 from .plan import LoadPlan, check_kinds, make_plan
 from .source import Source, load_source
-from .vocab import extend_tokenizer
+from .vocab import check_extendable, extend_tokenizer
 
 LINEAGE = "init.json"
 Log = Callable[[str], None]
@@ -35,15 +35,25 @@ Log = Callable[[str], None]
 
 def start_source(spec: Spec, run: RunDir) -> Source | None:
     """The trained model ``train.init`` names, loaded once where the run starts from it (no checkpoint
-    yet); None without ``train.init`` or on a later call. A source of a model kind that shares no stack
-    with the spec's is refused here, before the run writes anything."""
+    yet); None without ``train.init`` or on a later call. Refused here as ``checked_source`` refuses it,
+    before the run writes anything."""
     init = spec.train.init
     if init is None or (run.resume_points() and spec.train.adapters is None):
         return None
     if spec.train.adapters is not None and read_record(run.path) is not None:
         return None  # an adapter run reads its base from adapters.json, checked by its checksum
+    return checked_source(spec)
+
+
+def checked_source(spec: Spec) -> Source:
+    """``train.init``'s trained model, loaded, with what refuses it as soon as it is known (before the run writes
+    anything): a model kind that shares no stack with the spec's, a tokenizers file to extend."""
+    init = spec.train.init
+    assert init is not None
     source = load_source(init)
     check_kinds(spec.model, source)
+    if init.vocab == "extend":
+        check_extendable(source.tokenizer)
     return source
 
 

@@ -11,13 +11,19 @@ from ..files import atomic_write
 NORMAL = 1  # sentencepiece's ModelProto.SentencePiece.Type.NORMAL
 
 
+def check_extendable(source: Path) -> None:
+    """Refuse extending the source's tokenizer ``source`` where it is a tokenizers file, as soon as the source is
+    loaded (before this run trains its own tokenizer to find the new pieces)."""
+    if source.suffix == ".json":
+        raise TbuildError(f"train.init.vocab extend: the source's tokenizer {source} is a tokenizers file, and "
+                          "extend appends sentencepiece pieces; use vocab: refuse (its tokenizer) or remap")
+
+
 def extend_tokenizer(source: Path, own: Path, out: Path) -> int:
     """Write to ``out`` the model ``source`` with the normal pieces of ``own`` that it lacks appended, in
     ``own``'s order and scored below every source piece (so BPE applies all the source's merges first);
     returns how many were added. Extending an extended model by the same pieces adds none."""
-    if source.suffix == ".json":
-        raise TbuildError(f"train.init.vocab extend: the source's tokenizer {source} is a tokenizers file, and "
-                          "extend appends sentencepiece pieces; use vocab: refuse (its tokenizer) or remap")
+    check_extendable(source)
     from sentencepiece import sentencepiece_model_pb2 as pb  # needs protobuf (a dependency for this)
 
     base, extra = pb.ModelProto(), pb.ModelProto()

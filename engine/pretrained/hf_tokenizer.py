@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tbuild.builder.spec import MIN_VOCAB
 from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..data.tokenizer import Tokenizer
@@ -156,4 +157,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> tupl
                                 f"tokenizer.json){has}")
     if tok.vocab_size - (numbering.added if numbering else 0) > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
+    if tok.vocab_size < MIN_VOCAB:  # fewer pieces than the model's rows is fine (Qwen2 pads its table), not this
+        raise UnsupportedImport(f"{tok.path if tok.path.parent == folder else folder}: {tok.vocab_size} pieces for "
+                                f"config.json's vocab_size {config.get('vocab_size', rows)}; a tbuild tokenizer "
+                                f"has at least {MIN_VOCAB}")
     return tok, numbering

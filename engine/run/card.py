@@ -15,7 +15,7 @@ from typing import Any
 from tbuild.builder.diagram import diagram, mermaid
 from tbuild.builder.inspect import inspect_model
 
-from .directory import TRAIN_FILE, VALID_FILE, Run, read_jsonl
+from .directory import TOKENIZERS_FILE, TRAIN_FILE, VALID_FILE, Run, read_jsonl
 from .machine import describe_machine, read_machines
 
 CARD = "README.md"
@@ -68,8 +68,9 @@ def _data(run: Run) -> list[str]:
         shown = os.path.relpath(where, run.dir.path.resolve()) if where and Path(where).is_absolute() else where
         lines.append(f"| {split} | `{shown}`{size} |")
     digest = hashlib.sha256(run.tokenizer.read_bytes()).hexdigest() if run.dir.tokenizer.is_file() else "—"
+    kind = "Hugging Face tokenizers file" if run.dir.tokenizer.name == TOKENIZERS_FILE else f"sentencepiece {tok.kind}"
     lines += [f"| max length | {data.max_length} tokens |",
-              f"| tokenizer | sentencepiece {tok.kind}, vocabulary {run.spec.model.vocab_size} (shared), "
+              f"| tokenizer | {kind}, vocabulary {run.spec.model.vocab_size} (shared), "
               f"sha256 `{digest[:16]}…` |", ""]
     return lines
 

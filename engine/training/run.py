@@ -104,10 +104,12 @@ def open_trainer(loaded: LoadedSpec, emit: Event, *, policy: Policy, rank: Rank 
         if not rank.is_main:
             inputs = prepare_inputs(loaded, run, emit, main=False)
         return Trainer(inputs, run, emit, policy=policy, rank=rank, lock=lock)
-    except BaseException:
+    except BaseException as e:
         lock.release()
-        if rank.is_main and new and {p.name for p in run.path.iterdir()} <= {LOCK}:
-            shutil.rmtree(run.path)  # a run that failed before it wrote anything leaves no folder behind
+        if rank.is_main and new and (isinstance(e, TbuildError) or {p.name for p in run.path.iterdir()} <= {LOCK}):
+            # a new run refused (a check that needs its tokenizer or data), or failed before it wrote anything,
+            # leaves no folder behind: its spec.yaml would refuse the corrected spec as a change to a run
+            shutil.rmtree(run.path)
         raise
 
 

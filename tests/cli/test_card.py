@@ -3,6 +3,7 @@ signatures, its lineage and its architecture (`export --to hf` writing it: tests
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -45,3 +46,13 @@ def test_the_card_says_what_the_run_is_and_scored(run: Path, tmp_path: Path) -> 
     facts = json.loads((run / "hardware.jsonl").read_text().splitlines()[0])  # written by the training call
     assert facts["cores"] >= 1 and facts["precision"].startswith("precision")
     assert f"- hardware: {facts['cpu']}" in card and f"{facts['threads']} threads, cpu; {facts['precision']}" in card
+
+
+def test_a_tokenizers_file_is_named_as_such(run: Path) -> None:
+    """A run whose tokenizer is a tokenizer.json (an imported translator's) is not called a sentencepiece model."""
+    assert "| tokenizer | sentencepiece bpe, vocabulary 200" in runner.invoke(app, ["card", str(run)]).stdout
+    (run / "spm.model").rename(run / "tokenizer.json")
+    card = runner.invoke(app, ["card", str(run)])
+    assert card.exit_code == 0, card.output
+    digest = hashlib.sha256((run / "tokenizer.json").read_bytes()).hexdigest()[:16]
+    assert f"| tokenizer | Hugging Face tokenizers file, vocabulary 200 (shared), sha256 `{digest}" in card.stdout

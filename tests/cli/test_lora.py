@@ -160,6 +160,16 @@ def test_adapters_that_fit_no_module_are_one_line_before_anything_is_written(
                                    "train.adapters.targets=[attention]", "--set", "train.max_steps=1"]).exit_code == 0
 
 
+def test_a_model_other_than_the_bases_leaves_no_run_folder(base: Path, tiny_corpus: Path, tmp_path: Path) -> None:
+    """Refused once the base's tokenizer and the data are in (the fitted model is compared): the new run's folder
+    goes with the refusal, so the spec put right trains (its stale spec.yaml would refuse it as a change)."""
+    spec = _spec(tmp_path, tiny_corpus, base, max_steps=1)
+    result = runner.invoke(app, ["train", str(spec), "--set", "model.encoder.d_ff=48"])
+    assert result.exit_code == 2 and "train.adapters: the model section must be its base's" in result.output
+    assert not (tmp_path / "lora").exists()
+    assert runner.invoke(app, ["train", str(spec)]).exit_code == 0
+
+
 @pytest.mark.parametrize(("init", "expected"), [
     (None, "set train.init.from"),
     ({"vocab": "remap"}, "train.init.vocab remap"),
