@@ -39,7 +39,7 @@ def test_a_good_study_loads_with_its_defaults(tmp_path: Path) -> None:
     study = load_study(_study(tmp_path, GOOD))
     assert study.name == "study" and study.folder == Path("runs/tune/study")
     assert study.spec.objective.metric == "bleu" and study.spec.objective.maximize
-    assert study.spec.sampler.kind == "tpe" and study.spec.pruner.kind == "median"
+    assert study.spec.sampler.kind == "tpe" and study.pruner.kind == "median"
     assert study.load({"model.encoder.layers": 2}).spec.model.encoder.layers == 2
 
 
