@@ -202,7 +202,8 @@ def _print_plan(study: Study, url: str) -> None:
     heard = ("the whole validation split's loss pass" if o.metric in ("accuracy", "ppl")  # nothing decoded
              else f"{o.lines or 'all'} lines at beam {o.beam}")
     lines = [f"objective: validation {o.metric}, {'maximize' if o.maximize else 'minimize'} ({o.weights} weights; "
-             f"the pruner hears {heard} at each validation)", *_speed_plan(study),
+             + (f"the pruner hears {heard} at each validation)" if study.pruner.kind != "none" else
+                f"each validation scores {heard} to pick the best weights; no pruner)"), *_speed_plan(study),
              f"budget: {study_budget}; each trial {per_trial}",
              f"sampler: {spec.sampler.kind} (seed {spec.sampler.seed}); pruner: {study.pruner.kind}",
              f"storage: {url}", f"trials in: {study.folder / 'trials'}"]

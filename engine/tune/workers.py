@@ -84,13 +84,15 @@ class Workers:
     told: set[int] = field(default_factory=set)
 
     @property
-    def grace(self) -> float:
-        return 2.0 * self.study.spec.storage.heartbeat_seconds
+    def patience(self) -> float:
+        """How long an unknown trial is watched: the heartbeat's grace period (2 beats, after which Optuna
+        fails a silent trial) and one beat more, so that a dead one is failed before it could count."""
+        return 3.0 * self.study.spec.storage.heartbeat_seconds
 
     def settle(self, optuna_study: Any) -> tuple[list[Any], list[Any]]:
         """Fail stale trials (heartbeat) and dead ones (this machine's, their lock free), each retried; the
-        running trials that remain: (alive, unknown). An unknown one still running a grace period after it
-        was first seen has had a heartbeat since: alive."""
+        running trials that remain: (alive, unknown). An unknown one still running ``patience`` after it was
+        first seen has had a heartbeat since: alive."""
         from optuna.storages import fail_stale_trials
         from optuna.trial import TrialState
 
@@ -101,7 +103,7 @@ class Workers:
             if state == "dead":
                 self._retry(optuna_study, trial)
             elif state == "alive" or time.monotonic() - self.first_seen.setdefault(trial.number, time.monotonic()
-                                                                                  ) > self.grace:
+                                                                                  ) > self.patience:
                 alive.append(trial)
             else:
                 unknown.append(trial)
@@ -129,8 +131,8 @@ class Workers:
             if trial.number not in self.told:
                 self.told.add(trial.number)
                 self.say(f"trial {trial.number} runs in {where(trial, self.machine)}, which cannot be checked "
-                         f"from here; the budget hinges on it: waiting up to {self.grace:g} s (the heartbeat's "
-                         "grace period) to see whether it is alive")
+                         f"from here; the budget hinges on it: waiting up to {self.patience:g} s (the heartbeat's "
+                         "grace period and one beat) to see whether it is alive")
         time.sleep(min(max(self.study.spec.storage.heartbeat_seconds / 2, 0.5), 10.0))
 
     def under_way(self, alive: list[Any]) -> str:
