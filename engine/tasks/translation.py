@@ -142,7 +142,7 @@ class Translation(Task):
             started = time.perf_counter()
             results = translator.translate(sources, request, Hooks(after_batch=timing.after_batch))
             self.output_lines(run, translator, request, sources, results, lambda _: None) or text_lines(
-                translator.tokenizer, results, request.nbest)
+                translator.tokenizer, results, request.nbest)  # the output text, as `tbuild decode` makes it
             seconds.append(time.perf_counter() - started)
         return DecodeTime(len(sources), seconds, request.beam, request.alpha, request.batch_tokens,
                           translator.precision, torch.get_num_threads(), translator.name)

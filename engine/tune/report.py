@@ -180,7 +180,8 @@ def chosen_trial(study: Study, optuna_study: Any, number: int) -> Any:
     """Trial ``number`` of the study, complete (a spec is written of a finished one only)."""
     trials = {t.number: t for t in optuna_study.get_trials(deepcopy=False)}
     if number not in trials:
-        raise TbuildError(f"--trial {number}: study {study.name} has no such trial (0 to {len(trials) - 1})")
+        raise TbuildError(f"--trial {number}: study {study.name} has no such trial (it has {len(trials)}; the report "
+                          "lists them)")
     trial = trials[number]
     if trial.state.name != "COMPLETE":
         raise TbuildError(f"--trial {number}: the trial is {state_of(trial)}, not complete")

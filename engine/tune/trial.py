@@ -20,7 +20,7 @@ from ..run.directory import EvalRecord, Run, resolve_run
 from ..training.run import train_spec
 from ..training.trainer import Event
 from .front import so_far
-from .spec import Study
+from .spec import Speed, Study
 from .workers import claim
 
 TRIAL_FILE = "trial.json"
@@ -107,7 +107,7 @@ class TrialRun:
         speed = self.study.spec.speed
         if speed is None:
             return None
-        timed = decode_time(run, self.study, self.process)
+        timed = decode_time(run, speed, self.study.spec.objective.weights == "average", self.process)
         trial.set_user_attr("decode", timed)
         return timed
 
@@ -182,15 +182,14 @@ def _attrs(trial: Any, steps: int, minutes: float) -> None:
     trial.set_user_attr("train_minutes", round(minutes, 3))
 
 
-def decode_time(run: Run, study: Study, process: ProcessSettings) -> dict[str, Any]:
+def decode_time(run: Run, speed: Speed, average: bool, process: ProcessSettings) -> dict[str, Any]:
     """The finished trial's decoding timed as ``speed`` says (the task's own decode of the validation
-    lines, the median of its repeats, with ``speed.threads``), as ``DecodeTime.to_json`` writes it."""
+    lines with its best or ``average``d weights, the median of the repeats, with ``speed.threads``), as
+    ``DecodeTime.to_json`` writes it."""
     from ..tasks.base import DecodeTiming
     from ..tasks.registry import task_of
 
-    speed = study.spec.speed
-    assert speed is not None
-    timing = DecodeTiming(speed.lines, speed.repeats, study.spec.objective.weights == "average", process.after_batch)
+    timing = DecodeTiming(speed.lines, speed.repeats, average, process.after_batch)
     with process.using_threads(speed.threads):
         return task_of(run.spec).decode_time(run, timing).to_json()
 
