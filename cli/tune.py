@@ -3,6 +3,7 @@ and its best trial as a spec."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,12 @@ def tune(
                                        "in the study folder."),
     best: bool = typer.Option(False, "--best", help="Write the best trial as a self-contained spec (-o), train "
                               "nothing."),
-    output: Path | None = typer.Option(None, "-o", "--output", help="With --best: the spec file (default: stdout)."),
+    trial: int | None = typer.Option(None, "--trial", min=0, help="Write this complete trial as a self-contained "
+                                     "spec (-o), train nothing: e.g. a point of a two-objective study's front."),
+    front: bool = typer.Option(False, "--front", help="Write each trial of the Pareto front (a study with speed) as "
+                               "a spec into the folder -o (default: the study folder's front/), train nothing."),
+    output: Path | None = typer.Option(None, "-o", "--output", help="With --best or --trial: the spec file "
+                                       "(default: stdout); with --front: the folder."),
     report: bool = typer.Option(False, "--report", help="Write the report (table, importances, plots), train "
                                 "nothing."),
     launcher: str = typer.Option("local", "--launcher", help="local: trials one after another in this process; "
@@ -48,21 +54,23 @@ def tune(
 
     if launcher not in ("local", "submitit"):
         raise TbuildError(f"--launcher {launcher!r}: choose local or submitit")
-    if launcher == "submitit" and not (dry_run or best or report):
+    if best + front + (trial is not None) > 1:
+        raise TbuildError("--best, --trial and --front each write specs: give one of them")
+    if launcher == "submitit" and not (dry_run or best or report or front or trial is not None):
         require_submitit()
     study = load_study(file)
     url = storage_url(study, storage)
     if dry_run:
         _print_plan(study, url)
         return
-    if best or report:
-        _outputs(study, open_study(study, storage), best, output)
+    if best or report or front or trial is not None:
+        _outputs(study, open_study(study, storage), _Export(best, trial, front, output))
         return
     optuna_study = open_study(study, storage)  # first: a missing Optuna or a bad storage is the only line
     _print_plan(study, url)
     optuna_study.set_user_attr("study_file", str(file.resolve()))
     _run(study, optuna_study, url, launcher, workers, cluster, list(slurm or []))
-    _outputs(study, optuna_study, False, None)
+    _outputs(study, optuna_study, _Export())
 
 
 def _run(study: Study, optuna_study: optuna.Study, url: str, launcher: str, workers: int, cluster: str | None,
@@ -80,12 +88,12 @@ def _run(study: Study, optuna_study: optuna.Study, url: str, launcher: str, work
         run_workers(study, url, workers, slurm, say, study_process, cluster)
         return
     process = study_process(study)
-    objective = TrialRun(study, lambda number, values: Reporter(), say, process.after_step)
+    objective = TrialRun(study, lambda number, values: Reporter(), say, process)
     try:
         say(f"stopped: {optimize(study, optuna_study, objective, say)}")
     except Interrupted as e:
         say(str(e))
-        _outputs(study, optuna_study, False, None)
+        _outputs(study, optuna_study, _Export())
         raise typer.Exit(130) from None
 
 
@@ -97,29 +105,81 @@ def study_process(study: Study) -> ProcessSettings:
     return configure_process(study.load({}).spec.train.threads)
 
 
-def _outputs(study: Study, optuna_study: optuna.Study, best: bool, output: Path | None) -> None:
-    """The report (always) and, with --best, the best trial's spec."""
-    from tbuild.engine.files import atomic_write
-    from tbuild.engine.tune.report import best_spec, best_trial, importances, write_report
+@dataclass(frozen=True)
+class _Export:
+    """What the command writes besides the report: the best trial's spec, trial N's, or the front's."""
+
+    best: bool = False
+    trial: int | None = None
+    front: bool = False
+    output: Path | None = None
+
+
+def _outputs(study: Study, optuna_study: optuna.Study, export: _Export) -> None:
+    """The report (always), what it found, and a spec asked for (--best, --trial, --front)."""
+    from tbuild.engine.tune.front import two_objectives
+    from tbuild.engine.tune.report import importances, write_report
 
     written = write_report(study, optuna_study)
-    if best:
-        text = best_spec(study, optuna_study, output or Path("best.yaml"))
-        if output is None:
-            console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
-        else:
-            atomic_write(output, text.encode())
-            console.print(f"wrote {output}", highlight=False)
+    if export.best or export.trial is not None or export.front:
+        _write_specs(study, optuna_study, export)
         return
+    if two_objectives(optuna_study):
+        _print_front(study, optuna_study)
+    else:
+        _print_best(study, optuna_study)
+    weights = importances(optuna_study)
+    if weights:
+        console.print("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in weights.items()), highlight=False)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
+
+
+def _write_specs(study: Study, optuna_study: optuna.Study, export: _Export) -> None:
+    """--front: each point's spec in a folder; --best or --trial N: one spec, to -o or stdout."""
+    from tbuild.engine.files import atomic_write
+    from tbuild.engine.tune.report import best_spec, chosen_trial, front_specs, trial_spec
+
+    if export.front:
+        for path in front_specs(study, optuna_study, export.output or study.folder / "front"):
+            console.print(f"wrote {path}", highlight=False)
+        return
+    destination = export.output or Path("best.yaml")
+    if export.trial is not None:
+        chosen = chosen_trial(study, optuna_study, export.trial)
+        text = trial_spec(study, chosen, destination, "Trial", f"{study.name}-trial-{chosen.number}")
+    else:
+        text = best_spec(study, optuna_study, destination)
+    if export.output is None:
+        console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+    else:
+        atomic_write(export.output, text.encode())
+        console.print(f"wrote {export.output}", highlight=False)
+
+
+def _print_best(study: Study, optuna_study: optuna.Study) -> None:
+    from tbuild.engine.tune.report import best_trial
+
     top = best_trial(optuna_study)
     if top is not None:
         values = ", ".join(f"{k}={v}" for k, v in top.user_attrs.get("values", {}).items())
         console.print(f"[bold]best[/]: trial {top.number}, {study.spec.objective.metric} {top.value:.4g} ({values})",
                       highlight=False, soft_wrap=True)
-    weights = importances(optuna_study)
-    if weights:
-        console.print("importances: " + ", ".join(f"{k} {v:.2f}" for k, v in weights.items()), highlight=False)
-    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
+
+
+def _print_front(study: Study, optuna_study: optuna.Study) -> None:
+    """A two-objective study's Pareto front as a table (each row a spec: --trial N -o FILE writes it)."""
+    from tbuild.engine.tune.front import front_table
+
+    rows = front_table(study, optuna_study)
+    if len(rows) == 1:
+        return
+    table = Table(title="Pareto front (validation; --trial N -o FILE writes a point's spec, --front all)",
+                  title_justify="left")
+    for column in rows[0]:
+        table.add_column(column)
+    for row in rows[1:]:
+        table.add_row(*row)
+    console.print(table)
 
 
 def _print_plan(study: Study, url: str) -> None:
@@ -142,9 +202,24 @@ def _print_plan(study: Study, url: str) -> None:
     heard = ("the whole validation split's loss pass" if o.metric in ("accuracy", "ppl")  # nothing decoded
              else f"{o.lines or 'all'} lines at beam {o.beam}")
     lines = [f"objective: validation {o.metric}, {'maximize' if o.maximize else 'minimize'} ({o.weights} weights; "
-             f"the pruner hears {heard} at each validation)",
+             + (f"the pruner hears {heard} at each validation)" if study.pruner.kind != "none" else
+                f"each validation scores {heard} to pick the best weights; no pruner)"), *_speed_plan(study),
              f"budget: {study_budget}; each trial {per_trial}",
-             f"sampler: {spec.sampler.kind} (seed {spec.sampler.seed}); pruner: {spec.pruner.kind}",
+             f"sampler: {spec.sampler.kind} (seed {spec.sampler.seed}); pruner: {study.pruner.kind}",
              f"storage: {url}", f"trials in: {study.folder / 'trials'}"]
     for line in lines:
         console.print(line, highlight=False, soft_wrap=True)
+
+
+def _speed_plan(study: Study) -> list[str]:
+    """The decode-time objective in a line (none without one)."""
+    speed = study.spec.speed
+    if speed is None:
+        return []
+    base = study.load({}).spec
+    lines = f"the first {speed.lines} validation lines" if speed.lines else "the whole validation split"
+    threads = speed.threads or base.train.threads or "every core"
+    return [f"second objective: decode seconds, minimize: the median of {speed.repeats} decodes of {lines} as "
+            f"`tbuild decode` runs them (beam {base.decode.beam}, alpha {base.decode.alpha:g}, "
+            f"{base.decode.precision} precision, {base.decode.quantization}; threads: {threads}); the result: a "
+            "Pareto front"]

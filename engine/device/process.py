@@ -8,6 +8,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -31,6 +33,16 @@ class ProcessSettings:
         """Between decoding batches: trim the heap."""
         if self.heap_kept:
             release_free_memory()
+
+    @contextmanager
+    def using_threads(self, threads: int | None) -> Iterator[None]:
+        """Within: ``threads`` CPU threads (None: as set), then this process's again (a study times its
+        trials' decoding with the threads a user decodes with)."""
+        torch.set_num_threads(threads or self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(self.threads)
 
 
 def configure_process(threads: int | None = None, *, keep_heap: bool = True) -> ProcessSettings:

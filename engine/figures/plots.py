@@ -64,3 +64,34 @@ def plot_sweep(table: list[dict], output: Path) -> Path:
     fig.savefig(output, dpi=110)
     plt.close(fig)
     return output
+
+
+def plot_front(points: list[dict], metric: str, output: Path) -> Path:
+    """A two-objective study's trials: decode seconds (x) against the validation ``metric`` (y), each point
+    labelled with its trial; the Pareto front's points joined by a line, the baseline trial ringed.
+    ``points``: {trial, seconds, value, front (bool), baseline (bool)}."""
+    import io
+
+    from ..files import atomic_write
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    others = [p for p in points if not p["front"]]
+    front = sorted((p for p in points if p["front"]), key=lambda p: p["seconds"])
+    ax.scatter([p["seconds"] for p in others], [p["value"] for p in others], color="0.6", label="other trials")
+    ax.plot([p["seconds"] for p in front], [p["value"] for p in front], "o-", color="tab:red", label="Pareto front")
+    base = [p for p in points if p["baseline"]]
+    ax.scatter([p["seconds"] for p in base], [p["value"] for p in base], s=160, facecolors="none",
+               edgecolors="tab:blue", label="baseline (the base spec)")
+    for p in points:
+        ax.annotate(str(p["trial"]), (p["seconds"], p["value"]), textcoords="offset points", xytext=(4, 4),
+                    fontsize=8)
+    ax.set(xlabel="decode seconds (validation, median)", ylabel=f"validation {metric}",
+           title="decode time against quality: each point a spec")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    atomic_write(output, buffer.getvalue())
+    return output

@@ -13,6 +13,7 @@ decoding, parsing, serving) is imported when a spec resolves to it."""
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
@@ -109,6 +110,47 @@ class DecodeCall:
     progress: Callable[[int], AbstractContextManager[Callable[[int], None]]] | None = None
 
 
+@dataclass(frozen=True)
+class DecodeTiming:
+    """What a study's decode-time objective asks of a trial's run (``Task.decode_time``): its validation
+    split's first ``lines`` sources (None: all), decoded ``repeats`` times with its best or ``average``d
+    weights, ``after_batch`` between batches as `tbuild decode` calls it."""
+
+    lines: int | None = None
+    repeats: int = 3
+    average: bool = False
+    after_batch: Callable[[], None] = lambda: None
+
+
+@dataclass(frozen=True)
+class DecodeTime:
+    """A run's decoding timed (``Task.decode_time``): each repeat's wall seconds, their median, and how
+    it decoded (the spec's decode settings, the engine's precision, the CPU threads)."""
+
+    lines: int
+    repeats: list[float]
+    beam: int
+    alpha: float
+    batch_tokens: int
+    precision: str
+    threads: int
+    engine: str = "native"
+
+    @property
+    def seconds(self) -> float:
+        """The median of the repeats."""
+        return statistics.median(self.repeats)
+
+    @property
+    def sentences_per_second(self) -> float:
+        return self.lines / max(self.seconds, 1e-9)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": self.lines, "seconds": self.seconds, "sentences_per_second": self.sentences_per_second,
+                "repeats": self.repeats, "beam": self.beam, "alpha": self.alpha, "batch_tokens": self.batch_tokens,
+                "precision": self.precision, "threads": self.threads, "engine": self.engine}
+
+
 def quiet_progress(total: int) -> AbstractContextManager[Callable[[int], None]]:
     """A progress display that shows nothing."""
     from contextlib import nullcontext
@@ -130,6 +172,7 @@ class Task:
     bos_first: ClassVar[bool] = False  # whether the model's input rows start with BOS (an export says so)
     peft_type: ClassVar[str | None] = None  # peft's task_type for its adapters (adapter_config.json)
     commands: ClassVar[tuple[str, ...]] = ()  # the commands on a trained run it takes (``check``)
+    times_decoding: ClassVar[bool] = False  # whether a study can time its decoding (``decode_time``)
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         """The one-line refusal of ``command`` on a run of this task."""
@@ -177,6 +220,11 @@ class Task:
         """A finished trial's validation record, as ``tbuild evaluate --split valid`` scores it
         (``average``: the averaged weights, else the best)."""
         raise self.refuse("tune", run.spec)
+
+    def decode_time(self, run: Run, timing: DecodeTiming) -> DecodeTime:
+        """The run's validation sources decoded as `tbuild decode` decodes them, timed (a study's decode-time
+        objective; ``times_decoding`` says whether the task takes it)."""
+        raise self.refuse("tune (a decode-time objective)", run.spec)
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """The run's endpoint, its model loaded as ``loading`` says."""

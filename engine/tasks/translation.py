@@ -22,7 +22,18 @@ from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, load_translator
 from ..device.process import configure_process
 from ..errors import TbuildError
-from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, quiet_progress, scores_table
+from .base import (
+    DecodeCall,
+    DecodeTime,
+    DecodeTiming,
+    EvalCall,
+    Loading,
+    Log,
+    Report,
+    Task,
+    quiet_progress,
+    scores_table,
+)
 from .registry import register_task
 
 if TYPE_CHECKING:
@@ -50,6 +61,7 @@ class Translation(Task):
     what = "a translator"
     peft_type = "SEQ_2_SEQ_LM"
     commands = ("decode", "evaluate", "serve", "export", "attention", "card")
+    times_decoding = True
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         if command != "generate":
@@ -117,7 +129,34 @@ class Translation(Task):
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         from ..decoding.evaluation import evaluate
 
-        return evaluate(run, load_translator(run, average=0 if average else None), split="valid")[0]
+        translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
+        return evaluate(run, translator, split="valid")[0]
+
+    def decode_time(self, run: Run, timing: DecodeTiming) -> DecodeTime:
+        """The validation sources through `tbuild decode`'s own path (the native engine loaded as it loads
+        it: the spec's decode precision and quantization; the spec's decode request and the task's step
+        rule; the output lines made), the model loaded once, outside the time."""
+        import time
+
+        import torch
+
+        from ..data.datasets import read_split
+        from ..decoding.engines import load_native
+        from ..decoding.records import text_lines
+
+        sources = read_split(run.spec.data, "valid", lambda _: None)[0][:timing.lines]
+        translator = load_native([run], average=0 if timing.average else None)
+        request = DecodeRequest.of(run.spec.decode)
+        request = request.but(step_rule=self.step_rule(run.spec, translator, sources))
+        seconds = []
+        for _ in range(timing.repeats):
+            started = time.perf_counter()
+            results = translator.translate(sources, request, Hooks(after_batch=timing.after_batch))
+            self.output_lines(run, translator, request, sources, results, lambda _: None) or text_lines(
+                translator.tokenizer, results, request.nbest)  # the output text, as `tbuild decode` makes it
+            seconds.append(time.perf_counter() - started)
+        return DecodeTime(len(sources), seconds, request.beam, request.alpha, request.batch_tokens,
+                          translator.precision, torch.get_num_threads(), translator.name)
 
     # decoding ---------------------------------------------------------------------------------------------
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:

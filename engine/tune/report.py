@@ -1,6 +1,7 @@
 """A study's report in its folder: the trials (values, objective, steps, minutes, state) as Markdown
 and CSV, the best trial, the parameters' importances, and Optuna's matplotlib plots (optimization
-history, parallel coordinates, importances); and the best trial as a self-contained spec."""
+history, parallel coordinates, importances); a two-objective study's Pareto front (``front.py``); and
+any trial (the best, a point of the front) as a self-contained spec."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class TrialRow:
     minutes: float | None
     folder: str
     baseline: bool = False
+    decode: dict[str, Any] | None = None  # a two-objective study's decode time (``speed``)
 
 
 def trial_rows(optuna_study: Any) -> list[TrialRow]:
@@ -38,16 +40,17 @@ def trial_rows(optuna_study: Any) -> list[TrialRow]:
     rows = []
     for t in optuna_study.get_trials(deepcopy=False):
         a = t.user_attrs
-        rows.append(TrialRow(t.number, state_of(t), t.value, a.get("values", {}), a.get("steps"),
-                             a.get("train_minutes"), a.get("folder", ""), bool(a.get("baseline"))))
+        rows.append(TrialRow(t.number, state_of(t), t.values[0] if t.values else None, a.get("values", {}),
+                             a.get("steps"), a.get("train_minutes"), a.get("folder", ""), bool(a.get("baseline")),
+                             a.get("decode")))
     return rows
 
 
 def best_trial(optuna_study: Any) -> Any | None:
-    """The best complete trial, or None before one completed."""
+    """The best complete trial, or None before one completed (and in a two-objective study: its front)."""
     try:
         return optuna_study.best_trial
-    except ValueError:
+    except (ValueError, RuntimeError):  # no complete trial; several objectives
         return None
 
 
@@ -69,9 +72,10 @@ def write_report(study: Study, optuna_study: Any) -> list[Path]:
     folder = study.folder
     rows = trial_rows(optuna_study)
     keys = list(dict.fromkeys(k for r in rows for k in r.values))
-    table = [["trial", "state", study.spec.objective.metric, *keys, "steps", "minutes", "folder"]]
-    table += [[r.number, r.state, _num(r.value), *(_cell(r.values.get(k)) for k in keys), r.steps or "",
-               _num(r.minutes), r.folder] for r in rows]
+    table = [["trial", "state", study.spec.objective.metric, *_speed_head(study), *keys, "steps", "minutes",
+              "folder"]]
+    table += [[r.number, r.state, _num(r.value), *_speed_cells(study, r), *(_cell(r.values.get(k)) for k in keys),
+               r.steps or "", _num(r.minutes), r.folder] for r in rows]
     out = io.StringIO()
     csv.writer(out).writerows(table)
     written = [folder / "trials.csv"]
@@ -79,18 +83,45 @@ def write_report(study: Study, optuna_study: Any) -> list[Path]:
     weights = importances(optuna_study)
     shown = [table[0]] + [[f"{row[0]} (base)" if r.baseline else row[0], *row[1:]]
                           for r, row in zip(rows, table[1:], strict=True)]
-    atomic_write(folder / "report.md", markdown(study, shown, best_trial(optuna_study), weights).encode())
+    page = markdown(study, shown, best_trial(optuna_study), weights) + _front_lines(study, optuna_study)
+    atomic_write(folder / "report.md", page.encode())
     written.append(folder / "report.md")
-    return written + _plots(optuna_study, folder, weights is not None)
+    return written + _plots(optuna_study, folder, weights is not None) + _front_plot(study, optuna_study)
+
+
+def _speed_head(study: Study) -> list[str]:
+    """A two-objective study's decode-time columns."""
+    return ["decode_s", "sentences_per_s"] if study.spec.speed else []
+
+
+def _speed_cells(study: Study, row: TrialRow) -> list[str]:
+    if not study.spec.speed:
+        return []
+    timing = row.decode or {}
+    return [_num(timing.get("seconds")), _num(timing.get("sentences_per_second"))]
+
+
+def _front_lines(study: Study, optuna_study: Any) -> str:
+    """The Pareto front's section of the report (a two-objective study's; else nothing)."""
+    from .front import front_section
+
+    return "".join(line + "\n" for line in front_section(study, optuna_study))
+
+
+def _front_plot(study: Study, optuna_study: Any) -> list[Path]:
+    from .front import front_plot
+
+    return front_plot(study, optuna_study, study.folder) if study.spec.speed else []
 
 
 def markdown(study: Study, table: list[list[Any]], best: Any | None, weights: dict[str, float] | None) -> str:
     """The report page: the study, the trials, the best and what mattered."""
     objective = study.spec.objective
+    speed = " and decode seconds on this machine (minimize)" if study.spec.speed else ""
     lines = [f"# Study {study.name}", "",
              f"Base spec `{study.base.name}`; objective: validation {objective.metric} "
-             f"({'maximize' if objective.maximize else 'minimize'}), weights {objective.weights}; "
-             f"sampler {study.spec.sampler.kind}, pruner {study.spec.pruner.kind}. Test was never scored.", "",
+             f"({'maximize' if objective.maximize else 'minimize'}){speed}, weights {objective.weights}; "
+             f"sampler {study.spec.sampler.kind}, pruner {study.pruner.kind}. Test was never scored.", "",
              "| " + " | ".join(map(str, table[0])) + " |", "|" + "---|" * len(table[0])]
     lines += ["| " + " | ".join(map(str, row)) + " |" for row in table[1:]]
     if best is not None:
@@ -133,23 +164,67 @@ def _plots(optuna_study: Any, folder: Path, with_importances: bool) -> list[Path
 
 
 def best_spec(study: Study, optuna_study: Any, destination: Path) -> str:
-    """The best trial as a self-contained spec (the base, the study's ``set``, the trial's values; the
-    base's budget, not the trial's), its data paths relative to ``destination``'s folder; headed by a
-    comment naming the study and the trial."""
+    """The best trial as a self-contained spec (``trial_spec``); a two-objective study has a front instead."""
+    from .front import two_objectives
+
+    if two_objectives(optuna_study):
+        raise TbuildError(f"study {study.name} has two objectives and no single best: --front writes each spec "
+                          f"of its Pareto front, --trial N -o FILE one of them (the report's table lists them)")
     best = best_trial(optuna_study)
     if best is None:
         raise TbuildError(f"study {study.name}: no complete trial yet; run `tbuild tune {study.path}` first")
-    values = best.user_attrs.get("values", {})
+    return trial_spec(study, best, destination, "The best trial", f"{study.name}-best")
+
+
+def chosen_trial(study: Study, optuna_study: Any, number: int) -> Any:
+    """Trial ``number`` of the study, complete (a spec is written of a finished one only)."""
+    trials = {t.number: t for t in optuna_study.get_trials(deepcopy=False)}
+    if number not in trials:
+        raise TbuildError(f"--trial {number}: study {study.name} has no such trial (it has {len(trials)}; the report "
+                          "lists them)")
+    trial = trials[number]
+    if trial.state.name != "COMPLETE":
+        raise TbuildError(f"--trial {number}: the trial is {state_of(trial)}, not complete")
+    return trial
+
+
+def trial_spec(study: Study, trial: Any, destination: Path, what: str, name: str) -> str:
+    """A complete trial as a self-contained spec named ``name`` (the base, the study's ``set``, the trial's
+    values; the base's budget, not the trial's), its data paths relative to ``destination``'s folder;
+    headed by a comment naming it (``what``), the study, the trial and its scores."""
+    values = trial.user_attrs.get("values", {})
     loaded = study.load(values)
     data = loaded.spec.model_dump(mode="json", exclude={"extends", "output_dir"})
-    data["name"] = f"{study.name}-best"
+    data["name"] = name
     _relative_paths(data, destination.resolve().parent)
-    record = read_trial(Path(best.user_attrs.get("folder", ""))) or {}
-    head = [f"# The best trial of study {study.name} ({study.path}): trial {best.number}, validation "
-            f"{study.spec.objective.metric} {best.value:.4g} after {record.get('steps', '?')} steps.",
+    record = read_trial(Path(trial.user_attrs.get("folder", ""))) or {}
+    decode = trial.user_attrs.get("decode")
+    speed = (f", decode {decode['seconds']:.3g} s ({decode['sentences_per_second']:.1f} sentences/s)"
+             if decode else "")
+    head = [f"# {what} of study {study.name} ({study.path}): trial {trial.number}, validation "
+            f"{study.spec.objective.metric} {trial.values[0]:.4g}{speed} after {record.get('steps', '?')} steps.",
             "# Values: " + ", ".join(f"{k}={json.dumps(v)}" for k, v in values.items()),
             "# Chosen on validation only; train it and score test once: tbuild train / tbuild evaluate --split test."]
     return "\n".join(head) + "\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def front_specs(study: Study, optuna_study: Any, folder: Path) -> list[Path]:
+    """Each trial of the Pareto front as a spec file in ``folder`` (``trial-NNN.yaml``)."""
+    from .front import front_trials, two_objectives
+
+    if not two_objectives(optuna_study):
+        raise TbuildError(f"--front: study {study.name} has one objective (add a speed section for a front); "
+                          "--best writes its best trial")
+    front = front_trials(optuna_study)
+    if not front:
+        raise TbuildError(f"study {study.name}: no complete trial yet; run `tbuild tune {study.path}` first")
+    written = []
+    for trial in front:
+        path = folder / f"trial-{trial.number:03d}.yaml"
+        text = trial_spec(study, trial, path, "A point of the Pareto front", f"{study.name}-trial-{trial.number}")
+        atomic_write(path, text.encode())
+        written.append(path)
+    return written
 
 
 def _relative_paths(spec: dict[str, Any], folder: Path) -> None:

@@ -105,6 +105,18 @@ class Objective(StrictModel):
         return self.direction == "maximize" if self.direction else HIGHER_IS_BETTER[self.metric]
 
 
+class Speed(StrictModel):
+    """The second objective (minimized): the seconds a trial's trained model takes to decode validation
+    sources on this machine, through the task's own decode (`tbuild decode`'s engine and the trial spec's
+    decode section: beam, alpha, batch_tokens, precision, quantization), the median of ``repeats``."""
+
+    lines: int | None = Field(None, ge=1, description="The first lines of the validation split that are timed "
+                              "(None: all of it).")
+    repeats: int = Field(3, ge=1, description="Timed decodes of those lines; the objective is their median.")
+    threads: int | None = Field(None, ge=1, description="CPU threads while timing, as a user decodes (None: the "
+                                "trials' own: the base's train.threads, else every core).")
+
+
 class Budget(StrictModel):
     """How much the study and each trial may spend; the study stops at the first of trials and minutes."""
 
@@ -123,9 +135,13 @@ class Budget(StrictModel):
 
 
 class Sampler(StrictModel):
-    kind: Literal["tpe", "random", "grid"] = Field("tpe", description="tpe (Optuna's default), random, grid.")
+    kind: Literal["tpe", "random", "grid", "nsga2"] = Field(
+        "tpe", description="tpe (Optuna's default; with speed, its multi-objective form), random, grid, or nsga2 "
+        "(NSGA-II: a genetic search of the Pareto front, for a speed objective).")
     seed: int | None = Field(1, description="The sampler's seed (None: random).")
     startup_trials: int = Field(5, ge=0, description="TPE: random trials before it models the space.")
+    population: int = Field(20, ge=2, description="nsga2: trials per generation (the first generation is "
+                            "random).")
 
 
 class Pruner(StrictModel):
@@ -165,7 +181,10 @@ class StudySpec(StrictModel):
     objective: Objective = Field(default_factory=Objective)
     budget: Budget
     sampler: Sampler = Field(default_factory=Sampler)
-    pruner: Pruner = Field(default_factory=Pruner)
+    speed: Speed | None = Field(None, description="A second objective: the trial's decode time on this machine "
+                                "(minimized); the study then reports the Pareto front of the two.")
+    pruner: Pruner | None = Field(None, description="Default: median; with speed, none (Optuna prunes one "
+                                  "objective only; threshold is tbuild's own floor on the validation metric).")
     storage: Storage = Field(default_factory=Storage)
     baseline: bool = Field(True, description="The first trial takes the base spec's own values (those inside the "
                            "space), so that every other trial is compared with the spec it would replace.")
@@ -189,6 +208,17 @@ class Study:
     def folder(self) -> Path:
         return Path(self.spec.output_dir) if self.spec.output_dir else Path("runs") / "tune" / self.name
 
+    @property
+    def pruner(self) -> Pruner:
+        """The study file's pruner, else the default: median, or none for a two-objective study."""
+        return self.spec.pruner or Pruner(kind="none" if self.spec.speed else "median")
+
+    @property
+    def directions(self) -> list[str]:
+        """Optuna's directions: the validation metric's, then the decode time's (minimize) with ``speed``."""
+        first = "maximize" if self.spec.objective.maximize else "minimize"
+        return [first, "minimize"] if self.spec.speed else [first]
+
     def at(self, *key: Any) -> Where:
         return self.where.get(key, self.where[()])
 
@@ -204,6 +234,7 @@ def load_study(path: Path) -> Study:
     shared = [(f"{key}={json.dumps(value)}", where.get(("set", key), where[()])) for key, value in spec.set.items()]
     study = Study(path, spec, base, shared, where)
     _check_links(study)
+    _check_speed(study)
     if spec.sampler.kind == "grid":
         for key, param in spec.space.items():
             try:
@@ -228,6 +259,28 @@ def _check_links(study: Study) -> None:
                               f"of the space{hint}")
     if errors:
         raise SpecError("\n".join(errors))
+
+
+def _check_speed(study: Study) -> None:
+    """A decode-time objective: a task whose decoding can be timed, and no pruner Optuna cannot run on
+    two objectives (its pruners compare one value: median, successive halving, hyperband); a single
+    objective: no sampler made for two (nsga2)."""
+    spec = study.spec
+    if spec.speed is None:
+        if spec.sampler.kind == "nsga2":
+            raise SpecError(f"{study.at('sampler', 'kind')}: sampler.kind: nsga2 searches two objectives; add a "
+                            "speed section (the decode time) or choose tpe, random or grid")
+        return
+    from ..tasks.registry import task_of
+
+    task = task_of(study.load({}).spec)
+    if not task.times_decoding:
+        raise SpecError(f"{study.at('speed')}: speed: a decode-time objective times a translator's (or parser's) "
+                        f"decoding; the base spec is {task.what}")
+    if study.pruner.kind not in ("none", "threshold"):
+        raise SpecError(f"{study.at('pruner', 'kind')}: pruner.kind: {study.pruner.kind} compares one objective "
+                        "and this study has two (speed): choose none, or threshold (a floor on the validation "
+                        f"{spec.objective.metric} below which a trial stops)")
 
 
 def _check_values(study: Study) -> None:
@@ -255,5 +308,6 @@ def _model_at(loc: tuple) -> type[StrictModel]:
         return StudySpec
     if loc[0] == "space":
         return Param
-    fields = {"objective": Objective, "budget": Budget, "sampler": Sampler, "pruner": Pruner, "storage": Storage}
+    fields = {"objective": Objective, "budget": Budget, "sampler": Sampler, "pruner": Pruner, "storage": Storage,
+              "speed": Speed}
     return fields.get(str(loc[0]), StudySpec)

@@ -32,7 +32,7 @@ def worker_job(study_file: str, storage: str, cwd: str, configure: Callable[[Stu
     def say(line: str) -> None:
         print(line, flush=True)
 
-    objective = TrialRun(study, lambda number, values: log, say, process.after_step)
+    objective = TrialRun(study, lambda number, values: log, say, process)
     return optimize(study, open_study(study, storage), objective, say)
 
 

@@ -1,5 +1,6 @@
 """One trial of a study: a normal tbuild run directory trained with the trial's values, each validation
-reported to the pruner, then scored on the validation split. Its ``trial.json`` says how it ended.
+reported to the pruner, then scored on the validation split (and, with ``speed``, its decoding timed).
+Its ``trial.json`` says how it ended.
 
 A trial that is tried again (its worker was killed, or Ctrl-C stopped it) trains in the same folder as
 the first try, so it resumes from that run's last checkpoint."""
@@ -12,12 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..device.process import ProcessSettings
 from ..errors import TbuildError
 from ..files import atomic_write
 from ..run.directory import EvalRecord, Run, resolve_run
 from ..training.run import train_spec
 from ..training.trainer import Event
-from .spec import Study
+from .front import so_far
+from .spec import Speed, Study
+from .workers import claim
 
 TRIAL_FILE = "trial.json"
 FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
@@ -30,33 +34,44 @@ class Interrupted(Exception):  # noqa: N818 - not a TbuildError: a failed trial 
 
 @dataclass
 class TrialRun:
-    """What one trial needs from its caller: the study, the emit for its training events, the
-    entry point's housekeeping between steps, and a line printer."""
+    """What one trial needs from its caller: the study, the emit for its training events, a line printer,
+    and the entry point's process settings (housekeeping between steps and batches, threads to time with)."""
 
     study: Study
     emit_for: Callable[[int, dict[str, Any]], Event]
     say: Callable[[str], None]
-    after_step: Callable[[int], None] = lambda step: None
+    process: ProcessSettings
 
-    def __call__(self, trial: Any) -> float:  # optuna.Trial -> the objective's value
-        """Optuna's objective: train, report, score on validation."""
-        import optuna
-
+    def __call__(self, trial: Any) -> float | tuple[float, float]:  # optuna.Trial -> the objectives' values
+        """Optuna's objective: train, report, score on validation (and, with ``speed``, time the decoding),
+        holding the trial folder's worker lock throughout (``workers.py``)."""
         from .space import suggest
 
         values = suggest(self.study.spec.space, trial)
         number = folder_number(trial)
         folder = self.study.folder / "trials" / f"trial-{number:03d}"
-        for key, value in ((FOLDER_OF, number), ("values", values), ("folder", str(folder))):
-            trial.set_user_attr(key, value)
-        self.say(f"trial {trial.number}: " + (", ".join(f"{k}={_short(v)}" for k, v in values.items()) or "the base")
-                 + (f" (resuming trial {number}'s run)" if number != trial.number else "") + _best_so_far(trial))
-        record = TrialRecord(folder, self.study.name, trial.number, number, values)
-        watch = _Watch(trial, record, self.emit_for(trial.number, values))
+        lock = claim(trial, folder)
         try:
-            loaded = self.study.load(values, _trial_overrides(self.study, folder, number))
+            for key, value in ((FOLDER_OF, number), ("values", values), ("folder", str(folder))):
+                trial.set_user_attr(key, value)
+            self.say(f"trial {trial.number}: " + (", ".join(f"{k}={_short(v)}" for k, v in values.items())
+                                                  or "the base")
+                     + (f" (resuming trial {number}'s run)" if number != trial.number else "")
+                     + so_far(trial.study))
+            record = TrialRecord(folder, self.study.name, trial.number, number, values)
+            return self._run(trial, record, _Watch(trial, record, self.emit_for(trial.number, values), self.study))
+        finally:
+            lock.release()
+
+    def _run(self, trial: Any, record: TrialRecord, watch: _Watch) -> float | tuple[float, float]:
+        """Train the trial's run, score it (and time its decoding); record how it ended, however it ends."""
+        import optuna
+
+        folder, number = record.path.parent, record.data["folder_trial"]
+        try:
+            loaded = self.study.load(record.data["values"], _trial_overrides(self.study, folder, number))
             record.write("running")
-            result = train_spec(loaded, watch, after_step=self.after_step)
+            result = train_spec(loaded, watch, after_step=self.process.after_step)
             if result["reason"] == "interrupted":
                 trial.study.enqueue_trial(trial.params, user_attrs={FOLDER_OF: number})
                 record.write("interrupted", steps=result["step"], minutes=result["elapsed"] / 60)
@@ -64,7 +79,9 @@ class TrialRun:
                 raise Interrupted(f"trial {trial.number} interrupted at step {result['step']}; run the same "
                                   "command to resume it")
             watch.step, watch.minutes = result["step"], result["elapsed"] / 60
-            value = score(resolve_run(folder), self.study)  # the run's fitted spec (tags, vocabulary), as trained
+            run = resolve_run(folder)  # the run's fitted spec (tags, vocabulary), as trained
+            value = score(run, self.study)
+            timed = self._timed(trial, run)
         except optuna.TrialPruned as e:
             watch.emit("stopped", {"why": str(e)})  # the display closes what the trainer's end would have
             record.write("pruned", steps=watch.step, minutes=watch.minutes)
@@ -81,8 +98,18 @@ class TrialRun:
             _attrs(trial, watch.step, watch.minutes)
             raise
         _attrs(trial, watch.step, watch.minutes)
-        record.write("complete", steps=watch.step, minutes=watch.minutes, value=value)
-        return value
+        extra = {} if timed is None else {"decode": timed}
+        record.write("complete", steps=watch.step, minutes=watch.minutes, value=value, **extra)
+        return value if timed is None else (value, timed["seconds"])
+
+    def _timed(self, trial: Any, run: Run) -> dict[str, Any] | None:
+        """With ``speed``: the trial's decoding timed (``decode_time``), kept in the trial; else None."""
+        speed = self.study.spec.speed
+        if speed is None:
+            return None
+        timed = decode_time(run, speed, self.study.spec.objective.weights == "average", self.process)
+        trial.set_user_attr("decode", timed)
+        return timed
 
 
 def state_of(trial: Any) -> str:
@@ -112,10 +139,12 @@ def _trial_overrides(study: Study, folder: Path, number: int) -> list[str]:
 
 class _Watch:
     """The training events of a trial: passed on to the display, each validation's score reported to
-    the pruner (which may stop the trial there: ``optuna.TrialPruned`` out of the trainer)."""
+    the pruner (which may stop the trial there: ``optuna.TrialPruned`` out of the trainer). A two-objective
+    study reports nothing to Optuna (it prunes one objective only): a ``threshold`` pruner's floor is
+    checked here instead."""
 
-    def __init__(self, trial: Any, record: TrialRecord, emit: Event) -> None:
-        self.trial, self.record, self.emit = trial, record, emit
+    def __init__(self, trial: Any, record: TrialRecord, emit: Event, study: Study) -> None:
+        self.trial, self.record, self.emit, self.study = trial, record, emit, study
         self.step, self.minutes = 0, 0.0
 
     def __call__(self, kind: str, data: dict[str, Any]) -> None:
@@ -129,14 +158,40 @@ class _Watch:
         value = data.get("score", data["ppl"])
         self.step = data["step"]
         self.record.report(self.step, value)
-        self.trial.report(value, self.step)
-        if self.trial.should_prune():
-            raise optuna.TrialPruned(f"trial {self.trial.number} pruned at step {self.step} (validation {value:.4g})")
+        if self.study.spec.speed is None:
+            self.trial.report(value, self.step)
+            if self.trial.should_prune():
+                raise optuna.TrialPruned(f"trial {self.trial.number} pruned at step {self.step} (validation "
+                                         f"{value:.4g})")
+        elif below_floor(self.study, self.step, value):
+            raise optuna.TrialPruned(f"trial {self.trial.number} pruned at step {self.step} (validation {value:.4g}, "
+                                     f"beyond the threshold {self.study.pruner.threshold:g})")
+
+
+def below_floor(study: Study, step: int, value: float) -> bool:
+    """Whether a two-objective study's ``threshold`` pruner stops a trial whose validation at ``step`` is
+    ``value``: worse than the threshold (below it where higher is better), after ``warmup_steps``."""
+    pruner = study.pruner
+    if pruner.kind != "threshold" or pruner.threshold is None or step < pruner.warmup_steps:
+        return False
+    return value < pruner.threshold if study.spec.objective.maximize else value > pruner.threshold
 
 
 def _attrs(trial: Any, steps: int, minutes: float) -> None:
     trial.set_user_attr("steps", steps)
     trial.set_user_attr("train_minutes", round(minutes, 3))
+
+
+def decode_time(run: Run, speed: Speed, average: bool, process: ProcessSettings) -> dict[str, Any]:
+    """The finished trial's decoding timed as ``speed`` says (the task's own decode of the validation
+    lines with its best or ``average``d weights, the median of the repeats, with ``speed.threads``), as
+    ``DecodeTime.to_json`` writes it."""
+    from ..tasks.base import DecodeTiming
+    from ..tasks.registry import task_of
+
+    timing = DecodeTiming(speed.lines, speed.repeats, average, process.after_batch)
+    with process.using_threads(speed.threads):
+        return task_of(run.spec).decode_time(run, timing).to_json()
 
 
 def score(run: Run, study: Study) -> float:
@@ -189,13 +244,6 @@ def read_trial(folder: Path) -> dict[str, Any] | None:
         return json.loads((folder / TRIAL_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-
-
-def _best_so_far(trial: Any) -> str:
-    try:
-        return f"; best so far: {trial.study.best_value:.4g} (trial {trial.study.best_trial.number})"
-    except ValueError:  # no complete trial yet
-        return ""
 
 
 def _short(value: Any) -> str:

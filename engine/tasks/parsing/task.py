@@ -96,7 +96,8 @@ class Parsing(Translation):
         return out_lines
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        return evaluate_parsing(run, load_translator(run, average=0 if average else None), split="valid")[0]
+        translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
+        return evaluate_parsing(run, translator, split="valid")[0]
 
     def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:

@@ -39,7 +39,7 @@ def test_a_good_study_loads_with_its_defaults(tmp_path: Path) -> None:
     study = load_study(_study(tmp_path, GOOD))
     assert study.name == "study" and study.folder == Path("runs/tune/study")
     assert study.spec.objective.metric == "bleu" and study.spec.objective.maximize
-    assert study.spec.sampler.kind == "tpe" and study.spec.pruner.kind == "median"
+    assert study.spec.sampler.kind == "tpe" and study.pruner.kind == "median"
     assert study.load({"model.encoder.layers": 2}).spec.model.encoder.layers == 2
 
 
@@ -62,11 +62,39 @@ def test_a_good_study_loads_with_its_defaults(tmp_path: Path) -> None:
     (GOOD + "objective: {metric: blue}\n", "objective.metric: Input should be 'bleu'"),
     (GOOD + "objective: {metric: accuracy}\n", "study.yaml:8:13: train.select.metric: accuracy scores a tagger's "
                                              "labels or a classifier's"),  # the objective on a translator
+    (GOOD + "speed: {lines: 10}\npruner: {kind: median}\n", "study.yaml:9:10: pruner.kind: median compares one "
+                                                           "objective and this study has two (speed)"),
+    (GOOD + "sampler: {kind: nsga2}\n", "study.yaml:8:11: sampler.kind: nsga2 searches two objectives; add a speed "
+                                        "section"),
+    (GOOD + "speed: {repeats: 0}\n", "study.yaml:8:9: speed.repeats: Input should be greater than or equal to 1"),
+    (GOOD + "speed: {line: 10}\n", "speed.line: unknown key 'line' (did you mean 'lines'?)"),
 ])
 def test_a_bad_study_file_is_refused_naming_file_line_and_field(tmp_path: Path, body: str, expected: str) -> None:
     with pytest.raises(SpecError) as e:
         load_study(_study(tmp_path, body))
     assert expected in str(e.value)
+
+
+def test_a_speed_section_makes_two_objectives_and_drops_the_default_pruner(tmp_path: Path) -> None:
+    one = load_study(_study(tmp_path, GOOD))
+    assert one.directions == ["maximize"] and one.pruner.kind == "median" and one.spec.speed is None
+    two = load_study(_study(tmp_path, GOOD + "speed: {lines: 100, threads: 2}\n"))
+    assert two.directions == ["maximize", "minimize"] and two.pruner.kind == "none"  # Optuna prunes one objective
+    assert (two.spec.speed.lines, two.spec.speed.repeats, two.spec.speed.threads) == (100, 3, 2)
+    floor = load_study(_study(tmp_path, GOOD + "speed: {}\npruner: {kind: threshold, threshold: 5}\n"))
+    assert floor.pruner.kind == "threshold" and floor.spec.sampler.kind == "tpe"
+    ppl = load_study(_study(tmp_path, GOOD + "speed: {}\nobjective: {metric: ppl}\nsampler: {kind: nsga2}\n"))
+    assert ppl.directions == ["minimize", "minimize"] and ppl.spec.sampler.population == 20
+
+
+def test_a_speed_section_on_a_task_whose_decoding_is_not_timed_is_refused(tmp_path: Path) -> None:
+    tagger = REPO / "specs" / "examples" / "graphs" / "pos-tagger.yaml"
+    path = tmp_path / "study.yaml"
+    path.write_text(f"base: {tagger}\nspace:\n  model.head.piece: {{choice: [first, last]}}\n"
+                    "objective: {metric: accuracy}\nbudget: {trials: 2}\nspeed: {}\n")
+    with pytest.raises(SpecError, match=r"study.yaml:6:1: speed: a decode-time objective times a translator's "
+                                        r"\(or parser's\) decoding; the base spec is a tagger"):
+        load_study(path)
 
 
 def test_every_value_of_the_space_is_checked_against_the_spec_before_training(tmp_path: Path) -> None:
@@ -119,6 +147,23 @@ def test_the_tagger_study_dry_runs_on_validation_accuracy(tmp_path: Path, monkey
                  "split's loss pass at each validation)", "budget: 30 training minutes; each trial 3 min"):
         assert text in result.output, (text, result.output)
     assert not (tmp_path / "runs").exists()
+
+
+def test_the_speed_study_dry_runs_with_its_second_objective(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tbuild.cli.app import app
+
+    monkeypatch.chdir(tmp_path)
+    study = REPO / "specs" / "tune" / "multi30k-speed.yaml"
+    result = runner.invoke(app, ["tune", str(study), "--dry-run"], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    for text in ("study multi30k-speed: 7 parameters", "model.encoder.layers", "int (3, 8)", "int (1, 4)",
+                 "each validation scores 300 lines at beam 1 to pick the best weights; no pruner",
+                 "second objective: decode seconds, minimize: the median of 3 decodes of the whole validation split "
+                 "as `tbuild decode` runs them (beam 4, alpha 1.2", "threads: 2", "sampler: tpe", "pruner: none"):
+        assert text in result.output, (text, result.output)
+    assert not (tmp_path / "runs").exists()
+    base = load_study(study).load({}).spec
+    assert (base.model.encoder.layers, base.model.decoder.layers) == (3, 4)  # the recipe: its baseline trial
 
 
 class FakeTrial:
