@@ -1,4 +1,5 @@
-"""`tbuild evaluate`: decode a split and score it with sacreBLEU (BLEU, chrF) and perplexity."""
+"""`tbuild evaluate`: decode a split and score it with sacreBLEU (BLEU, chrF) and perplexity; with --against,
+compare two systems by paired bootstrap."""
 
 from __future__ import annotations
 
@@ -42,26 +43,41 @@ def evaluate(
     diagnose: bool = typer.Option(False, "--diagnose", help="Parsing runs: also F1 by sentence length beside "
                                   "the right-branching floor, teacher-forced accuracy by token kind and span "
                                   "errors (eval_SPLIT.diagnosis.json)."),
+    against: list[Path] = typer.Option(None, "--against", help="Compare with this run (repeat it for an ensemble): "
+                                       "both evaluated on the split, then each metric by sacreBLEU's paired "
+                                       "bootstrap (scores with 95% intervals, the difference, its interval and "
+                                       "p-value), written into the first one's eval_SPLIT.json."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="With --against: the number of resamples (sacreBLEU's "
+                                  "default, 1000)."),
     set_: list[str] = SET_OPTION,
 ) -> None:
     """Decode and score: sacreBLEU BLEU with its signature, chrF, perplexity of the references; for a
     parsing run (data set treebank), EVALB's bracketing F1 instead (§6.3); a language model, tagger,
-    classifier or masked LM: its own figures (its task's)."""
+    classifier or masked LM: its own figures (its task's). With --against, two systems compared."""
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.tasks.base import EvalCall
+    from tbuild.engine.tasks.comparison import Side, evaluate_against
     from tbuild.engine.tasks.registry import task_of
 
     if split not in ("test", "valid"):
         raise TbuildError(f"--split must be test or valid, not {split!r}")
     if (src is None) != (ref is None):
         raise TbuildError("--src and --ref go together")
-    runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
-                       no_repeat_ngram=no_repeat_ngram)
     engine = engine_loading(loading, ensembling)
-    call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine,
-                    load_decoder=lambda: load_decoder(runs, engine, notify), notify=notify,
-                    params=params, diagnose=diagnose)
-    print_report(task_of(runs[0].spec).evaluate(runs, call))
+
+    def side(paths: list[Path]) -> Side:
+        runs = decode_runs(paths, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
+                           no_repeat_ngram=no_repeat_ngram)
+        call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine,
+                        load_decoder=lambda: load_decoder(runs, engine, notify), notify=notify,
+                        params=params, diagnose=diagnose)
+        return Side(" + ".join(str(p) for p in paths), runs, call)
+
+    mine = side(targets)
+    if against:
+        print_report(evaluate_against(mine, side(against), bootstrap))
+    else:
+        print_report(task_of(mine.runs[0].spec).evaluate(mine.runs, mine.call))
 
 
 def print_report(report: list) -> None:

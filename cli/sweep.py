@@ -36,8 +36,9 @@ def sweep(
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.sweep import table
-    from tbuild.engine.sweep.plan import plan
+    from tbuild.engine.sweep.plan import plan, reference_name
     from tbuild.engine.sweep.run import run_local
+    from tbuild.engine.sweep.significance import compare_rows
     from tbuild.engine.sweep.spec import load_sweep
     from tbuild.engine.sweep.submit import require_submitit
 
@@ -63,13 +64,18 @@ def sweep(
         # after_step trims the heap that configure_process keeps (without it resident memory grows a few GB a row)
         completed = run_local(rows, lambda _: Reporter(), say, process.after_batch, process.after_step,
                               before_row=row_process)
-    results = table.results(rows, sweep_file.spec.reference)
+    compared = compare_rows(rows, sweep_file.spec.reference, say)
+    results = table.results(rows, sweep_file.spec.reference, compared)
     written = table.write(sweep_file.folder, results)
     _print_results(sweep_file.name, results)
     trends = table.group_trends(results)
     if trends:
         console.print("paper's trends: " + "; ".join(f"{label}: {held}" for label, held in trends.items()),
                       highlight=False)
+    if compared:
+        console.print(f"Δ: a row's BLEU − the reference row's ({reference_name(rows, sweep_file.spec.reference)}), "
+                      "95%: its interval, p: sacreBLEU's paired bootstrap on the rows' outputs (1,000 resamples; "
+                      "several seeds: their mean on each resample); p < 0.05: significant", highlight=False)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]", highlight=False, soft_wrap=True)
     if not completed and launcher == "submitit":
         raise TbuildError("some rows failed (above); run the same command to resume them")
@@ -96,7 +102,7 @@ def _print_plan(name: str, rows: list[PlannedRow]) -> None:
         grid.add_column(column, justify="right" if column in ("params", "MFLOP/token") else "left")
     for p in rows:
         state = "finished" if p.finished else ("started" if (p.folder / "spec.yaml").exists() else "to train")
-        grid.add_row(p.row.name, p.row.label, f"{p.params / 1e6:.1f}M", f"{p.flops_per_token / 1e6:.1f}",
+        grid.add_row(p.title, p.row.label, f"{p.params / 1e6:.1f}M", f"{p.flops_per_token / 1e6:.1f}",
                      p.budget(), state)
     console.print(grid)
 
@@ -106,13 +112,14 @@ def _print_results(name: str, results: list[dict]) -> None:
     terminal) as the Markdown table of results.md, one line per row, never squeezed."""
     from rich.measure import Measurement
 
-    from tbuild.engine.sweep.table import COLUMNS, cell, markdown
+    from tbuild.engine.sweep.table import cell, columns, markdown
 
     grid = Table(title=f"sweep {name}: results", title_justify="left")
-    for column in COLUMNS:
+    shown = columns(results)
+    for column in shown:
         grid.add_column(column)
     for row in results:
-        grid.add_row(*(cell(row[c]) for c in COLUMNS))
+        grid.add_row(*(cell(row[c], c) for c in shown))
     if Measurement.get(console, console.options.update_width(10**6), grid).maximum <= console.width:
         console.print(grid)
         return

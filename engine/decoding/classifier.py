@@ -49,6 +49,11 @@ def evaluate_classifier(run: Run, t: Translator, split: str) -> EvalRecord:
     """The split's accuracy (each line's best label), label perplexity and confusion table, and the
     majority-class baseline's accuracy from the training split; a label outside the model's labels is an
     error naming its file and line."""
+    return classify_split(run, t, split)[0]
+
+
+def classify_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, list[str]]:
+    """``evaluate_classifier``'s record and the label it predicted for each line."""
     spec, started = run.spec, time.perf_counter()
     labels = labels_of(spec)
     pairs = encode_classified(spec, split, t.tokenizer, lambda _: None)
@@ -61,4 +66,4 @@ def evaluate_classifier(run: Run, t: Translator, split: str) -> EvalRecord:
     return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, accuracy=right / len(gold),
                       baseline_accuracy=sum(g == guess for g in gold) / len(gold), perplexity=result["ppl"],
                       nll=result["nll"], tokens=result["tokens"], confusion=confusion(labels, gold, predicted),
-                      seconds=time.perf_counter() - started, precision=t.precision)
+                      seconds=time.perf_counter() - started, precision=t.precision), predicted

@@ -1,12 +1,15 @@
-"""Score a run on a split: sacreBLEU BLEU (cased and lowercased) and chrF, and perplexity."""
+"""Score a run on a split: sacreBLEU BLEU (cased and lowercased) and chrF, and perplexity; the same metrics as
+statistics per sentence for paired bootstrap (``translation_measures``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics.base import Metric
 
 from tbuild.builder.tokens import EOS
 
@@ -16,6 +19,7 @@ from ..data.joined import for_model
 from ..data.pairs import Pairs
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
+from ..significance import Measure
 from .engines import Engine
 from .request import DecodeRequest, Hooks
 from .translator import Translator, encode_sources
@@ -38,7 +42,7 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
     results = decoder.translate(sources, request, Hooks(after_batch=after_batch))
     seconds = time.perf_counter() - started
     hyps = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
-    bleu, bleu_lc, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+    bleu, bleu_lc, chrf = (metric for _, _, metric in sacrebleu_metrics())
     tok = translator.tokenizer
     pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
                   [ids + [EOS] for ids in tok.encode(references)])
@@ -54,3 +58,26 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
         beam=request.beam, alpha=request.alpha, precision=decoder.precision, engine=decoder.name,
     )
     return result, sources, references, hyps
+
+
+def sacrebleu_metrics() -> list[tuple[str, str, Metric]]:
+    """The translation metrics, each with its name and its key in an evaluation record: sacreBLEU's BLEU (cased,
+    then lowercased) and chrF, with sacreBLEU's defaults."""
+    return [("BLEU", "bleu", BLEU()), ("BLEU (lowercased)", "bleu_lowercase", BLEU(lowercase=True)),
+            ("chrF", "chrf", CHRF())]
+
+
+def translation_measures(references: list[str]) -> list[Measure]:
+    """BLEU, lowercased BLEU and chrF against ``references``, each from sacreBLEU's own statistics per sentence
+    and its own score of their sum (what its paired bootstrap resamples)."""
+
+    def measure(name: str, key: str, metric: Metric) -> Measure:
+        def stats(outputs: list[str]) -> np.ndarray:
+            return np.array(metric._extract_corpus_statistics(outputs, [references]))  # sacreBLEU's paired test's
+
+        def score(summed: Sequence[float]) -> float:
+            return metric._compute_score_from_stats(summed).score  # chrF's of float32 sums: float32, as sacreBLEU's
+
+        return Measure(name, key, len(references), stats, score)
+
+    return [measure(*named) for named in sacrebleu_metrics()]

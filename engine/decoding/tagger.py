@@ -116,6 +116,11 @@ def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
     """The split's token accuracy (each word's best label at its ``model.head.piece`` piece: the label rows
     of ``encode_tagged``) and label perplexity, and the baseline's accuracy from the training split; a tag
     outside the model's labels is an error naming its file and line."""
+    return tag_split(run, t, split)[0]
+
+
+def tag_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, list[list[str]]]:
+    """``evaluate_tagger``'s record and the tags it predicted, one list per sentence."""
     spec, started = run.spec, time.perf_counter()
     labels_of(spec)
     pairs = encode_tagged(spec, split, t.tokenizer, lambda _: None)
@@ -127,4 +132,4 @@ def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
     return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, accuracy=result["accuracy"],
                       baseline_accuracy=baseline.accuracy(gold), known=known, unknown=unknown,
                       perplexity=result["ppl"], nll=result["nll"], tokens=result["tokens"],
-                      seconds=time.perf_counter() - started, precision=t.precision)
+                      seconds=time.perf_counter() - started, precision=t.precision), predicted

@@ -67,6 +67,7 @@ class EvalRecord(BaseModel):
     alpha: float | None = None
     precision: str
     engine: str = "native"  # what decoded; the perplexity is always the native model's
+    comparison: dict | None = None  # `tbuild evaluate --against`: each metric against the other system's outputs
 
     def to_json(self) -> dict:
         """The record as its file holds it: a translation's fields or a parsing run's, in order."""
@@ -104,6 +105,9 @@ class RunDir:
 
     def eval_file(self, split: str) -> Path:
         return self.path / f"eval_{split}.json"  # what `tbuild evaluate` scored on the split
+
+    def outputs_file(self, split: str, suffix: str) -> Path:
+        return self.path / f"eval_{split}.{suffix}"  # the outputs `tbuild evaluate` scored, one a line
 
     def write_eval(self, record: EvalRecord) -> Path:
         """Keep a split's scores (``eval_<split>.json``, atomically); the file's path."""

@@ -24,6 +24,12 @@ class PlannedRow:
     params: int
     flops_per_token: int
     splits: tuple[str, ...] = ("valid", "test")  # scored after training (the sweep file's ``splits``)
+    seed: int | None = None  # train.seed of this run of the row (the sweep file's ``seeds``), None: the spec's
+
+    @property
+    def title(self) -> str:
+        """The row's name, and its seed where the sweep has seeds: ``A-h1 (seed 2)``."""
+        return self.row.name if self.seed is None else f"{self.row.name} (seed {self.seed})"
 
     @property
     def result_file(self) -> Path:
@@ -63,16 +69,19 @@ def plan(sweep: Sweep, overrides: list[str] | None = None, only: list[str] | Non
     rows = [row for row in sweep.rows if not only or row.name in only]
     planned, errors = [], []
     for row in rows:
-        extra: list[Override] = [*row.overrides, *(overrides or [])]
-        try:
-            loaded = load_spec(sweep.base, [*extra, f"name={json.dumps(row.name)}"])
-        except SpecError as e:
-            errors.extend(f"row {row.name}: {line}" for line in str(e).splitlines())
-            continue
-        folder = sweep.folder / f"{row.name}-{spec_hash(loaded)}"
-        loaded.spec = loaded.spec.model_copy(update={"output_dir": str(folder)})
-        report = inspect_model(loaded.spec)
-        planned.append(PlannedRow(row, loaded, folder, report.total, report.flops_per_token, tuple(sweep.spec.splits)))
+        for seed in sweep.seeds or [None]:  # the seed last: each run of a row differs in it alone
+            seeded = [f"train.seed={seed}"] if seed is not None else []
+            extra: list[Override] = [*row.overrides, *(overrides or []), *seeded]
+            try:
+                loaded = load_spec(sweep.base, [*extra, f"name={json.dumps(row.name)}"])
+            except SpecError as e:
+                errors.extend(f"row {row.name}: {line}" for line in str(e).splitlines())
+                break
+            folder = sweep.folder / f"{row.name}-{spec_hash(loaded)}"  # seed 1: the folder without seeds
+            loaded.spec = loaded.spec.model_copy(update={"output_dir": str(folder)})
+            report = inspect_model(loaded.spec)
+            planned.append(PlannedRow(row, loaded, folder, report.total, report.flops_per_token,
+                                      tuple(sweep.spec.splits), seed))
     if errors:
         raise SpecError("\n".join(errors))
     return planned
@@ -96,3 +105,17 @@ def minutes_left(rows: list[PlannedRow]) -> float | None:
         else:
             return None
     return total
+
+
+def by_row(rows: list[PlannedRow]) -> dict[str, list[PlannedRow]]:
+    """The planned runs of each row (one per seed), rows in their order."""
+    out: dict[str, list[PlannedRow]] = {}
+    for p in rows:
+        out.setdefault(p.row.name, []).append(p)
+    return out
+
+
+def reference_name(rows: list[PlannedRow], reference: str | None = None) -> str:
+    """The row the others are compared with: the sweep file's ``reference``, else the row labelled base, else
+    the first."""
+    return reference or next((p.row.name for p in rows if p.row.label == "base"), rows[0].row.name)

@@ -26,7 +26,8 @@ class SplitScores:
 @dataclass(frozen=True)
 class RowResult:
     """What a finished row reports: its name and group, training steps and minutes (training alone,
-    and with scoring), parameters, and the scores of each split it was scored on."""
+    and with scoring), parameters, the scores of each split it was scored on, and its seed (a sweep with
+    ``seeds``; None: the spec's)."""
 
     row: str
     label: str
@@ -35,6 +36,7 @@ class RowResult:
     wall_minutes: float
     params: int
     scores: dict[str, SplitScores] = field(default_factory=dict)
+    seed: int | None = None
 
     def score(self, split: str, metric: str) -> float | None:
         """``metric`` (bleu, bleu_lowercase, chrf, ppl) of ``split``; None where it was not scored."""
@@ -49,7 +51,8 @@ def result_file(folder: Path) -> Path:
 def write_result(folder: Path, result: RowResult) -> Path:
     """Write ``result`` into the row's run directory (atomically); its path."""
     path = result_file(folder)
-    atomic_write(path, (json.dumps(asdict(result), indent=1) + "\n").encode())
+    data = {k: v for k, v in asdict(result).items() if k != "seed" or v is not None}  # a row without seeds: as before
+    atomic_write(path, (json.dumps(data, indent=1) + "\n").encode())
     return path
 
 

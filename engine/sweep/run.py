@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..decoding.translator import Translator
 from ..run.directory import Run, RunDir
 from ..training.run import train_spec
 from ..training.trainer import Event
@@ -24,26 +25,56 @@ class RowOutcome:
 
 def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[], None] = lambda: None,
             after_step: Callable[[int], None] = lambda step: None) -> RowOutcome:
-    """Train one row to its budget and score it (``sweep_row.json``); stop early on Ctrl-C."""
-    from ..decoding.evaluation import evaluate
+    """Train one row to its budget and score it (``sweep_row.json``, and each split's outputs); stop early
+    on Ctrl-C."""
     from ..decoding.translator import load_translator
 
     started = time.monotonic()
     result = train_spec(planned.loaded, emit, after_step=after_step)
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
-    run = Run(planned.loaded.spec, RunDir(planned.folder))
+    run = row_run(planned)
     translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
     scores: dict[str, SplitScores] = {}
     for split in planned.splits:
         if getattr(run.spec.data, split) is None:
             continue
-        evaluation, *_ = evaluate(run, translator, split=split, after_batch=after_batch)
-        scores[split] = SplitScores(evaluation.bleu, evaluation.bleu_lowercase, evaluation.chrf, evaluation.perplexity)
-        say(f"{planned.row.name}: {split} BLEU {evaluation.bleu:.2f}, perplexity {evaluation.perplexity:.2f}")
+        scores[split] = score_split(run, translator, split, after_batch)
+        say(f"{planned.title}: {split} BLEU {scores[split].bleu:.2f}, perplexity {scores[split].ppl:.2f}")
     write_result(planned.folder, RowResult(planned.row.name, planned.row.label, result["step"], result["elapsed"] / 60,
-                                           (time.monotonic() - started) / 60, planned.params, scores))
+                                           (time.monotonic() - started) / 60, planned.params, scores, planned.seed))
     return RowOutcome(planned, bool(result.get("stop_requested")))  # Ctrl-C on the row's last step: stop after it
+
+
+def row_run(planned: PlannedRow) -> Run:
+    return Run(planned.loaded.spec, RunDir(planned.folder))
+
+
+def score_split(run: Run, translator: Translator, split: str, after_batch: Callable[[], None] = lambda: None
+                ) -> SplitScores:
+    """A row's scores on ``split``; its outputs kept in its folder (``eval_SPLIT.out``) for the table's
+    comparisons with the reference row."""
+    from ..decoding.evaluation import evaluate
+    from ..tasks.registry import task_of
+
+    evaluation, _, _, hyps = evaluate(run, translator, split=split, after_batch=after_batch)
+    task_of(run.spec).keep_outputs(run, split, hyps)
+    return SplitScores(evaluation.bleu, evaluation.bleu_lowercase, evaluation.chrf, evaluation.perplexity)
+
+
+def row_outputs(planned: PlannedRow, split: str, say: Say) -> list[str]:
+    """A finished row's outputs on ``split`` as its scoring kept them; a row scored before outputs were kept is
+    decoded again (its best checkpoint, as when it was scored)."""
+    from ..decoding.translator import load_translator
+    from ..tasks.registry import task_of
+
+    run = row_run(planned)
+    kept = task_of(run.spec).kept_outputs(run, split)
+    if kept is None:
+        say(f"{planned.title}: decoding {split} again (its outputs were not kept)")
+        score_split(run, load_translator(run), split)
+        kept = task_of(run.spec).kept_outputs(run, split) or []
+    return kept
 
 
 def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], say: Say,
@@ -55,9 +86,9 @@ def run_local(rows: list[PlannedRow], emit_for: Callable[[PlannedRow], Event], s
     row (its threads; the rows of one sweep may differ), called before it trains."""
     for planned in rows:
         if planned.finished:
-            say(f"{planned.row.name}: finished earlier ({planned.folder}), skipped")
+            say(f"{planned.title}: finished earlier ({planned.folder}), skipped")
             continue
-        say(f"{planned.row.name}: training in {planned.folder} ({planned.budget()})")
+        say(f"{planned.title}: training in {planned.folder} ({planned.budget()})")
         before_row(planned)
         if run_row(planned, emit_for(planned), say, after_batch, after_step).interrupted:
             return False

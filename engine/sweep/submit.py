@@ -18,16 +18,17 @@ from .plan import PlannedRow, plan
 from .spec import load_sweep
 
 
-def row_job(sweep_file: str, row: str, overrides: list[str], cwd: str,
+def row_job(sweep_file: str, row: str, seed: int | None, overrides: list[str], cwd: str,
             configure: Callable[[PlannedRow], ProcessSettings]) -> str:
-    """One row, trained and scored in a job (a fresh process on some machine); returns its name.
-    ``configure``: the entry point's process settings for the row (``tbuild sweep`` passes its own)."""
+    """One run of a row (its ``seed``'s), trained and scored in a job (a fresh process on some machine); returns
+    the row's name. ``configure``: the entry point's process settings for the row (``tbuild sweep`` passes its
+    own)."""
     import os
 
     from .run import run_row
 
     os.chdir(cwd)  # the sweep's relative paths mean what they meant where it was submitted
-    (planned,) = plan(load_sweep(Path(sweep_file)), overrides, [row])
+    (planned,) = [p for p in plan(load_sweep(Path(sweep_file)), overrides, [row]) if p.seed == seed]
     process = configure(planned)
 
     def log(kind: str, data: dict[str, Any]) -> None:
@@ -35,7 +36,7 @@ def row_job(sweep_file: str, row: str, overrides: list[str], cwd: str,
             print(kind, {k: v for k, v in data.items() if not isinstance(v, dict)}, flush=True)
 
     if run_row(planned, log, lambda line: print(line, flush=True), process.after_batch, process.after_step).interrupted:
-        raise TbuildError(f"row {row}: interrupted; submit the sweep again to resume it")
+        raise TbuildError(f"row {planned.title}: interrupted; submit the sweep again to resume it")
     return row
 
 
@@ -64,23 +65,23 @@ def run_submitit(sweep_file: Path, rows: list[PlannedRow], overrides: list[str],
     todo = [p for p in rows if not p.finished]
     for p in rows:
         if p.finished:
-            say(f"{p.row.name}: finished earlier ({p.folder}), skipped")
+            say(f"{p.title}: finished earlier ({p.folder}), skipped")
     if not todo:
         return True
     folder = todo[0].folder.parent / "submitit"
     executor = submitit.AutoExecutor(folder=folder, cluster=cluster)
     executor.update_parameters(name=f"tbuild-{todo[0].folder.parent.name}", **parameters(settings))
     cwd = str(Path.cwd())
-    jobs = [(p, executor.submit(row_job, str(sweep_file.resolve()), p.row.name, overrides, cwd,
+    jobs = [(p, executor.submit(row_job, str(sweep_file.resolve()), p.row.name, p.seed, overrides, cwd,
                                        configure)) for p in todo]
     for p, job in jobs:
-        say(f"{p.row.name}: submitted as job {job.job_id} ({executor.cluster}; logs in {folder})")
+        say(f"{p.title}: submitted as job {job.job_id} ({executor.cluster}; logs in {folder})")
     failed = []
     for p, job in jobs:
         try:
             job.result()
-            say(f"{p.row.name}: finished")
+            say(f"{p.title}: finished")
         except Exception as e:  # noqa: BLE001 - a failed job is reported and the others awaited
-            failed.append(p.row.name)
-            say(f"{p.row.name}: job {job.job_id} failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
+            failed.append(p.title)
+            say(f"{p.title}: job {job.job_id} failed: {str(e).strip().splitlines()[-1] if str(e).strip() else e}")
     return not failed

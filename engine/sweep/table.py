@@ -1,21 +1,29 @@
 """A sweep's results as one table in the layout of the paper's Table 3, with the paper's figures
-beside ours and whether its trend held; written as Markdown, CSV and JSON."""
+beside ours and whether its trend held; each row's BLEU against the reference row's with its 95% interval
+and p-value (paired bootstrap, ``significance.py``); a row run over several seeds: the mean and standard
+deviation over them. Written as Markdown, CSV and JSON."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
+import statistics
 from pathlib import Path
 
 from tbuild.builder.spec import Spec
 
 from ..files import atomic_write
-from .plan import PlannedRow
+from ..significance import Comparison, signed
+from .plan import PlannedRow, by_row, reference_name
 
 COLUMNS = ["row", "label", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional",
-           "train steps", "params ×10⁶", "dev PPL", "dev BLEU", "test BLEU", "train min", "paper PPL",
-           "paper BLEU", "trend"]
+           "train steps", "params ×10⁶", "seeds", "dev PPL", "dev BLEU", "dev BLEU sd", "dev Δ", "dev 95%", "dev p",
+           "test BLEU", "test BLEU sd", "test Δ", "test 95%", "test p", "train min", "paper PPL", "paper BLEU",
+           "trend"]
+# shown only where some row has them: seeds, and comparisons with the reference row
+OPTIONAL = ("seeds", "dev BLEU sd", "dev Δ", "dev 95%", "dev p", "test BLEU sd", "test Δ", "test 95%", "test p")
+SPLITS = {"valid": "dev", "test": "test"}  # a split's name in the columns
 SAME = 0.15  # BLEU: the paper calls a difference this small "nearly identical" (row E: 25.7 vs 25.8)
 
 
@@ -38,35 +46,70 @@ def trend(ours: float | None, paper: float | None, ours_ref: float | None, paper
     return "held" if mine * theirs > 0 else "not held"
 
 
-def results(rows: list[PlannedRow], reference: str | None = None) -> list[dict]:
-    """One dict per row, in the table's columns (None where a row has not finished)."""
-    done = {p.row.name: p.result() for p in rows}
-    ref_name = reference or next((p.row.name for p in rows if p.row.label == "base"), rows[0].row.name)
-    ref = next((p for p in rows if p.row.name == ref_name), None)
-
-    def dev_bleu(name: str) -> float | None:
-        r = done.get(name)
-        return r.score("valid", "bleu") if r else None
-
+def results(rows: list[PlannedRow], reference: str | None = None,
+            compared: dict[str, dict[str, Comparison]] | None = None) -> list[dict]:
+    """One dict per row (its seeds' mean; None where a row has not finished), in the table's columns;
+    ``compared``: each row's comparisons with the reference row by split (``significance.compare_rows``)."""
+    groups, ref_name = by_row(rows), reference_name(rows, reference)
+    means = {name: _means(planned) for name, planned in groups.items()}
+    ref = groups.get(ref_name, [None])[0]
+    ref_paper = ref.row.paper.bleu if ref is not None and ref.row.paper else None
     out = []
-    for p in rows:
-        r, paper = done[p.row.name], p.row.paper
-        row = {"row": p.row.name, "label": p.row.label, **describe(p.loaded.spec),
-               "train steps": r.steps if r else None, "params ×10⁶": round(p.params / 1e6, 1),
-               "dev PPL": r.score("valid", "ppl") if r else None, "dev BLEU": dev_bleu(p.row.name),
-               "test BLEU": r.score("test", "bleu") if r else None, "train min": r.train_minutes if r else None,
-               "paper PPL": paper.ppl if paper else None, "paper BLEU": paper.bleu if paper else None}
-        ref_paper = ref.row.paper.bleu if ref is not None and ref.row.paper else None
-        row["trend"] = "" if p is ref else trend(row["dev BLEU"], row["paper BLEU"], dev_bleu(ref_name), ref_paper)
-        out.append(row)
+    for name, planned in groups.items():
+        p, paper = planned[0], planned[0].row.paper
+        row = {"row": name, "label": p.row.label, **describe(p.loaded.spec), **means[name],
+               "params ×10⁶": round(p.params / 1e6, 1), "paper PPL": paper.ppl if paper else None,
+               "paper BLEU": paper.bleu if paper else None}
+        for split, short in SPLITS.items():
+            row |= _compared((compared or {}).get(name, {}).get(split), short)
+        row["trend"] = "" if name == ref_name else trend(row["dev BLEU"], row["paper BLEU"],
+                                                          means.get(ref_name, {}).get("dev BLEU"), ref_paper)
+        out.append({c: row[c] for c in COLUMNS})
     return out
 
 
-def cell(value: object) -> str:
+def _means(planned: list[PlannedRow]) -> dict:
+    """A row's figures: the mean over its runs (seeds), the standard deviation of BLEU where there are two or
+    more; None until every run has finished."""
+    found = [r for p in planned if (r := p.result()) is not None]
+    done = len(found) == len(planned)
+    seeded = planned[0].seed is not None
+
+    def mean(values: list[float | None]) -> float | None:
+        return statistics.fmean(values) if done and None not in values else None  # type: ignore[arg-type]
+
+    def sd(values: list[float | None]) -> float | None:
+        return statistics.stdev(values) if done and None not in values and len(values) > 1 else None  # type: ignore[arg-type]
+
+    steps = mean([r.steps for r in found])
+    out = {"seeds": len(found) if seeded else None, "train steps": round(steps) if steps is not None else None,
+           "train min": mean([r.train_minutes for r in found])}
+    for split, short in SPLITS.items():
+        bleu = [r.score(split, "bleu") for r in found]
+        out |= {f"{short} BLEU": mean(bleu), f"{short} BLEU sd": sd(bleu)}
+    out["dev PPL"] = mean([r.score("valid", "ppl") for r in found])
+    return out
+
+
+def _compared(c: Comparison | None, short: str) -> dict:
+    """A comparison's columns: the difference, its 95% interval and the p-value."""
+    if c is None:
+        return {f"{short} Δ": None, f"{short} 95%": None, f"{short} p": None}
+    s = c.difference_spread
+    return {f"{short} Δ": c.difference, f"{short} 95%": f"{signed(s.lower)} to {signed(s.upper)}",
+            f"{short} p": c.p_value}
+
+
+def columns(table: list[dict]) -> list[str]:
+    """The table's columns: the optional ones where some row has a value."""
+    return [c for c in COLUMNS if c not in OPTIONAL or any(row.get(c) is not None for row in table)]
+
+
+def cell(value: object, column: str = "") -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.2f}"
+        return f"{value:.3f}" if column.endswith(" p") else (signed(value) if column.endswith("Δ") else f"{value:.2f}")
     return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
 
 
@@ -81,8 +124,9 @@ def group_trends(table: list[dict]) -> dict[str, str]:
 
 
 def markdown(table: list[dict]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(cell(row[c]) for c in COLUMNS) + " |" for row in table]
+    shown = columns(table)
+    lines = ["| " + " | ".join(shown) + " |", "|" + "---|" * len(shown)]
+    lines += ["| " + " | ".join(cell(row[c], c) for c in shown) + " |" for row in table]
     return "\n".join(lines) + "\n"
 
 
@@ -91,7 +135,7 @@ def write(folder: Path, table: list[dict]) -> list[Path]:
     from ..figures.plots import plot_sweep
 
     text = io.StringIO()
-    writer = csv.DictWriter(text, COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(text, columns(table), lineterminator="\n", extrasaction="ignore")
     writer.writeheader()
     writer.writerows(table)
     files = {"results.md": markdown(table), "results.csv": text.getvalue(),

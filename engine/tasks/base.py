@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ..device.policy import Policy
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
+    from ..significance import Measure
 
 Log = Callable[[str], None]
 
@@ -173,6 +174,7 @@ class Task:
     peft_type: ClassVar[str | None] = None  # peft's task_type for its adapters (adapter_config.json)
     commands: ClassVar[tuple[str, ...]] = ()  # the commands on a trained run it takes (``check``)
     times_decoding: ClassVar[bool] = False  # whether a study can time its decoding (``decode_time``)
+    outputs: ClassVar[str] = "out"  # eval_SPLIT.<outputs>: the outputs an evaluation keeps, one line a sentence
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         """The one-line refusal of ``command`` on a run of this task."""
@@ -212,13 +214,38 @@ class Task:
         """Score ``runs`` (one, or an ensemble) on a split, write ``eval_SPLIT.json`` and say what was found."""
         raise self.refuse("evaluate", runs[0].spec)
 
+    def measures(self, run: Run, call: EvalCall) -> list[Measure]:
+        """The metrics of ``call``'s split (or ``--ref``) as statistics per sentence of the outputs an
+        evaluation keeps (``keep_outputs``), for paired bootstrap (``engine/significance.py``); the headline
+        first."""
+        raise self.refuse("evaluate --against", run.spec)
+
+    def keep_outputs(self, run: Run, split: str, lines: list[str]) -> Path:
+        """Keep an evaluation's outputs, one line per sentence (a line break inside one made a space), beside its
+        record (``eval_SPLIT.<outputs>``): what ``tbuild evaluate --against``, a sweep's table and a study's
+        report compare."""
+        from ..files import atomic_write
+
+        path = run.dir.outputs_file(split, self.outputs)
+        atomic_write(path, "".join(" ".join(line.splitlines()) + "\n" for line in lines).encode())
+        return path
+
+    def kept_outputs(self, run: Run, split: str) -> list[str] | None:
+        """The outputs an evaluation of ``split`` kept (None where there are none)."""
+        path = run.dir.outputs_file(split, self.outputs)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            return None
+        return text.split("\n")[:-1]
+
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
         """The output lines of the input's lines."""
         raise self.refuse("decode", runs[0].spec)
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         """A finished trial's validation record, as ``tbuild evaluate --split valid`` scores it
-        (``average``: the averaged weights, else the best)."""
+        (``average``: the averaged weights, else the best); its outputs kept (``keep_outputs``)."""
         raise self.refuse("tune", run.spec)
 
     def decode_time(self, run: Run, timing: DecodeTiming) -> DecodeTime:

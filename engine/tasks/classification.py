@@ -11,7 +11,7 @@ from tbuild.builder.spec import Spec
 
 from ..data.line_labels import encode_classified, read_classified, text_rows
 from ..data.word_labels import labels_of
-from ..decoding.classifier import classify_lines, evaluate_classifier
+from ..decoding.classifier import classify_lines, classify_split
 from ..decoding.tagger import load_tagger
 from ..decoding.translator import Translator, load_translator
 from .base import EvalCall, Loading, Log, Report, Table, scores_table
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..run.directory import EvalRecord, Run
     from ..serving.endpoints import Endpoint
+    from ..significance import Measure
 
 
 @register_task
@@ -51,7 +52,7 @@ class Classification(Labels):
         table (gold rows, predicted columns); writes eval_SPLIT.json."""
         t = self.loaded(runs, call)
         run = runs[0]
-        result = evaluate_classifier(run, t, call.split)
+        result, predicted = classify_split(run, t, call.split)
         table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences:,} lines, {result.weights})")
         table.add("accuracy", f"{100 * result.accuracy:.2f}", "% of lines classified right")
         table.add("baseline", f"{100 * result.baseline_accuracy:.2f}", "% with the most frequent training label "
@@ -64,14 +65,24 @@ class Classification(Labels):
         for gold, row in result.confusion.items():
             n = sum(row.values())
             confusion.add(gold, *(f"{row[p]:,}" for p in labels), f"{n:,}", f"{100 * row[gold] / n:.2f}" if n else "-")
-        return [table, confusion, f"[dim]wrote {run.dir.write_eval(result)}[/]"]
+        kept = self.keep_outputs(run, result.split, predicted)
+        return [table, confusion, f"[dim]wrote {run.dir.write_eval(result)}, {kept.name}[/]"]
+
+    def measures(self, run: Run, call: EvalCall) -> list[Measure]:
+        """The accuracy over the split's lines (right or not, one label each)."""
+        from ..significance import accuracy_measure
+
+        return [accuracy_measure([[label] for label in read_classified(run.spec.data, call.split).labels],
+                                 lambda line: [line])]
 
     def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
         """Each line's label (its text alone, no label column)."""
         return classify_lines(t, labels_of(spec), lines, spec.decode.batch_tokens)
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        return evaluate_classifier(run, load_translator(run, average=0 if average else None), "valid")
+        record, predicted = classify_split(run, load_translator(run, average=0 if average else None), "valid")
+        self.keep_outputs(run, "valid", predicted)
+        return record
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's label, on the native engine in float32."""

@@ -22,7 +22,7 @@ from ..data.word_labels import (
     word_pieces,
     word_row,
 )
-from ..decoding.tagger import evaluate_tagger, load_tagger, tag_lines
+from ..decoding.tagger import load_tagger, tag_lines, tag_split
 from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError
 from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, scores_table
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
+    from ..significance import Measure
 
 
 class Labels(Task):
@@ -156,7 +157,7 @@ class Tagging(Labels):
         eval_SPLIT.json."""
         t = self.loaded(runs, call)
         run = runs[0]
-        result = evaluate_tagger(run, t, call.split)
+        result, predicted = tag_split(run, t, call.split)
         table = scores_table(f"{run.spec.name} on {result.split} ({result.sentences} sentences, {result.tokens:,} "
                              f"words, {result.weights})")
         table.add("accuracy", f"{100 * result.accuracy:.2f}",
@@ -169,14 +170,23 @@ class Tagging(Labels):
                 table.add(f"{name} words", f"{100 * group['accuracy']:.2f}", f"% of the {group['words']:,} words "
                           f"{what} (baseline {100 * group['baseline_accuracy']:.2f})")
         table.add("perplexity", f"{result.perplexity:.3f}", "per word, over the labels")
-        return [table, f"[dim]wrote {run.dir.write_eval(result)}[/]"]
+        kept = self.keep_outputs(run, result.split, [" ".join(tags) for tags in predicted])
+        return [table, f"[dim]wrote {run.dir.write_eval(result)}, {kept.name}[/]"]
+
+    def measures(self, run: Run, call: EvalCall) -> list[Measure]:
+        """The accuracy over the split's words (right tags, words per sentence)."""
+        from ..significance import accuracy_measure
+
+        return [accuracy_measure(read_tagged(run.spec.data, call.split).tags)]
 
     def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
         """Each line's tags, one per whitespace-separated word, space-separated (the format of PREFIX.tags)."""
         return [" ".join(tags) for tags in tag_lines(t, spec, lines, spec.decode.batch_tokens)]
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        return evaluate_tagger(run, load_translator(run, average=0 if average else None), "valid")
+        record, predicted = tag_split(run, load_translator(run, average=0 if average else None), "valid")
+        self.keep_outputs(run, "valid", [" ".join(tags) for tags in predicted])
+        return record
 
     def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
         """The valid split's words' pieces, compared at every piece."""

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from ..device.policy import Policy
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
+    from ..significance import Measure
 
 
 def examples(labels: tuple[str, ...], rows: Iterable[tuple[str, ...]], show: int) -> Report:
@@ -123,14 +124,27 @@ class Translation(Task):
         for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                           ("chrF", result.chrf_signature)):
             report.append(f"[dim]{name} signature: {sig}[/]")
-        report.append(f"[dim]wrote {run.dir.write_eval(result)}[/]")
+        kept = self.keep_outputs(run, result.split, hyps)
+        report.append(f"[dim]wrote {run.dir.write_eval(result)}, {kept.name}[/]")
         return report
+
+    def measures(self, run: Run, call: EvalCall) -> list[Measure]:
+        """sacreBLEU's BLEU, lowercased BLEU and chrF of the split's references (or ``--ref``'s)."""
+        from ..data.corpus import read_parallel
+        from ..data.datasets import read_split
+        from ..decoding.evaluation import translation_measures
+
+        if call.src is not None and call.ref is not None:
+            return translation_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
+        return translation_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         from ..decoding.evaluation import evaluate
 
         translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
-        return evaluate(run, translator, split="valid")[0]
+        record, _, _, hyps = evaluate(run, translator, split="valid")
+        self.keep_outputs(run, "valid", hyps)
+        return record
 
     def decode_time(self, run: Run, timing: DecodeTiming) -> DecodeTime:
         """The validation sources through `tbuild decode`'s own path (the native engine loaded as it loads

@@ -336,3 +336,61 @@ def test_results_in_a_narrow_log_are_the_markdown_table(monkeypatch: pytest.Monk
         text = out.getvalue()
         assert "…" not in text and "row-value" in text and "label-value" in text
         assert (markdown(table) in text) is not drawn and ("┃" in text or "|" in text)
+
+
+def test_seeds_give_a_mean_and_sd_and_each_row_is_compared_with_the_reference(tmp_path: Path,
+                                                                               tiny_corpus: Path) -> None:
+    """``seeds: 2``: every row trained twice (train.seed 1 and 2; seed 1 in the folder the row has without
+    seeds), the table's BLEU their mean with its standard deviation, and each row against the reference row:
+    the difference of the means with its interval and p-value, resampled over the same sentences of every
+    seed's outputs (here recomputed with sacreBLEU's corpus BLEU on each resample's lines). A row whose outputs
+    were not kept is decoded again."""
+    import statistics
+
+    import numpy as np
+    from sacrebleu.metrics import BLEU
+
+    from tbuild.cli.app import app
+    from tbuild.engine.significance import draws, spread
+
+    rows = "  - {name: base, label: base}\n  - {name: wide, set: {model.d_model: 48}}\n"
+    sweep = _sweep(tmp_path, tiny_corpus, rows)
+    sweep.write_text(sweep.read_text() + "splits: [valid]\nset: {train.max_steps: 8, decode.max_len_b: 12}\n")
+    unseeded = plan(load_sweep(sweep))
+    sweep.write_text(sweep.read_text() + "seeds: 2\n")
+    planned = plan(load_sweep(sweep))
+    assert [(p.title, p.seed) for p in planned] == [("base (seed 1)", 1), ("base (seed 2)", 2),
+                                                     ("wide (seed 1)", 1), ("wide (seed 2)", 2)]
+    assert [p.loaded.spec.train.seed for p in planned] == [1, 2, 1, 2]
+    assert planned[0].folder.name == unseeded[0].folder.name and planned[1].folder != planned[0].folder
+    result = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    assert "wide (seed 2): valid BLEU" in result.output
+    assert "Δ: a row's BLEU − the reference row's (base)" in result.output
+    base, wide = json.loads((tmp_path / "out" / "results.json").read_text())
+    found = {p.title: read_result(p.folder) for p in planned}
+    assert [found[f"base (seed {s})"].seed for s in (1, 2)] == [1, 2]
+    bleus = [found[f"wide (seed {s})"].score("valid", "bleu") for s in (1, 2)]
+    assert wide["seeds"] == 2 and wide["dev BLEU"] == pytest.approx(statistics.fmean(bleus))
+    assert wide["dev BLEU sd"] == pytest.approx(statistics.stdev(bleus)) and base["dev Δ"] is None
+    assert wide["dev Δ"] == pytest.approx(wide["dev BLEU"] - base["dev BLEU"])
+    refs = (tiny_corpus / "val.de").read_text().splitlines()
+    outputs = {p.title: (p.folder / "eval_valid.out").read_text().splitlines() for p in planned}
+
+    def mean_bleu(row: str, lines: np.ndarray) -> float:
+        return statistics.fmean(BLEU().corpus_score([outputs[f"{row} (seed {s})"][i] for i in lines],
+                                                     [[refs[i] for i in lines]]).score for s in (1, 2))
+
+    samples = draws(len(refs), 1000)
+    ours = np.array([mean_bleu("wide", r) for r in samples])
+    theirs = np.array([mean_bleu("base", r) for r in samples])
+    interval = spread(ours - theirs)
+    assert wide["dev 95%"] == f"{interval.lower:+.2f} to {interval.upper:+.2f}"
+    differences = np.abs(ours - theirs)
+    by_hand = (np.sum(differences - differences.mean() > abs(wide["dev Δ"])) + 1) / 1001
+    assert wide["dev p"] == pytest.approx(by_hand, abs=2 / 1001)
+    (planned[3].folder / "eval_valid.out").unlink()
+    again = runner.invoke(app, ["sweep", str(sweep)], env={"COLUMNS": "250"})
+    assert again.exit_code == 0, again.output
+    assert again.output.count("finished earlier") == 4 and "wide (seed 2): decoding valid again" in again.output
+    assert json.loads((tmp_path / "out" / "results.json").read_text())[1] == wide

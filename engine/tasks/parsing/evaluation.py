@@ -4,7 +4,7 @@ words, then EVALB with COLLINS.prm (or a given parameter file) against the gold 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,8 +23,9 @@ from ...decoding.translator import Translator, encode_sources
 from ...errors import DataError
 from ...loss import evaluate_loss
 from ...run.directory import EvalRecord, Run
+from ...significance import Measure
 from .constrained import WellFormed, tree_rule
-from .evalb import Evalb, Params, collins, evalb, read_lines
+from .evalb import Evalb, Params, Status, Totals, collins, evalb, read_lines
 from .lexical import output_text
 
 
@@ -112,7 +113,7 @@ def nbest_trees(results: list[list[Hypothesis]], sources: list[str], decode: Cal
     return out, total
 
 
-def _gold(run: Run, split: str, src: Path | None, ref: Path | None) -> tuple[str, list[str], list[str]]:
+def gold_lines(run: Run, split: str, src: Path | None, ref: Path | None) -> tuple[str, list[str], list[str]]:
     """The split's name, source lines and cleaned gold trees (one per line)."""
     if src is None or ref is None:
         sources, _ = read_split(run.spec.data, split, lambda _: None)
@@ -135,7 +136,7 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
                      ) -> tuple[EvalRecord, list[str], list[str], list[str], Evalb]:
     """Decode the split (or ``src``, gold trees in ``ref``), repair the outputs with the gold tags put
     back, and score them with EVALB; also returns the sources, gold and test trees and EVALB's result."""
-    split, sources, gold = _gold(run, split, src, ref)
+    split, sources, gold = gold_lines(run, split, src, ref)
     gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]
     started = time.perf_counter()
     decoder = engine or translator
@@ -160,3 +161,18 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
         sentences_per_second=len(sources) / max(seconds, 1e-9), beam=run.spec.decode.beam,
         alpha=run.spec.decode.alpha, precision=decoder.precision, engine=decoder.name)
     return result, sources, gold, tests, scored
+
+
+def f1_measure(gold: list[str], params: Params | None = None) -> Measure:
+    """EVALB's bracketing F1 over all sentences as statistics per sentence (matched, gold and test brackets; zero
+    for an error or skipped sentence, which EVALB's totals leave out), scored as EVALB's totals score them."""
+    import numpy as np
+
+    def stats(trees: list[str]) -> np.ndarray:
+        scored = evalb(gold, trees, params or collins())
+        return np.array([(s.match, s.gold, s.test) if s.status == Status.OK else (0, 0, 0) for s in scored.sentences])
+
+    def score(summed: Sequence[float]) -> float:
+        return float(Totals(match=int(summed[0]), gold=int(summed[1]), test=int(summed[2])).to_json()["f1"])
+
+    return Measure("F1", "f1", len(gold), stats, score)

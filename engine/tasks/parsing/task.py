@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ...decoding.engines import Engine
     from ...device.policy import Policy
     from ...run.directory import EvalRecord, Run
+    from ...significance import Measure
 
 
 @dataclass
@@ -72,6 +73,7 @@ class Parsing(Translation):
     name = "parsing"
     datasets = ("treebank",)
     what = "a parser"
+    outputs = "trees"  # eval_SPLIT.trees: the repaired trees, as EVALB scored them
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return ParseScorer.of(spec, tokenizer, policy)
@@ -97,7 +99,17 @@ class Parsing(Translation):
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
-        return evaluate_parsing(run, translator, split="valid")[0]
+        record, _, _, trees, _ = evaluate_parsing(run, translator, split="valid")
+        self.keep_outputs(run, "valid", trees)
+        return record
+
+    def measures(self, run: Run, call: EvalCall) -> list[Measure]:
+        """EVALB's bracketing F1 over all sentences (COLLINS.prm or ``call.params``) against the gold trees."""
+        from .evalb import read_params
+        from .evaluation import f1_measure, gold_lines
+
+        params = read_params(call.params) if call.params is not None else None
+        return [f1_measure(gold_lines(run, call.split, call.src, call.ref)[2], params)]
 
     def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:
@@ -127,7 +139,7 @@ class Parsing(Translation):
                    f"{result.sentences_per_second:.1f} sentences/s (beam {result.beam}, α {result.alpha}, "
                    f"{result.precision}, {result.decode_seconds:.1f} s)"]
         base = run.dir.eval_file(result.split).with_suffix("")
-        atomic_write(base.with_suffix(".trees"), "".join(t + "\n" for t in tests).encode())
+        self.keep_outputs(run, result.split, tests)
         atomic_write(base.with_suffix(".evalb"), scored.report().encode())
         run.dir.write_eval(result)
         report.append(f"[dim]wrote {base}.json, {base.name}.trees, {base.name}.evalb[/]")

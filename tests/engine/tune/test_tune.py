@@ -80,6 +80,9 @@ def test_a_two_trial_study_trains_reports_and_writes_a_best_spec_that_trains(tmp
     assert rows[0].startswith("trial,state,bleu,train.schedule.lr,model.dropout.residual,steps") and len(rows) == 3
     report = (tmp_path / "study" / "report.md").read_text()
     assert f"**Best**: trial {best['trial']}, bleu {best['value']:.4g}" in report and "Test was never scored" in report
+    second = sorted(trials.values(), key=lambda t: -t["value"])[1]  # the runner-up, compared on the outputs kept
+    assert f"**Best against the runner-up** (trial {best['trial']} − trial {second['trial']}, validation): BLEU " \
+        f"{best['value'] - second['value']:+.2f} (95% interval" in report
     for png in ("history.png", "parallel.png", "importances.png"):
         assert (tmp_path / "study" / png).read_bytes()[:4] == b"\x89PNG", png
 

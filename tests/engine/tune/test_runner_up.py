@@ -1,0 +1,62 @@
+"""`tbuild tune`'s report: the best trial against the runner-up by paired bootstrap of the objective's metric on
+the validation outputs the two trials kept; a trial without kept outputs is named instead."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.engine.tune.test_tune import _write_study
+
+pytest.importorskip("optuna", reason="the tune extra (Optuna) is not installed")
+runner = CliRunner()
+
+WORDS = "cats dogs birds\nthe can rusts\nyou can can\nthe dogs can\nyou can rust\n"
+TAGS = "NNS NNS NNS\nDT NN VBZ\nPRP MD MD\nDT NNS MD\nPRP MD VBZ\n"
+
+
+def test_the_report_compares_the_best_trial_with_the_runner_up(tmp_path: Path) -> None:
+    from tbuild.cli.app import app
+    from tbuild.engine.significance import accuracy_measure, paired_bootstrap, summary
+
+    for split in ("train", "valid"):
+        (tmp_path / f"{split}.words").write_text(WORDS)
+        (tmp_path / f"{split}.tags").write_text(TAGS)
+    base = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
+                      "head": {"kind": "token_classification"}},
+            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": "train", "valid": "valid",
+                     "tokenizer": {"vocab_size": 30}},
+            "train": {"max_steps": 100, "validate_every": 2, "threads": 1, "precision": "fp32",
+                      "select": {"metric": "accuracy"}, "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 2}}}
+    study = _write_study(tmp_path, base, """\
+space:
+  train.schedule.lr: {choice: [1.0e-4, 3.0e-3]}
+objective: {metric: accuracy}
+budget: {trials: 2, trial_steps: 6}
+sampler: {kind: grid}
+pruner: {kind: none}
+""")
+    result = runner.invoke(app, ["tune", str(study)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    trials = [json.loads(p.read_text()) for p in sorted((tmp_path / "study" / "trials").glob("*/trial.json"))]
+    best, second = sorted(trials, key=lambda t: -t["value"])  # ties: the first trial, as Optuna's sort keeps it
+    report = (tmp_path / "study" / "report.md").read_text()
+    line = next(x for x in report.splitlines() if x.startswith("**Best against the runner-up**"))
+    assert f"(trial {best['trial']} − trial {second['trial']}, validation)" in line
+    outputs = [(tmp_path / "study" / "trials" / f"trial-{t['trial']:03d}" / "eval_valid.out").read_text().splitlines()
+               for t in (best, second)]
+    measure = accuracy_measure([tags.split() for tags in TAGS.splitlines()])
+    again = paired_bootstrap(measure, [measure.statistics(outputs[0])], [measure.statistics(outputs[1])])
+    assert summary(again) in line and again.system == pytest.approx(100 * best["value"])
+    assert ("; significant (p < 0.05)" in line) == (again.p_value < 0.05) != ("not significant (p ≥ 0.05)" in line)
+    assert re.search(r"sacreBLEU's paired bootstrap, 1,000 resamples", line)
+
+    (tmp_path / "study" / "trials" / f"trial-{second['trial']:03d}" / "eval_valid.out").unlink()
+    rewritten = runner.invoke(app, ["tune", str(study), "--report"])
+    assert rewritten.exit_code == 0, rewritten.output
+    assert f"not compared: trial {second['trial']} kept no validation outputs" in (
+        tmp_path / "study" / "report.md").read_text()
