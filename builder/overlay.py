@@ -41,3 +41,21 @@ def _format(err: dict[str, Any], where: dict, path: Path, noun: str, model_at: M
         return f"{at}: {field}: unknown key {loc[-1]!r}{hint}; allowed: {', '.join(parent.model_fields)}"
     got = f" (got {err['input']!r})" if "input" in err and not isinstance(err["input"], dict | list) else ""
     return f"{at}: {field}: {err['msg'].removeprefix('Value error, ')}{got}"
+
+
+SEEDS = ("Train each row (trial) once per seed, each an ordinary run with train.seed set (N: seeds 1 to N); "
+         "its figure is the mean over them.")
+
+
+def checked_seeds(value: int | list[int] | None) -> int | list[int] | None:
+    """An overlay's ``seeds``: a number of seeds (at least 1) or a list of distinct ones."""
+    if isinstance(value, int) and value < 1:
+        raise ValueError("a number of seeds is at least 1")
+    if isinstance(value, list) and (not value or len(set(value)) != len(value)):
+        raise ValueError("a list of seeds holds at least one seed, each once")
+    return value
+
+
+def seed_list(value: int | list[int] | None) -> list[int] | None:
+    """The train.seed of each run that ``seeds`` asks for (N: 1 to N); None: one run, the spec's seed."""
+    return list(range(1, value + 1)) if isinstance(value, int) else value

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from tbuild.builder.loader import SpecError, Where
-from tbuild.builder.overlay import load_overlay
+from tbuild.builder.overlay import SEEDS, checked_seeds, load_overlay, seed_list
 from tbuild.components.spec_base import StrictModel
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # a row name is also a folder name
@@ -51,18 +51,9 @@ class SweepSpec(StrictModel):
     splits: list[Literal["valid", "test"]] = Field(
         ["valid", "test"], min_length=1, description="The splits every row is scored on; a search on validation "
         "alone: [valid] (then score the row it picks on test once, with tbuild evaluate).")
-    seeds: int | list[int] | None = Field(None, description="Train every row once per seed (train.seed; N: "
-                                          "seeds 1 to N), each an ordinary run; the table gives each row's "
-                                          "mean and standard deviation over them.")
+    seeds: int | list[int] | None = Field(None, description=SEEDS + " The table gives its standard deviation too.")
 
-    @field_validator("seeds")
-    @classmethod
-    def _seeds(cls, value: int | list[int] | None) -> int | list[int] | None:
-        if isinstance(value, int) and value < 1:
-            raise ValueError("a number of seeds is at least 1")
-        if isinstance(value, list) and (not value or len(set(value)) != len(value)):
-            raise ValueError("a list of seeds holds at least one seed, each once")
-        return value
+    _seeds = field_validator("seeds")(checked_seeds)
 
 
 @dataclass(frozen=True)
@@ -93,8 +84,7 @@ class Sweep:
     @property
     def seeds(self) -> list[int] | None:
         """The train.seed of each run of a row (``seeds: N``: 1 to N); None: one run, the spec's seed."""
-        seeds = self.spec.seeds
-        return list(range(1, seeds + 1)) if isinstance(seeds, int) else seeds
+        return seed_list(self.spec.seeds)
 
 
 def load_sweep(path: Path) -> Sweep:

@@ -18,7 +18,7 @@ import yaml
 
 from ..errors import TbuildError
 from ..files import atomic_write
-from .significance import runner_up_section
+from .significance import significance_section
 from .spec import Study
 from .trial import read_trial, state_of
 
@@ -84,7 +84,7 @@ def write_report(study: Study, optuna_study: Any) -> list[Path]:
     weights = importances(optuna_study)
     shown = [table[0]] + [[f"{row[0]} (base)" if r.baseline else row[0], *row[1:]]
                           for r, row in zip(rows, table[1:], strict=True)]
-    page = (markdown(study, shown, best_trial(optuna_study), weights) + runner_up_section(study, optuna_study)
+    page = (markdown(study, shown, best_trial(optuna_study), weights) + significance_section(study, optuna_study)
             + _front_lines(study, optuna_study))  # a one-objective study's comparison, a two-objective one's front
     atomic_write(folder / "report.md", page.encode())
     written.append(folder / "report.md")

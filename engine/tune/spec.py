@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from tbuild.builder import LoadedSpec, load_spec
 from tbuild.builder.loader import Override, SpecError, Where, did_you_mean
-from tbuild.builder.overlay import load_overlay
+from tbuild.builder.overlay import SEEDS, checked_seeds, load_overlay, seed_list
 from tbuild.components.spec_base import StrictModel
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder name
@@ -188,6 +188,9 @@ class StudySpec(StrictModel):
     storage: Storage = Field(default_factory=Storage)
     baseline: bool = Field(True, description="The first trial takes the base spec's own values (those inside the "
                            "space), so that every other trial is compared with the spec it would replace.")
+    seeds: int | list[int] | None = Field(None, description=SEEDS + " The pruner hears the first seed's run.")
+
+    _seeds = field_validator("seeds")(checked_seeds)
 
 
 @dataclass(frozen=True)
@@ -226,6 +229,11 @@ class Study:
         """The base spec with the shared overrides, ``params`` (each named by its line in the space) and ``extra``."""
         sets = [(f"{key}={json.dumps(value)}", self.at("space", key)) for key, value in params.items()]
         return load_spec(self.base, [*self.shared, *sets, *(extra or [])])
+
+    @property
+    def seeds(self) -> list[int] | None:
+        """The train.seed of each run of a trial (``seeds: N``: 1 to N); None: one run, the base's seed."""
+        return seed_list(self.spec.seeds)
 
 
 def load_study(path: Path) -> Study:

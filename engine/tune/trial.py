@@ -26,6 +26,8 @@ from .workers import claim
 TRIAL_FILE = "trial.json"
 FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
 INTERRUPTED = "interrupted"  # user attribute: Ctrl-C stopped the try (optuna's state says failed)
+SEEDS_FOLDER = "seeds"  # a trial's runs of its other seeds: TRIAL_FOLDER/seeds/seed-S
+SEEDS_FILE = "seeds.json"  # each seed's value, their mean and standard deviation
 
 
 class Interrupted(Exception):  # noqa: N818 - not a TbuildError: a failed trial is one, and the study goes on
@@ -134,7 +136,7 @@ def _trial_overrides(study: Study, folder: Path, number: int) -> list[str]:
         out.append(f"train.max_steps={budget.trial_steps}")
     if budget.trial_minutes is not None:
         out.append(f"train.max_minutes={budget.trial_minutes}")
-    return out
+    return out + ([f"train.seed={study.seeds[0]}"] if study.seeds else [])  # the other seeds: ``seeds_mean``
 
 
 class _Watch:
@@ -202,7 +204,8 @@ def score(run: Run, study: Study) -> float:
     objective = study.spec.objective
     result = task_of(run.spec).study_record(run, average=objective.weights == "average")
     run.dir.write_eval(result)
-    return metric_of(result, objective.metric)
+    value = metric_of(result, objective.metric)
+    return value if run.dir.path.parent.name == SEEDS_FOLDER else seeds_mean(run, study, value)
 
 
 def metric_of(result: EvalRecord, metric: str) -> float:
@@ -248,3 +251,40 @@ def read_trial(folder: Path) -> dict[str, Any] | None:
 
 def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else json.dumps(value)
+
+
+def seed_runs(folder: Path, study: Study) -> list[Path]:
+    """The run folders of a trial's seeds: the trial's own (the first seed), then one per other seed."""
+    return [folder, *(folder / SEEDS_FOLDER / f"seed-{seed}" for seed in (study.seeds or [])[1:])]
+
+
+def seeds_mean(run: Run, study: Study, first: float) -> float:
+    """A study with ``seeds``: the trial's other seeds trained (each an ordinary run in ``seed_runs``, its training
+    not displayed; Ctrl-C fails the trial) and scored as the first was; the mean of their values, kept with each
+    value and their standard deviation in ``seeds.json``. Without seeds: ``first``."""
+    import statistics
+
+    if not study.seeds or len(study.seeds) == 1:
+        return first
+    record = read_trial(run.dir.path) or {}
+    values = {study.seeds[0]: first}
+    for seed, folder in zip(study.seeds[1:], seed_runs(run.dir.path, study)[1:], strict=True):
+        extra = [*_trial_overrides(study, run.dir.path, int(record.get("folder_trial", 0))),
+                 f"output_dir={json.dumps(str(folder))}", f"train.seed={seed}"]
+        result = train_spec(study.load(record.get("values", {}), extra), lambda kind, data: None)
+        if result["reason"] == "interrupted":
+            raise Interrupted(f"{run.dir.path}: seed {seed} interrupted at step {result['step']}; the trial counts "
+                              f"as failed (its runs are kept in {run.dir.path})")
+        values[seed] = score(resolve_run(folder), study)
+    mean = statistics.fmean(values.values())
+    atomic_write(run.dir.path / SEEDS_FILE, (json.dumps({"values": values, "mean": mean, "sd": statistics.stdev(
+        values.values())}, indent=1) + "\n").encode())
+    return mean
+
+
+def read_seeds(folder: Path) -> dict[str, Any] | None:
+    """A trial folder's ``seeds.json`` (its seeds' values, mean and standard deviation), or None."""
+    try:
+        return json.loads((folder / SEEDS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

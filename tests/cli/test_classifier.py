@@ -97,3 +97,21 @@ def test_an_ensemble_of_a_classifier_with_itself_is_the_classifier(trained: Path
     assert twice.exit_code == 0 and "ensemble of 2 models" in twice.output, twice.output
     record = json.loads((trained / "eval_valid.json").read_text())
     assert record["accuracy"] == single["accuracy"] and record["nll"] == pytest.approx(single["nll"], rel=1e-5)
+
+
+def test_evaluate_against_compares_line_accuracy(trained: Path, tmp_path: Path) -> None:
+    """--against with a classifier: the accuracy over lines compared; the same model on both sides: no
+    difference, p = 1 (not sacreBLEU's 1/(N+1))."""
+    import shutil
+
+    other = tmp_path / "other"
+    shutil.copytree(trained, other)
+    result = runner.invoke(app, ["evaluate", str(trained), "--split", "test", "--against", str(other),
+                                 "--bootstrap", "100"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    record = json.loads((trained / "eval_test.json").read_text())
+    found = record["comparison"]["metrics"]["accuracy"]
+    assert found["score"] == found["against_score"] == pytest.approx(100 * record["accuracy"])
+    assert (found["difference"], found["p_value"], record["comparison"]["sentences"]) == (0, 1.0, 4)
+    kept = (trained / "eval_test.out").read_text().splitlines()
+    assert len(kept) == 4 and set(kept) <= {"de", "en", "fr"}

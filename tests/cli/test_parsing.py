@@ -99,3 +99,29 @@ def test_evaluate_diagnose_writes_where_the_points_go(parsing_run: Path, tmp_pat
     assert sum(found["spans"].values()) == sum(len(spans(t)) for t in outputs)
     assert set(found["token_accuracy"]) == {"open", "close", "leaf", "eos"}
     assert found["token_accuracy"]["eos"]["tokens"] == 5
+
+
+def test_evaluate_against_compares_bracketing_f1(parsing_run: Path, tmp_path: Path) -> None:
+    """--against with a parser: EVALB's F1 of the kept trees (eval_src.trees, the ones the record scored) against
+    a copy of the run's (the same trees: no difference, p = 1), as resampled from those files."""
+    import shutil
+
+    from tbuild.engine.significance import paired_bootstrap
+    from tbuild.engine.tasks.parsing.evaluation import f1_measure
+
+    data = parsing_run.parent / "data"
+    (tmp_path / "src").write_text("".join(line + "\n" for line in read_lines(data / "valid.en")[:8]))
+    (tmp_path / "ref").write_text("".join(line + "\n" for line in read_lines(data / "valid.gold")[:8]))
+    other = tmp_path / "other"
+    shutil.copytree(parsing_run, other)
+    result = runner.invoke(app, ["evaluate", str(parsing_run), "--src", str(tmp_path / "src"), "--ref",
+                                 str(tmp_path / "ref"), "--against", str(other), "--show", "0"],
+                           env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    record = json.loads((parsing_run / "eval_src.json").read_text())
+    found = record["comparison"]["metrics"]["F1"]
+    assert found["score"] == pytest.approx(record["all"]["f1"]) and record["comparison"]["sentences"] == 8
+    assert (found["difference"], found["p_value"]) == (0, 1.0)
+    measure = f1_measure(read_lines(tmp_path / "ref"))
+    ours, theirs = (measure.statistics(read_lines(run / "eval_src.trees")) for run in (parsing_run, other))
+    assert paired_bootstrap(measure, [ours], [theirs]).to_json() == found
