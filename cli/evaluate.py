@@ -56,7 +56,7 @@ def evaluate(
     if (src is None) != (ref is None):
         raise TbuildError("--src and --ref go together")
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
-                       no_repeat_ngram=no_repeat_ngram)
+                       no_repeat_ngram=no_repeat_ngram, precision=loading.precision)
     engine = engine_loading(loading, ensembling)
     call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine,
                     load_decoder=lambda: load_decoder(runs, engine, notify), notify=notify,

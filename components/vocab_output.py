@@ -21,7 +21,11 @@ class VocabOutput(nn.Linear):
         self.register_buffer("silent_mask", mask, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = super().forward(x)
+        return self.silence(super().forward(x))
+
+    def silence(self, logits: torch.Tensor) -> torch.Tensor:
+        """``logits`` (…, V) with the ``silent`` ids at -inf (the same tensor when there are none); a
+        decoding copy of this layer with its own product (``engine/decoding/packed.py``) calls it too."""
         return logits.masked_fill(self.silent_mask, float("-inf")) if self.silent else logits
 
 
