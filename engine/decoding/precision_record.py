@@ -10,9 +10,10 @@
   int8 too (``quantize.py``) where its metric stays within ``MAX_LOSS`` of fp32's and it is the faster,
   else int8 layers with float32 logits.
 
-The check decodes the first ``CHECK_LINES`` valid lines with the run's decode settings, the modes
-interleaved chunk by chunk (A B, B A, …) so that other work on the machine slows each alike; a mode that
-runs under ``GIVE_UP`` × fp32's speed over the first chunks is dropped there. A valid split under
+The check decodes the first ``CHECK_LINES`` valid lines with the run's decode settings on one thread,
+timed in CPU time, the modes interleaved chunk by chunk (A B, B A, …), so that other work on the machine
+changes the comparison as little as it can; a mode that runs under ``GIVE_UP`` × fp32's speed over the
+first chunks is dropped there. A valid split under
 ``MIN_LINES`` lines is too small for a 0.1 difference to mean anything: nothing is measured and fp32
 (int8: float32 logits) stays. The record holds the CPU (model, flags, torch, threads) and the weights
 (path, size, time) it was made with; another CPU or other weights make it stale, and it is measured again.
@@ -24,10 +25,11 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from ..data.datasets import read_split
@@ -119,7 +121,7 @@ def ensure_record(run: Run, what: str, load: Load, *, checkpoint: Path | None = 
     entry |= {"lines": len(sources), "when": time.strftime("%Y-%m-%d %H:%M:%S"), "load": _load()}
     record = {"key": record_key(run, files), **read_record(run, files), what: entry}
     try:
-        atomic_write(run.dir.decode_record, (json.dumps(record, indent=1) + "\n").encode())
+        atomic_write(run.dir.decode_record, (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode())
     except OSError as e:
         notify(f"warning: could not record the decoding check in {run.dir.decode_record} ({e.strerror}): "
                "it runs again next time")
@@ -142,6 +144,29 @@ def compare(run: Run, modes: list[str], load: Load, sources: list[str], referenc
     fp32, the reference); a mode under ``GIVE_UP`` × fp32's speed after two chunks is left out."""
     request = DecodeRequest.of(run.spec.decode)
     translators = {mode: load(mode) for mode in modes}
+    with one_thread():
+        outputs, seconds, done = _interleave(translators, modes, request, sources)
+    metric = score_of(run)
+    return {m: Measured(metric(texts, references[:done]) if len(texts) == done else None,  # dropped: no score
+                        seconds[m] * done / len(texts)) for m, texts in outputs.items()}
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch on one thread, then back to what it was: the check's CPU time is the work itself, which other
+    processes on the machine barely change (wall time on shared cores did: 10 to 78 s for one decode)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _interleave(translators: dict[str, Engine], modes: list[str], request: DecodeRequest, sources: list[str]
+                ) -> tuple[dict[str, list[str]], dict[str, float], int]:
+    """Each mode's outputs and CPU seconds over the lines, chunk by chunk in alternating order; the lines
+    done by the modes kept to the end."""
     outputs: dict[str, list[str]] = {mode: [] for mode in modes}
     seconds = dict.fromkeys(modes, 0.0)
     size = -(-len(sources) // CHUNKS)
@@ -150,9 +175,9 @@ def compare(run: Run, modes: list[str], load: Load, sources: list[str], referenc
         chunk = sources[i:i + size]
         for mode in (modes if i // size % 2 == 0 else modes[::-1]):
             translator = translators[mode]
-            start = time.perf_counter()
+            start = time.thread_time()
             results = translator.translate(chunk, request)
-            seconds[mode] += time.perf_counter() - start
+            seconds[mode] += time.thread_time() - start
             outputs[mode] += [translator.tokenizer.decode(h[0].tokens) if h else "" for h in results]
         done = i + len(chunk)
         if i // size == 1:  # after two chunks: drop what is far slower than fp32
@@ -160,9 +185,7 @@ def compare(run: Run, modes: list[str], load: Load, sources: list[str], referenc
             modes = [m for m in modes if m not in slow]
             if len(modes) == 1:
                 break
-    metric = score_of(run)
-    return {m: Measured(metric(texts, references[:done]) if len(texts) == done else None,  # dropped: no score
-                        seconds[m] * done / len(texts)) for m, texts in outputs.items()}
+    return outputs, seconds, done
 
 
 def score_of(run: Run) -> Callable[[list[str], list[str]], float]:

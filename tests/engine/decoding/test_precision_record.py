@@ -85,7 +85,7 @@ class Clocked:
 def test_modes_are_interleaved_and_a_far_slower_one_is_left_out(tiny_run: Path, monkeypatch: pytest.MonkeyPatch
                                                                 ) -> None:
     clock, calls = [0.0], []
-    monkeypatch.setattr(precision_record.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(precision_record.time, "thread_time", lambda: clock[0])
     costs = {"fp32": 1.0, "bf16": 0.5, "slow": 2.0}
     lines = [f"line {i}" for i in range(80)]
     measured = compare(resolve_run(tiny_run), ["fp32", "bf16", "slow"],
