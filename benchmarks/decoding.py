@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.packed import pack_linears
 from tbuild.engine.decoding.search import beam_search, greedy_search

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import PAD
+from tbuild.components.specs.special import PAD
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.decoding.translator import Translator, encode_sources, length_batches, load_translator

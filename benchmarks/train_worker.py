@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from tbuild.builder.tokens import PAD
+from tbuild.components.specs.special import PAD
 from tbuild.engine.data.batches import collate
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.device.policy import Policy, choose_policy

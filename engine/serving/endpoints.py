@@ -87,7 +87,9 @@ class Translation:
     request: type[LinesRequest] = TranslateRequest
 
     def lengths(self, body: TranslateRequest, lines: list[str]) -> list[int]:
-        lengths = [len(ids) + 1 if ids else 0 for ids in self.engine.tokenizer.encode(lines)]  # EOS
+        tok = self.engine.tokenizer
+        added = sum(map(len, tok.special.around("source")))  # what the vocabulary adds around a source: EOS
+        lengths = [len(ids) + added if ids else 0 for ids in tok.encode(lines)]
         check_lengths(lengths, self.max_tokens)
         return lengths
 

@@ -12,7 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 from tbuild.engine.decoding.search import length_penalty
 from tbuild.engine.decoding.translator import encode_sources, load_translator

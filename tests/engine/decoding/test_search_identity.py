@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import EOS, PAD
 from tbuild.components.kv_cache import KVBuffer, Move
 from tbuild.engine.decoding.search import Hypothesis, Rules, beam_search
 from tbuild.engine.tasks.parsing.constrained import WellFormed

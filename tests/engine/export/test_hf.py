@@ -15,7 +15,7 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import greedy_search

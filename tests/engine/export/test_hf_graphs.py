@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.export.hf_graphs import half_split, to_hf_graph
 from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, describe_targets
 

@@ -18,7 +18,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 from tbuild.engine.run.checkpoint import read_checkpoint, save_weights
 

@@ -14,7 +14,7 @@ import torch
 from typer.testing import CliRunner
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.hf import hf_search

@@ -18,7 +18,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.cli.app import app
 
 from .test_import_encoder import LABELS, encoder_folder

@@ -17,7 +17,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.run.directory import resolve_run

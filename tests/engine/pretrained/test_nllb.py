@@ -14,7 +14,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 
 from .test_import_hf import SEQ2SEQ, _import, _loaded, _perturbed

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.data.trees import read_trees
 from tbuild.engine.device.policy import Policy
@@ -82,7 +82,7 @@ def test_token_accuracy_counts_exact_and_same_kind_by_gold_kind() -> None:
     size = 12
     is_open, is_close, is_leaf = (torch.zeros(size, dtype=torch.bool) for _ in range(3))
     is_open[[4, 5]], is_close[[6, 7]], is_leaf[8] = True, True, True  # (S (NP )S )NP XX
-    vocab = TreeVocab(is_open, is_close, is_leaf, torch.full((size,), -1))
+    vocab = TreeVocab(is_open, is_close, is_leaf, torch.full((size,), -1), BOS, EOS)
     gold = [4, 8, 8, 6, EOS]  # (S XX XX )S EOS
     predicted = [5, 8, 6, 6, 8]  # (NP: same kind; XX right; )S where XX: wrong kind; )S right; XX for EOS
     model = _Fixed(size, {(9, t): p for t, p in enumerate(predicted)})

@@ -13,7 +13,7 @@ import torch
 
 from tbuild.builder import load_spec
 from tbuild.builder.spec import TokenizerSpec
-from tbuild.builder.tokens import EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.engine.data.linearize import TreeForm, linearize, repair
 from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens
 from tbuild.engine.data.trees import Tree
@@ -140,7 +140,7 @@ def _vocab(size: int = 40) -> TreeVocab:
         is_close[c] = True
     is_leaf = ~(is_open | is_close)
     is_leaf[[0, 2, 3]] = False
-    return TreeVocab(is_open, is_close, is_leaf, closer)
+    return TreeVocab(is_open, is_close, is_leaf, closer, BOS, EOS)
 
 
 def _render(ids: list[int]) -> str:

@@ -1,30 +1,23 @@
 """A vocab.json over a sentencepiece model (the layout of MarianTokenizer and M2M100Tokenizer) as one tokenizers
-file in tbuild's ids, and the renumbering of the model's vocabulary rows.
+file in the folder's own ids (vocab.json's rows: the model's).
 
 Such a tokenizer encodes text with the sentencepiece model and looks each piece up in vocab.json (piece -> the
 model's row; a piece missing there would be ``<unk>``, so such a piece is refused); decoding joins the pieces.
-The file written here does the same with one model over the folder's tokens in tbuild's order: a Unigram scored
+The file written here does the same with one model over the folder's tokens in their order: a Unigram scored
 as the sentencepiece model scores its pieces, or for a BPE model (``model_type: bpe``) a BPE whose merges are its
 pieces' splits in the order of their scores (as transformers' own conversions of such models do). Every other
 token (vocab.json's pieces the model lacks) is never chosen; the sentencepiece model's normalization (its
 character map, whitespace rules and word-boundary prefix) is kept, and tokens named by the caller (language
-codes) are matched whole.
-
-tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3, each its own row. A role that shares a row in the folder (opus-mt's
-decoder starts from its PAD, M2M100's from its EOS) gets a row of its own, a copy that the model never scores
-(``model.silent_ids``): the model computes what it computed, log-probabilities included."""
+codes) are matched whole. The folder's special tokens (``special``: its roles' rows, found by ``special.py``)
+and the sentencepiece model's control pieces are special tokens of the file."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..data.tokenizer import Tokenizer
-from ..data.tokenizers_file import NAME as TOKENIZERS
-from ..errors import DataError
 from ..extras import require
-from .hf_ids import ROLES, Renumbering, renumbering
-from .hf_source import UnsupportedImport, read_json
+from .folder import UnsupportedImport, read_json
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # sentencepiece's ModelProto.SentencePiece.Type
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}  # sentencepiece's TrainerSpec.ModelType
@@ -52,31 +45,6 @@ def vocabulary(path: Path) -> list[str]:
     return [by_row[i] for i in range(len(ids))]
 
 
-def roles(config: dict, pieces: list[str]) -> dict[str, int]:
-    """Each role's row in the folder: config.json's pad, eos and decoder start (BOS), vocab.json's ``<unk>``;
-    PAD, UNK and EOS distinct (BOS may share PAD's or EOS's row)."""
-    row = {p: i for i, p in enumerate(pieces)}
-    found = {"pad": config.get("pad_token_id", row.get("<pad>")), "unk": row.get("<unk>"),
-             "eos": config.get("eos_token_id", row.get("</s>"))}
-    found["bos"] = config.get("decoder_start_token_id", found["pad"])
-    for role, i in found.items():
-        if not isinstance(i, int) or not 0 <= i < len(pieces):
-            field = "vocab.json <unk>" if role == "unk" else f"config.json {role}_token_id"
-            raise UnsupportedImport(f"{field} {i!r}: not a row of vocab.json ({len(pieces)} pieces)")
-    if len({found["pad"], found["unk"], found["eos"]}) < 3:
-        raise UnsupportedImport(f"config.json pad_token_id {found['pad']}, eos_token_id {found['eos']} and <unk> "
-                                f"{found['unk']}: tbuild's PAD, UNK and EOS are three different tokens")
-    return found
-
-
-def _names(numbering: Renumbering, pieces: list[str]) -> list[str]:
-    """Each tbuild row's token: the folder's piece, or a copied role's own (``Renumbering.copy_names``)."""
-    names = [pieces[i] for i in numbering.order]
-    for new, name in numbering.copy_names(set(pieces)).items():
-        names[new] = name
-    return names
-
-
 def _normalizer(tokenizers, spec) -> object:  # noqa: ANN001 - the tokenizers module, a NormalizerSpec
     """sentencepiece's normalization as tokenizers runs it: the character map, then its whitespace rules."""
     steps = [tokenizers.normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
@@ -95,40 +63,41 @@ def _merges(proto) -> list[tuple[str, str]]:  # noqa: ANN001 - a BPE model's Mod
     return [(left, right) for *_, left, right in sorted(ranked)]
 
 
-def _model(tokenizers, proto, names: list[str]) -> object:  # noqa: ANN001 - the module, the ModelProto
-    """The tokenizers model over ``names`` (tbuild's ids) that segments as ``proto`` does."""
+def _model(tokenizers, proto, names: list[str], special: set[int], unk: int) -> object:  # noqa: ANN001
+    """The tokenizers model over ``names`` (the folder's ids) that segments as ``proto`` does (``special``:
+    rows never chosen; ``unk``: the unknown piece's row)."""
     fallback = bool(proto.trainer_spec.byte_fallback)
     if proto.trainer_spec.model_type == BPE:
         return tokenizers.models.BPE({name: i for i, name in enumerate(names)}, _merges(proto),
-                                     unk_token=names[ROLES.index("unk")], fuse_unk=True, byte_fallback=fallback)
+                                     unk_token=names[unk], fuse_unk=True, byte_fallback=fallback)
     scores = {p.piece: p.score for p in proto.pieces if p.type in (NORMAL, USER_DEFINED)}
-    special = set(range(len(ROLES)))
     vocab = [(name, NEVER if i in special else scores.get(name, NEVER)) for i, name in enumerate(names)]
-    return tokenizers.models.Unigram(vocab, unk_id=ROLES.index("unk"), byte_fallback=fallback)
+    return tokenizers.models.Unigram(vocab, unk_id=unk, byte_fallback=fallback)
 
 
-def _file(proto, names: list[str], codes: Codes, path: Path) -> None:  # noqa: ANN001 - the ModelProto
-    """The tokenizers file: ``_model`` with the sentencepiece model's normalization, its control pieces and
-    tbuild's four roles special, ``codes`` matched whole."""
+def _file(proto, names: list[str], special: set[int], unk: int, codes: Codes,  # noqa: ANN001 - the ModelProto
+          path: Path) -> None:
+    """The tokenizers file: ``_model`` with the sentencepiece model's normalization, its control pieces and the
+    folder's special rows ``special`` special, ``codes`` matched whole."""
     tokenizers = require("tokenizers", "tbuild[export]", "a vocab.json tokenizer")
-    tk = tokenizers.Tokenizer(_model(tokenizers, proto, names))
+    tk = tokenizers.Tokenizer(_model(tokenizers, proto, names, special, unk))
     tk.normalizer = _normalizer(tokenizers, proto.normalizer_spec)
     prefix = "always" if proto.normalizer_spec.add_dummy_prefix else "never"
     tk.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prefix, split=False)
     tk.decoder = tokenizers.decoders.Metaspace(replacement="▁", prepend_scheme=prefix, split=False)
     controls = {p.piece for p in proto.pieces if p.type in (UNKNOWN, CONTROL)}
-    special = [n for i, n in enumerate(names) if i < len(ROLES) or n in controls]
-    tk.add_special_tokens([tokenizers.AddedToken(n, special=True, normalized=False) for n in special])
+    marked = [n for i, n in enumerate(names) if i in special or n in controls]
+    tk.add_special_tokens([tokenizers.AddedToken(n, special=True, normalized=False) for n in marked])
     whole = [tokenizers.AddedToken(c, special=codes.special, normalized=False) for c in codes.tokens]
     (tk.add_special_tokens if codes.special else tk.add_tokens)(whole)
     tk.save(str(path))
 
 
-def vocab_tokenizer(proto, spm_path: Path, pieces: list[str], config: dict, codes: Codes,  # noqa: ANN001
-                    scratch: Path) -> tuple[Tokenizer, Renumbering]:
+def vocab_tokenizer(proto, spm_path: Path, pieces: list[str], special: set[int], codes: Codes,  # noqa: ANN001
+                    out: Path) -> Path:
     """``pieces`` (the folder's token of each model row) over the sentencepiece model ``proto`` (read from
-    ``spm_path``) as a tokenizers file in ``scratch`` with tbuild's ids, and the renumbering of the model's
-    vocabulary rows (a refusal naming the file or field where they do not fit)."""
+    ``spm_path``) as a tokenizers file at ``out`` in the folder's ids, ``special`` (the rows of the folder's
+    special tokens) and ``<unk>`` special; a refusal naming the file where they do not fit."""
     kind = proto.trainer_spec.model_type
     if kind not in KINDS:
         raise UnsupportedImport(f"{spm_path}: a sentencepiece {MODEL_TYPES.get(kind, kind)} model; tbuild reads "
@@ -137,10 +106,8 @@ def vocab_tokenizer(proto, spm_path: Path, pieces: list[str], config: dict, code
     missing = next((p.piece for p in proto.pieces if p.type == NORMAL and p.piece not in known), None)
     if missing is not None:
         raise UnsupportedImport(f"{spm_path}: piece {missing!r} has no row in vocab.json")
-    numbering = renumbering(roles(config, pieces), len(pieces))  # a role sharing a row comes twice
-    path = scratch / TOKENIZERS
-    _file(proto, _names(numbering, pieces), codes, path)
-    try:
-        return Tokenizer.load(path), numbering
-    except DataError as e:  # pragma: no cover - the file was written just now
-        raise UnsupportedImport(str(e)) from None
+    unk = next((i for i, p in enumerate(pieces) if p == proto.pieces[proto.trainer_spec.unk_id].piece), None)
+    if unk is None:
+        raise UnsupportedImport(f"{spm_path}: its unknown piece has no row in vocab.json")
+    _file(proto, pieces, special | {unk}, unk, codes, out)
+    return out
