@@ -96,8 +96,9 @@ class Specials(StrictModel):
 
     @property
     def never(self) -> tuple[int, ...]:
-        """The ids a decoder never generates: pad, bos and its start, unless one is EOS's (GPT-2's bos)."""
-        return tuple(sorted({i for i in (self.pad, self.bos, self.start) if i is not None} - {self.eos}))
+        """The ids a decoder never generates: pad and its start (tbuild's BOS), unless one is EOS's (GPT-2's
+        bos; M2M100 starts from EOS)."""
+        return tuple(sorted({i for i in (self.pad, self.start) if i is not None} - {self.eos}))
 
     @property
     def fill(self) -> int:

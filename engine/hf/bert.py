@@ -60,8 +60,10 @@ def _masked_lm_head(bert: bool) -> Map:
     lm = "cls.predictions" if bert else "lm_head"
     transform = f"{lm}.transform" if bert else lm
     norm_name = f"{transform}.LayerNorm" if bert else f"{lm}.layer_norm"
-    return (linear(f"{transform}.dense", "head.dense") | norm(norm_name, "head.norm")
-            | linear(f"{lm}.decoder", "head") | {f"{lm}.bias": rule("head.bias", optional=True)})
+    # the head's bias under both names (one tensor where the output is tied); read back from the decoder's,
+    # the one its forward adds (last: a later name gives the tensor)
+    return ({f"{lm}.bias": rule("head.bias", optional=True)} | linear(f"{transform}.dense", "head.dense")
+            | norm(norm_name, "head.norm") | linear(f"{lm}.decoder", "head"))
 
 
 @dataclass(frozen=True)

@@ -73,8 +73,9 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     spec = load_spec({"name": name, "model": fields, "data": data}).spec
     model = build_model(spec).eval()
     theirs = tensors(hf)
-    if "lm_head.weight" not in theirs and hasattr(hf, "get_output_embeddings"):  # a tied output, under its name
-        theirs["lm_head.weight"] = hf.get_output_embeddings().weight.detach().float()
+    output = hf.get_output_embeddings()
+    if "lm_head.weight" not in theirs and output is not None:  # a tied output, under its own name
+        theirs["lm_head.weight"] = output.weight.detach().float()
     state = from_hf(family.names(spec, model, cls), theirs, shapes(model)) | extra
     params = dict(model.named_parameters(remove_duplicate=False))
     missing = sorted(set(params) - set(state))

@@ -70,8 +70,8 @@ def _marian(folder: Path, config: dict, scratch: Path) -> Path:
 
 def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
     """A sentencepiece model's record: tbuild-tokenizer.json's where the folder has one (a tbuild export),
-    else the model's own roles (config.json's ids must agree; a pad id that is unk's, as some Llama folders
-    set, is none) and the tokenizer_config.json adding."""
+    else the model's own roles (config.json's ids must agree; a pad id that is unk's where the model has no pad,
+    as some Llama folders set, is none) and the tokenizer_config.json adding."""
     named = folder / RECORD
     if named.is_file():
         data = read_json(named)
@@ -84,9 +84,9 @@ def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
     ids = {role: getattr(own, role) for role in ROLES}
     for role in ("bos", "eos", "pad"):
         given = config.get(f"{role}_token_id")
-        if given is not None and given != ids[role] and not (role == "pad" and given == ids["unk"]):
-            raise UnsupportedImport(f"config.json {role}_token_id {given!r}: tokenizer.model's {role} id is "
-                                    f"{ids[role]}")
+        unk_as_pad = role == "pad" and ids["pad"] is None and given == ids["unk"]
+        if given is not None and given != ids[role] and not unk_as_pad:
+            raise UnsupportedImport(f"config.json {role}_token_id {given!r}: {path.name}'s {role} id is {ids[role]}")
     pieces = {p.piece: i for i, p in enumerate(read_spm(path).pieces)}
     return specials(ids, {k: v for k, v in config.items() if k != "pad_token_id"},
                     source_template(folder, ids, pieces, None, config.get("model_type") in SEQ2SEQ))
@@ -133,11 +133,13 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
     return tok
 
 
-def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, marian: bool, bos_first: bool) -> None:
+def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, rows: int, marian: bool,
+                    bos_first: bool) -> None:
     """The export's tokenizer files in ``out``, in the run's ids: a tokenizers file as tokenizer.json with the
     tokenizer_config.json that ``PreTrainedTokenizerFast`` loads; a translator's sentencepiece model as
-    MarianTokenizer's files (``marian``); another's as tokenizer.model with tbuild-tokenizer.json (its record,
-    pieces and whether its rows start with BOS: ``bos_first``)."""
+    MarianTokenizer's files (``marian``; vocab.json names every one of the model's ``rows``, those past the
+    tokenizer's pieces ``<tbuild_unused_N>``); another's as tokenizer.model with tbuild-tokenizer.json (its
+    record, pieces and whether its rows start with BOS: ``bos_first``)."""
     special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
     if tok.path.suffix == ".json":
@@ -146,7 +148,8 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, m
     elif marian:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(tok.path, out / name)
-        (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(vocabulary)}, ensure_ascii=False))
+        names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
+        (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(names)}, ensure_ascii=False))
         _config(out, {"tokenizer_class": "MarianTokenizer", "source_lang": spec.data.source_lang,
                       "target_lang": spec.data.target_lang, "separate_vocabs": False}, tokens, max_length)
     else:

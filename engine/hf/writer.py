@@ -72,7 +72,8 @@ def write_hf(model: nn.Module, spec: Spec, key: str, tok: Tokenizer, out: Path, 
     out.mkdir(parents=True, exist_ok=True)
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
-    write_tokenizer(tok, spec, out, hf.config.max_position_embeddings, marian=key in TRANSLATORS,
+    rows = max(p.size(0) for n, p in model.named_parameters() if n.endswith("tokens.weight"))
+    write_tokenizer(tok, spec, out, hf.config.max_position_embeddings, rows=rows, marian=key in TRANSLATORS,
                     bos_first=bos_first)
     return type(hf).__name__
 

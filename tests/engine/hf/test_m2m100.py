@@ -2,10 +2,11 @@
 its save_pretrained (sentencepiece.bpe.model, vocab.json in fairseq's numbering: <s> 0, <pad> 1, </s> 2, <unk> 3,
 then the pieces in another order than the model's; the language tokens __en__, __fr__, … numbered after it),
 no tokenizer.json. The decoder starts from </s>, and generation forces the target language's token first. The
-import writes one tokenizers file in tbuild's ids (tbuild's BOS a silent copy of </s>'s row): with the source
-language token written at the start of a line and the target's as the target prefix, text encodes to
-M2M100Tokenizer's ids, log-probabilities are HF's, and `tbuild decode` gives the text of HF `generate`'s
-tokens. Both sentencepiece kinds: bpe (the file's name) and unigram."""
+import writes one tokenizers file in the folder's ids (its record: <s> 0, <pad> 1, </s> 2, <unk> 3, the decoder
+starting from </s>): with the source language token written at the start of a line and the target's as the
+target prefix, text encodes to M2M100Tokenizer's ids, logits and log-probabilities are HF's on every row, and
+`tbuild decode` gives the text of HF `generate`'s tokens. Both sentencepiece kinds: bpe (the file's name) and
+unigram."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.run.directory import resolve_run
@@ -65,41 +65,37 @@ def m2m(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     return root, hf, transformers.M2M100Tokenizer.from_pretrained(root / "hf")
 
 
-def _back(root: Path, tokenizer) -> list[int]:  # noqa: ANN001 - an M2M100Tokenizer
-    """tbuild's id -> the folder's (BOS: </s>, whose row it copies)."""
-    tok = Tokenizer.load(resolve_run(root / "run").tokenizer)
-    ids = tokenizer.get_vocab() | tokenizer.lang_token_to_id
-    return [ids.get(tok.sp.id_to_piece(i), 2) for i in range(tok.vocab_size)]
+def _tokenizer(root: Path) -> Tokenizer:
+    run = resolve_run(root / "run")
+    return Tokenizer.load(run.tokenizer, run.spec.data.tokenizer.special)
 
 
 def test_text_encodes_as_m2m100_tokenizer_encodes_it(m2m) -> None:  # noqa: ANN001
     root, _, tokenizer = m2m
-    tok = Tokenizer.load(resolve_run(root / "run").tokenizer)
-    back = _back(root, tokenizer)
+    tok = _tokenizer(root)
+    assert (tok.special.bos, tok.special.pad, tok.special.eos, tok.special.unk) == (0, 1, 2, 3)
+    assert tok.special.source == ("text", "eos") and tok.special.start == 2  # the decoder starts from </s>
     for lang in ("en", "de"):
         tokenizer.src_lang = lang
         for text in TEXTS + LINES:
-            ours = [back[i] for i in tok.encode([f"__{lang}__ {text}"])[0]] + [back[EOS]]
-            assert ours == tokenizer(text).input_ids, (lang, text)
-    assert [back[i] for i in tok.encode(["__fr__"])[0]] == [tokenizer.get_lang_id("fr")]  # a target prefix
-    assert len(back) == tokenizer.vocab_size + len(tokenizer.lang_token_to_id) + 1 and back[BOS] == back[EOS] == 2
+            assert tok.special.wrap(tok.encode([f"__{lang}__ {text}"])[0]) == tokenizer(text).input_ids, (lang, text)
+    assert tok.encode(["__fr__"])[0] == [tokenizer.get_lang_id("fr")]  # a target prefix
+    ids = tokenizer.get_vocab() | tokenizer.lang_token_to_id
+    assert tok.vocab_size == len(ids) and all(tok.sp.piece_to_id(p) == i for p, i in ids.items())  # the folder's
 
 
 def test_log_probabilities_are_hf_s(m2m) -> None:  # noqa: ANN001
     root, hf, tokenizer = m2m
     spec, model = _loaded(root / "run")
-    back = torch.tensor(_back(root, tokenizer))
-    assert spec.model.silent_ids == [BOS] and spec.model.vocab_size == hf.config.vocab_size + 1
+    assert spec.model.vocab_size == hf.config.vocab_size  # no row added
     tokenizer.src_lang = "en"
     src = tokenizer(LINES[0]).input_ids
     tgt = [2, tokenizer.get_lang_id("fr"), *tokenizer(LINES[2], add_special_tokens=False).input_ids]
-    new = {old: i for i, old in enumerate(back.tolist()) if i != BOS}
     with torch.no_grad():
         theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits
-        ours = model(torch.tensor([[new[i] for i in src]]), torch.tensor([[BOS] + [new[i] for i in tgt[1:]]]))
-    rows = torch.tensor([new[i] if i in new else i + 1 for i in range(hf.config.vocab_size)])  # the made-up words
-    assert (ours[..., rows] - theirs).abs().max().item() < 1e-4  # after them
-    assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
+        ours = model(torch.tensor([src]), torch.tensor([tgt]))
+    assert (ours - theirs).abs().max().item() < 1e-4  # every row, fairseq's made-up words after the languages too
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
 def test_decode_with_the_language_tokens_gives_hf_generate(m2m) -> None:  # noqa: ANN001

@@ -1,10 +1,10 @@
 """Published encoders number their special tokens their own way: BERT's WordPiece ([PAD] 0, [UNK] 100, [CLS] 101,
 [SEP] 102) and RoBERTa's byte-level BPE (<s> 0, <pad> 1, </s> 2, <unk> 3). Tiny models built that way (random
-weights, no download) import: the tokenizer.json is renumbered to tbuild's PAD 0, UNK 1, BOS 2, EOS 3, the
-vocabulary rows move alike, and tbuild's scores on raw text equal the Hugging Face model's on its own tokens
-(1e-4, float32); `tbuild decode` on the tagger gives HF's labels (each word's first piece, [CLS] read first).
-Export and import again is the identity. A model whose special tokens cannot be told apart is refused in one
-line naming the field."""
+weights, no download) import in their own ids: the tokenizer.json is the folder's, the run's record names each
+role's id and what the tokenizer adds around a sequence (its post-processor: [CLS] … [SEP]), and tbuild's scores
+on raw text equal the Hugging Face model's on its own tokens (1e-4, float32); `tbuild decode` on the tagger gives
+HF's labels (each word's first piece, [CLS] read first). Export and import again is the identity. A model whose
+special tokens cannot be told apart is refused in one line naming the field."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
-from tbuild.engine.pretrained.hf_ids import renumbered_file, renumbering
+from tbuild.engine.hf.special import role_ids, specials
 
 from .test_import_encoder import BERT, LABELS
 from .test_import_hf import _assert_round_trip, _import, _loaded, _perturbed, _refused
@@ -66,10 +65,11 @@ def _hf_tags(hf: torch.nn.Module, tk: tokenizers.Tokenizer, text: str) -> list[s
 
 
 def _our_scores(run: Path, text: str) -> torch.Tensor:
+    """The run's scores of ``text`` as its record adds around it (BERT's and RoBERTa's: bos, text, eos)."""
     spec, model = _loaded(run)
-    tok = Tokenizer.load(run / "tokenizer.json")
+    tok = Tokenizer.load(run / "tokenizer.json", spec.data.tokenizer.special)
     with torch.no_grad():
-        return model(torch.tensor([[BOS, *tok.encode([text])[0], EOS]]))[0]
+        return model(torch.tensor([tok.special.wrap(tok.encode([text])[0])]))[0]
 
 
 def test_a_bert_tagger_with_bert_s_ids_imports_and_scores_as_hf(tmp_path: Path) -> None:
@@ -81,9 +81,12 @@ def test_a_bert_tagger_with_bert_s_ids_imports_and_scores_as_hf(tmp_path: Path) 
     hf = _perturbed(transformers.BertForTokenClassification(config))
     hf.save_pretrained(folder)
     _import(folder, tmp_path / "run")
-    ours_tok = Tokenizer.load(tmp_path / "run" / "tokenizer.json")
-    assert [ours_tok.sp.id_to_piece(i) for i in range(4)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]"]
-    assert ours_tok.encode(["zzz"])[0] == [1]  # an unknown word: tbuild's UNK
+    assert (tmp_path / "run" / "tokenizer.json").read_bytes() == (folder / "tokenizer.json").read_bytes()
+    special = _loaded(tmp_path / "run")[0].special()
+    assert (special.pad, special.unk, special.bos, special.eos) == (0, 4, 5, 6)  # the folder's own ids
+    assert special.source == ("bos", "text", "eos")  # its post-processor's [CLS] $A [SEP]
+    ours_tok = Tokenizer.load(tmp_path / "run" / "tokenizer.json", special)
+    assert ours_tok.encode(["zzz"])[0] == [4]  # an unknown word: the folder's [UNK]
     for text in TEXTS:
         assert (_our_scores(tmp_path / "run", text) - _hf_scores(hf, tk, text)).abs().max().item() < 1e-4
     result = CliRunner().invoke(app, ["decode", str(tmp_path / "run"), "--device", "cpu"], input="\n".join(TEXTS))
@@ -106,47 +109,23 @@ def test_a_roberta_masked_lm_with_roberta_s_ids_imports_and_scores_as_hf(tmp_pat
     hf = _perturbed(transformers.RobertaForMaskedLM(config))
     hf.save_pretrained(folder)
     _import(folder, tmp_path / "run")
-    order = renumbering({"pad": 1, "unk": 3, "bos": 0, "eos": 2}, rows).order
-    for text in LINES[:3]:
-        theirs = _hf_scores(hf, tk, text)[:, list(order)]  # HF's scores in tbuild's piece order
-        assert (_our_scores(tmp_path / "run", text) - theirs).abs().max().item() < 1e-4
+    special = _loaded(tmp_path / "run")[0].special()
+    assert (special.pad, special.unk, special.bos, special.eos, special.source) == (1, 3, 0, 2, ("bos", "text", "eos"))
+    for text in LINES[:3]:  # every row, in the folder's ids
+        assert (_our_scores(tmp_path / "run", text) - _hf_scores(hf, tk, text)).abs().max().item() < 1e-4
 
 
-def test_renumbering_keeps_every_piece_and_its_post_processor() -> None:
-    """The rewritten file holds the same pieces, each under its new id; the post-processor's ids follow."""
-    data = {"model": {"type": "Unigram", "unk_id": 3, "vocab": [["<s>", 0.0], ["<pad>", 0.0], ["</s>", 0.0],
-                                                                  ["<unk>", 0.0], ["a", -1.0], ["b", -2.0]]},
-            "added_tokens": [{"id": i, "content": p, "special": True} for i, p in enumerate(["<s>", "<pad>", "</s>",
-                                                                                              "<unk>"])],
-            "post_processor": {"type": "Sequence", "processors": [{"type": "RobertaProcessing", "sep": ["</s>", 2],
-                                                                   "cls": ["<s>", 0]}]}}
-    numbering = renumbering({"pad": 1, "unk": 3, "bos": 0, "eos": 2}, 6)
-    out = renumbered_file(data, numbering)
-    assert [p for p, _ in out["model"]["vocab"]] == ["<pad>", "<unk>", "<s>", "</s>", "a", "b"]
-    assert out["model"]["unk_id"] == 1
-    assert [(t["id"], t["content"]) for t in out["added_tokens"]] == [(0, "<pad>"), (1, "<unk>"), (2, "<s>"),
-                                                                      (3, "</s>")]
-    assert out["post_processor"]["processors"][0]["sep"] == ["</s>", 3]
-    assert out["post_processor"]["processors"][0]["cls"] == ["<s>", 2]
-    assert torch.equal(numbering.rows(torch.arange(8)), torch.tensor([1, 3, 0, 2, 4, 5, 6, 7]))  # rows past 6 stay
-
-
-def test_roles_without_a_token_of_their_own_get_copies() -> None:
-    """GPT-2's numbering (one special token, the last, for BOS, EOS and UNK; no PAD): EOS keeps the token, PAD,
-    UNK and BOS get copies of its row (the new ids the model never scores); the file gets their tokens."""
-    numbering = renumbering({"pad": None, "unk": 4, "bos": 4, "eos": 4}, 5)
-    assert numbering.order == (4, 4, 4, 4, 0, 1, 2, 3) and numbering.copies == {0, 1, 2} and numbering.added == 3
-    assert numbering.new_ids() == {4: 3, 0: 4, 1: 5, 2: 6, 3: 7}
-    data = {"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "<s>": 3, "<|endoftext|>": 4}, "merges": []},
-            "added_tokens": [{"id": 4, "content": "<|endoftext|>", "special": True}]}
-    out = renumbered_file(data, numbering)
-    assert out["model"]["vocab"] == {"<pad>": 0, "<unk>": 1, "<s>_tbuild": 2, "<|endoftext|>": 3, "a": 4, "b": 5,
-                                     "ab": 6, "<s>": 7}  # the file's own "<s>" kept: the copy's name moves aside
-    assert [(t["id"], t["content"], t["special"]) for t in out["added_tokens"]] == [
-        (0, "<pad>", True), (1, "<unk>", True), (2, "<s>_tbuild", True), (3, "<|endoftext|>", True)]
-    assert torch.equal(numbering.rows(torch.arange(5)), torch.tensor([4, 4, 4, 4, 0, 1, 2, 3]))
-    opus = renumbering({"pad": 7, "unk": 1, "bos": 7, "eos": 0}, 8)  # Marian's decoder starts from PAD: BOS a copy
-    assert opus.order[:4] == (7, 1, 7, 0) and opus.copies == {2} and opus.new_ids()[7] == 0
+def test_roles_may_share_a_token_or_have_none(tmp_path: Path) -> None:
+    """GPT-2's numbering: one special token (the last) for bos, eos and unk, no pad; the decoder starts from bos,
+    which it never generates only where it is not EOS. Marian's: the decoder starts from pad (config.json's
+    decoder_start_token_id)."""
+    vocab = {"a": 0, "b": 1, "<|endoftext|>": 2}
+    ids = role_ids(tmp_path, {"bos_token_id": 2, "eos_token_id": 2}, vocab, {2}, 2)
+    assert ids == {"pad": None, "unk": 2, "bos": 2, "eos": 2}
+    gpt2 = specials(ids, {}, ("text",))
+    assert gpt2.start == gpt2.stop == 2 and gpt2.never == () and gpt2.fill == 2
+    marian = specials({"pad": 7, "unk": 1, "bos": None, "eos": 0}, {"decoder_start_token_id": 7}, ("text", "eos"))
+    assert marian.target == ("pad", "text", "eos") and marian.start == 7 and marian.never == (7,)
 
 
 def test_a_tokenizer_without_an_eos_or_with_an_id_it_lacks_is_refused(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """`tbuild import hf`: tiny Hugging Face models built from configs with random weights (no download), saved
-with save_pretrained beside a tiny sentencepiece model, imported as run directories. The imported model's
-logits are HF's within 1e-4 (float32), `tbuild decode` on the imported run gives HF's greedy tokens,
-import → export → import is the identity on weights, and a refusal (a config field tbuild does not have, a
-missing or corrupt file) is one line that writes nothing."""
+with save_pretrained beside a tiny sentencepiece model, imported as run directories in the folder's own ids
+(nothing renumbered). The imported model's logits are HF's within 1e-4 (float32) on every row, `tbuild decode`
+on the imported run gives HF's greedy tokens, import → export → import is the identity on weights, and a
+refusal (a config field tbuild does not have, a missing or corrupt file) is one line that writes nothing."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import torch
 from typer.testing import CliRunner
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import beam_search
@@ -54,29 +54,31 @@ M2M100 = {
 }
 REFUSED = {
     "quick_gelu": ("marian", {"activation_function": "quick_gelu"}, "config.json activation_function 'quick_gelu'"),
-    "pad id is eos": ("marian", {"pad_token_id": EOS}, "config.json pad_token_id 3, eos_token_id 3"),
-    "m2m100's own ids": ("m2m_100", {"pad_token_id": 1}, "config.json pad_token_id 1"),
+    "a start that is no role": ("marian", {"decoder_start_token_id": 7},
+                                "config.json decoder_start_token_id 7: none of the vocabulary's roles"),
+    "ids the tokenizer does not have": ("m2m_100", {"pad_token_id": 1},
+                                        "config.json pad_token_id 1: source.spm's pad id is 0"),
     "m2m100 tanh": ("m2m_100", {"activation_function": "tanh"}, "config.json activation_function 'tanh'"),
 }
 
 
-def test_a_decoder_that_starts_from_pad_gets_a_silent_bos(spm: Tokenizer, tmp_path: Path) -> None:
-    """Published Pegasus's decoder starts from PAD: BOS becomes a copy of PAD's row that is never scored (the
-    folder's <s> moves to id 4), and the log-probabilities are HF's."""
+def test_a_decoder_that_starts_from_pad_keeps_the_folder_s_ids(spm: Tokenizer, tmp_path: Path) -> None:
+    """Published Pegasus's decoder starts from PAD: the run's ids are the folder's (nothing added, nothing moved),
+    its record's target starts from pad, decoding never emits it, and the logits are HF's on every row."""
     hf = seq2seq_folder("pegasus", {"decoder_start_token_id": PAD}, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
     spec, model = _loaded(tmp_path / "run")
-    assert spec.model.silent_ids == [BOS] and spec.model.vocab_size == VOCAB + 1
-    order = [PAD, UNK, PAD, EOS, BOS, *range(4, VOCAB)]  # tbuild's id -> the folder's
-    new = {old: i for i, old in enumerate(order) if i != BOS}
+    special = spec.special()
+    assert spec.model.vocab_size == VOCAB and (special.pad, special.unk, special.bos, special.eos) == (PAD, UNK, BOS,
+                                                                                                       EOS)
+    assert special.target == ("pad", "text", "eos") and special.start == PAD and special.never == (PAD,)
     g = torch.Generator().manual_seed(1)
     src = torch.randint(4, VOCAB, (1, 6), generator=g).tolist()[0] + [EOS]
     tgt = [PAD, *torch.randint(4, VOCAB, (5,), generator=g).tolist()]
     with torch.no_grad():
-        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits.log_softmax(-1)
-        ours = model(torch.tensor([[new[i] for i in src]]), torch.tensor([[BOS] + [new[i] for i in tgt[1:]]]))
-    rows = torch.tensor([new[i] for i in range(VOCAB)])
-    assert (ours.log_softmax(-1)[..., rows] - theirs).abs().max().item() < 1e-4
+        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits
+        ours = model(torch.tensor([src]), torch.tensor([tgt]))
+    assert (ours - theirs).abs().max().item() < 1e-4
 
 
 def _perturbed(model: torch.nn.Module) -> torch.nn.Module:
@@ -162,8 +164,9 @@ def test_seq2seq_logits_and_greedy_match_hf(family: str, overrides: dict, spm: T
     srcs = [torch.randint(4, VOCAB, (n,), generator=g).tolist() + [EOS] for n in (5, 9, 3)]
     tgts = [[BOS] + torch.randint(4, VOCAB, (n,), generator=g).tolist() for n in (6, 4, 7)]
     src, tgt = _padded(srcs), _padded(tgts)
+    assert spec.data.tokenizer.special is None  # the folder's ids are tbuild's own: the default record
     with torch.no_grad():
-        ours = model(src, tgt)
+        ours = model(src, tgt, src.eq(PAD))  # the padding, as the rows' lengths tell it
         theirs = hf(input_ids=src, attention_mask=src.ne(PAD), decoder_input_ids=tgt).logits
     assert (ours - theirs)[tgt.ne(PAD)].abs().max().item() < 1e-4
 
@@ -181,7 +184,8 @@ def test_decode_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tok
         ids = spm.encode([line])[0] + [EOS]
         # HF generate with tbuild's length limit (the default decode.max_len_a 1, max_len_b 50 of an imported
         # spec): a random model may repeat a piece up to it, where generate's own max_length counts differently
-        out = hf_search(hf, [ids], DecodeSpec(beam=1, alpha=0.0, max_len_a=1.0, max_len_b=50), None)[0][0].tokens
+        out = hf_search(hf, [ids], DecodeSpec(beam=1, alpha=0.0, max_len_a=1.0, max_len_b=50), None,
+                        spm.special)[0][0].tokens
         assert spm.decode(out) == decoded
     assert any(ours), "every output empty: the comparison would prove little"
 
@@ -197,7 +201,7 @@ def test_beam_search_on_the_imported_run_gives_hf_beams(family: str, spm: Tokeni
     srcs = [torch.randint(4, VOCAB, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
     decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=6)
     lengths = []
-    for s, h in zip(srcs, hf_search(hf, srcs, decode, None), strict=True):
+    for s, h in zip(srcs, hf_search(hf, srcs, decode, None, spm.special), strict=True):
         ours = beam_search(model, torch.tensor([s]), beam=3, alpha=0.0, max_len_a=0.5, max_len_b=6)[0][0]
         assert h[0].tokens == ours.tokens and h[0].score == pytest.approx(ours.score, abs=1e-4)
         lengths.append(len(ours.tokens))
@@ -218,11 +222,11 @@ def test_a_marian_export_at_another_eps_imports_as_the_folder_computes(spm: Toke
     """A post-norm run at eps 1e-6 exports with a rescaled stream (export/hf.py) and no trace of its eps: the
     import is the folder's model (eps 1e-5, its weights, its logits), and import → export → import the identity."""
     from tbuild.builder import build_model, load_spec
-    from tbuild.engine.export.hf import to_marian
+    from tbuild.engine.hf.writer import to_hf
     from tests.conftest import TINY
 
     spec = load_spec(TINY, [f"model.vocab_size={VOCAB}", "model.norm={kind: layernorm, eps: 1.0e-6}"]).spec
-    hf = to_marian(build_model(spec).eval(), spec)
+    hf = to_hf(build_model(spec).eval(), spec, "marian")
     hf.save_pretrained(tmp_path / "hf")
     _marian_tokenizer(spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")

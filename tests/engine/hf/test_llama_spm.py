@@ -1,9 +1,9 @@
 """A decoder-only folder numbered as Llama's and Mistral's are published (no download): tokenizer.model with
-``<unk>`` 0, ``<s>`` 1, ``</s>`` 2 and no padding piece, config.json's ``pad_token_id`` unset. The import puts a
-``<pad>`` first (every id one up, PAD's row a copy of UNK's, never scored): text encodes to the folder's ids plus
-one, the logits and log-probabilities are HF's within 1e-4 on every row of the folder's, and `tbuild generate`
-gives HF's greedy text. The hf export leaves the silent PAD out: the folder is numbered as the published one
-again (its tokenizer.model Llama's), computes its logits and imports back to the same run."""
+``<unk>`` 0, ``<s>`` 1, ``</s>`` 2 and no padding piece, config.json's ``pad_token_id`` unset. The import keeps
+the folder's ids (its record: unk 0, bos 1, eos 2, no pad; nothing added): text encodes to the folder's ids, the
+logits and log-probabilities are HF's within 1e-4 on every row, and `tbuild generate` gives HF's greedy text.
+The hf export is numbered as the published folder (its tokenizer.model Llama's), computes its logits and imports
+back to the same run."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.run.directory import resolve_run
@@ -51,7 +50,7 @@ def _folder(root: Path, tied: bool) -> Path:
 
 
 @pytest.mark.parametrize("tied", [True, False], ids=["tied", "untied"])
-def test_llama_numbering_imports_with_a_pad_first(tied: bool, tmp_path: Path) -> None:
+def test_llama_numbering_imports_in_its_own_ids(tied: bool, tmp_path: Path) -> None:
     from tbuild.builder import build_model
     from tbuild.engine.run.weights import load_weights
 
@@ -59,19 +58,20 @@ def test_llama_numbering_imports_with_a_pad_first(tied: bool, tmp_path: Path) ->
     hf = transformers.LlamaForCausalLM.from_pretrained(root / "hf").eval()
     sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
     run = resolve_run(root / "run")
-    tok = Tokenizer.load(run.tokenizer)
+    special = run.spec.special()
+    assert (special.pad, special.unk, special.bos, special.eos) == (None, 0, 1, 2)
+    assert run.spec.model.vocab_size == run.spec.data.tokenizer.vocab_size == sp.get_piece_size()  # no row added
+    tok = Tokenizer.load(run.tokenizer, run.spec.data.tokenizer.special)
     for line in [*LINES, "unseen: xyz ü"]:
-        assert tok.encode([line])[0] == [i + 1 for i in sp.encode(line)]
-    assert [tok.sp.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
+        assert tok.encode([line])[0] == sp.encode(line)  # the folder's ids
     model = build_model(run.spec)
     load_weights(model, run)
     ids = torch.tensor([[1] + torch.randint(3, sp.get_piece_size(), (10,), generator=torch.Generator()).tolist()])
     with torch.no_grad():
-        ours = model.eval().decode(ids + 1)  # (1, T, V + 1): PAD first
+        ours = model.eval().decode(ids)
         theirs = hf(input_ids=ids).logits
-    assert (ours[..., 1:] - theirs).abs().max().item() < 1e-4
-    assert run.spec.model.silent_ids == [PAD] and ours[..., PAD].eq(float("-inf")).all()  # a copy, never scored
-    assert (ours.log_softmax(-1)[..., 1:] - theirs.log_softmax(-1)).abs().max().item() < 1e-4  # the folder's
+    assert (ours - theirs).abs().max().item() < 1e-4  # every row
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
 def test_generate_on_a_llama_numbered_run_gives_hf_greedy_text(tmp_path: Path) -> None:

@@ -1,11 +1,11 @@
 """A GPT-2 folder numbered as GPT-2 is published (no download): a byte-level BPE tokenizer.json whose one special
 token, ``<|endoftext|>``, is its last id and serves as BOS, EOS and UNK, no PAD, and ``gelu_new``. The import
-gives EOS that token and PAD, UNK and BOS copies of its row that the output never scores (``model.silent_ids``):
-logits and log-probabilities are HF's on every row of the folder's, `tbuild generate` gives HF's greedy text,
-`tbuild evaluate` HF's perplexity, and a label-smoothed fine-tune from it trains. CTranslate2 holds the silent
-rows; --to hf leaves them out: the folder loads with AutoTokenizer and AutoModelForCausalLM, computes the
-published model's logits and greedy text, imports back to the same run, and a silent row a fine-tune changed is
-refused. So does Llama 3's layout (a begin and an end token after the pieces, no PAD or UNK)."""
+keeps the folder's ids (its record: bos, eos and unk that token, no pad; nothing renumbered, no row added):
+logits and log-probabilities are HF's on every row, `tbuild generate` gives HF's greedy text, `tbuild evaluate`
+HF's perplexity, and a label-smoothed fine-tune from it trains. The exports (CTranslate2, hf) hold the same
+rows: the hf folder loads with AutoTokenizer and AutoModelForCausalLM, computes the published model's logits and
+greedy text in the published ids, and imports back to the same run. So does Llama 3's layout (a begin and an end
+token after the pieces, no PAD or UNK)."""
 
 from __future__ import annotations
 
@@ -18,9 +18,7 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.cli.app import app
-from tbuild.engine.run.checkpoint import read_checkpoint, save_weights
 
 from .test_import_hf import GPT2, LLAMA, _assert_round_trip, _import, _loaded, _perturbed
 
@@ -66,24 +64,19 @@ def _byte_level(folder: Path, specials: list[str]) -> tokenizers.Tokenizer:
     return tk
 
 
-def _ours(ids: list[int], end: int) -> list[int]:
-    """The folder's ids in tbuild's: END is EOS, every other id four up (PAD, UNK and BOS first)."""
-    return [EOS if i == end else i + 4 for i in ids]
-
-
-def test_the_import_adds_three_silent_rows_and_scores_as_hf(published) -> None:  # noqa: ANN001
+def test_the_import_keeps_the_folder_s_ids_and_scores_as_hf(published) -> None:  # noqa: ANN001
     root, hf, tk, end = published
     spec, model = _loaded(root / "run")
-    assert spec.model.silent_ids == [PAD, UNK, BOS] and spec.model.vocab_size == end + 4
-    assert spec.model.ffn.kind == "gelu_tanh"
+    special = spec.special()
+    assert spec.model.vocab_size == end + 1 and spec.model.ffn.kind == "gelu_tanh"  # no row added
+    assert (special.pad, special.unk, special.bos, special.eos) == (None, end, end, end)
+    assert special.source == ("text",) and special.start == end and special.never == ()  # GPT-2 adds nothing
     text = tk.encode(LINES[2], add_special_tokens=False).ids
     with torch.no_grad():
-        ours = model.decode(torch.tensor([[BOS, *_ours(text, end)]]))
+        ours = model.decode(torch.tensor([[end, *text]]))  # the folder's ids, as they are
         theirs = hf(input_ids=torch.tensor([[end, *text]])).logits
-    rows = torch.tensor(_ours(list(range(end + 1)), end))  # tbuild's row of each folder id
-    assert (ours[..., rows] - theirs).abs().max().item() < 1e-4
-    assert ours[..., [PAD, UNK, BOS]].eq(float("-inf")).all()
-    assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
+    assert (ours - theirs).abs().max().item() < 1e-4
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
 def test_generate_and_evaluate_give_hf_text_and_perplexity(published) -> None:  # noqa: ANN001
@@ -126,9 +119,8 @@ def test_a_label_smoothed_fine_tune_from_it_trains(published, tmp_path: Path) ->
     assert len(losses) >= 3 and all(math.isfinite(x) for x in losses)
 
 
-def test_export_to_ctranslate2_keeps_the_rows_silent(published, tmp_path: Path) -> None:  # noqa: ANN001
-    """CTranslate2's projection bias holds the silent rows' -inf, and the parity check finds the run's logits and
-    greedy text."""
+def test_export_to_ctranslate2_holds_the_run_s_rows(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """The parity check finds the run's logits and greedy text in CTranslate2's Generator."""
     root, _, _, _ = published
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
     result = runner.invoke(app, ["export", str(root / "run"), "--to", "ctranslate2", "-o", str(tmp_path / "ct2"),
@@ -145,29 +137,26 @@ def _exported(run: Path, out: Path, valid: Path) -> dict:
     return json.loads((out / "graph-parity.json").read_text())
 
 
-def test_export_to_hf_leaves_the_silent_rows_out_and_computes_the_published_model(published, tmp_path: Path) -> None:  # noqa: ANN001
-    """The folder has the published rows (<|endoftext|> first, then the pieces in order) and GPT-2's ids
-    (bos and eos <|endoftext|>, no pad): AutoTokenizer encodes as the published tokenizer, and
-    AutoModelForCausalLM gives the published model's logits and greedy tokens."""
+def test_export_to_hf_is_the_published_model(published, tmp_path: Path) -> None:  # noqa: ANN001
+    """The folder has the published ids (bos and eos <|endoftext|>, no pad): AutoTokenizer encodes as the published
+    tokenizer, and AutoModelForCausalLM gives the published model's logits and greedy tokens."""
     root, hf, tk, end = published
     report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert config["vocab_size"] == end + 1 and config["bos_token_id"] == config["eos_token_id"] == 0
+    assert config["vocab_size"] == end + 1 and config["bos_token_id"] == config["eos_token_id"] == end
     assert config.get("pad_token_id") is None
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
-    published_id = torch.tensor([end, *range(end)])  # the folder's id -> the published one
     for line in LINES:
         ids = tok(line)["input_ids"]
-        assert published_id[ids].tolist() == tk.encode(line, add_special_tokens=False).ids
+        assert ids == tk.encode(line, add_special_tokens=False).ids
         with torch.no_grad():
-            theirs = hf(input_ids=published_id[[0, *ids]][None]).logits
-            assert (ours(input_ids=torch.tensor([[0, *ids]])).logits - theirs[..., published_id]).abs().max() < 1e-4
-        prompt = [0, *ids[:3]]
-        out = ours.generate(torch.tensor([prompt]), max_new_tokens=8, do_sample=False)[0]
-        expected = hf.generate(published_id[prompt][None], max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
-        assert published_id[out].tolist() == expected.tolist()
+            theirs = hf(input_ids=torch.tensor([[end, *ids]])).logits
+            assert (ours(input_ids=torch.tensor([[end, *ids]])).logits - theirs).abs().max() < 1e-4
+        prompt = torch.tensor([[end, *ids[:3]]])
+        out = ours.generate(prompt, max_new_tokens=8, do_sample=False)[0]
+        assert out.tolist() == hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end)[0].tolist()
 
 
 def test_export_to_hf_imports_back_to_the_same_run(published, tmp_path: Path) -> None:  # noqa: ANN001
@@ -177,22 +166,6 @@ def test_export_to_hf_imports_back_to_the_same_run(published, tmp_path: Path) ->
     first, again = (yaml.safe_load((tmp_path / r / "spec.yaml").read_text())["model"] for r in ("run", "run2"))
     assert first == again and (tmp_path / "run2" / "tokenizer.json").read_bytes() == (
         root / "run" / "tokenizer.json").read_bytes()
-
-
-def test_a_silent_row_a_fine_tune_changed_is_refused_for_hf(published, tmp_path: Path) -> None:  # noqa: ANN001
-    """BOS (a copy of <|endoftext|>'s row) no longer equal to it: the folder would read <|endoftext|>'s row there;
-    refused in one line naming model.silent_ids and the row, nothing written."""
-    root, _, _, _ = published
-    run = tmp_path / "run"
-    run.mkdir()
-    for f in ("spec.yaml", "tokenizer.json"):
-        (run / f).write_bytes((root / "run" / f).read_bytes())
-    tensors, meta = read_checkpoint(root / "run" / "best.safetensors")
-    tensors["model.tgt_embed.tokens.weight"][BOS] += 0.01
-    save_weights(run / "best.safetensors", tensors, meta)
-    result = runner.invoke(app, ["export", str(run), "--to", "hf", "-o", str(tmp_path / "hf")])
-    assert result.exit_code == 2 and "model.silent_ids row 2 (BOS)" in result.output, result.output
-    assert len(result.output.strip().splitlines()) == 1 and not (tmp_path / "hf").exists()
 
 
 @pytest.fixture(scope="module")
@@ -218,47 +191,47 @@ def llama3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, H
     return root, hf, tk, begin, end
 
 
-def test_a_llama_3_layout_imports_with_pad_and_unk_silent(llama3) -> None:  # noqa: ANN001
-    """BOS and EOS keep their tokens, PAD and UNK are silent copies of EOS's row; logits and log-probabilities
-    are HF's, and `tbuild generate` gives HF's greedy text."""
+def test_a_llama_3_layout_imports_in_its_own_ids(llama3) -> None:  # noqa: ANN001
+    """BOS and EOS are the folder's tokens, PAD and UNK none; logits and log-probabilities are HF's on every row,
+    and `tbuild generate` gives HF's greedy text."""
     root, hf, tk, begin, end = llama3
     spec, model = _loaded(root / "run")
-    assert spec.model.silent_ids == [PAD, UNK] and spec.model.positional.scaling.kind == "llama3"
-    new = {begin: BOS, end: EOS} | {i: i + 4 for i in range(begin)}  # the folder's id -> tbuild's
-    rows = torch.tensor([new[i] for i in range(end + 1)])
+    special = spec.special()
+    assert (special.pad, special.unk, special.bos, special.eos) == (None, None, begin, end)
+    assert spec.model.vocab_size == end + 1 and spec.model.positional.scaling.kind == "llama3"
     text = tk.encode(LINES[0], add_special_tokens=False).ids
     with torch.no_grad():
-        ours = model.decode(torch.tensor([[BOS, *(new[i] for i in text)]]))
+        ours = model.decode(torch.tensor([[begin, *text]]))
         theirs = hf(input_ids=torch.tensor([[begin, *text]])).logits
-    assert (ours.log_softmax(-1)[..., rows] - theirs.log_softmax(-1)).abs().max().item() < 1e-4
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
     result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
                                  "--device", "cpu"], input="the cat\n")
     assert result.exit_code == 0, result.output
     ids = [begin, *tk.encode("the cat", add_special_tokens=False).ids]
     out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
-                      eos_token_id=end, pad_token_id=end)[0].tolist()
+                      eos_token_id=end, pad_token_id=end, suppress_tokens=[begin])[0].tolist()
     ours = result.output.rstrip("\n").split("\n")[-1]  # not splitlines: random bytes may hold \x1d
     assert ours == tk.decode([i for i in out if i not in (begin, end)])
 
 
-def test_a_llama_3_layout_exports_to_hf_without_its_silent_rows(llama3, tmp_path: Path) -> None:  # noqa: ANN001
-    """The folder's ids are the run's scored rows (<|begin_of_text|>, <|end_of_text|>, the pieces): its logits
-    are the published model's on every row, its greedy tokens too, and it imports back to the same run."""
+def test_a_llama_3_layout_exports_to_hf_in_its_own_ids(llama3, tmp_path: Path) -> None:  # noqa: ANN001
+    """The folder's ids are the published ones: its logits are the published model's on every row, its greedy
+    tokens too, and it imports back to the same run."""
     root, hf, tk, begin, end = llama3
     report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
-    assert (config["bos_token_id"], config["eos_token_id"], config.get("pad_token_id")) == (0, 1, None)
+    assert (config["bos_token_id"], config["eos_token_id"], config.get("pad_token_id")) == (begin, end, None)
     ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
-    published_id = torch.tensor([begin, end, *range(begin)])  # the folder's id -> the published one
     ids = tok(LINES[0])["input_ids"]
-    assert published_id[ids].tolist() == tk.encode(LINES[0], add_special_tokens=False).ids
+    assert ids == tk.encode(LINES[0], add_special_tokens=False).ids
     with torch.no_grad():
-        theirs = hf(input_ids=published_id[[0, *ids]][None]).logits
-        assert (ours(input_ids=torch.tensor([[0, *ids]])).logits - theirs[..., published_id]).abs().max() < 1e-4
-    out = ours.generate(torch.tensor([[0, *ids[:3]]]), max_new_tokens=8, do_sample=False)[0]
-    expected = hf.generate(published_id[[0, *ids[:3]]][None], max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
-    assert published_id[out].tolist() == expected.tolist()
+        theirs = hf(input_ids=torch.tensor([[begin, *ids]])).logits
+        assert (ours(input_ids=torch.tensor([[begin, *ids]])).logits - theirs).abs().max() < 1e-4
+    prompt = torch.tensor([[begin, *ids[:3]]])
+    out = ours.generate(prompt, max_new_tokens=8, do_sample=False)[0]
+    expected = hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end, suppress_tokens=[begin])[0]
+    assert out.tolist() == expected.tolist()
     (tmp_path / "run").symlink_to(root / "run")
     _assert_round_trip(tmp_path)

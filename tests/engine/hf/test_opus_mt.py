@@ -1,8 +1,8 @@
 """A folder laid out as Helsinki-NLP publishes opus-mt models (no download): two sentencepiece models, vocab.json
 with ``</s>`` 0, ``<unk>`` 1, both sides' pieces and ``<pad>`` last, decoding from PAD, a language token. The
-import renumbers it into tbuild's ids (PAD's row copied for BOS): text encodes as MarianTokenizer encodes it,
-the logits are HF's within 1e-4 on every row, greedy search gives HF's greedy tokens, and `tbuild decode`
-gives the text MarianTokenizer decodes from them."""
+import keeps vocab.json's ids (its record: eos 0, unk 1, pad last, the decoder starting from pad): text
+encodes as MarianTokenizer encodes it, the logits are HF's within 1e-4 on every row, greedy search gives HF's
+greedy tokens, and `tbuild decode` gives the text MarianTokenizer decodes from them."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.search import beam_search
@@ -80,58 +79,49 @@ def _ours(opus: Path):  # noqa: ANN202
     run = resolve_run(opus / "run")
     model = build_model(run.spec)
     load_weights(model, run)
-    return run.spec, Tokenizer.load(run.tokenizer), model.eval()
-
-
-def _to_hf(opus: Path) -> list[int]:
-    """tbuild's id -> the folder's (BOS: the folder's PAD, whose row it copies)."""
-    _, tok, _ = _ours(opus)
-    hf_ids = json.loads((opus / "vocab.json").read_text())
-    return [hf_ids.get(tok.sp.id_to_piece(i), hf_ids["<pad>"]) for i in range(tok.vocab_size)]
+    return run.spec, Tokenizer.load(run.tokenizer, run.spec.data.tokenizer.special), model.eval()
 
 
 def test_text_encodes_as_marian_tokenizer_encodes_it(opus: Path) -> None:
     spec, tok, _ = _ours(opus)
     _, tokenizer = _hf(opus)
-    back = _to_hf(opus)
+    vocab = tokenizer.get_vocab()
     for text in TEXTS:
-        ours = [back[i] for i in tok.encode([text])[0]]
-        assert ours + [0] == tokenizer(text).input_ids, text
-    assert spec.model.vocab_size == len(back) == len(tokenizer.get_vocab()) + 1  # BOS: PAD's row, copied
-    assert [tok.sp.id_to_piece(i) for i in (PAD, BOS, EOS)] == ["<pad>", "<s>", "</s>"]
+        assert tok.special.wrap(tok.encode([text])[0]) == tokenizer(text).input_ids, text  # the folder's ids
+    assert spec.model.vocab_size == tok.vocab_size == len(vocab)  # no row added
+    special = tok.special
+    assert (special.eos, special.unk, special.pad, special.bos) == (0, 1, vocab["<pad>"], 0)  # config.json's bos
+    assert special.target == ("pad", "text", "eos") and special.never == (vocab["<pad>"],)
 
 
 def test_logits_on_every_row_match_hf(opus: Path) -> None:
-    _, _, model = _ours(opus)
+    spec, tok, model = _ours(opus)
     hf, _ = _hf(opus)
-    back = torch.tensor(_to_hf(opus))
     g = torch.Generator().manual_seed(1)
-    src = torch.cat([torch.randint(4, len(back), (2, 7), generator=g), torch.full((2, 1), EOS)], 1)
-    tgt = torch.cat([torch.full((2, 1), BOS), torch.randint(4, len(back), (2, 5), generator=g)], 1)
+    rows, eos, pad = spec.model.vocab_size, tok.special.eos, tok.special.pad
+    src = torch.cat([torch.randint(2, rows - 2, (2, 7), generator=g), torch.full((2, 1), eos)], 1)
+    tgt = torch.cat([torch.full((2, 1), pad), torch.randint(2, rows - 2, (2, 5), generator=g)], 1)
     with torch.no_grad():
-        ours = model(src, tgt)  # (B, T, V + 1)
-        theirs = hf(input_ids=back[src], decoder_input_ids=back[tgt]).logits
-    scored = torch.tensor([i for i in range(len(back)) if i != BOS])  # BOS: a copy of PAD's row, never scored
-    assert (ours[..., scored] - theirs[..., back[scored]]).abs().max().item() < 1e-4
-    assert ours[..., BOS].eq(float("-inf")).all()  # model.silent_ids: so the log-probabilities are the folder's
-    assert (ours.log_softmax(-1)[..., scored] - theirs.log_softmax(-1)[..., back[scored]]).abs().max().item() < 1e-4
+        ours = model(src, tgt)
+        theirs = hf(input_ids=src, decoder_input_ids=tgt).logits
+    assert (ours - theirs).abs().max().item() < 1e-4
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
 def test_greedy_and_decode_give_hf_generate(opus: Path) -> None:
     _, tok, model = _ours(opus)
     hf, tokenizer = _hf(opus)
-    back = _to_hf(opus)
     limit = 12
     lines = ["the cat ran", "a dog, far", "cats and the red car"]
     decoded = []
     for line in lines:
-        src = tok.encode([line])[0] + [EOS]
+        src = tok.special.wrap(tok.encode([line])[0])
         ours = beam_search(model, torch.tensor([src]), beam=1, alpha=0.0, max_len_a=0.0, max_len_b=limit)[0][0]
-        out = hf.generate(input_ids=torch.tensor([[back[i] for i in src]]), num_beams=1, do_sample=False,
-                          max_new_tokens=limit, suppress_tokens=[back[PAD]], forced_eos_token_id=None,
+        out = hf.generate(input_ids=torch.tensor([src]), num_beams=1, do_sample=False,
+                          max_new_tokens=limit, suppress_tokens=[tok.special.pad], forced_eos_token_id=None,
                           bad_words_ids=None)[0].tolist()[1:]
         theirs = out[: out.index(0)] if 0 in out else out
-        mine = [back[i] for i in ours.tokens]
+        mine = ours.tokens
         assert theirs[: len(mine)] == mine and (len(theirs) == len(mine) or len(mine) == limit - 1)
         decoded.append(tokenizer.decode(mine, skip_special_tokens=True))
     assert any(decoded), "every output empty: the comparison would prove little"
@@ -154,28 +144,29 @@ def test_a_folder_with_a_vocabulary_per_side_is_refused(opus: Path, tmp_path: Pa
 
 
 def test_export_scores_as_the_run_and_imports_back(opus: Path, tmp_path: Path) -> None:
-    """The hf export writes -inf in final_logits_bias at the silent BOS, so MarianMTModel's log-probabilities are
-    the run's; importing it again gives the same tensors and silent ids."""
+    """The hf export keeps the run's ids, so MarianMTModel's log-probabilities are the run's; importing it again
+    gives the same tensors and record; CTranslate2's export scores as the run does."""
     from .test_import_hf import _assert_round_trip
 
     (tmp_path / "run").symlink_to(opus / "run")
     _assert_round_trip(tmp_path)
     spec, _, model = _ours(opus)
     hf = transformers.MarianMTModel.from_pretrained(tmp_path / "again").eval()
-    assert resolve_run(tmp_path / "run2").spec.model.silent_ids == spec.model.silent_ids == [BOS]
+    assert resolve_run(tmp_path / "run2").spec.data.tokenizer.special == spec.data.tokenizer.special
     g = torch.Generator().manual_seed(2)
-    src = torch.cat([torch.randint(4, spec.model.vocab_size, (2, 6), generator=g), torch.full((2, 1), EOS)], 1)
-    tgt = torch.cat([torch.full((2, 1), BOS), torch.randint(4, spec.model.vocab_size, (2, 4), generator=g)], 1)
+    special = spec.special()
+    src = torch.cat([torch.randint(2, spec.model.vocab_size - 2, (2, 6), generator=g),
+                     torch.full((2, 1), special.eos)], 1)
+    tgt = torch.cat([torch.full((2, 1), special.start), torch.randint(2, spec.model.vocab_size - 2, (2, 4),
+                                                                      generator=g)], 1)
     with torch.no_grad():
         ours, theirs = model(src, tgt).log_softmax(-1), hf(input_ids=src, decoder_input_ids=tgt).logits.log_softmax(-1)
-    assert theirs[..., BOS].eq(float("-inf")).all()
-    scored = [i for i in range(spec.model.vocab_size) if i != BOS]
-    assert (ours[..., scored] - theirs[..., scored]).abs().max().item() < 1e-4
+    assert (ours - theirs).abs().max().item() < 1e-4
     pytest.importorskip("ctranslate2", reason="ctranslate2 not installed (pip install -e '.[export]')")
     (tmp_path / "valid.en").write_text("the cat ran\na dog, far\n")
     (tmp_path / "valid.de").write_text("die Katze\nein Hund\n")
     result = CliRunner().invoke(app, ["export", str(tmp_path / "run"), "--to", "ctranslate2", "-o",
                                       str(tmp_path / "ct2"), "--set", f"data.valid={tmp_path / 'valid'}"])
-    assert result.exit_code == 0, result.output  # the projection's bias holds the -inf: log-probabilities agree
+    assert result.exit_code == 0, result.output
     report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
     assert report["max_logprob_diff"] < 1e-4 and report["identical"] == 1.0

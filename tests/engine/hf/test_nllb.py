@@ -1,9 +1,9 @@
 """An M2M100ForConditionalGeneration folder numbered as NLLB's are published (no download): a tokenizer.json with
 <s> 0, <pad> 1, </s> 2, <unk> 3 and the language codes (eng_Latn, fra_Latn) as special tokens after the pieces;
-the decoder starts from </s>, and generation forces the target language's code first. The import renumbers it,
-tbuild's BOS a silent copy of </s>'s row (the decoder's start): with the source language code written at the
-start of a line and the target's as the target prefix, logits and log-probabilities are HF's and `tbuild
-decode` gives HF `generate`'s tokens."""
+the decoder starts from </s>, and generation forces the target language's code first. The import keeps its ids
+(the record's target starts from eos): with the source language code written at the start of a line and the
+target's as the target prefix, logits and log-probabilities are HF's on every row and `tbuild decode` gives HF
+`generate`'s tokens."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS
 from tbuild.cli.app import app
 
 from .test_import_hf import SEQ2SEQ, _import, _loaded, _perturbed
@@ -50,25 +49,20 @@ def nllb(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, HF 
     return root, hf, tk
 
 
-def _new(tk: tokenizers.Tokenizer) -> dict[int, int]:
-    """The folder's id -> tbuild's: <pad> 0, <unk> 1, </s> 3 (BOS 2 its silent copy), the rest from 4 in order."""
-    rest = [i for i in range(tk.get_vocab_size()) if i not in (1, 3, 2)]
-    return {1: 0, 3: 1, 2: EOS} | {old: new for new, old in enumerate(rest, 4)}
-
-
 def test_logits_and_log_probabilities_are_hf_s(nllb) -> None:  # noqa: ANN001
     root, hf, tk = nllb
     spec, model = _loaded(root / "run")
-    assert spec.model.silent_ids == [BOS] and spec.model.vocab_size == tk.get_vocab_size() + 1
-    new = _new(tk)
+    special = spec.special()
+    assert spec.model.vocab_size == tk.get_vocab_size() and special.target == ("eos", "text", "eos")
+    assert (special.bos, special.pad, special.eos, special.unk) == (0, 1, 2, 3)
     eng, fra = (tk.token_to_id(c) for c in CODES)
     src = [eng, *tk.encode(LINES[0], add_special_tokens=False).ids, 2]
     tgt = [2, fra, *tk.encode(LINES[2], add_special_tokens=False).ids]
     with torch.no_grad():
-        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits.log_softmax(-1)
-        ours = model(torch.tensor([[new[i] for i in src]]), torch.tensor([[BOS] + [new[i] for i in tgt[1:]]]))
-    rows = torch.tensor([new[i] for i in range(tk.get_vocab_size())])
-    assert (ours.log_softmax(-1)[..., rows] - theirs).abs().max().item() < 1e-4
+        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits
+        ours = model(torch.tensor([src]), torch.tensor([tgt]))
+    assert (ours - theirs).abs().max().item() < 1e-4
+    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
 def test_decode_with_the_language_codes_gives_hf_generate(nllb, tmp_path: Path) -> None:  # noqa: ANN001

@@ -18,8 +18,8 @@ import torch
 import yaml
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.cli.app import app
+from tbuild.components.specs.special import BOS, EOS, PAD
 
 from .test_import_encoder import LABELS, encoder_folder
 from .test_import_hf import GPT2, _assert_round_trip, _import, _loaded, _perturbed, _refused, seq2seq_folder

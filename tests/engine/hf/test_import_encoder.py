@@ -12,8 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.cli.app import app
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.data.tokenizer import Tokenizer
 
 from .test_import_hf import VOCAB, _assert_round_trip, _import, _loaded, _perturbed, _refused
@@ -71,7 +71,7 @@ def test_encoder_scores_match_hf(family: str, class_name: str, overrides: dict, 
     assert spec.model.norm_placement == ("pre" if pre else "post") and spec.model.embedding_norm != pre
     ids = _batch()
     with torch.no_grad():
-        ours, theirs = model(ids), hf(input_ids=ids, attention_mask=ids.ne(PAD)).logits
+        ours, theirs = model(ids, None, ids.eq(PAD)), hf(input_ids=ids, attention_mask=ids.ne(PAD)).logits
     if class_name.endswith("ForSequenceClassification"):
         assert spec.model.head.pooling == "first" and spec.model.head.dense
         assert (ours[:, 0] - theirs).abs().max().item() < 1e-4
