@@ -85,7 +85,7 @@ DECODER_ONLY = WeightTree(
     stacks=(Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm"),),
     output="output",
     vocab_rows=frozenset({"tgt_embed.tokens.weight", "output.weight", "output.bias"}),
-    exports={},  # exported through Hugging Face classes, mapped in engine/export/hf_graphs.py
+    exports={},  # exported through Hugging Face classes, each family's map in engine/hf
 )
 
 

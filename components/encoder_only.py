@@ -21,7 +21,7 @@ ENCODER_ONLY = WeightTree(
     stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),),
     output="head",
     vocab_rows=frozenset({"src_embed.tokens.weight"}),
-    exports={},  # exported through Hugging Face classes, mapped in engine/export/hf_graphs.py
+    exports={},  # exported through Hugging Face classes, each family's map in engine/hf
 )
 
 

@@ -171,35 +171,12 @@ def _ctranslate2_names() -> Names:
     return names
 
 
-def _hf_seq2seq_names(final_norms: bool) -> Names:
-    """Hugging Face's BART-family translation models' parameters: ``MarianMTModel``'s (post-norm) and, with
-    ``final_norms`` (each stack's ``layer_norm`` after its pre-norm layers), ``PegasusForConditionalGeneration``'s
-    (``model.shared`` only where the encoder and decoder share one table). Their position tables are not
-    tbuild parameters: Marian rebuilds its sinusoid on load, Pegasus's is written by the export."""
-    names: Names = {"model.shared.weight": ("src_embed.tokens.weight",),
-                    "model.encoder.embed_tokens.weight": ("src_embed.tokens.weight",),
-                    "model.decoder.embed_tokens.weight": ("tgt_embed.tokens.weight",)}
-    for stack, attentions in (("encoder", {"self_attn": "self_attn"}),
-                              ("decoder", {"self_attn": "self_attn", "cross_attn": "encoder_attn"})):
-        hf, ours = f"model.{stack}.layers.{LAYER}", f"{stack}.{LAYER}"
-        for mine, theirs in attentions.items():
-            for w, proj in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj"), ("w_o", "out_proj")):
-                names |= params(f"{hf}.{theirs}.{proj}", f"{ours}.{mine}.sublayer.{w}")
-            names |= params(f"{hf}.{theirs}_layer_norm", f"{ours}.{mine}.norm")
-        names |= params(f"{hf}.fc1", f"{ours}.ffn.sublayer.w1") | params(f"{hf}.fc2", f"{ours}.ffn.sublayer.w2")
-        names |= params(f"{hf}.final_layer_norm", f"{ours}.ffn.norm")
-        if final_norms:
-            names |= params(f"model.{stack}.layer_norm", f"{stack}_norm")
-    return names | {"lm_head.weight": ("output.weight",)}
-
-
 ENCODER_DECODER = WeightTree(
     stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),
             Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm")),
     output="output",
     vocab_rows=frozenset({"src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight", "output.bias"}),
-    exports={"ctranslate2": _ctranslate2_names(), "hf": _hf_seq2seq_names(final_norms=False),
-             "hf-pegasus": _hf_seq2seq_names(final_norms=True)},
+    exports={"ctranslate2": _ctranslate2_names()},  # Hugging Face's: each family's map (engine/hf)
 )
 
 

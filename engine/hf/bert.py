@@ -30,7 +30,7 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 
 from ..data.word_labels import word_bos, word_piece
-from .family import FROM_HF, TO_HF, Family, position_table, refuse_field, register, scaled_tokens
+from .family import FROM_HF, TO_HF, Family, position_table, refuse_field, scaled_tokens
 from .maps import LAYER, Map, State, expanded, linear, norm, rule
 
 if TYPE_CHECKING:
@@ -46,14 +46,9 @@ NORMS = {True: (("self_attn.norm", "attention.self_attn_layer_norm"), ("ffn.norm
          False: (("self_attn.norm", "attention.output.LayerNorm"), ("ffn.norm", "output.LayerNorm"))}
 
 
-def _token_head(bert: bool) -> Map:
-    return linear("classifier", "head")
-
-
 def _sequence_head(bert: bool) -> Map:
-    if bert:
-        return linear("bert.pooler.dense", "head.dense") | linear("classifier", "head")
-    return linear("classifier.dense", "head.dense") | linear("classifier.out_proj", "head")
+    pooler, out = ("bert.pooler.dense", "classifier") if bert else ("classifier.dense", "classifier.out_proj")
+    return linear(pooler, "head.dense") | linear(out, "head")
 
 
 def _masked_lm_head(bert: bool) -> Map:
@@ -95,7 +90,7 @@ def _masked_lm_fields(config: PretrainedConfig) -> dict:
 
 
 HEADS = {  # model.head kind -> how it maps
-    "token_classification": Head("ForTokenClassification", _token_head, lambda c: {
+    "token_classification": Head("ForTokenClassification", lambda _bert: linear("classifier", "head"), lambda c: {
         "kind": "token_classification", "labels": _labels(c, "token_classification"), "bias": True,
         "piece": getattr(c, "tbuild_word_piece", "first"),  # a tbuild export's, else BERT's
         "bos": getattr(c, "tbuild_word_bos", True)}, {"kind": "tagging", "source": "files"}),  # [CLS] read first
@@ -225,6 +220,6 @@ EXPORTS_OF = {  # export key -> class (graph_targets.ENCODER_HEADS' keys)
     **{f"xlm_roberta_xl{tail}": f"XLMRobertaXL{HEADS[kind].suffix}" for tail, kind in
        (("", "token_classification"), ("_sequence", "sequence_classification"), ("_masked_lm", "masked_lm"))}}
 
-BERT = register(Family(hf_class=hf_class, check=check, fields=fields, names=names,
-                       dataset=lambda c: HEADS[head_of(hf_class(c))].dataset, config=config, extra=extra,
-                       finish=finish, exports=EXPORTS_OF), *PREFIXES)
+BERT = Family(model_types=tuple(PREFIXES), hf_class=hf_class, check=check, fields=fields, names=names,
+              dataset=lambda c: HEADS[head_of(hf_class(c))].dataset, config=config, extra=extra, finish=finish,
+              exports=EXPORTS_OF)

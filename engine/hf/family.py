@@ -1,9 +1,9 @@
 """A Hugging Face family as tbuild reads and writes it: one ``Family`` per transformers architecture kind, each
 declared in its own module (``marian.py``, ``pegasus.py``, ``m2m100.py``, ``gpt2.py``, ``llama.py``,
 ``bert.py``), with its one weight map (``maps.py``) that export writes and import reads back, the config both
-ways, and the tensors the map does not carry (position tables). ``FAMILIES`` finds a folder's family by
-config.json's ``model_type``; ``EXPORTS`` an export's by the class key the export check chose
-(``export/targets.py``, ``export/graph_targets.py``)."""
+ways, and the tensors the map does not carry (position tables). ``families.py`` lists them: ``FAMILIES`` finds
+a folder's family by config.json's ``model_type``, ``EXPORTS`` an export's by the class key the export check
+chose (``export/targets.py``, ``export/graph_targets.py``)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ class Family:
     class of each export key (``exports``), the config (``config``), the tensors outside the map (``extra``)
     and any rescaling of the written tensors (``finish``)."""
 
+    model_types: tuple[str, ...]  # config.json's model_type values it imports
     hf_class: Callable[[dict], str]
     check: Callable[[PretrainedConfig], None]
     fields: Callable[[nn.Module], tuple[dict, State]]
@@ -47,17 +48,6 @@ class Family:
     extra: Callable[[nn.Module, Spec, str], State] = lambda _model, _spec, _cls: {}
     finish: Callable[[State, Spec], State] = lambda state, _spec: state
     exports: dict[str, str] = field(default_factory=dict)  # export key -> transformers class
-
-
-FAMILIES: dict[str, Family] = {}  # config.json model_type -> family (each family's module registers itself)
-EXPORTS: dict[str, Family] = {}  # export key (marian, pegasus, gpt2, llama, bert, xlm_roberta_xl_sequence, …)
-
-
-def register(family: Family, *model_types: str) -> Family:
-    """``family`` for config.json's ``model_types`` and for its export keys."""
-    FAMILIES.update(dict.fromkeys(model_types, family))
-    EXPORTS.update(dict.fromkeys(family.exports, family))
-    return family
 
 
 def tensors(module: nn.Module) -> State:

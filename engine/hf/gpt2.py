@@ -19,7 +19,7 @@ from torch import nn
 from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 
-from .family import FROM_HF, TO_HF, Family, position_table, positions, refuse_field, register, scaled_tokens
+from .family import FROM_HF, TO_HF, Family, position_table, positions, refuse_field, scaled_tokens
 from .maps import LAYER, TRANSPOSED, Map, State, expanded, linear, norm, rule
 
 
@@ -85,6 +85,6 @@ def finish(state: State, spec: Spec) -> State:
     return state if scale == 1.0 else state | {"transformer.wte.weight": state["transformer.wte.weight"] * scale}
 
 
-GPT2 = register(Family(hf_class=lambda _c: "GPT2LMHeadModel", check=check, fields=fields, names=names,
-                       dataset=lambda _c: "text", config=config, extra=extra, finish=finish,
-                       exports={"gpt2": "GPT2LMHeadModel"}), "gpt2")
+GPT2 = Family(model_types=("gpt2",), hf_class=lambda _c: "GPT2LMHeadModel", check=check, fields=fields,
+              names=names, dataset=lambda _c: "text", config=config, extra=extra, finish=finish,
+              exports={"gpt2": "GPT2LMHeadModel"})

@@ -8,7 +8,6 @@ refused or failed import leaves nothing behind."""
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -25,10 +24,11 @@ from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..errors import TbuildError
 from ..run.checkpoint import model_tensors, save_weights
 from ..run.directory import RunDir
-from . import bert, gpt2, llama, m2m100, marian, pegasus  # noqa: F401 - each family registers itself
-from .family import FAMILIES, Family, shapes, tensors
+from .families import FAMILIES
+from .family import Family, shapes, tensors
 from .folder import UnsupportedImport, load_model, locate, read_config
 from .maps import from_hf
+from .special import optional_json
 from .tokenizer import find_tokenizer
 
 if TYPE_CHECKING:
@@ -45,12 +45,9 @@ def _family(config: dict) -> Family:
 
 def _languages(folder: Path) -> dict[str, str]:
     """data.source_lang / target_lang from tokenizer_config.json where it names them."""
-    try:
-        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
+    config = optional_json(folder / "tokenizer_config.json")
     return {f"{side}_lang": config[f"{side}_lang"] for side in ("source", "target")
-            if isinstance(config, dict) and isinstance(config.get(f"{side}_lang"), str)}
+            if isinstance(config.get(f"{side}_lang"), str)}
 
 
 def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tuple[Spec, nn.Module, Tokenizer]:

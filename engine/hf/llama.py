@@ -22,7 +22,7 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.components.specs.positional import RotarySpec
 
-from .family import Family, refuse_field, register, scaled_tokens
+from .family import Family, refuse_field, scaled_tokens
 from .maps import LAYER, SAME, Map, State, Transform, expanded, linear, rule
 from .maps import norm as norm_map
 
@@ -126,6 +126,6 @@ def finish(state: State, spec: Spec) -> State:
     return state if scale == 1.0 else state | {"model.embed_tokens.weight": state["model.embed_tokens.weight"] * scale}
 
 
-LLAMA = register(Family(hf_class=lambda c: "Qwen2ForCausalLM" if c["model_type"] == "qwen2" else "LlamaForCausalLM",
-                        check=check, fields=fields, names=names, dataset=lambda _c: "text", config=config,
-                        finish=finish, exports={"llama": "LlamaForCausalLM"}), "llama", "qwen2")
+LLAMA = Family(model_types=("llama", "qwen2"), check=check, fields=fields, names=names,
+               hf_class=lambda c: "Qwen2ForCausalLM" if c["model_type"] == "qwen2" else "LlamaForCausalLM",
+               dataset=lambda _c: "text", config=config, finish=finish, exports={"llama": "LlamaForCausalLM"})

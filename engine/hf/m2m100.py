@@ -20,7 +20,7 @@ from torch import nn
 from tbuild.builder.spec import Spec
 
 from . import bart
-from .family import Family, register
+from .family import Family
 from .folder import UnsupportedImport, read_json, read_spm
 from .maps import Map, State, expanded
 from .vocab import Codes, vocab_tokenizer, vocabulary
@@ -72,5 +72,5 @@ def m2m100_tokenizer(folder: Path, special: set[int], out: Path) -> Path:
     return vocab_tokenizer(proto, spm_path, [*pieces, *codes], special, Codes(codes, special=True), out)
 
 
-M2M100 = register(Family(hf_class=lambda _c: "M2M100ForConditionalGeneration", check=bart.check_config,
-                         fields=fields, names=names), "m2m_100")
+M2M100 = Family(model_types=("m2m_100",), hf_class=lambda _c: "M2M100ForConditionalGeneration",
+                check=bart.check_config, fields=fields, names=names)

@@ -10,7 +10,7 @@ may be absent on one side (``optional``: a bias one of them lacks, written or re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -67,29 +67,16 @@ def norm(theirs: str, ours: str, bias: bool = True) -> Map:
     return {f"{theirs}.{p}": rule(f"{ours}.{p}") for p in (("weight", "bias") if bias else ("weight",))}
 
 
-@dataclass(frozen=True)
-class Layers:
-    """How many layers each stack (its module list's name) has: what ``{i}`` expands to."""
-
-    counts: Mapping[str, int] = field(default_factory=dict)
-
-    def expand(self, names: Map) -> Map:
-        out: Map = {}
-        for theirs, r in names.items():
-            if LAYER not in theirs:
-                out[theirs] = r
-                continue
-            stack = r.ours[0].split(".", 1)[0]
-            for i in range(self.counts[stack]):
-                out[theirs.replace(LAYER, str(i))] = Rule(tuple(o.replace(LAYER, str(i)) for o in r.ours),
-                                                          r.transform, r.optional)
-        return out
-
-
 def expanded(names: Map, model: torch.nn.Module) -> Map:
-    """``names`` with every ``{i}`` expanded to the layers of ``model``'s stack (its module list)."""
-    stacks = {r.ours[0].split(".", 1)[0] for n, r in names.items() if LAYER in n}
-    return Layers({s: len(getattr(model, s)) for s in stacks}).expand(names)
+    """``names`` with every ``{i}`` expanded to the layers of ``model``'s stack (the module list its tbuild
+    names start with)."""
+    out: Map = {}
+    for theirs, r in names.items():
+        layers = range(len(getattr(model, r.ours[0].split(".", 1)[0]))) if LAYER in theirs else [None]
+        for i in layers:
+            out[theirs if i is None else theirs.replace(LAYER, str(i))] = r if i is None else Rule(
+                tuple(o.replace(LAYER, str(i)) for o in r.ours), r.transform, r.optional)
+    return out
 
 
 def to_hf(names: Map, ours: State, theirs: Mapping[str, torch.Size]) -> State:

@@ -29,7 +29,7 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 
 from . import bart
-from .family import Family, register
+from .family import Family
 from .maps import SAME, Map, Rule, State, Transform, expanded
 
 INTO = frozenset({"q_proj", "k_proj", "v_proj", "fc1", "shared", "embed_tokens", "lm_head"})  # model dim: input
@@ -106,5 +106,5 @@ def fields(hf: nn.Module) -> tuple[dict, State]:
     return bart.fields(hf, pre_norm=False, positional={"kind": "sinusoidal"}, shared=shared), {}
 
 
-MARIAN = register(Family(hf_class=lambda _c: "MarianMTModel", check=bart.check_config, fields=fields, names=names,
-                         config=config, finish=finish, exports={"marian": "MarianMTModel"}), "marian")
+MARIAN = Family(model_types=("marian",), hf_class=lambda _c: "MarianMTModel", check=bart.check_config,
+                fields=fields, names=names, config=config, finish=finish, exports={"marian": "MarianMTModel"})

@@ -20,7 +20,7 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 
 from . import bart
-from .family import Family, position_table, positions, register
+from .family import Family, position_table, positions
 from .maps import Map, State, expanded
 
 RESIDUAL_OUTPUTS = frozenset({"out_proj", "fc2"})  # what a sub-layer adds to the residual stream
@@ -69,6 +69,6 @@ def fields(hf: nn.Module) -> tuple[dict, State]:
     return bart.fields(hf, pre_norm=True, positional=positional, shared=True), extra_state
 
 
-PEGASUS = register(Family(hf_class=lambda _c: "PegasusForConditionalGeneration", check=bart.check_config,
-                          fields=fields, names=names, config=config, extra=extra, finish=finish,
-                          exports={"pegasus": "PegasusForConditionalGeneration"}), "pegasus")
+PEGASUS = Family(model_types=("pegasus",), hf_class=lambda _c: "PegasusForConditionalGeneration",
+                 check=bart.check_config, fields=fields, names=names, config=config, extra=extra, finish=finish,
+                 exports={"pegasus": "PegasusForConditionalGeneration"})

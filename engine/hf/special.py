@@ -14,12 +14,11 @@ where the vocabulary has no bos)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tbuild.components.specs.special import ROLES, TEXT, Specials
 
-from .folder import UnsupportedImport
+from .folder import UnsupportedImport, read_json
 
 NAMES = {"pad": ("pad_token",), "unk": ("unk_token",), "bos": ("bos_token", "cls_token"),
          "eos": ("eos_token", "sep_token")}  # where the tokenizer's files name each role's token
@@ -27,17 +26,14 @@ USUAL = {"pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "[
          "eos": ("</s>", "[SEP]")}  # each role's usual special token, where nothing names one (roberta-base's folder)
 
 
-def _read(path: Path) -> dict:
-    try:
-        found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UnsupportedImport(f"{path}: not readable JSON ({e})") from None
-    return found if isinstance(found, dict) else {}
+def optional_json(path: Path) -> dict:
+    """``path`` as a JSON object, or {} where the folder has no such file."""
+    return read_json(path) if path.is_file() else {}
 
 
 def _named(folder: Path) -> dict[str, str]:
     """Each role's token as the tokenizer's files name it (special_tokens_map.json first)."""
-    files = [_read(folder / "special_tokens_map.json"), _read(folder / "tokenizer_config.json")]
+    files = [optional_json(folder / "special_tokens_map.json"), optional_json(folder / "tokenizer_config.json")]
     named = {}
     for role, keys in NAMES.items():
         for value in (f.get(k) for k in keys for f in files):
@@ -110,7 +106,7 @@ def source_template(folder: Path, ids: dict[str, int | None], token_to_id: dict[
         return found
     if translator:  # MarianTokenizer, PegasusTokenizer, M2M100Tokenizer: the source then </s>
         return (TEXT, "eos")
-    config = _read(folder / "tokenizer_config.json")
+    config = optional_json(folder / "tokenizer_config.json")
     before = ("bos",) if config.get("add_bos_token") and ids["bos"] is not None else ()
     after = ("eos",) if config.get("add_eos_token") else ()
     return (*before, TEXT, *after)

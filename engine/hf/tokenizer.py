@@ -27,7 +27,7 @@ from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
 from .folder import UnsupportedImport, read_json, read_spm
 from .m2m100 import m2m100_tokenizer
-from .special import USUAL, role_ids, source_template, specials
+from .special import USUAL, optional_json, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
@@ -60,7 +60,7 @@ def _marian(folder: Path, config: dict, scratch: Path) -> Path:
     if source.read_bytes() == target.read_bytes() and [p.piece for p in proto.pieces] == pieces:
         return source
     read_spm(target)  # read: a corrupt file is named now, not at decode time
-    tok_config = read_json(folder / "tokenizer_config.json") if (folder / "tokenizer_config.json").is_file() else {}
+    tok_config = optional_json(folder / "tokenizer_config.json")
     if tok_config.get("separate_vocabs") or tok_config.get("target_vocab_file"):
         raise UnsupportedImport(f"{folder / 'tokenizer_config.json'} separate_vocabs: a vocabulary per side; "
                                 "tbuild's imported translators share one")

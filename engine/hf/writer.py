@@ -16,8 +16,9 @@ from torch import nn
 
 from tbuild.builder.spec import Spec
 
-from . import bart, bert, gpt2, llama, marian, pegasus  # noqa: F401 - each family registers itself
-from .family import EXPORTS, tensors
+from . import bart
+from .families import EXPORTS
+from .family import tensors
 from .maps import to_hf as mapped
 from .tokenizer import write_tokenizer
 

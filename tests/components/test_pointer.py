@@ -12,9 +12,9 @@ import torch
 from tbuild.builder import SpecError, build_model, load_spec
 from tbuild.builder.inspect import inspect_model, meta_model
 from tbuild.builder.spec import Spec
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.pointer import PointedMemory
 from tbuild.components.specs.pointer import format_ids, parse_ids
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache, padding_mask
 from tbuild.engine.decoding.search import beam_search
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ import copy
 import pytest
 import torch
 
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.decoder_only import DecoderOnly, pack, prefix_mask
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache, padding_mask
 
 from ..conftest import TINY, tiny_model

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.positional import Positional
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache, padding_mask
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.model import Single
