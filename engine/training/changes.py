@@ -1,5 +1,5 @@
 """What changed between a run's stored spec and the spec it is trained on again, and what each change
-does: nothing a user changes is ignored silently."""
+does: nothing a user changes is ignored unsaid."""
 
 from __future__ import annotations
 
