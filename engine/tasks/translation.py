@@ -144,14 +144,15 @@ class Translation(Task):
             translator.tokenizer, results, request.nbest)
 
     def check_decoding(self, runs: list[Run], loading: Loading, notify: Log) -> None:
-        """Each run's CPU decoding check, made once and recorded (``decoding/translator.py: check_decoding``),
-        before the native engine loads it; a task whose metric is not its valid BLEU makes none."""
-        if not self.checks_decoding or loading.engine != "native":
+        """One run's CPU decoding check, made once and recorded (``decoding/translator.py: check_decoding``),
+        before the native engine loads it; none for a task whose metric is not its valid BLEU, nor for an
+        ensemble (its members decode as their own records say: the ensemble is checked for a shared
+        tokenizer before any member is read)."""
+        if not self.checks_decoding or loading.engine != "native" or len(runs) != 1:
             return
-        for run in runs:
-            check_decoding(run, checkpoint=loading.checkpoint if len(runs) == 1 else None, average=loading.average,
-                           device=loading.device, quantization=loading.quantization or run.spec.decode.quantization,
-                           notify=notify)
+        run = runs[0]
+        check_decoding(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                       quantization=loading.quantization or run.spec.decode.quantization, notify=notify)
 
     def step_rule(self, spec: Spec, translator: Engine, lines: list[str]) -> Any:
         """What keeps each step's tokens within the task's outputs (None: any token)."""
