@@ -128,7 +128,7 @@ def names(spec: Spec, model: nn.Module, cls: str) -> Map:
         out |= linear(f"{layer}.{theirs}", f"{ours}.{mine}")
     for mine, theirs in NORMS[pre]:
         out |= norm(f"{layer}.{theirs}", f"{ours}.{mine}")
-    return expanded(out | HEADS[spec.model.head.kind].names(bert), model)  # type: ignore[union-attr]
+    return expanded(out | HEADS[head_of(cls)].names(bert), model)  # the head the class names
 
 
 def check(config: PretrainedConfig) -> None:
