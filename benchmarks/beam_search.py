@@ -27,7 +27,7 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.device.policy import choose_policy
 from tbuild.engine.device.process import configure_process

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from tbuild.builder import build_model
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.packed import pack_linears
 from tbuild.engine.decoding.search import beam_search, greedy_search
@@ -92,9 +92,12 @@ def expected_tokens(work: list[Group]) -> list[int]:
 def tbuild_engine(model: torch.nn.Module, policy: Policy) -> Engine:
     def run(src: torch.Tensor, beam: int, out: int) -> list[int]:
         with torch.inference_mode(), policy.autocast():
+            pad = src.eq(PAD)  # the groups pad with PAD alone, after each row's EOS
             if beam == 1:
-                return [len(o) + 1 for o in greedy_search(model, src, max_len_a=0, max_len_b=out, min_len=out)]
-            hyps = beam_search(model, src, beam=beam, alpha=ALPHA, max_len_a=0, max_len_b=out, min_len=out)
+                return [len(o) + 1 for o in greedy_search(model, src, src_pad=pad, max_len_a=0, max_len_b=out,
+                                                          min_len=out)]
+            hyps = beam_search(model, src, src_pad=pad, beam=beam, alpha=ALPHA, max_len_a=0, max_len_b=out,
+                               min_len=out)
             return [len(h[0].tokens) + 1 for h in hyps]
     return run
 

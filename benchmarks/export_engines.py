@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import PAD
+from tbuild.components.specs.special import PAD
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.decoding.translator import Translator, encode_sources, length_batches, load_translator
@@ -56,9 +56,9 @@ def native(tr: Translator) -> Peer:
         out: list[list[int]] = [[] for _ in sources]
         for batch in length_batches([len(s) for s in sources], spec.batch_tokens):
             with tr.policy.autocast():
-                hyps = beam_search(tr.model, padded([sources[i] for i in batch], tr.policy.device), beam=spec.beam,
-                                   alpha=spec.alpha, max_len_a=spec.max_len_a, max_len_b=spec.max_len_b,
-                                   max_len_cap=tr.max_output_len)
+                src = padded([sources[i] for i in batch], tr.policy.device)
+                hyps = beam_search(tr.model, src, src_pad=src.eq(PAD), beam=spec.beam, alpha=spec.alpha,
+                                   max_len_a=spec.max_len_a, max_len_b=spec.max_len_b, max_len_cap=tr.max_output_len)
             for i, h in zip(batch, hyps, strict=True):
                 out[i] = h[0].tokens
         return out
@@ -67,9 +67,10 @@ def native(tr: Translator) -> Peer:
         src = padded(sources, tr.policy.device)
         with tr.policy.autocast():
             if beam == 1:
-                greedy_search(tr.model, src, max_len_a=0, max_len_b=steps, min_len=steps)
+                greedy_search(tr.model, src, src_pad=src.eq(PAD), max_len_a=0, max_len_b=steps, min_len=steps)
             else:
-                beam_search(tr.model, src, beam=beam, alpha=0.6, max_len_a=0, max_len_b=steps, min_len=steps)
+                beam_search(tr.model, src, src_pad=src.eq(PAD), beam=beam, alpha=0.6, max_len_a=0, max_len_b=steps,
+                            min_len=steps)
 
     return Peer("tbuild", real, fixed)
 

@@ -12,8 +12,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.extras import require
 

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from tbuild.builder.tokens import PAD
-from tbuild.engine.data.batches import collate
+from tbuild.components.specs.special import DEFAULT
+from tbuild.engine.data.batches import IGNORED, collate
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.device.policy import Policy, choose_policy
 from tbuild.engine.device.process import configure_process
@@ -88,10 +88,10 @@ def peer_step(model: torch.nn.Module, pairs: Pairs, batches: list[np.ndarray],
         batch = batches[i]
         optimizer.zero_grad(set_to_none=True)
         ntok = int(pairs.tgt_lengths[batch].sum())
-        src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
+        src, tgt_in, tgt_out, _ = (policy.to_device(t) for t in collate(pairs, batch, DEFAULT))
         with policy.autocast():
-            logits = model(src, tgt_in)
-            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=PAD,
+            logits = model(src, tgt_in)  # a peer tells its padding by PAD ids, as such code does
+            loss = F.cross_entropy(logits.flatten(0, 1), tgt_out.flatten(), ignore_index=IGNORED,
                                    label_smoothing=0.1, reduction="sum")
         (loss / ntok).backward()
         optimizer.step()

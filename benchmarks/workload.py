@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from tbuild.builder import LoadedSpec, load_spec
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import EOS
 from tbuild.engine.data.batches import token_batches
 from tbuild.engine.data.pairs import Pairs
 

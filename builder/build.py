@@ -22,11 +22,9 @@ from tbuild.components.encoder_only import EncoderOnly
 from tbuild.components.ordered_layer import OrderedCausalLayer, OrderedDecoderLayer, OrderedEncoderLayer, OrderedLayer
 from tbuild.components.spec_base import ComponentSpec
 from tbuild.components.transformer import DecoderLayer, Embedding, EncoderDecoder, EncoderLayer, Residual
-from tbuild.components.vocab_output import VocabOutput
 
 from .resolved import ResolvedGroup, ResolvedStack, resolve
 from .spec import ModelSpec, Spec
-from .tokens import BOS, PAD
 
 Layer = Callable[[Residual, Residual | None, Residual], nn.Module]  # (self-attention, cross, FFN) -> a layer
 
@@ -91,10 +89,11 @@ class _Parts:
     def __init__(self, spec: Spec, shared_source: bool) -> None:
         model = self.model = spec.model
         self.view, d = resolve(model), model.d_model
-        self.tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=PAD)
+        pad = spec.special().pad  # its row starts at zero and learns nothing (None: the vocabulary has no pad)
+        self.tgt_tokens = nn.Embedding(spec.vocab_size(), d, padding_idx=pad)
         self.src_tokens = self.tgt_tokens if shared_source else nn.Embedding(spec.src_vocab_size(), d,
-                                                                              padding_idx=PAD)
-        self.output = VocabOutput(d, spec.vocab_size(), model.silent_ids)
+                                                                              padding_idx=pad)
+        self.output = nn.Linear(d, spec.vocab_size(), bias=False)  # the pre-softmax projection (§3.4)
         if model.tie_embeddings != "none":
             self.output.weight = self.tgt_tokens.weight  # one matrix for embeddings and pre-softmax projection (§3.4)
 
@@ -123,7 +122,7 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
         encoder_norm=parts.final_norm(encoder),
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
-        pad_id=PAD,
+        special=spec.special(),
         pointer=_pointer(spec),
     )
 
@@ -158,8 +157,7 @@ def _decoder_only(spec: Spec) -> nn.Module:
         decoder=_layers(spec.model, decoder, lambda a, _, f: CausalLayer(a, f), OrderedCausalLayer),
         decoder_norm=parts.final_norm(decoder),
         output=parts.output,
-        pad_id=PAD,
-        bos_id=BOS,
+        special=spec.special(),
         prefix_lm=spec.model.prefix,
     )
 
@@ -168,7 +166,7 @@ def _encoder_only(spec: Spec) -> nn.Module:
     model, view = spec.model, resolve(spec.model)
     encoder = view.encoder
     assert encoder is not None and model.head is not None  # the kind's stack and head (schema)
-    tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=PAD)  # the source side's table
+    tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=spec.special().pad)  # the source side's
     positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
     vocab_sized = getattr(model.head, "vocab_sized", False)  # a masked LM's head: a score per piece
     shared = {"vocab_size": spec.src_vocab_size()} if vocab_sized else {}
@@ -183,7 +181,6 @@ def _encoder_only(spec: Spec) -> nn.Module:
         encoder=_layers(model, encoder, lambda a, _, f: EncoderLayer(a, f), OrderedEncoderLayer),
         encoder_norm=NORM.build(encoder.final_norm, d_model=model.d_model) if encoder.final_norm is not None else None,
         head=head,
-        pad_id=PAD,
     )
 
 
@@ -206,14 +203,17 @@ def build_model(spec: Spec) -> nn.Module:
 
 def init_weights(net: nn.Module, d_model: int) -> None:
     """Xavier-uniform matrices (as tensor2tensor); embeddings N(0, d_model^-0.5) so that after the
-    √d_model scale (§3.4) they have unit variance, like the positional encodings they are added to."""
+    √d_model scale (§3.4) they have unit variance, like the positional encodings they are added to: the token
+    tables (their padding row, if the vocabulary has one, zero) and the other tables with a padding row."""
     for module in net.modules():
         if isinstance(module, nn.Linear):
             nn.init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 nn.init.zeros_(module.bias)
+    tokens = {id(getattr(net, side).tokens) for side in ("src_embed", "tgt_embed") if hasattr(net, side)}
     for module in net.modules():  # after Linear: a tied output matrix keeps the embedding init
-        if isinstance(module, nn.Embedding) and module.padding_idx is not None:
+        if isinstance(module, nn.Embedding) and (module.padding_idx is not None or id(module) in tokens):
             nn.init.normal_(module.weight, std=d_model**-0.5)
-            with torch.no_grad():
-                module.weight[module.padding_idx].zero_()
+            if module.padding_idx is not None:
+                with torch.no_grad():
+                    module.weight[module.padding_idx].zero_()

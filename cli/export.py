@@ -35,7 +35,8 @@ def export(
 ) -> None:
     """Export a run's model; then decode a split with tbuild and the export and compare them."""
     from tbuild.engine.errors import TbuildError
-    from tbuild.engine.export import ctranslate2, hf
+    from tbuild.engine.export import ctranslate2
+    from tbuild.engine.export.graph_runs import export_translator
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.export.targets import TARGETS, check_profile, profile_verdicts
     from tbuild.engine.run.directory import resolve_run
@@ -58,7 +59,7 @@ def export(
         check_profile(run.spec, to, profile)
     out = output or run.dir.path / "export" / f"{to}-{quantization or 'float32'}"
     if to == "hf":
-        weights = hf.export_run(run, out, checkpoint=checkpoint, average=average)
+        weights = export_translator(run, out, checkpoint=checkpoint, average=average)
     else:
         weights = ctranslate2.export_run(run, out, quantization=quantization, checkpoint=checkpoint, average=average)
     write_provenance(run, out, to, weights)

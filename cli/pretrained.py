@@ -26,7 +26,7 @@ def hf(
     GPT2LMHeadModel, LlamaForCausalLM, BERT, RoBERTa or XLM-RoBERTa with a token- or sequence-classification or
     masked-LM head) as a run directory: its spec (spec.yaml), its weights in tbuild's names (best.safetensors) and
     its tokenizer. Anything tbuild cannot compute is refused, naming the config field; nothing is written then."""
-    from tbuild.engine.pretrained.importer import import_hf
+    from tbuild.engine.hf.importer import import_hf
 
     spec = import_hf(source, output)
     m = spec.model

@@ -90,7 +90,7 @@ class Reporter:
 
 
 class Quiet:
-    """The events of a process other than the main one: silent but for warnings (errors are raised)."""
+    """The events of a process other than the main one: none shown but warnings (errors are raised)."""
 
     def __init__(self, rank: int) -> None:
         self.rank = rank

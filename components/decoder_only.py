@@ -15,7 +15,7 @@ move between the two kinds by name where their tensors match.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
@@ -23,6 +23,9 @@ from torch import nn
 from .positional import Positional
 from .transformer import DecoderCache, Embedding, Residual
 from .weights import Stack, WeightTree
+
+if TYPE_CHECKING:
+    from .specs.special import Specials
 
 
 class CausalLayer(nn.Module):
@@ -61,14 +64,16 @@ def left_padding_mask(start: torch.Tensor, offset: int, length: int) -> torch.Te
     return ((j < start[:, None, None]) & (j != i))[:, None]
 
 
-def pack(src: torch.Tensor, tgt_in: torch.Tensor, bos: int, pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """A prefix LM's sequences from a batch of pairs: src (B, S) source ids ending with EOS (the separator)
-    and tgt_in (B, T) BOS then the target -> (B, S + T) ids BOS, source, EOS, target, PAD-padded, and
-    the prefix lengths P (B,) (BOS, source, separator)."""
+def pack(src: torch.Tensor, lengths: torch.Tensor, tgt_in: torch.Tensor, start: int,
+         fill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A prefix LM's sequences from a batch of pairs: src (B, S) source ids ending with EOS (the separator),
+    ``lengths`` (B,) theirs, and tgt_in (B, T) the start (BOS) then the target -> (B, S + T) ids start,
+    source, EOS, target, right-padded with ``fill``, and the prefix lengths P (B,) (start, source,
+    separator)."""
     b, s = src.shape
-    prefix = src.ne(pad).sum(1) + 1  # (B,)
-    seq = torch.full((b, s + tgt_in.size(1)), pad, dtype=src.dtype, device=src.device)
-    seq[:, 0] = bos
+    prefix = lengths + 1  # (B,)
+    seq = torch.full((b, s + tgt_in.size(1)), fill, dtype=src.dtype, device=src.device)
+    seq[:, 0] = start
     seq[:, 1:s + 1] = src
     if tgt_in.size(1) > 1:  # the target after each row's separator (over that row's source padding)
         where = prefix[:, None] + torch.arange(tgt_in.size(1) - 1, device=src.device)[None, :]
@@ -80,7 +85,7 @@ DECODER_ONLY = WeightTree(
     stacks=(Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm"),),
     output="output",
     vocab_rows=frozenset({"tgt_embed.tokens.weight", "output.weight", "output.bias"}),
-    exports={},  # exported through Hugging Face classes, mapped in engine/export/hf_graphs.py
+    exports={},  # exported through Hugging Face classes, each family's map in engine/hf
 )
 
 
@@ -91,13 +96,13 @@ class DecoderOnly(nn.Module):
     WEIGHTS: ClassVar[WeightTree] = DECODER_ONLY  # its parts (components/weights.py)
 
     def __init__(self, *, tgt_embed: Embedding, decoder: list[CausalLayer], decoder_norm: nn.Module | None,
-                 output: nn.Linear, pad_id: int, bos_id: int = 2, prefix_lm: tuple[str, str] | None = None) -> None:
+                 output: nn.Linear, special: Specials, prefix_lm: tuple[str, str] | None = None) -> None:
         super().__init__()
         self.tgt_embed = tgt_embed
         self.decoder = nn.ModuleList(decoder)
         self.decoder_norm = decoder_norm
         self.output = output  # pre-softmax linear transformation (§3.4), possibly tied
-        self.pad_id, self.bos_id = pad_id, bos_id
+        self.special = special  # the vocabulary's special ids: the start a prefix LM packs, the search's
         self.prefix_lm = prefix_lm  # (attention, loss) of model.prefix_lm, or None: a language model
 
     def states(self, tgt: torch.Tensor, cache: DecoderCache | None = None,
@@ -137,17 +142,19 @@ class DecoderOnly(nn.Module):
         count from its first token (``Positional.shifted``), so each row computes what it would alone."""
         return self.output(self.states(tgt, cache, prefix, start))
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_pad: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) of shifted-right ``tgt`` (B, T): the trainer's call. A language
         model's data has no source (an EOS-only row each): unused. A prefix LM's ``src`` is the source
-        (ending with EOS, the separator): with loss target the pair is packed (``pack``) and the logits of
-        the target positions come back, aligned with the target; with loss both ``tgt`` already holds
-        BOS, source, separator, target (``engine/data/joined.py``) and every position's logits come back."""
+        (ending with EOS, the separator; ``src_pad`` (B, S) its padding, None: none): with loss target the
+        pair is packed (``pack``) and the logits of the target positions come back, aligned with the target;
+        with loss both ``tgt`` already holds BOS, source, separator, target (``engine/data/joined.py``) and
+        every position's logits come back."""
         if self.prefix_lm is None:
             return self.decode(tgt)
+        lengths = src.new_full((src.size(0),), src.size(1)) if src_pad is None else (~src_pad).sum(1)
         if self.prefix_lm[1] == "both":
-            return self.decode(tgt, prefix=src.ne(self.pad_id).sum(1) + 1)
-        seq, prefix = pack(src, tgt, self.bos_id, self.pad_id)
+            return self.decode(tgt, prefix=lengths + 1)
+        seq, prefix = pack(src, lengths, tgt, self.special.start, self.special.fill)
         x = self.states(seq, prefix=prefix)  # (B, S + T, D)
         where = prefix[:, None] - 1 + torch.arange(tgt.size(1), device=tgt.device)[None, :]  # separator on
         return self.output(x.gather(1, where[..., None].expand(-1, -1, x.size(-1))))

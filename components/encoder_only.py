@@ -21,7 +21,7 @@ ENCODER_ONLY = WeightTree(
     stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),),
     output="head",
     vocab_rows=frozenset({"src_embed.tokens.weight"}),
-    exports={},  # exported through Hugging Face classes, mapped in engine/export/hf_graphs.py
+    exports={},  # exported through Hugging Face classes, each family's map in engine/hf
 )
 
 
@@ -32,22 +32,23 @@ class EncoderOnly(nn.Module):
     WEIGHTS: ClassVar[WeightTree] = ENCODER_ONLY  # its parts (components/weights.py)
 
     def __init__(self, *, src_embed: Embedding, encoder: list[EncoderLayer], encoder_norm: nn.Module | None,
-                 head: nn.Module, pad_id: int) -> None:
+                 head: nn.Module) -> None:
         super().__init__()
         self.src_embed = src_embed
         self.encoder = nn.ModuleList(encoder)
         self.encoder_norm = encoder_norm
         self.head = head
-        self.pad_id = pad_id
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """src (B, S) ids -> final states (B, S, D) and the padding mask (B, S), True at padding."""
-        return encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id)
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """src (B, S) ids and their padding ``pad`` (B, S), True at padding (None: none) -> final states
+        (B, S, D) and the padding mask."""
+        return encode_source(src, self.src_embed, self.encoder, self.encoder_norm, pad)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None,
+                src_pad: torch.Tensor | None = None) -> torch.Tensor:
         """The head's scores: (B, S, L) at every source position (a tagger's), or (B, 1, L) for the whole
-        input (a sequence classifier's, ``heads.py``). ``tgt`` is the trainer's decoder input, which an
-        encoder-only model has none of: unused."""
+        input (a sequence classifier's, ``heads.py``); ``src_pad`` (B, S): the source's padding. ``tgt`` is
+        the trainer's decoder input, which an encoder-only model has none of: unused."""
         del tgt
-        states, pad = self.encode(src)
+        states, pad = self.encode(src, src_pad)
         return self.head(states, pad)

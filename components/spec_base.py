@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
-    """Unknown keys are errors: pydantic silently ignores them by default."""
+    """Unknown keys are errors: by default pydantic ignores them without a word."""
 
     model_config = ConfigDict(extra="forbid", validate_default=True, use_attribute_docstrings=True)
 

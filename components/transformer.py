@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 from torch import nn
@@ -19,6 +19,9 @@ from .packing import blocked, segment_positions
 from .pointer import PointedMemory, Pointer
 from .positional import Positional
 from .weights import LAYER, Names, Stack, WeightTree, params
+
+if TYPE_CHECKING:
+    from .specs.special import Specials
 
 
 class Residual(nn.Module):
@@ -168,54 +171,38 @@ def _ctranslate2_names() -> Names:
     return names
 
 
-def _hf_seq2seq_names(final_norms: bool) -> Names:
-    """Hugging Face's BART-family translation models' parameters: ``MarianMTModel``'s (post-norm) and, with
-    ``final_norms`` (each stack's ``layer_norm`` after its pre-norm layers), ``PegasusForConditionalGeneration``'s
-    (``model.shared`` only where the encoder and decoder share one table). Their position tables are not
-    tbuild parameters: Marian rebuilds its sinusoid on load, Pegasus's is written by the export."""
-    names: Names = {"model.shared.weight": ("src_embed.tokens.weight",),
-                    "model.encoder.embed_tokens.weight": ("src_embed.tokens.weight",),
-                    "model.decoder.embed_tokens.weight": ("tgt_embed.tokens.weight",)}
-    for stack, attentions in (("encoder", {"self_attn": "self_attn"}),
-                              ("decoder", {"self_attn": "self_attn", "cross_attn": "encoder_attn"})):
-        hf, ours = f"model.{stack}.layers.{LAYER}", f"{stack}.{LAYER}"
-        for mine, theirs in attentions.items():
-            for w, proj in (("w_q", "q_proj"), ("w_k", "k_proj"), ("w_v", "v_proj"), ("w_o", "out_proj")):
-                names |= params(f"{hf}.{theirs}.{proj}", f"{ours}.{mine}.sublayer.{w}")
-            names |= params(f"{hf}.{theirs}_layer_norm", f"{ours}.{mine}.norm")
-        names |= params(f"{hf}.fc1", f"{ours}.ffn.sublayer.w1") | params(f"{hf}.fc2", f"{ours}.ffn.sublayer.w2")
-        names |= params(f"{hf}.final_layer_norm", f"{ours}.ffn.norm")
-        if final_norms:
-            names |= params(f"model.{stack}.layer_norm", f"{stack}_norm")
-    return names | {"lm_head.weight": ("output.weight",)}
-
-
 ENCODER_DECODER = WeightTree(
     stacks=(Stack("encoder", layers="encoder", embedding="src_embed", norm="encoder_norm"),
             Stack("decoder", layers="decoder", embedding="tgt_embed", norm="decoder_norm")),
     output="output",
     vocab_rows=frozenset({"src_embed.tokens.weight", "tgt_embed.tokens.weight", "output.weight", "output.bias"}),
-    exports={"ctranslate2": _ctranslate2_names(), "hf": _hf_seq2seq_names(final_norms=False),
-             "hf-pegasus": _hf_seq2seq_names(final_norms=True)},
+    exports={"ctranslate2": _ctranslate2_names()},  # Hugging Face's: each family's map (engine/hf)
 )
 
 
 def encode_source(src: torch.Tensor, embed: Embedding, layers: nn.ModuleList, norm: nn.Module | None,
-                  pad_id: int, segments: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                  pad: torch.Tensor | None = None, segments: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """The encoder stack (§3.1) over src (B, S) ids -> final states (B, S, D) and the padding mask (B, S),
-    True at padding; shared by the encoder-decoder and the encoder-only graph. With ``segments`` (B, S)
-    the rows are packed (``packing.py``): the mask is (B, 1, S, S), each sequence seeing only itself."""
+    True at padding; shared by the encoder-decoder and the encoder-only graph. ``pad`` (B, S): the batch's
+    padding, from its rows' lengths (None: no padding; an id never tells it). With ``segments`` (B, S) the
+    rows are packed (``packing.py``): the mask is (B, 1, S, S), each sequence seeing only itself."""
     positional = embed.positional
-    if segments is None:
-        pad = src.eq(pad_id)
-    else:
+    if segments is not None:
         pad, positional = blocked(segments, segments), packed_positions(positional, segments)
+    elif pad is None:
+        pad = torch.zeros(src.shape, dtype=torch.bool, device=src.device)
     x = embed(src, positional=positional)
     for layer in layers:
         x = layer(x, pad, positional)
     if norm is not None:
         x = norm(x)
     return x, pad
+
+
+def padding_mask(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """(B, width) True past each row's length (B,): right padding as the rows' lengths tell it."""
+    return torch.arange(width, device=lengths.device)[None, :] >= lengths[:, None]
 
 
 def packed_positions(positional: Positional, segments: torch.Tensor) -> Positional:
@@ -233,19 +220,21 @@ class EncoderDecoder(nn.Module):
 
     def __init__(self, *, src_embed: Embedding, tgt_embed: Embedding, encoder: list[EncoderLayer],
                  decoder: list[DecoderLayer], encoder_norm: nn.Module | None, decoder_norm: nn.Module | None,
-                 output: nn.Linear, pad_id: int, pointer: Pointer | None = None) -> None:
+                 output: nn.Linear, special: Specials, pointer: Pointer | None = None) -> None:
         super().__init__()
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.encoder, self.decoder = nn.ModuleList(encoder), nn.ModuleList(decoder)
         self.encoder_norm, self.decoder_norm = encoder_norm, decoder_norm
         self.output = output  # pre-softmax linear transformation (§3.4), possibly tied
-        self.pad_id = pad_id
+        self.special = special  # the vocabulary's special ids: where the search starts and stops
         self.pointer = pointer  # model.decoder.pointer (components/pointer.py), not in the paper
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor | PointedMemory, torch.Tensor]:
-        """src (B, S) ids -> memory (B, S, D) and its padding mask (B, S), True at padding. With a pointer
-        the memory is a ``PointedMemory``: the (B, S, D) states and where each row's source units are."""
-        x, pad = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id)
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor | PointedMemory, torch.Tensor]:
+        """src (B, S) ids and their padding ``pad`` (B, S), True at padding (None: none) -> memory (B, S, D)
+        and the padding mask. With a pointer the memory is a ``PointedMemory``: the (B, S, D) states and where
+        each row's source units are."""
+        x, pad = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, pad)
         return (x, pad) if self.pointer is None else (PointedMemory(x, self.pointer.units(src, pad)), pad)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor | PointedMemory, memory_pad: torch.Tensor | None,
@@ -281,17 +270,18 @@ class EncoderDecoder(nn.Module):
             cache.pointer = p[:, -1]
         return self.pointer(memory, p, beams)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_segments: torch.Tensor | None = None,
-                tgt_segments: torch.Tensor | None = None) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V) for src (B, S) and shifted-right tgt (B, T); with segment ids
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_pad: torch.Tensor | None = None,
+                src_segments: torch.Tensor | None = None, tgt_segments: torch.Tensor | None = None) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for src (B, S) with its padding ``src_pad`` (B, S) and shifted-right
+        tgt (B, T) (right-padded: the causal mask keeps real positions from its padding); with segment ids
         (B, S) and (B, T), rows packed with several pairs each (``packing.py``; pair k of a row is segment k
         on both sides)."""
         if src_segments is None or tgt_segments is None:
-            memory, pad = self.encode(src)
+            memory, pad = self.encode(src, src_pad)
             return self.decode(tgt, memory, pad)
         if self.pointer is not None:
             raise ValueError("a model with a pointer (model.decoder.pointer) cannot train on packed rows")
-        memory, _ = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, self.pad_id, src_segments)
+        memory, _ = encode_source(src, self.src_embed, self.encoder, self.encoder_norm, segments=src_segments)
         positional = packed_positions(self.tgt_embed.positional, tgt_segments)
         x = self.tgt_embed(tgt, positional=positional)
         cross, own = blocked(tgt_segments, src_segments), blocked(tgt_segments, tgt_segments)

@@ -4,15 +4,13 @@ perplexity of a set of pairs (validation during training, perplexity in evaluati
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tbuild.builder.tokens import PAD
-from tbuild.components.vocab_output import silent_ids
+from tbuild.components.specs.special import Specials
 
 from .data.batches import BatchSource, collate, token_batches
 from .device.policy import Policy
@@ -40,65 +38,50 @@ class _SmoothedNLL(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, logits: torch.Tensor, target: torch.Tensor, keep: torch.Tensor,
-                epsilon: float, silent: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
         wide = _wide(logits)
         keep_f = keep.to(wide)
-        scored = logits.size(-1) - (0 if silent is None else int(silent.sum()))
         lse = torch.empty(logits.size(0), dtype=wide, device=logits.device)  # (N,)
         loss = nll_sum = torch.zeros((), dtype=wide, device=logits.device)
         for rows in _chunks(*logits.shape):
             x = logits[rows].to(wide)
             lse[rows] = torch.logsumexp(x, -1)
             nll = lse[rows] - x.gather(-1, target[rows, None]).squeeze(-1)  # -log p(target)
-            if silent is not None:  # their logits are -inf: the uniform distribution is over the other rows
-                x = x.masked_fill(silent, 0.0)
-            uniform = lse[rows] - x.sum(-1) / scored  # cross entropy against the uniform distribution: mean_v(-log p_v)
+            uniform = lse[rows] - x.sum(-1) / x.size(-1)  # cross entropy against the uniform: mean_v(-log p_v)
             loss = loss + ((1.0 - epsilon) * nll + epsilon * uniform).mul(keep_f[rows]).sum()
             nll_sum = nll_sum + nll.mul(keep_f[rows]).sum()
         ctx.save_for_backward(logits, lse, target, keep_f)
-        ctx.epsilon, ctx.silent, ctx.scored = epsilon, silent, scored
+        ctx.epsilon = epsilon
         ctx.mark_non_differentiable(nll_sum)
         return loss, nll_sum
 
     @staticmethod
     def backward(ctx: Any, grad_loss: torch.Tensor, _grad_nll: torch.Tensor) -> tuple[Any, ...]:
         logits, lse, target, keep_f = ctx.saved_tensors
-        eps, silent = ctx.epsilon, ctx.silent
+        eps = ctx.epsilon
         grad = torch.empty_like(logits)
         for rows in _chunks(*logits.shape):
-            # d loss / d logits = softmax(logits) - q, with q = (1-ε)·one_hot(target) + ε/V (V: the scored rows)
-            g = (logits[rows].to(lse.dtype) - lse[rows, None]).exp_().sub_(eps / ctx.scored)
-            if silent is not None:
-                g.masked_fill_(silent, 0.0)
+            # d loss / d logits = softmax(logits) - q, with q = (1-ε)·one_hot(target) + ε/V
+            g = (logits[rows].to(lse.dtype) - lse[rows, None]).exp_().sub_(eps / logits.size(-1))
             g.scatter_add_(-1, target[rows, None], torch.full_like(lse[rows, None], -(1.0 - eps)))
             grad[rows] = g.mul_((keep_f[rows] * grad_loss)[:, None])
-        return grad, None, None, None, None
+        return grad, None, None, None
 
 
-def label_smoothed_nll(
-    logits: torch.Tensor, target: torch.Tensor, epsilon: float, pad: int, offset: int = 0,
-    silent: Sequence[int] = (),
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, non-pad token count), all 0-d tensors on
-    the logits' device: none is read on the host, so a training step never waits for the GPU. ``offset``: the
-    target holds class c as c + offset (a tagger's labels, stored above PAD: ``data/word_labels.py``).
+def label_smoothed_nll(logits: torch.Tensor, target: torch.Tensor, epsilon: float,
+                       offset: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """logits (B, T, V), target (B, T) -> (smoothed loss sum, NLL sum, scored token count), all 0-d tensors on
+    the logits' device: none is read on the host, so a training step never waits for the GPU. The target holds
+    class c as c + ``offset`` (a tagger's labels, stored above NO_LABEL: ``data/word_labels.py``); a position
+    below ``offset`` (``batches.IGNORED`` past a row's length, a tagger's NO_LABEL) carries no loss.
 
     Label smoothing of Szegedy et al. (the paper's [30], §5.4): the target distribution is
-    (1 - ε)·one_hot + ε/V, so loss = (1 - ε)·NLL + ε·mean_v(-log p_v). Padding is ignored. Computed
-    in float32 even under autocast; the NLL sum carries no gradient. ``silent``: the ids the model never scores
-    (logit -inf, ``model.silent_ids``), left out of V and of the mean.
+    (1 - ε)·one_hot + ε/V, so loss = (1 - ε)·NLL + ε·mean_v(-log p_v). Computed in float32 even under
+    autocast; the NLL sum carries no gradient.
     """
-    keep = target.ne(pad).flatten()
-    if offset:
-        target = (target - offset).clamp(min=0)  # padding's classes are masked out by keep
-    mask = None
-    if silent:
-        mask = torch.zeros(logits.size(-1), dtype=torch.bool, device=logits.device)
-        mask[list(silent)] = True
-        scored = next(i for i in range(logits.size(-1)) if i not in silent)  # padding reads a scored row, not a
-        # silent one (-inf: inf·0)
-        target = target.masked_fill(~keep.view_as(target), scored)
-    loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep, epsilon, mask)
+    keep = target.ge(offset)
+    target = (target - offset).clamp(min=0)  # the positions left out read class 0, masked out by keep
+    loss, nll_sum = _SmoothedNLL.apply(logits.flatten(0, -2), target.flatten(), keep.flatten(), epsilon)
     return loss, nll_sum, keep.sum()
 
 
@@ -106,29 +89,30 @@ def rdrop_kl(first: torch.Tensor, second: torch.Tensor, keep: torch.Tensor) -> t
     """R-Drop's consistency term (Liang et al. 2021, eq. 2): ½(KL(P₁‖P₂) + KL(P₂‖P₁)) summed over the target
     positions ``keep`` (B, T) holds, for two passes' logits (B, T, V) of the same batch; in float32."""
     a, b = (F.log_softmax(x.float(), dim=-1) for x in (first, second))
-    pa, pb = a.exp(), b.exp()  # a row no pass scores (logit -inf in both, model.silent_ids) adds 0, not NaN
+    pa, pb = a.exp(), b.exp()  # a row no pass scores (logit -inf in both) adds 0, not NaN
     kl = (torch.where(pa > 0, pa * (a - b), 0.0) + torch.where(pb > 0, pb * (b - a), 0.0)).sum(-1)
     return 0.5 * kl.masked_fill(~keep, 0.0).sum()
 
 
 @torch.no_grad()
 def evaluate_loss(model: nn.Module, pairs: BatchSource, *, batch_tokens: int, label_smoothing: float,
-                  policy: Policy, offset: int = 0) -> dict[str, float]:
-    """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode.
-    ``offset`` (a tagger's labels, see ``label_smoothed_nll``): the accuracy of the best class too."""
+                  policy: Policy, special: Specials, offset: int = 0) -> dict[str, float]:
+    """Label-smoothed loss, NLL and perplexity per target token of ``pairs``, teacher-forced, in eval mode
+    (``special``: the vocabulary's ids the batches start and pad with). ``offset`` (a tagger's labels, see
+    ``label_smoothed_nll``): the accuracy of the best class too."""
     model.eval()
     loss_sum = nll_sum = 0.0
     ntokens = correct = 0
     batches = token_batches(pairs.src_lengths, pairs.tgt_lengths, batch_tokens,
                             seed=0, epoch=0, shuffle=False)
     for batch in batches:
-        src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
+        src, tgt_in, tgt_out, src_pad = (policy.to_device(t) for t in collate(pairs, batch, special))
         with policy.autocast(), policy.attention():
-            logits = model(src, tgt_in)
-        loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, PAD, offset, silent_ids(model))
+            logits = model(src, tgt_in, src_pad)
+        loss, nll, n = label_smoothed_nll(logits, tgt_out, label_smoothing, offset)
         loss_sum, nll_sum, ntokens = loss_sum + loss.item(), nll_sum + nll.item(), ntokens + int(n)
         if offset:
-            correct += int((logits.argmax(-1).eq(tgt_out - offset) & tgt_out.ne(PAD)).sum())
+            correct += int((logits.argmax(-1).eq(tgt_out - offset) & tgt_out.ge(offset)).sum())
     n = max(ntokens, 1)
     result = {"loss": loss_sum / n, "nll": nll_sum / n, "ppl": math.exp(min(nll_sum / n, 50.0)), "tokens": ntokens}
     return result | ({"accuracy": correct / n} if offset else {})

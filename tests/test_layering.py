@@ -24,6 +24,7 @@ TASK_MODULES = ("translation", "language_model", "tagging", "classification", "m
 FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.tasks"),
              *(("tbuild.engine.training", f"tbuild.engine.tasks.{name}") for name in TASK_MODULES),
              ("tbuild.engine.decoding", "tbuild.engine.export"),  # export writes and loads engines from decoding
+             ("tbuild.engine.hf", "tbuild.engine.export"),  # export checks a run, then writes it through hf
              ("tbuild.engine.finetune", "tbuild.engine.training"),
              ("tbuild.engine.training.trainer", "tbuild.engine.finetune")]  # the trainer gets plain Initial values
 # the run directory's files, the device and the figures sit below every other folder of the engine (its stages)

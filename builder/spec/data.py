@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tbuild.components.registry import Registry
 from tbuild.components.spec_base import StrictModel
+from tbuild.components.specs.special import Specials
 
 from .base import FieldError
 
@@ -39,6 +40,20 @@ class TokenizerSpec(StrictModel):
         "never split (a linearized tree's brackets, §6.3); subwords: split as the source is; auto: whole for "
         "the treebank data set, else subwords."
     )
+    special: Specials | None = Field(
+        None, description="The vocabulary's special ids and what is added around a sequence "
+        "(components/specs/special.py); "
+        "None: tbuild's own (PAD 0, UNK 1, BOS 2, EOS 3; sources text + EOS, targets BOS … EOS). Written by "
+        "training and import from the tokenizer where it differs.")
+
+    @model_serializer(mode="wrap")
+    def _without_default_special(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """The dump without ``special`` where it is None: specs written before the record keep their resolved
+        form (and a sweep's rows their names)."""
+        data = handler(self)
+        if data.get("special", 0) is None:
+            del data["special"]
+        return data
 
 
 DATASETS = Registry("dataset", plugins=False)

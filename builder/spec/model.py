@@ -18,7 +18,6 @@ from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
 
-from ..tokens import EOS
 from .base import FieldError, SpecPath
 
 AttentionSpec = ATTENTION.field(ComponentSpec)
@@ -175,9 +174,8 @@ class ModelSpec(StrictModel):
         None, description="Character-aware input to the encoder: each input piece's characters pooled into one "
         "vector joined to its embedding, e.g. {kind: char_cnn} (Ma & Hovy 2016); none by default.")
     silent_ids: list[int] = Field(
-        default_factory=list, description="Vocabulary ids the output layer never scores (logit -inf, so the softmax "
-        "is over the other rows): rows an import added that the source model's output did not have (GPT-2's PAD "
-        "and UNK, and BOS, a copy of its EOS row); none by default.")
+        default_factory=list, description="Retired: rows an import renumbered its vocabulary with, which imports no "
+        "longer do (they keep the folder's ids). Every spec.yaml holds it empty; a non-empty one is refused.")
 
     @model_validator(mode="before")
     @classmethod
@@ -248,15 +246,11 @@ class ModelSpec(StrictModel):
                              "remove src_vocab_size")
 
     def _silent_checks(self) -> None:
-        """silent_ids: distinct ids of the output's rows, EOS not among them (a decoder must be able to stop)."""
-        ids, path = self.silent_ids, ("silent_ids",)
-        if ids and "decoder" not in self.graph.stacks:
-            raise FieldError(path, f"{with_article(self.kind)} model has no decoder output: remove model.silent_ids")
-        if len(set(ids)) != len(ids) or any(i < 0 or (isinstance(self.vocab_size, int) and i >= self.vocab_size)
-                                            for i in ids):
-            raise FieldError(path, f"{ids}: distinct ids of the vocabulary's rows (0 to vocab_size - 1)")
-        if EOS in ids:
-            raise FieldError(path, f"EOS ({EOS}) cannot be silent: a decoder stops by scoring it")
+        """silent_ids: empty, as every run since imports keep a folder's ids writes it (an older import's rows
+        are not the folder's: it is imported again)."""
+        if self.silent_ids:
+            raise FieldError(("silent_ids",), f"{self.silent_ids}: a run imported before imports kept the folder's "
+                             "ids (its rows renumbered); import the model again: tbuild import hf SOURCE OUT")
 
     def _order_checks(self) -> None:
         """Each stack's and group's ``order`` fits its stack: c only where it attends to an encoder, an a,

@@ -11,6 +11,7 @@ from pydantic import Field, model_validator
 
 from tbuild.components.spec_base import StrictModel
 from tbuild.components.specs.graph import with_article
+from tbuild.components.specs.special import DEFAULT, Specials
 
 from ..resolved import resolve
 from .base import FieldError
@@ -222,6 +223,10 @@ class Spec(StrictModel):
 
     def src_vocab_size(self) -> int:
         return self.model.src_vocab_size or self.vocab_size()
+
+    def special(self) -> Specials:
+        """The vocabulary's special ids and adding (``data.tokenizer.special``; tbuild's own by default)."""
+        return self.data.tokenizer.special or DEFAULT
 
     def architecture_hash(self) -> str:
         """Hash of what determines the weights' shapes and meaning: model section and vocabulary."""

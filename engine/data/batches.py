@@ -12,11 +12,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import Specials
+
+IGNORED = -100  # a target position past its row's length: no loss, no accuracy (never a vocabulary id)
 
 
 class BatchSource(Protocol):
-    """Encoded pairs that batches are cut from. Rows end with EOS; lengths count it."""
+    """Encoded pairs that batches are cut from: sources with what the vocabulary adds around them, targets
+    ending with EOS; lengths count what is added."""
 
     @property
     def src_lengths(self) -> np.ndarray: ...  # (N,) source tokens per pair
@@ -186,27 +189,32 @@ def batch_shapes(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] |
     return {bucketing.shape(int(src[b].max()), int(tgt[b].max()), len(b)) for b in batches if len(b)}
 
 
-def collate(source: BatchSource, indices: Sequence[int] | np.ndarray, pad: int = PAD,
-            bucketing: Bucketing = EXACT) -> tuple[Tensor, Tensor, Tensor]:
-    """(src, tgt_in, tgt_out) as right-padded (B, S), (B, T), (B, T) long tensors;
-    tgt_in = [BOS] + tgt[:-1] (teacher forcing, §3.1 "shifted right"), tgt_out = tgt.
+def collate(source: BatchSource, indices: Sequence[int] | np.ndarray, special: Specials,
+            bucketing: Bucketing = EXACT) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """(src, tgt_in, tgt_out, src_pad) as right-padded (B, S), (B, T), (B, T) long tensors and the (B, S) bool
+    source padding (True past each row's length): tgt_in = [start] + tgt[:-1] (teacher forcing, §3.1
+    "shifted right", from ``special.start``), tgt_out = tgt, ``IGNORED`` past each row. Padding is told by the
+    rows' lengths: ids there are ``special.fill``, which nothing unmasked reads.
 
-    ``bucketing`` pads the shape further (see ``Bucketing``): extra columns are PAD, and an extra row
-    is an EOS-only source with a BOS-only input and an all-PAD output, so it carries no loss and
-    contributes no gradient. (An all-PAD source row would give its encoder queries no key to attend
-    to: softmax over only −inf is NaN, and NaN · 0 gradients stay NaN.)"""
-    rows = np.asarray(indices, dtype=np.int64)
-    src, tgt = source.padded(rows, "src", pad), source.padded(rows, "tgt", pad)
-    tgt_in = np.full_like(tgt, pad)
+    ``bucketing`` pads the shape further (see ``Bucketing``): extra columns are padding, and an extra row is
+    a one-token source (not padding: an all-padding row would give its encoder queries no key to attend to,
+    softmax over only −inf is NaN, and NaN · 0 gradients stay NaN) with a start-only input and no target, so it
+    carries no loss and contributes no gradient."""
+    rows, fill = np.asarray(indices, dtype=np.int64), special.fill
+    src, tgt = source.padded(rows, "src", fill), source.padded(rows, "tgt", IGNORED)
+    src_len, tgt_len = source.src_lengths[rows].astype(np.int64), source.tgt_lengths[rows].astype(np.int64)
+    tgt_in = np.full_like(tgt, fill)
     if tgt.shape[1]:
-        tgt_in[:, 0] = BOS
+        tgt_in[:, 0] = special.start
         tgt_in[:, 1:] = tgt[:, :-1]
-        tgt_in[np.arange(tgt.shape[1])[None, :] >= source.tgt_lengths[rows][:, None]] = pad  # EOS is not fed
+        tgt_in[np.arange(tgt.shape[1])[None, :] >= tgt_len[:, None]] = fill  # EOS is not fed
     if bucketing != EXACT and len(rows):
         b, s, t = bucketing.shape(src.shape[1], tgt.shape[1], len(rows))
-        src, tgt_in, tgt = (np.pad(a, ((0, b - a.shape[0]), (0, n - a.shape[1])), constant_values=pad)
-                            for a, n in ((src, max(s, 1)), (tgt_in, t), (tgt, t)))
-        src[len(rows):, 0] = EOS
+        src, tgt_in = (np.pad(a, ((0, b - a.shape[0]), (0, n - a.shape[1])), constant_values=fill)
+                       for a, n in ((src, max(s, 1)), (tgt_in, t)))
+        tgt = np.pad(tgt, ((0, b - tgt.shape[0]), (0, t - tgt.shape[1])), constant_values=IGNORED)
+        src_len = np.concatenate([src_len, np.ones(b - len(rows), dtype=np.int64)])
         if t:
-            tgt_in[len(rows):, 0] = BOS
-    return torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt)
+            tgt_in[len(rows):, 0] = special.start
+    pad = np.arange(src.shape[1])[None, :] >= src_len[:, None]
+    return torch.from_numpy(src), torch.from_numpy(tgt_in), torch.from_numpy(tgt), torch.from_numpy(pad)

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tbuild.builder.spec import DataSpec, Spec
-from tbuild.builder.tokens import BOS, EOS
 
 from ..errors import DataError
 from .corpus import iter_labelled, text_file
@@ -45,12 +44,13 @@ def read_classified(data: DataSpec, split: str, log: Log = lambda _: None) -> Cl
 
 
 def text_rows(tok: Tokenizer, texts: list[str], max_positions: int | None) -> list[list[int]]:
-    """Each text's source row: BOS (the position ``pooling: first`` reads), its pieces, EOS; cut to the
-    model's ``max_positions`` (EOS kept last) when longer."""
-    rows = [[BOS, *ids, EOS] for ids in tok.encode(texts)]
+    """Each text's source row: BOS (the position ``pooling: first`` reads), its pieces, EOS (the tokenizer's
+    ids); cut to the model's ``max_positions`` (EOS kept last) when longer."""
+    bos, eos = tok.special.ids("bos"), tok.special.stop
+    rows = [[bos, *ids, eos] for ids in tok.encode(texts)]
     if max_positions is None:
         return rows
-    return [row if len(row) <= max_positions else row[:max_positions - 1] + [EOS] for row in rows]
+    return [row if len(row) <= max_positions else row[:max_positions - 1] + [eos] for row in rows]
 
 
 def encode_classified(spec: Spec, split: str, tok: Tokenizer, log: Log, *,

@@ -160,4 +160,4 @@ class MappedPairs:
         columns = np.arange(width)[None, :]
         inside = columns < lengths[:, None]  # (B, W)
         positions = self.offsets[side][indices][:, None] + np.where(inside, columns, 0)
-        return np.where(inside, self.tokens[side][positions], pad).astype(np.int64)
+        return np.where(inside, self.tokens[side][positions].astype(np.int64), pad)  # int64 first: pad may be < 0

@@ -1,6 +1,6 @@
 """A masked LM's rows (model.head masked_lm; Devlin et al. 2019 §3.1 "Task #1: Masked LM"): each line's pieces
 + EOS as the source, some of them hidden, and a label row as long holding the original piece (+ LABEL_OFFSET)
-at each hidden position and PAD elsewhere: a tagger's label rows (``word_labels.py``), so the trainer's loss,
+at each hidden position and NO_LABEL elsewhere: a tagger's label rows (``word_labels.py``), so the trainer's loss,
 validation and ``evaluate_loss`` take them unchanged, the loss at the chosen positions only.
 
 Static masking (BERT's original data: the corpus duplicated with different masks), chosen over masks drawn
@@ -17,14 +17,13 @@ from functools import cached_property
 import numpy as np
 
 from tbuild.builder.spec import MaskingSpec, Spec
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.specs.head import MASK_PIECE
 
 from ..errors import DataError
 from .corpus import split_paths
 from .datasets import read_split
 from .tokenizer import Tokenizer
-from .word_labels import LABEL_OFFSET
+from .word_labels import LABEL_OFFSET, NO_LABEL
 
 Log = Callable[[str], None]
 
@@ -48,7 +47,7 @@ def mask_id(tok: Tokenizer) -> int:
 
 def regular_ids(tok: Tokenizer) -> np.ndarray:
     """The ids a chosen piece may be replaced with at random: every piece but the special and control ones
-    (PAD, UNK, BOS, EOS, [MASK]) and unused ones."""
+    (pad, unk, bos, eos, [MASK]) and unused ones."""
     sp = tok.sp
     return np.array([i for i in range(tok.vocab_size)
                      if not (sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i))], dtype=np.int64)
@@ -60,14 +59,15 @@ def chosen_count(candidates: np.ndarray, rate: float) -> np.ndarray:
     return np.where(candidates > 0, np.maximum(1, np.floor(rate * candidates + 0.5)), 0).astype(np.int64)
 
 
-def mask_row(ids: np.ndarray, rng: np.random.Generator, masking: MaskingSpec, mask: int,
+def mask_row(ids: np.ndarray, rng: np.random.Generator, masking: MaskingSpec, never: tuple[int, ...],
              regular: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One row (pieces + EOS) hidden as BERT §3.1 does: ``chosen_count`` of its positions chosen at random
-    among those holding a piece (never PAD, BOS, EOS or [MASK]), each replaced by [MASK] with probability
-    ``masking.mask``, by a random regular piece with ``masking.random``, kept otherwise. Returns the source
-    row and the label row: the original piece + LABEL_OFFSET at each chosen position, PAD elsewhere."""
-    src, tgt = ids.copy(), np.full_like(ids, PAD)
-    candidates = np.flatnonzero(~np.isin(ids, (PAD, BOS, EOS, mask)))
+    among those holding a piece (never one of ``never``: pad, bos, eos, then [MASK], whose id is the last),
+    each replaced by [MASK] with probability ``masking.mask``, by a random regular piece with
+    ``masking.random``, kept otherwise. Returns the source row and the label row: the original piece +
+    LABEL_OFFSET at each chosen position, NO_LABEL elsewhere."""
+    src, tgt, mask = ids.copy(), np.full_like(ids, NO_LABEL), never[-1]
+    candidates = np.flatnonzero(~np.isin(ids, never))
     k = int(chosen_count(np.array([len(candidates)]), masking.rate)[0])
     if k == 0:
         return src, tgt
@@ -85,13 +85,13 @@ class MaskedLines:
     hidden piece."""
 
     def __init__(self, rows: list[list[int]], *, masking: MaskingSpec, seed: int, split: str, copies: int,
-                 mask: int, regular: np.ndarray) -> None:
+                 never: tuple[int, ...], regular: np.ndarray) -> None:
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         self.offsets = np.concatenate(([0], np.cumsum(lengths)))
         self.tokens = np.fromiter((t for row in rows for t in row), dtype=np.int64, count=int(lengths.sum()))
         self.lengths, self.lines, self.copies = lengths, len(rows), copies
         self.masking, self.seed, self.split_key = masking, seed, SPLIT_KEYS[split]
-        self.mask, self.regular = mask, regular
+        self.never, self.regular = never, regular  # ids never hidden: special ones, [MASK] last
         self._last: tuple[bytes, dict[str, list[np.ndarray]]] | None = None  # the rows of the last batch asked for
 
     def __len__(self) -> int:
@@ -103,7 +103,7 @@ class MaskedLines:
 
     @cached_property
     def tgt_lengths(self) -> np.ndarray:
-        special = np.isin(self.tokens, (PAD, BOS, EOS, self.mask))
+        special = np.isin(self.tokens, self.never)
         candidates = self.lengths - np.add.reduceat(special, self.offsets[:-1]) if self.lines else self.lengths
         return np.tile(chosen_count(candidates, self.masking.rate), self.copies)
 
@@ -111,7 +111,7 @@ class MaskedLines:
         """Row ``index``'s source and label rows (``mask_row``, with its own seeded generator)."""
         copy, line = divmod(int(index), self.lines)
         rng = np.random.default_rng([self.seed % 2**63, self.split_key, copy, line])
-        return mask_row(self.tokens[self.offsets[line]:self.offsets[line + 1]], rng, self.masking, self.mask,
+        return mask_row(self.tokens[self.offsets[line]:self.offsets[line + 1]], rng, self.masking, self.never,
                         self.regular)
 
     def padded(self, indices: np.ndarray, side: str, pad: int) -> np.ndarray:
@@ -129,11 +129,13 @@ class MaskedLines:
 
 
 def line_rows(tok: Tokenizer, lines: list[str], max_positions: int | None) -> list[list[int]]:
-    """Each line's source row before masking: its pieces, then EOS; cut to ``max_positions`` (EOS kept last)."""
-    rows = [[*ids, EOS] for ids in tok.encode(lines)]
+    """Each line's source row before masking: its pieces with what the vocabulary adds around a source
+    (tbuild's: EOS after them); cut to ``max_positions`` (what is added after kept last)."""
+    rows = [tok.special.wrap(ids) for ids in tok.encode(lines)]
+    _, after = tok.special.around("source")
     if max_positions is None:
         return rows
-    return [row if len(row) <= max_positions else row[:max_positions - 1] + [EOS] for row in rows]
+    return [row if len(row) <= max_positions else row[:max_positions - len(after)] + after for row in rows]
 
 
 def encode_masked(spec: Spec, split: str, tok: Tokenizer, log: Log, *, max_length: int | None = None) -> MaskedLines:
@@ -150,7 +152,8 @@ def encode_masked(spec: Spec, split: str, tok: Tokenizer, log: Log, *, max_lengt
     masking = masking_of(spec)
     copies = masking.copies if split == "train" else 1
     seed = spec.train.seed if masking.seed is None else masking.seed
-    out = MaskedLines(rows, masking=masking, seed=seed, split=split, copies=copies, mask=mask_id(tok),
+    never = (*sorted({i for i in (tok.special.pad, tok.special.bos, tok.special.eos) if i is not None}), mask_id(tok))
+    out = MaskedLines(rows, masking=masking, seed=seed, split=split, copies=copies, never=never,
                       regular=regular_ids(tok))
     log(f"data.{split}: {len(rows):,} lines from {', '.join(map(str, split_paths(spec.data, split)))}"
         + (f" in {copies} masked copies" if copies > 1 else ", masked once")

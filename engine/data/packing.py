@@ -16,9 +16,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from tbuild.builder.tokens import BOS, PAD
+from tbuild.components.specs.special import Specials
 
-from .batches import BatchSource
+from .batches import IGNORED, BatchSource
 
 OPEN_ROWS = 16  # rows still open to a pair that fits (first fit among them); the oldest closes when full
 
@@ -63,16 +63,18 @@ def packed_batches(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int]
             for start in range(0, len(closed), rows)]
 
 
-def collate_packed(source: BatchSource, batch: np.ndarray, length: int,
-                   rows: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """(src, tgt_in, tgt_out, src_segments, tgt_segments), each (rows, length): the pairs of each row end to
-    end, tgt_in each pair's target shifted right behind its own BOS (§3.1) and not fed its EOS, segment
-    k + 1 for the row's k-th pair, PAD and segment 0 after the last. Rows past the batch's are empty."""
+def collate_packed(source: BatchSource, batch: np.ndarray, length: int, rows: int,
+                   special: Specials) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """(src, tgt_in, tgt_out, src_pad, src_segments, tgt_segments), each (rows, length): the pairs of each row
+    end to end, tgt_in each pair's target shifted right behind its own start (BOS, §3.1) and not fed its EOS,
+    segment k + 1 for the row's k-th pair, segment 0 (padding: ``special.fill``, ``IGNORED`` in tgt_out, True
+    in src_pad) after the last. Rows past the batch's are empty."""
     shape = (rows, length)
-    src, tgt_in, tgt_out = (np.full(shape, PAD, dtype=np.int64) for _ in range(3))
+    src, tgt_in = (np.full(shape, special.fill, dtype=np.int64) for _ in range(2))
+    tgt_out = np.full(shape, IGNORED, dtype=np.int64)
     src_seg, tgt_seg = np.zeros(shape, dtype=np.int64), np.zeros(shape, dtype=np.int64)
     pairs = pair_indices(batch)
-    src_rows, tgt_rows = source.padded(pairs, "src", PAD), source.padded(pairs, "tgt", PAD)
+    src_rows, tgt_rows = source.padded(pairs, "src", special.fill), source.padded(pairs, "tgt", IGNORED)
     src_lens, tgt_lens = source.src_lengths[pairs], source.tgt_lengths[pairs]
     at = np.zeros((rows, 2), dtype=np.int64)  # next free column of each row, source and target
     count = np.zeros(rows, dtype=np.int64)
@@ -81,7 +83,7 @@ def collate_packed(source: BatchSource, batch: np.ndarray, length: int,
         (a, b), count[r] = at[r], count[r] + 1
         src[r, a:a + s], src_seg[r, a:a + s] = src_rows[k, :s], count[r]
         tgt_out[r, b:b + t], tgt_seg[r, b:b + t] = tgt_rows[k, :t], count[r]
-        tgt_in[r, b] = BOS
+        tgt_in[r, b] = special.start
         tgt_in[r, b + 1:b + t] = tgt_rows[k, :t - 1]
         at[r] += (s, t)
-    return tuple(torch.from_numpy(a) for a in (src, tgt_in, tgt_out, src_seg, tgt_seg))  # type: ignore[return-value]
+    return tuple(torch.from_numpy(a) for a in (src, tgt_in, tgt_out, src_seg == 0, src_seg, tgt_seg))  # type: ignore[return-value]

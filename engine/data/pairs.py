@@ -9,7 +9,6 @@ from functools import cached_property
 import numpy as np
 
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import EOS
 
 from .corpus import layout_of, split_paths
 from .datasets import read_split
@@ -20,8 +19,9 @@ Log = Callable[[str], None]
 
 @dataclass
 class Pairs:
-    """Encoded parallel data in memory (a ``BatchSource``). ``src`` and ``tgt`` rows end with EOS;
-    the trainer feeds ``[BOS] + tgt[:-1]`` to the decoder and predicts ``tgt``."""
+    """Encoded parallel data in memory (a ``BatchSource``). ``src`` rows hold what the vocabulary adds around a
+    source (tbuild's: EOS after it), ``tgt`` rows end with EOS; the trainer feeds ``[start] + tgt[:-1]`` to
+    the decoder and predicts ``tgt``."""
 
     src: list[list[int]]
     tgt: list[list[int]]
@@ -51,4 +51,5 @@ def load_pairs(spec: Spec, split: str, tok: Tokenizer, log: Log) -> Pairs:
     source, target = read_split(spec.data, split, log)
     unit = layout_of(spec.data).unit  # a language model's text: lines (EOS-only sources)
     log(f"data.{split}: {len(source)} {unit} from {', '.join(map(str, split_paths(spec.data, split)))}")
-    return Pairs([s + [EOS] for s in tok.encode(source)], [t + [EOS] for t in tok.encode(target)])
+    special = tok.special
+    return Pairs([special.wrap(s) for s in tok.encode(source)], [t + [special.stop] for t in tok.encode(target)])

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.pointer import PointerSpecBase, format_ids
 
 from ..errors import DataError
@@ -19,18 +18,20 @@ from .linearize import LEAF
 if TYPE_CHECKING:
     from sentencepiece import SentencePieceProcessor
 
+    from tbuild.components.specs.special import Specials
+
 
 class PieceSource(Protocol):
     """What the pointer reads of the run's tokenizer (``tokenizer.Tokenizer``, which fits the spec with
-    ``fit_pointer``): its sentencepiece model and the file it came from (named in errors)."""
+    ``fit_pointer``): its sentencepiece model, the file it came from (named in errors) and its special ids."""
 
     sp: SentencePieceProcessor
     path: Path
+    special: Specials
 
 
 SPACE = "\u2581"  # sentencepiece's word boundary: the first character of a word's first piece
 USER_DEFINED = 4  # sentencepiece's ModelProto.SentencePiece.Type.USER_DEFINED: the whole target tokens
-_SPECIAL = frozenset({PAD, UNK, BOS, EOS})
 _WHERE = "model.decoder.pointer.advance"
 
 
@@ -59,7 +60,7 @@ def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: PieceSource) -> list[
     pieces = _pieces(tok)
     brackets = {i for i, (text, kind) in enumerate(pieces) if _bracket(text) and kind == USER_DEFINED}
     if leaves == "words":  # every piece of a word: all but the brackets
-        return [i for i in range(len(pieces)) if i not in brackets and i not in _SPECIAL]
+        return [i for i in range(len(pieces)) if i not in brackets and i not in tok.special.special]
     if leaves == "xx":
         return [_piece(tok, LEAF)]
     tags = [i for i, (text, kind) in enumerate(pieces) if kind == USER_DEFINED and i not in brackets]
@@ -71,14 +72,14 @@ def advance_ids(pointer: PointerSpecBase, spec: Spec, tok: PieceSource) -> list[
 
 def word_starts(tok: PieceSource) -> list[int]:
     """The pieces that begin a word (sentencepiece writes the word boundary first), special ids left out."""
-    return [i for i, (text, _) in enumerate(_pieces(tok)) if text.startswith(SPACE) and i not in _SPECIAL]
+    return [i for i, (text, _) in enumerate(_pieces(tok)) if text.startswith(SPACE) and i not in tok.special.special]
 
 
 def _piece(tok: PieceSource, token: str) -> int:
     """The id of a whole target token (written with or without the word boundary)."""
     for text in (SPACE + token.removeprefix(SPACE), token):
         i = tok.sp.piece_to_id(text)
-        if i not in _SPECIAL or tok.sp.id_to_piece(i) == text:
+        if i not in tok.special.special or tok.sp.id_to_piece(i) == text:
             return int(i)
     raise DataError(f"{_WHERE}: {token!r} is not one piece of {tok.path} (list whole target tokens, e.g. XX)")
 

@@ -67,7 +67,9 @@ def _made_from(spec: Spec, tok: Tokenizer) -> dict[str, Any]:
     for key in ("max_words", "max_words_ratio"):  # only when set: data prepared before they existed stays valid
         if getattr(spec.data, key) is not None:
             filters[key] = getattr(spec.data, key)
-    return {"tokenizer_sha256": sha256_of(tok.path), "filters": filters, "sources": files}
+    special = {} if tok.special.is_default else {"special": tok.special.model_dump(mode="json")}  # what each row
+    # adds: tbuild's own left out, so data prepared before the record stays valid
+    return {"tokenizer_sha256": sha256_of(tok.path), "filters": filters, "sources": files, **special}
 
 
 def _stale(header: dict[str, Any] | None, made_from: dict[str, Any]) -> str | None:
@@ -76,7 +78,8 @@ def _stale(header: dict[str, Any] | None, made_from: dict[str, Any]) -> str | No
         return "none yet"
     if header.get("format") != 1:
         return f"format {header.get('format')} is not this version's 1"
-    if header.get("tokenizer_sha256") != made_from["tokenizer_sha256"]:
+    if header.get("tokenizer_sha256") != made_from["tokenizer_sha256"] or header.get("special") != made_from.get(
+            "special"):
         return "it was encoded with another tokenizer"
     if header.get("filters") != made_from["filters"]:
         return f"filters changed from {header.get('filters')} to {made_from['filters']}"
@@ -97,8 +100,9 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
     try:
         pairs = word_filter(iter_split(spec.data, "train"), spec.data.max_words,
                             spec.data.max_words_ratio, dropped, counted)
-        for encoded in _encoded_chunks(pairs, tok.path, workers):
-            _write_kept(writer, encoded, spec.data.max_length, spec.data.max_length_ratio, dropped,
+        added = tuple(map(len, tok.special.around("source"))), 1  # ids added around a source, after a target
+        for encoded in _encoded_chunks(pairs, tok, workers):
+            _write_kept(writer, encoded, (spec.data.max_length, spec.data.max_length_ratio), added, dropped,
                         not layout.sourced)
         read = counted["read"]
         ratio = spec.data.max_length_ratio
@@ -145,14 +149,14 @@ def word_filter(pairs: Iterator[tuple[str, str]], max_words: int | None, max_rat
         yield source, target
 
 
-def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int | None) -> Iterator[Encoded]:
+def _encoded_chunks(pairs: Iterator[tuple[str, str]], tok: Tokenizer, workers: int | None) -> Iterator[Encoded]:
     """Encoded chunks in corpus order. Worker processes encode while the next chunks are read; at
     most two chunks per worker are in flight, so memory does not grow with the corpus."""
     chunks = iter(lambda: list(islice(pairs, CHUNK_PAIRS)), [])
     n = workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
     head = list(islice(chunks, INLINE_CHUNKS))
     if n <= 1 or len(head) < INLINE_CHUNKS:  # one worker, or a corpus too small to repay starting processes
-        init_worker(str(model))
+        init_worker(str(tok.path), tok.special)
         for chunk in chain(head, chunks):
             yield encode_chunk([s for s, _ in chunk], [t for _, t in chunk])
         return
@@ -161,7 +165,8 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int 
     # fork, unlike spawn, does not re-run the caller's main module (a script or stdin without a
     # ``__name__ == "__main__"`` guard would break).
     context = multiprocessing.get_context("fork" if sys.platform == "linux" else "spawn")
-    with ProcessPoolExecutor(n, mp_context=context, initializer=init_worker, initargs=(str(model),)) as pool:
+    with ProcessPoolExecutor(n, mp_context=context, initializer=init_worker,
+                             initargs=(str(tok.path), tok.special)) as pool:
         window: deque[Future[Encoded]] = deque()
         for chunk in chunks:
             window.append(pool.submit(encode_chunk, [s for s, _ in chunk], [t for _, t in chunk]))
@@ -171,12 +176,14 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], model: Path, workers: int 
             yield window.popleft().result()
 
 
-def _write_kept(writer: MappedWriter, encoded: Encoded, max_length: int, max_ratio: float | None,
+def _write_kept(writer: MappedWriter, encoded: Encoded, limits: tuple[int, float | None], added: tuple[int, int],
                 dropped: dict[str, int], text: bool = False) -> None:
-    """Apply the training filters to a chunk (lengths count EOS) and append the pairs kept (``text``: a
-    language model's, whose sources are all empty: only the target side can be)."""
+    """Apply the training filters (``limits``: max length, counting what is added, and max ratio) to a chunk and
+    append the pairs kept (``added``: the ids each side adds to its pieces; ``text``: a language model's,
+    whose sources are all empty: only the target side can be)."""
+    (max_length, max_ratio), (src_added, tgt_added) = limits, added
     src_ids, src_len, tgt_ids, tgt_len = encoded
-    s, t = src_len - 1, tgt_len - 1  # without EOS
+    s, t = src_len - sum(src_added), tgt_len - tgt_added  # the pieces alone
     empty = (t == 0) if text else (s == 0) | (t == 0)
     long = ~empty & ((src_len > max_length) | (tgt_len > max_length))
     ratio = np.zeros_like(empty)

@@ -1,6 +1,7 @@
-"""The run's tokenizer: a shared source+target sentencepiece model (§5.1) with the ids of
-builder/tokens.py, trained on a seeded sample of the training pairs or loaded (or an imported model's
-Hugging Face tokenizers file, ``tokenizers_file.py``), and the spec's vocabulary sizes fitted to it."""
+"""The run's tokenizer: a shared source+target sentencepiece model (§5.1), trained with tbuild's own special ids
+(``DEFAULT``, components/specs/special.py) on a seeded sample of the training pairs or loaded (or an imported
+model's Hugging Face tokenizers file, ``tokenizers_file.py``), the special ids it reports (``Tokenizer.special``),
+and the spec fitted to it (its vocabulary sizes, and its special ids where they are not tbuild's own)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import sentencepiece as spm
 
 from tbuild.builder.spec import Spec, TokenizerSpec
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import DEFAULT, ROLES, Specials
 
 from ..errors import DataError
 from ..run.directory import RunDir
@@ -23,16 +24,16 @@ from .pointer import fit_pointer
 
 Log = Callable[[str], None]
 
-_SPECIAL = {"pad": PAD, "unk": UNK, "bos": BOS, "eos": EOS}
-_SKIP_ON_DECODE = frozenset({PAD, BOS, EOS})
 
 
 class Tokenizer:
-    """Subword ids in, text out. Build with ``Tokenizer.train`` or ``Tokenizer.load``."""
+    """Subword ids in, text out, and the vocabulary's special ids (``special``). Build with ``Tokenizer.train``
+    or ``Tokenizer.load``."""
 
-    def __init__(self, processor: spm.SentencePieceProcessor, path: Path) -> None:
+    def __init__(self, processor: spm.SentencePieceProcessor, path: Path, special: Specials = DEFAULT) -> None:
         self.sp = processor
         self.path = path
+        self.special = special
 
     @property
     def vocab_size(self) -> int:
@@ -59,7 +60,7 @@ class Tokenizer:
                 model_type=spec.kind,
                 vocab_size=spec.vocab_size,
                 character_coverage=spec.character_coverage,
-                **{f"{name}_id": value for name, value in _SPECIAL.items()},
+                **{f"{name}_id": getattr(DEFAULT, name) for name in ROLES},  # tbuild's own ids
                 num_threads=max(1, min(os.cpu_count() or 1, 16)),
                 minloglevel=2,
                 # "▁(NP" is one piece: the bracket with the word boundary before it, so a linearized
@@ -75,36 +76,33 @@ class Tokenizer:
         return cls.load(Path(f"{model_prefix}.model"))
 
     @classmethod
-    def load(cls, path: Path) -> Tokenizer:
+    def load(cls, path: Path, special: Specials | None = None) -> Tokenizer:
         """Load a sentencepiece ``.model`` file, or a Hugging Face tokenizers ``.json`` file
-        (``tokenizers_file.py``); it must use pad=0, unk=1, bos=2, eos=3."""
+        (``tokenizers_file.py``), with its special ids: ``special`` (a run's record) where given, which must
+        name the model's own roles (a sentencepiece model's pad, unk, bos and eos ids; a tokenizers file's
+        special tokens), else the model's own (a tokenizers file: tbuild's, its ids 0 to 3 special)."""
         if not path.is_file():
             raise DataError(f"tokenizer model not found: {path}")
         if path.suffix == tokenizers_file.SUFFIX:
             processor = tokenizers_file.TokenizersProcessor(path)
+            found = tokenizers_file.check_special(processor, path, special or DEFAULT)
         else:
             try:
                 processor = spm.SentencePieceProcessor(model_file=str(path))
             except (RuntimeError, OSError) as e:
                 raise DataError(f"{path}: not a valid sentencepiece model ({str(e).strip()})") from None
-        actual = {"pad": processor.pad_id(), "unk": processor.unk_id(),
-                  "bos": processor.bos_id(), "eos": processor.eos_id()}
-        if actual != _SPECIAL:
-            got = ", ".join(f"{k}={v}" for k, v in actual.items())
-            want = " ".join(f"--{k}_id={v}" for k, v in _SPECIAL.items())
-            if path.suffix == tokenizers_file.SUFFIX:
-                raise DataError(f"{path}: ids 0 to 3 are not all special tokens ({got}, -1: not special); tbuild "
-                                "needs PAD 0, UNK 1, BOS 2, EOS 3")
-            raise DataError(f"{path}: special ids are {got}; tbuild needs a model trained with {want}")
-        return cls(processor, path)  # type: ignore[arg-type] # a TokenizersProcessor answers the same calls
+            found = _spm_special(processor, path, special)
+        return cls(processor, path, found)  # type: ignore[arg-type] # a TokenizersProcessor answers the same calls
 
     def encode(self, texts: list[str]) -> list[list[int]]:
         """Subword ids per text, without BOS/EOS."""
         return self.sp.encode(list(texts), out_type=int)
 
     def decode(self, ids: list[int]) -> str:
-        """Text of ``ids``; PAD, BOS and EOS are skipped wherever they occur."""
-        return self.sp.decode([int(i) for i in ids if int(i) not in _SKIP_ON_DECODE])
+        """Text of ``ids``; the special ids text leaves out (pad, bos, eos, a decoder's start:
+        ``Specials.skipped``) are skipped wherever they occur."""
+        skipped = self.special.skipped
+        return self.sp.decode([int(i) for i in ids if int(i) not in skipped])
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
@@ -113,15 +111,35 @@ class Tokenizer:
         return f"Tokenizer({self.path}, vocab_size={self.vocab_size})"
 
 
+def _spm_special(processor: spm.SentencePieceProcessor, path: Path, special: Specials | None) -> Specials:
+    """A sentencepiece model's special ids: its own pad, unk, bos and eos ids (-1: none), with ``special``'s
+    adding where given (whose ids must be the model's)."""
+    own = {role: i if i >= 0 else None for role, i in zip(ROLES, (processor.pad_id(), processor.unk_id(),
+                                                                  processor.bos_id(), processor.eos_id()), strict=True)}
+    given = special or DEFAULT
+    if special is not None and own != {role: getattr(given, role) for role in ROLES}:
+        got = ", ".join(f"{role} {i}" for role, i in own.items())
+        raise DataError(f"{path}: its special ids are {got}, not those of the run's data.tokenizer.special")
+    try:
+        return Specials(**own, source=given.source, target=given.target)
+    except ValueError:  # tbuild's adding names a role the model lacks: the model's own roles, nothing added
+        return Specials(**own, source=("text",), target=given.target if own["eos"] is not None else ("text",))
+
+
+def run_tokenizer(path: Path, spec: Spec) -> Tokenizer:
+    """A run's tokenizer at ``path``, with the special ids its (fitted) spec records."""
+    return Tokenizer.load(path, spec.data.tokenizer.special)
+
+
 def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
     """data.tokenizer.model if set, else the run's spm.model, else train one on the training split."""
     tspec = spec.data.tokenizer
     if tspec.model is not None:
-        tok = Tokenizer.load(Path(tspec.model))
+        tok = run_tokenizer(Path(tspec.model), spec)
         log(f"tokenizer: {tok.path} ({tok.vocab_size} pieces)")
         return tok
     if run.tokenizer.is_file():
-        tok = Tokenizer.load(run.tokenizer)
+        tok = run_tokenizer(run.tokenizer, spec)
         log(f"tokenizer: {run.tokenizer} ({tok.vocab_size} pieces, from an earlier run)")
         return tok
     ensure_data(spec.data, log, splits=("train",))
@@ -146,7 +164,7 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
     Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed, whole=whole, controls=controls)
     for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
         os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))
-    return Tokenizer.load(run.tokenizer)
+    return run_tokenizer(run.tokenizer, spec)
 
 
 def whole_target_tokens(spec: Spec, target: list[str]) -> list[str]:
@@ -176,9 +194,27 @@ def sample_pairs(pairs: Iterable[tuple[str, str]], k: int, *, seed: int) -> list
 
 def fit_vocab(spec: Spec, tok: Tokenizer, log: Log) -> Spec:
     """The spec with its vocabulary resolved against the tokenizer: ``from_tokenizer`` becomes the
-    tokenizer's piece count; an explicit size needs a row for every piece (more rows are allowed). A
+    tokenizer's piece count; an explicit size needs a row for every piece (more rows are allowed); the
+    tokenizer's special ids are recorded (``data.tokenizer.special``) where they are not tbuild's own. A
     decoder pointer's id sets are resolved too (``pointer.py``)."""
-    return fit_pointer(_fit_sizes(spec, tok, log), tok)
+    return fit_pointer(_fit_special(_fit_sizes(spec, tok, log), tok), tok)
+
+
+def _fit_special(spec: Spec, tok: Tokenizer) -> Spec:
+    """The spec recording ``tok``'s special ids (none where they are tbuild's own, as before the record)."""
+    outside = next((i for i in sorted(tok.special.special) if i >= tok.vocab_size), None)
+    if outside is not None:
+        raise DataError(f"{tok.path}: special id {outside} is not one of its {tok.vocab_size} pieces")
+    return recorded(spec, tok.special)
+
+
+def recorded(spec: Spec, special: Specials | None) -> Spec:
+    """The spec with ``special`` as its data.tokenizer.special (None where it is tbuild's own)."""
+    special = None if special is None or special.is_default else special
+    if special == spec.data.tokenizer.special:
+        return spec
+    tokenizer = spec.data.tokenizer.model_copy(update={"special": special})
+    return spec.model_copy(update={"data": spec.data.model_copy(update={"tokenizer": tokenizer})})
 
 
 def _fit_sizes(spec: Spec, tok: Tokenizer, log: Log) -> Spec:

@@ -3,14 +3,16 @@ tokenizer, for a model imported without a sentencepiece model. ``TokenizersProce
 sentencepiece's ``SentencePieceProcessor`` that ``Tokenizer`` and the commands use (encode, decode, pieces and
 ids, special ids), so a ``Tokenizer`` holds either kind and every command reads it the same way.
 
-tbuild's ids are PAD 0, UNK 1, BOS 2, EOS 3: the file's ids 0 to 3 must be special tokens (``added_tokens``
-marked ``special``), which encoding never produces from text and decoding leaves to tbuild to drop."""
+The file's ids are the model's. Which are its special ids is the run's record (``data.tokenizer.special``,
+written by the import from the folder's files; tbuild's own ids where the spec has none, as imports before the
+record wrote them): each role's id must be a special token of the file (``added_tokens`` marked ``special``),
+which encoding never produces from text and decoding leaves out."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import ROLES, Specials
 
 from ..errors import DataError
 from ..extras import require
@@ -30,21 +32,10 @@ class TokenizersProcessor:
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise DataError(f"{path}: not a readable tokenizers file ({reason})") from None
         self.special = {i for i, t in self.tk.get_added_tokens_decoder().items() if t.special}
-
-    def _special(self, i: int) -> int:
-        return i if i in self.special else -1
-
-    def pad_id(self) -> int:
-        return self._special(PAD)
-
-    def unk_id(self) -> int:
-        return self._special(UNK)
-
-    def bos_id(self) -> int:
-        return self._special(BOS)
-
-    def eos_id(self) -> int:
-        return self._special(EOS)
+        model = self.tk.model  # the unknown id: the model's own (unk_token, unk_id), -1 where it has none, until
+        name = getattr(model, "unk_token", None)  # the run's record names one (check_special)
+        found = self.tk.token_to_id(name) if isinstance(name, str) else getattr(model, "unk_id", None)
+        self.unk = -1 if found is None else int(found)
 
     def get_piece_size(self) -> int:
         return int(self.tk.get_vocab_size(with_added_tokens=True))
@@ -67,14 +58,16 @@ class TokenizersProcessor:
         return piece if piece is not None else ""
 
     def piece_to_id(self, piece: str) -> int:
+        """The piece's id; one the file lacks: its model's unknown token's (-1 where it has none)."""
         i = self.tk.token_to_id(piece)
-        return UNK if i is None else int(i)
+        return self.unk if i is None else int(i)
+
 
     def is_control(self, i: int) -> bool:
         return int(i) in self.special
 
     def is_unknown(self, i: int) -> bool:
-        return int(i) == UNK
+        return int(i) == self.unk
 
     def is_unused(self, i: int) -> bool:
         del i
@@ -83,3 +76,16 @@ class TokenizersProcessor:
     def serialized_model_proto(self) -> bytes:
         raise DataError("this run's tokenizer is a tokenizers file (tokenizer.json), which pointer networks, "
                         "constrained parsing and vocabulary extension do not read: they need a sentencepiece model")
+
+
+def check_special(processor: TokenizersProcessor, path: Path, special: Specials) -> Specials:
+    """``special`` where each of its roles is a special token of the file (one line naming the first that is
+    not: ``data.tokenizer.special``'s, or tbuild's own 0 to 3 for a file imported before the record)."""
+    for role in ROLES:
+        i = getattr(special, role)
+        if i is not None and i not in processor.special:
+            raise DataError(f"{path}: {role} id {i} is not a special token of the file (special: "
+                            f"{sorted(processor.special)[:8]}); data.tokenizer.special names the file's own")
+    if special.unk is not None:
+        processor.unk = special.unk
+    return special

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from tbuild.builder.spec import DataSpec, Spec
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
 from tbuild.components.specs.head import Piece
+from tbuild.components.specs.special import Specials
 
 from ..errors import DataError
 from .corpus import iter_parallel, split_files
@@ -25,17 +25,19 @@ from .tokenizer import Tokenizer
 
 Log = Callable[[str], None]
 
-LABEL_OFFSET = 1  # label j is stored as j + 1 in a tagged row: PAD (0) marks a position with no label
+LABEL_OFFSET = 1  # label j is stored as j + 1 in a tagged row: NO_LABEL (0) marks a position with no label
+NO_LABEL = 0
 
 
 class TaggedPairs(Pairs):
     """A tagger's encoded sentences: ``src`` rows are word pieces + EOS, ``tgt`` rows as long, a label at
-    each word's first (or last) piece and PAD elsewhere. A row's target length is its labels (its words),
+    each word's first (or last) piece and NO_LABEL elsewhere. A row's target length is its labels (its words),
     so the trainer normalises the loss and counts tokens per word, as validation does."""
 
     @cached_property
     def tgt_lengths(self) -> np.ndarray:
-        return np.fromiter((sum(1 for t in row if t != PAD) for row in self.tgt), dtype=np.int64, count=len(self.tgt))
+        return np.fromiter((sum(1 for t in row if t != NO_LABEL) for row in self.tgt), dtype=np.int64,
+                           count=len(self.tgt))
 
 
 @dataclass(frozen=True)
@@ -98,25 +100,27 @@ def word_bos(spec: Spec) -> bool:
     return getattr(spec.model.head, "bos", False)
 
 
-def word_row(pieces: list[list[int]], piece: Piece, bos: bool = False) -> tuple[list[int], list[int]]:
-    """One sentence's source row (BOS where ``bos``, from ``word_bos``; its words' pieces, then EOS) and each
-    word's position in it: its first or its last piece (``piece``, from ``word_piece``). The one word → piece
-    map: labels are trained, validated, evaluated and read there."""
-    src: list[int] = [BOS] if bos else []
+def word_row(pieces: list[list[int]], piece: Piece, special: Specials, bos: bool = False
+             ) -> tuple[list[int], list[int]]:
+    """One sentence's source row (BOS where ``bos``, from ``word_bos``; its words' pieces, then EOS: the ids of
+    ``special``) and each word's position in it: its first or its last piece (``piece``, from ``word_piece``).
+    The one word → piece map: labels are trained, validated, evaluated and read there."""
+    src: list[int] = [special.ids("bos")] if bos else []
     at: list[int] = []
+    unknown = [special.unk if special.unk is not None else special.fill]
     for ids in pieces:
-        ids = ids or [UNK]  # no word gives no piece (each starts with "▁"); kept aligned regardless
+        ids = ids or unknown  # no word gives no piece (each starts with "▁"); kept aligned regardless
         at.append(len(src) + (len(ids) - 1 if piece == "last" else 0))
         src += ids
-    return src + [EOS], at
+    return src + [special.stop], at
 
 
-def label_rows(pieces: list[list[int]], labels: list[int], piece: Piece, bos: bool = False
+def label_rows(pieces: list[list[int]], labels: list[int], piece: Piece, special: Specials, bos: bool = False
                ) -> tuple[list[int], list[int]]:
     """One sentence's source row (``word_row``) and label row, as long: each word's label (+ LABEL_OFFSET) at
-    its ``piece`` piece, PAD (no label, no loss) at its other pieces and at EOS."""
-    src, at = word_row(pieces, piece, bos)
-    tgt = [PAD] * len(src)
+    its ``piece`` piece, NO_LABEL (no loss) at its other pieces and at EOS."""
+    src, at = word_row(pieces, piece, special, bos)
+    tgt = [NO_LABEL] * len(src)
     for position, label in zip(at, labels, strict=True):
         tgt[position] = label + LABEL_OFFSET
     return src, tgt
@@ -135,7 +139,7 @@ def encode_tagged(spec: Spec, split: str, tok: Tokenizer, log: Log, *,
         if unknown is not None:
             raise DataError(f"data.{split}: {data.tags_file} line {line}: tag {unknown!r} is not one of the "
                             f"model's {len(index)} labels (model.head.labels)")
-        s, t = label_rows(pieces, [index[x] for x in tags], piece, word_bos(spec))
+        s, t = label_rows(pieces, [index[x] for x in tags], piece, tok.special, word_bos(spec))
         if max_length is not None and len(s) > max_length:
             dropped += 1
             continue

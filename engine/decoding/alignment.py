@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import torch
 
-from tbuild.builder.tokens import BOS
-
 
 @torch.no_grad()
 def align(model: torch.nn.Module, source: list[int], tokens: list[int], device: torch.device) -> list[int]:
-    """One source position (0-based, over ``source``'s subwords, EOS included) per output token."""
+    """One source position (0-based, over ``source``'s subwords, EOS included) per output token (fed after
+    the model's start id)."""
     if not tokens:
         return []
     block = model.decoder[-1].cross_attn.sublayer
@@ -21,7 +20,7 @@ def align(model: torch.nn.Module, source: list[int], tokens: list[int], device: 
 
     hook = block.register_forward_pre_hook(capture, with_kwargs=True)
     try:
-        model(torch.tensor([source], device=device), torch.tensor([[BOS] + tokens], device=device))
+        model(torch.tensor([source], device=device), torch.tensor([[model.special.start] + tokens], device=device))
     finally:
         hook.remove()
     weights = block.attention_weights(*captured["args"], **captured["kwargs"])[0].float().mean(0)  # (T+1, S)

@@ -7,8 +7,6 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.tokens import BOS
-
 from ..errors import TbuildError
 from ..figures.plots import _pyplot
 from .search import beam_search
@@ -29,7 +27,7 @@ def attention_weights(translator: Translator, sentence: str, beam: int, alpha: f
         raise TbuildError("--src is empty")
     src = torch.tensor([source], device=device)
     best = beam_search(model, src, beam=beam, alpha=alpha, max_len_a=1.0, max_len_b=max_len_b)[0][0]
-    tgt_in = torch.tensor([[BOS] + best.tokens], device=device)
+    tgt_in = torch.tensor([[tok.special.start] + best.tokens], device=device)
     blocks = {"encoder": [layer.self_attn.sublayer for layer in model.encoder],
               "decoder": [layer.self_attn.sublayer for layer in model.decoder],
               "cross": [layer.cross_attn.sublayer for layer in model.decoder]}
@@ -48,7 +46,7 @@ def attention_weights(translator: Translator, sentence: str, beam: int, alpha: f
     weights = {kind: [block.attention_weights(*inputs[block][0], **inputs[block][1])[0].float().cpu()
                       for block in layers] for kind, layers in blocks.items()}
     pieces = tok.sp.id_to_piece
-    return ([pieces(i) for i in source[:-1]] + ["</s>"], ["<s>"] + [pieces(i) for i in best.tokens], weights)
+    return [pieces(i) for i in source], [pieces(tok.special.start)] + [pieces(i) for i in best.tokens], weights
 
 
 def plot_attention(src: list[str], tgt: list[str], weights: dict[str, list[torch.Tensor]], out_dir: Path,

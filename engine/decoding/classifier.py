@@ -58,7 +58,8 @@ def classify_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, lis
     labels = labels_of(spec)
     pairs = encode_classified(spec, split, t.tokenizer, lambda _: None)
     result = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
-                           label_smoothing=spec.train.label_smoothing, policy=t.policy, offset=LABEL_OFFSET)
+                           label_smoothing=spec.train.label_smoothing, policy=t.policy, special=t.tokenizer.special,
+                           offset=LABEL_OFFSET)
     gold = [labels[row[0] - LABEL_OFFSET] for row in pairs.tgt]
     predicted = [labels[int(best[0])] for best in best_labels(t, pairs.src, spec.decode.batch_tokens)]
     right = sum(g == p for g, p in zip(gold, predicted, strict=True))

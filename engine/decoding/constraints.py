@@ -21,19 +21,20 @@ so far (the n-gram blocking rule with a given list); a forced target prefix take
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from tbuild.builder.tokens import PAD
-
 NEG_INF = float("-inf")
+NONE = -1  # a phrase's padding and "no token" (never a vocabulary id)
 
 
 @dataclass
 class Phrases:
-    """Each sentence's phrases as token ids: ``ids`` (B, C, L) PAD-padded, ``lengths`` (B, C) (0: no phrase)."""
+    """Each sentence's phrases as token ids: ``ids`` (B, C, L) padded with NONE, ``lengths`` (B, C) (0: no
+    phrase)."""
 
     ids: torch.Tensor
     lengths: torch.Tensor
@@ -44,7 +45,7 @@ class Phrases:
         """From token lists per sentence; ``right``: aligned to the right (for negative matching)."""
         count = max(1, *(len(p) for p in phrases))
         width = max([1] + [len(ph) for p in phrases for ph in p])
-        ids = torch.full((len(phrases), count, width), PAD, dtype=torch.long)
+        ids = torch.full((len(phrases), count, width), NONE, dtype=torch.long)
         lengths = torch.zeros(len(phrases), count, dtype=torch.long)
         for i, sentence in enumerate(phrases):
             for c, phrase in enumerate(sentence):
@@ -122,13 +123,13 @@ def step(progress: Progress, phrases: Phrases, token: torch.Tensor) -> Progress:
 
 
 def constraint_tokens(progress: Progress, phrases: Phrases) -> torch.Tensor:
-    """(N, C + 1) tokens that advance a row's constraints (PAD where none): the next token of the
+    """(N, C + 1) tokens that advance a row's constraints (NONE where none): the next token of the
     phrase it writes, the first token of each phrase it has not met."""
     rows = torch.arange(phrases.ids.size(0), device=phrases.ids.device)
     cur = progress.cur.clamp(min=0)
     expected = phrases.ids[rows, cur, progress.pos.clamp(max=phrases.ids.size(-1) - 1)]
-    expected = expected.masked_fill(progress.cur.lt(0), PAD)
-    firsts = phrases.ids[:, :, 0].masked_fill(progress.met | phrases.lengths.eq(0), PAD)
+    expected = expected.masked_fill(progress.cur.lt(0), NONE)
+    firsts = phrases.ids[:, :, 0].masked_fill(progress.met | phrases.lengths.eq(0), NONE)
     return torch.cat([expected[:, None], firsts], 1)
 
 
@@ -158,8 +159,8 @@ def constrained_candidates(lprobs: torch.Tensor, logp: torch.Tensor, progress: P
     earlier = torch.ones(extra.size(1), extra.size(1), dtype=torch.bool, device=extra.device).tril(-1)
     seen |= (extra[:, :, None].eq(extra[:, None, :]) & earlier).any(-1)  # or an earlier extra token
     token = torch.cat([per_row, extra], 1)  # (N, M)
-    score = lprobs.gather(1, token)
-    score[:, per_row.size(1):].masked_fill_(seen, NEG_INF)
+    score = lprobs.gather(1, token.clamp(min=0))
+    score[:, per_row.size(1):].masked_fill_(seen | extra.eq(NONE), NEG_INF)  # no token: an impossible candidate
     score = score.add_(logp.view(-1, 1)).view(n, -1)  # (n, r·M)
     state = step(progress, phrases, token)
     bank = state.tokens_met(phrases.lengths[:, None, :]).view(n, -1)
@@ -168,7 +169,8 @@ def constrained_candidates(lprobs: torch.Tensor, logp: torch.Tensor, progress: P
     flat = Progress(state.met.view(n, rows * m, -1), state.cur.view(n, -1), state.pos.view(n, -1))
     chosen = Progress(flat.met.gather(1, pick[..., None].expand(-1, -1, flat.met.size(-1))),
                       flat.cur.gather(1, pick), flat.pos.gather(1, pick))
-    return score.gather(1, pick), pick.div(m, rounding_mode="floor"), token.view(n, -1).gather(1, pick), chosen
+    chosen_token = token.view(n, -1).gather(1, pick).clamp(min=0)  # an impossible candidate (-inf) reads row 0
+    return score.gather(1, pick), pick.div(m, rounding_mode="floor"), chosen_token, chosen
 
 
 def ban_phrases(lprobs: torch.Tensor, history: torch.Tensor, banned: Phrases) -> None:
@@ -180,5 +182,6 @@ def ban_phrases(lprobs: torch.Tensor, history: torch.Tensor, banned: Phrases) ->
     if tail.size(1) < need:  # too short an output: those positions match no token
         tail = torch.cat([tail.new_full((tail.size(0), need - tail.size(1)), -1), tail], 1)
     head = ids[..., :-1]
-    match = (head.eq(tail[:, None, :]) | head.eq(PAD)).all(-1) & banned.lengths.gt(0)  # (N, E)
-    lprobs.scatter_(1, ids[..., -1].masked_fill(~match, PAD), NEG_INF)  # PAD is banned anyway
+    match = (head.eq(tail[:, None, :]) | head.eq(NONE)).all(-1) & banned.lengths.gt(0)  # (N, E)
+    banned_lp = torch.full(match.shape, NEG_INF, device=lprobs.device).masked_fill_(~match, math.inf)
+    lprobs.scatter_reduce_(1, ids[..., -1].clamp(min=0), banned_lp, reduce="amin")  # -inf where a phrase ends

@@ -6,7 +6,7 @@ tbuild's conventions in CTranslate2's search (what still differs: ``engine/expor
 - Length penalty: CTranslate2 runs with length_penalty 0 (raw log-probs) and returns its ``beam``
   finished hypotheses; they are re-ranked with tbuild's lp ((5+|Y|)/6)^α, |Y| counting EOS.
 - Length limit: |Y| ≤ floor(a·|X| + b), EOS counted in both (``search.max_lengths``), capped by the
-  decoder's max_positions; PAD and BOS are never generated; no minimum length.
+  decoder's max_positions; the vocabulary's pad, bos and start are never generated; no minimum length.
 """
 
 from __future__ import annotations
@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tbuild.builder.tokens import BOS, EOS, PAD
-
-from ..data.tokenizer import Tokenizer
+from ..data.tokenizer import Tokenizer, run_tokenizer
 from ..errors import TbuildError
 from ..extras import require
 from ..run.directory import Run
@@ -87,9 +85,12 @@ def _translate(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeR
                prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
                token_scores: bool = False) -> list[Any]:
     """CTranslate2's finished hypotheses per source at output length limit ``limit`` (EOS counted): the
-    ``beam`` best, or ``nbest`` samples; never PAD, BOS or a ``banned`` phrase."""
-    pieces = [[tok.sp.id_to_piece(t) for t in source[:-1]] for source in sources]  # the runtime adds EOS
-    suppress = [[tok.sp.id_to_piece(t) for t in phrase] for phrase in [[PAD], [BOS], *banned]]
+    ``beam`` best, or ``nbest`` samples; never the vocabulary's pad, bos or start, or a ``banned`` phrase."""
+    before, after = map(len, tok.special.around("source"))
+    pieces = [[tok.sp.id_to_piece(t) for t in source[before:len(source) - after]]
+              for source in sources]  # the runtime adds what the vocabulary adds (the export's config)
+    never = [[i] for i in tok.special.never]
+    suppress = [[tok.sp.id_to_piece(t) for t in phrase] for phrase in [*never, *banned]]
     options: dict[str, Any] = {"beam_size": spec.beam, "num_hypotheses": spec.beam}
     if spec.sampling is not None:
         options = {"beam_size": 1, "num_hypotheses": spec.nbest, "sampling_temperature": spec.temperature,
@@ -112,18 +113,18 @@ def _rerank(tok: Tokenizer, result: Any, alpha: float) -> list[Hypothesis]:
     for pieces, log_p, steps in zip(result.hypotheses, result.scores, logits, strict=True):
         ids = [tok.sp.piece_to_id(p) for p in pieces]
         hyps.append(Hypothesis(ids, log_p / length_penalty(len(pieces) + 1, alpha), log_p,
-                               _token_log_probs(steps, ids) if steps else []))
+                               _token_log_probs(steps, ids, tok.special.stop) if steps else []))
     return sorted(hyps, key=lambda h: -h.score)
 
 
-def _token_log_probs(steps: list[Any], ids: list[int]) -> list[float]:
+def _token_log_probs(steps: list[Any], ids: list[int], stop: int) -> list[float]:
     """The log-probability of each token (EOS last, when the runtime took an EOS step) from the
     runtime's per-step logits over the vocabulary."""
     import numpy as np
     import torch
 
     lprobs = torch.as_tensor(np.stack([np.asarray(step) for step in steps])).float().log_softmax(-1)
-    chosen = (ids + [EOS])[: lprobs.size(0)]
+    chosen = (ids + [stop])[: lprobs.size(0)]
     return lprobs[torch.arange(len(chosen)), torch.tensor(chosen)].tolist()
 
 
@@ -195,5 +196,6 @@ def open_ct2_translator(run: Run, folder: Path, weights: str, *, quantization: s
 
     max_positions = run.spec.model.max_positions
     return CTranslate2Translator(ctranslate2.Translator(str(folder), device=device),
-                                 Tokenizer.load(folder / run.dir.tokenizer.name), weights, quantization, device,
+                                 run_tokenizer(folder / run.dir.tokenizer.name, run.spec), weights, quantization,
+                                 device,
                                  max_positions or DEFAULT_MAX_SOURCE, max_positions)

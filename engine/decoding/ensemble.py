@@ -24,7 +24,7 @@ import torch
 from tbuild.builder.spec import Spec
 from tbuild.components.transformer import DecoderCache
 
-from ..data.tokenizer import Tokenizer
+from ..data.tokenizer import Tokenizer, run_tokenizer
 from ..errors import TbuildError
 from ..run.directory import Run
 
@@ -50,11 +50,13 @@ class Ensemble:
     def __init__(self, models: list[torch.nn.Module], weights: list[float], combine: str) -> None:
         self.models, self.combine = models, combine
         self.members = tuple(models)
+        self.special = models[0].special  # one for all: the runs share their tokenizer (check_compatible)
         self.weights = shares(weights)
 
-    def encode(self, src: torch.Tensor) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None
+               ) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
         """Each model's memory (a tuple) and the padding mask they share."""
-        outs = [m.encode(src) for m in self.models]
+        outs = [m.encode(src, pad) for m in self.models]
         return tuple(memory for memory, _ in outs), outs[0][1]
 
     def new_cache(self) -> EnsembleCache:
@@ -80,9 +82,9 @@ class Ensemble:
         """Each model's memory rows ``kept``."""
         return tuple(m.index_select(0, kept) for m in memory)
 
-    def __call__(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    def __call__(self, src: torch.Tensor, tgt: torch.Tensor, src_pad: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced combined log-probabilities (B, T, V)."""
-        memory, pad = self.encode(src)
+        memory, pad = self.encode(src, src_pad)
         return self.decode(tgt, memory, pad)
 
 
@@ -112,8 +114,9 @@ class LabelEnsemble(torch.nn.Module):
         self.combine = combine
         self.weights = shares(weights)
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None) -> torch.Tensor:
-        lprobs = torch.stack([m(src).float().log_softmax(-1) for m in self.members])  # (M, B, T, labels)
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor | None = None,
+                src_pad: torch.Tensor | None = None) -> torch.Tensor:
+        lprobs = torch.stack([m(src, None, src_pad).float().log_softmax(-1) for m in self.members])  # (M, B, T, L)
         return combined(lprobs, self.weights, self.combine)
 
 
@@ -145,10 +148,8 @@ def check_compatible(runs: list[Run]) -> None:
 def _identity(run: Run) -> dict[str, object]:
     if not run.tokenizer.exists():
         raise TbuildError(f"{run.dir.path}: no tokenizer; train the run first")
-    tok = Tokenizer.load(run.tokenizer)
-    sp = tok.sp
-    return {"vocabulary size": _vocab(run.spec, tok),
-            "special ids (pad, unk, bos, eos)": (sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()),
+    tok = run_tokenizer(run.tokenizer, run.spec)
+    return {"vocabulary size": _vocab(run.spec, tok), "special ids": tok.special,
             "tokenizer sha256": hashlib.sha256(Path(run.tokenizer).read_bytes()).hexdigest()[:16]}
 
 

@@ -11,8 +11,6 @@ import numpy as np
 from sacrebleu.metrics import BLEU, CHRF
 from sacrebleu.metrics.base import Metric
 
-from tbuild.builder.tokens import EOS
-
 from ..data.corpus import read_parallel
 from ..data.datasets import read_split
 from ..data.joined import for_model
@@ -44,10 +42,12 @@ def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, 
     hyps = [decoder.tokenizer.decode(h[0].tokens) if h else "" for h in results]
     bleu, bleu_lc, chrf = (metric for _, _, metric in sacrebleu_metrics())
     tok = translator.tokenizer
-    pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
-                  [ids + [EOS] for ids in tok.encode(references)])
+    stop = tok.special.stop
+    pairs = Pairs([ids or [stop] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
+                  [ids + [stop] for ids in tok.encode(references)])
     ppl = evaluate_loss(translator.model, for_model(run.spec, pairs), batch_tokens=run.spec.train.batch_tokens,
-                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
+                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy,
+                        special=tok.special)["ppl"]
     result = EvalRecord(
         split=split, sentences=len(sources), weights=translator.weights,
         bleu=bleu.corpus_score(hyps, [references]).score, bleu_signature=str(bleu.get_signature()),

@@ -7,7 +7,7 @@ The search (``search.beam_search``) sees the model through its ``SearchModel`` p
 padding mask bounds the output length: prompt + ``max_new_tokens``), and every step is one incremental
 ``decode`` with the self-attention cache. A prompt is forced as the output's prefix (``Rules.prefix``,
 as ``tbuild decode`` forces a target prefix), so the output is the prompt and its continuation; an empty
-prompt is an unconditional sample from BOS.
+prompt is an unconditional sample from the vocabulary's start id (BOS).
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from pathlib import Path
 
 import torch
 
-from tbuild.builder.tokens import PAD
 from tbuild.components.transformer import DecoderCache
 
 from ..data.pairs import load_pairs
@@ -39,13 +38,14 @@ class LanguageModelSearch:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.members = (model,)
+        self.special = model.special
         self._decode = model.decode
 
     @staticmethod
-    def encode(src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The prompts (B, P) stand for the memory (never read by ``step``); their padding mask gives
+    def encode(src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The prompts (B, P) stand for the memory (never read by ``step``); their padding mask ``pad`` gives
         each row's prompt length to the output's length limit."""
-        return src, src.eq(PAD)
+        return src, torch.zeros(src.shape, dtype=torch.bool, device=src.device) if pad is None else pad
 
     @staticmethod
     def new_cache() -> DecoderCache:
@@ -84,7 +84,7 @@ def encode_prompts(lm: LanguageModel, prompts: list[str], max_new_tokens: int,
                    warn: Callable[[str], None] = lambda _: None) -> list[list[int]]:
     """Each prompt's ids (no EOS); one too long for the model's positions keeps its last tokens, with a
     warning naming the line."""
-    limit = (lm.max_positions or DEFAULT_MAX_POSITIONS) - 1 - max_new_tokens  # BOS, the new tokens
+    limit = (lm.max_positions or DEFAULT_MAX_POSITIONS) - 1 - max_new_tokens  # the start, the new tokens
     if limit < 0:
         raise TbuildError(f"--max-new-tokens {max_new_tokens} does not fit the model's {lm.max_positions} "
                           "positions (BOS included)")
@@ -111,12 +111,12 @@ def generate(lm: LanguageModel, prompts: list[str], request: DecodeRequest, max_
     results: list[list[Hypothesis]] = [[] for _ in prompts]
     sampling = sampler(request, policy.device)
     for rows in length_batches([max(len(p), 1) for p in ids], request.batch_tokens):
-        prompt = padded([ids[i] for i in rows]).to(policy.device)
+        prompt, pad = (t.to(policy.device) for t in padded([ids[i] for i in rows], model.special.fill))
+        rules = Rules(prefix=prompt, prefix_len=(~pad).sum(1), no_repeat_ngram=request.no_repeat_ngram)
         with policy.autocast():
-            hyps = beam_search(model, prompt, beam=request.width, alpha=request.alpha, max_len_a=1.0,
+            hyps = beam_search(model, prompt, src_pad=pad, beam=request.width, alpha=request.alpha, max_len_a=1.0,
                                max_len_b=max_new_tokens + 1, nbest=request.nbest, min_len=request.min_len,
-                               max_len_cap=lm.max_positions, rules=Rules(prefix=prompt,
-                                                                         no_repeat_ngram=request.no_repeat_ngram),
+                               max_len_cap=lm.max_positions, rules=rules,
                                sampling=sampling, token_scores=request.token_scores)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
@@ -131,7 +131,8 @@ def evaluate_perplexity(run: Run, lm: LanguageModel, split: str) -> EvalRecord:
     pairs = load_pairs(run.spec, split, lm.translator.tokenizer, lambda _: None)
     t = lm.translator
     result = evaluate_loss(t.model, pairs, batch_tokens=run.spec.train.batch_tokens,
-                           label_smoothing=run.spec.train.label_smoothing, policy=t.policy)
+                           label_smoothing=run.spec.train.label_smoothing, policy=t.policy,
+                           special=run.spec.special())
     seconds = time.perf_counter() - started
     return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, perplexity=result["ppl"],
                       nll=result["nll"], tokens=result["tokens"], seconds=seconds, precision=t.precision)

@@ -22,7 +22,8 @@ def evaluate_masked_lm(run: Run, t: Translator, split: str) -> EvalRecord:
     spec, started = run.spec, time.perf_counter()
     pairs = encode_masked(spec, split, t.tokenizer, lambda _: None)
     result = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
-                           label_smoothing=spec.train.label_smoothing, policy=t.policy, offset=LABEL_OFFSET)
+                           label_smoothing=spec.train.label_smoothing, policy=t.policy, special=t.tokenizer.special,
+                           offset=LABEL_OFFSET)
     return EvalRecord(split=split, sentences=len(pairs), weights=t.weights, accuracy=result["accuracy"],
                       perplexity=result["ppl"], nll=result["nll"], tokens=result["tokens"],
                       seconds=time.perf_counter() - started, precision=t.precision)

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from tbuild.components.decoder_only import DecoderOnly
+from tbuild.components.specs.special import Specials
 from tbuild.components.transformer import DecoderCache
 
 from .prefix_lm import PrefixLMSearch
@@ -23,9 +24,12 @@ class Cache(Protocol):
 
 
 class Seq2Seq(Protocol):
-    """An encoder-decoder as the search's callers have it (``EncoderDecoder``, the tests' toy models)."""
+    """An encoder-decoder as the search's callers have it (``EncoderDecoder``, the tests' toy models): its
+    vocabulary's special ids, its encoder and its decoder."""
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    special: Specials
+
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
                cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor: ...
@@ -38,9 +42,11 @@ class SearchModel(Protocol):
     and ``select``s its rows (each kind has ``index_select``)."""
 
     members: Sequence[Any]  # the models behind it: one, or an ensemble's (alignments use the first)
+    special: Specials  # the vocabulary's special ids: where outputs start and stop, what is never generated
 
-    def encode(self, src: torch.Tensor) -> tuple[Any, torch.Tensor]:
-        """(memory, padding mask (B, S)) of the PAD-padded source ids (B, S)."""
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[Any, torch.Tensor]:
+        """(memory, padding mask (B, S)) of the right-padded source ids (B, S) and their padding ``pad``
+        (None: none)."""
         ...
 
     def new_cache(self) -> Cache: ...
@@ -61,6 +67,7 @@ class Single:
 
     def __init__(self, model: Seq2Seq) -> None:
         self.members = (model,)
+        self.special = model.special
         self.encode = model.encode
         self._decode = model.decode
 

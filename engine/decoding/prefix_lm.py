@@ -1,6 +1,6 @@
-"""A decoder-only translator (``model.prefix_lm``) through the search: ``encode`` runs the prefix (BOS,
-the source, its EOS as the separator) through the decoder once, filling the self-attention cache, and
-keeps the separator's next-token logits; the first ``step`` hands those back (the search feeds BOS
+"""A decoder-only translator (``model.prefix_lm``) through the search: ``encode`` runs the prefix (the start,
+BOS, the source, its EOS as the separator) through the decoder once, filling the self-attention cache, and
+keeps the separator's next-token logits; the first ``step`` hands those back (the search feeds the start
 there, which a prefix LM never reads) and moves the prefix's cache into the search's; every later step
 is one cached ``decode`` of the tokens chosen. The outputs are the target alone.
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import BOS, PAD
 from tbuild.components.transformer import DecoderCache
 
 
@@ -46,14 +45,15 @@ def mixes_lengths(model: nn.Module) -> bool:
     return getattr(model.tgt_embed.positional, "shift", "none") != "none"
 
 
-def left_padded(src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (B, S) right-padded source ids ending with EOS -> the prefixes (B, S + 1) BOS, source,
-    left-padded to end at one column, and each row's left padding (B,)."""
+def left_padded(src: torch.Tensor, pad: torch.Tensor, first: int, fill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """src (B, S) right-padded source ids ending with EOS, ``pad`` (B, S) their padding -> the prefixes
+    (B, S + 1) ``first`` (the start), source, left-padded with ``fill`` to end at one column, and each row's
+    left padding (B,)."""
     b, s = src.shape
-    start = src.eq(PAD).sum(1)  # (B,)
-    prefix = src.new_full((b, s + 1), PAD)
+    start = pad.sum(1)  # (B,)
+    prefix = src.new_full((b, s + 1), fill)
     column = start[:, None] + torch.arange(s + 1, device=src.device)[None, :]  # row b's tokens from start[b]
-    tokens = torch.cat([src.new_full((b, 1), BOS), src], 1)
+    tokens = torch.cat([src.new_full((b, 1), first), src], 1)
     keep = column < s + 1  # the row's BOS and source, not its right padding
     prefix[keep.nonzero(as_tuple=True)[0], column[keep]] = tokens[keep]
     return prefix, start
@@ -64,24 +64,27 @@ class PrefixLMSearch:
 
     def __init__(self, model: nn.Module) -> None:
         self.members = (model,)
+        self.special = model.special
         self._decode = model.decode
         self.mixes_lengths = mixes_lengths(model)
 
-    def encode(self, src: torch.Tensor) -> tuple[PrefixMemory, torch.Tensor]:
-        """src (B, S) source ids ending with EOS, right-padded -> the prefix's memory and the source's
-        padding mask (B, S) (the output length limits read it). Sources of one length run unpadded."""
-        lengths = src.ne(PAD).sum(1)
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[PrefixMemory, torch.Tensor]:
+        """src (B, S) source ids ending with EOS, right-padded (``pad`` (B, S): its padding; None: none) -> the
+        prefix's memory and the source's padding mask (the output length limits read it). Sources of one
+        length run unpadded."""
+        pad = torch.zeros(src.shape, dtype=torch.bool, device=src.device) if pad is None else pad
+        lengths, first = (~pad).sum(1), self.special.start
         cache = DecoderCache()
         if bool((lengths == lengths[0]).all()):
-            prefix = torch.cat([src.new_full((src.size(0), 1), BOS), src[:, : int(lengths[0])]], 1)  # (B, P)
+            prefix = torch.cat([src.new_full((src.size(0), 1), first), src[:, : int(lengths[0])]], 1)  # (B, P)
             logits = self._decode(prefix, cache)[:, -1].float()  # the separator's: the target's first token
-            return PrefixMemory(logits, cache), src.eq(PAD)
+            return PrefixMemory(logits, cache), pad
         if not self.mixes_lengths:
             raise ValueError("this prefix LM's positional scheme decodes a batch of sources of one length "
                              "(length_batches same_length)")
-        prefix, start = left_padded(src)
+        prefix, start = left_padded(src, pad, first, self.special.fill)
         logits = self._decode(prefix, cache, start=start)[:, -1].float()
-        return PrefixMemory(logits, cache, start), src.eq(PAD)
+        return PrefixMemory(logits, cache, start), pad
 
     @staticmethod
     def new_cache() -> DecoderCache:

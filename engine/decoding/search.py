@@ -4,9 +4,12 @@ Conventions (as fairseq): every length counts the EOS token, |Y| = len(tokens) +
 
 - score(Y) = log P(Y|X) / lp(|Y|), log P summed over the output tokens including EOS, with
   lp(|Y|) = ((5 + |Y|) / 6) ** alpha (Wu et al. 2016, the paper's ref [31]).
-- max_len = floor(max_len_a · src_len + max_len_b), src_len = non-PAD source tokens, bounds |Y|:
-  at |Y| = max_len the only possible token is EOS (so at most max_len - 1 real tokens). At least 1.
-- PAD and BOS are never generated; log-probs are the model's (not renormalised after that).
+- max_len = floor(max_len_a · src_len + max_len_b), src_len = the source's tokens (its padding mask tells
+  them), bounds |Y|: at |Y| = max_len the only possible token is EOS (so at most max_len - 1 real tokens).
+  At least 1.
+- The output starts from the vocabulary's start id and ends at its EOS; pad, bos and the start are never
+  generated (``Specials.never``: the ids of the model's ``special``); log-probs are the model's (not
+  renormalised after that).
 
 Legend: B sentences, k beam, n live sentences, r rows per live sentence (1 at the first step, k
 after), N = n·r decoder rows, t tokens generated so far, V vocabulary, S source length.
@@ -22,7 +25,7 @@ from typing import Any, Protocol
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import Specials
 
 from .constraints import Phrases, Progress, ban_phrases, constrained_candidates
 from .model import Cache, SearchModel, Seq2Seq, search_model
@@ -67,18 +70,19 @@ def max_lengths(pad: torch.Tensor, max_len_a: float, max_len_b: int, cap: Cap = 
     return capped(torch.floor(max_len_a * src_len + max_len_b + 1e-9).long(), cap).clamp(min=1)
 
 
-def _ban(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor) -> torch.Tensor:
+def _ban(logits: torch.Tensor, length: int, min_len: int, forced: torch.Tensor, special: Specials) -> torch.Tensor:
     """Apply, in place on (N, V) logits or log-probs, the tokens a row may not take when choosing EOS
-    now makes |Y| = length: PAD/BOS always, EOS while length < min_len, and anything but EOS in rows with
-    ``forced`` (N,) set (at their max_len; this has priority over min_len)."""
-    eos = logits[:, EOS].clone()
-    logits[:, PAD] = NEG_INF
-    logits[:, BOS] = NEG_INF
+    now makes |Y| = length: ``special.never`` (pad, bos, the start) always, EOS while length < min_len,
+    and anything but EOS in rows with ``forced`` (N,) set (at their max_len; this has priority over min_len)."""
+    stop = special.stop
+    eos = logits[:, stop].clone()
+    if special.never:
+        logits[:, list(special.never)] = NEG_INF
     if length < min_len:
-        logits[:, EOS] = NEG_INF
+        logits[:, stop] = NEG_INF
     if forced.any():
         logits.masked_fill_(forced[:, None], NEG_INF)
-        logits[:, EOS] = torch.where(forced, eos, logits[:, EOS])
+        logits[:, stop] = torch.where(forced, eos, logits[:, stop])
     return logits
 
 
@@ -197,7 +201,8 @@ class Rules:
     """What constrains each step besides the length limits: a forced target prefix per sentence,
     n-gram blocking and lexical constraints (``constraints.py``)."""
 
-    prefix: torch.Tensor | None = None  # (B, P) target ids forced first, PAD-padded
+    prefix: torch.Tensor | None = None  # (B, P) target ids forced first, right-padded
+    prefix_len: torch.Tensor | None = None  # (B,) each prefix's length (its padding: columns past it)
     no_repeat_ngram: int = 0  # n: no n-gram twice in an output (0: off)
     include: Phrases | None = None  # phrases each output must contain (B sentences)
     exclude: Phrases | None = None  # phrases no output may contain, right-aligned (B sentences)
@@ -210,24 +215,26 @@ class Rules:
         if 0 < n <= t:
             grams = history.unfold(1, n, 1)  # (N, G, n) the n-grams so far
             match = grams[..., :-1].eq(history[:, t - n + 1:].unsqueeze(1)).all(-1)  # (N, G) same n-1 prefix
-            lprobs.scatter_(1, grams[..., -1].masked_fill(~match, PAD), NEG_INF)  # PAD is banned anyway
+            banned = torch.full(match.shape, NEG_INF, device=lprobs.device).masked_fill_(~match, math.inf)
+            lprobs.scatter_reduce_(1, grams[..., -1], banned, reduce="amin")  # -inf where an n-gram would repeat
         if self.exclude is not None:
             ban_phrases(lprobs, history, self.exclude.rows(sent, rows))
         if self.step_rule is not None:
             self.step_rule.ban(lprobs, history, sent, rows, limit)
-        if self.prefix is not None and t < self.prefix.size(1):
-            token = self.prefix[sent, t].repeat_interleave(rows).unsqueeze(1)  # (N, 1), PAD past a prefix
+        if self.prefix is not None and self.prefix_len is not None and t < self.prefix.size(1):
+            token = self.prefix[sent, t].repeat_interleave(rows).unsqueeze(1)  # (N, 1), padding past a prefix
+            forced = self.prefix_len[sent].gt(t).repeat_interleave(rows).unsqueeze(1)  # (N, 1): within the prefix
             kept = lprobs.gather(1, token)
-            lprobs.masked_fill_(token.ne(PAD), NEG_INF)
-            lprobs.scatter_(1, token, kept)  # the model's log-prob of the forced token
+            lprobs.masked_fill_(forced, NEG_INF)
+            lprobs.scatter_(1, token, torch.where(forced, kept, lprobs.gather(1, token)))  # the forced token's own
 
     def limits(self, limit: torch.Tensor, cap: Cap) -> torch.Tensor:
         """Max |Y| per sentence, long enough for each prefix, its positive constraints and EOS."""
         if self.prefix is None and self.include is None:
             return limit
         need = torch.ones_like(limit)
-        if self.prefix is not None:
-            need += self.prefix.ne(PAD).sum(1).to(limit.device)
+        if self.prefix_len is not None:
+            need += self.prefix_len.to(limit.device)
         if self.include is not None:
             need += self.include.total().to(limit.device)
         limit = torch.maximum(limit, need)
@@ -252,17 +259,17 @@ class _Beams:
     rows: int = 1
 
 
-def _start(model: SearchModel, src: torch.Tensor, alpha: float, limit_args: tuple, rules: Rules,
-           scores: bool) -> _Beams:
-    """Encode the source once; one BOS row per sentence."""
-    memory, pad = model.encode(src)
+def _start(model: SearchModel, src: torch.Tensor, src_pad: torch.Tensor | None, alpha: float, limit_args: tuple,
+           rules: Rules, scores: bool) -> _Beams:
+    """Encode the source once; one row per sentence, fed the vocabulary's start id."""
+    memory, pad = model.encode(src, src_pad)
     batch, device = src.size(0), pad.device
     max_len_a, max_len_b, cap = limit_args
     limit = rules.limits(max_lengths(pad, max_len_a, max_len_b, cap).to(device), cap)
     return _Beams(sent=torch.arange(batch, device=device), limit=limit,
                   lp_limit=length_penalty(limit.double(), alpha),  # type: ignore[arg-type]
                   memory=memory, pad=pad, cache=model.new_cache(),
-                  last=torch.full((batch, 1), BOS, dtype=torch.long, device=device),
+                  last=torch.full((batch, 1), model.special.start, dtype=torch.long, device=device),
                   history=torch.empty(batch, 0, dtype=torch.long, device=device),
                   token_lp=torch.empty(batch, 0, device=device) if scores else None,
                   logp=torch.zeros(batch, 1, device=device),
@@ -273,20 +280,21 @@ def _step_log_probs(model: SearchModel, b: _Beams, t: int, min_len: int, rules: 
     """(N, V) log-probs of the next token, with every banned token at -inf."""
     forced = (t + 1 >= b.limit).repeat_interleave(b.rows)  # (N,)
     logits = model.step(b.last, b.memory, b.pad, b.cache, b.rows)  # (N, V)
-    lprobs = _ban(log_softmax_(logits), t + 1, min_len, forced)  # the model's, not renormalised
+    lprobs = _ban(log_softmax_(logits), t + 1, min_len, forced, model.special)  # the model's, not renormalised
     rules.apply(lprobs, b.history, b.sent, b.rows, b.limit)
     if b.progress is not None and rules.include is not None:  # no EOS before every constraint is met
         unmet = b.progress.unmet(rules.include.lengths[b.sent].repeat_interleave(b.rows, 0))
-        lprobs[:, EOS].masked_fill_(unmet & ~forced, NEG_INF)
+        lprobs[:, model.special.stop].masked_fill_(unmet & ~forced, NEG_INF)
     return lprobs
 
 
 @torch.inference_mode()
 def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
-                max_len_b: int, nbest: int = 1, min_len: int = 0, max_len_cap: Cap = None,
-                rules: Rules | None = None, sampling: Sampling | None = None,
+                max_len_b: int, src_pad: torch.Tensor | None = None, nbest: int = 1, min_len: int = 0,
+                max_len_cap: Cap = None, rules: Rules | None = None, sampling: Sampling | None = None,
                 token_scores: bool = False) -> list[list[Hypothesis]]:
-    """Translate src (B, S) (PAD-padded ids) with beam size ``beam``; per sentence up to ``nbest``
+    """Translate src (B, S) (right-padded ids, ``src_pad`` (B, S) True at the padding; None: none) with beam
+    size ``beam``, from the model's start id to its EOS (``model.special``); per sentence up to ``nbest``
     distinct hypotheses, best score first (fewer only if fewer outputs have non-zero probability).
 
     Each step ranks the 2k best (prefix, token) candidates of a sentence by log-prob; EOS candidates
@@ -325,13 +333,13 @@ def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, a
     finished: list[list[Hypothesis]] = [[] for _ in range(batch)]
     if batch == 0:
         return finished
-    b = _start(model, src, alpha, (max_len_a, max_len_b, max_len_cap), rules, token_scores)
+    b = _start(model, src, src_pad, alpha, (max_len_a, max_len_b, max_len_cap), rules, token_scores)
     # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended.
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
     for t in range(int(b.limit.max())):
         lprobs = _step_log_probs(model, b, t, min_len, rules)
         cand = _candidates(lprobs, b, k, rules, choose, token_scores)
-        is_eos = cand.token.eq(EOS)
+        is_eos = cand.token.eq(model.special.stop)
         ends = is_eos[:, :k] & cand.top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
             _collect(ends, cand, b, t + 1, alpha, nbest, k, finished, threshold)
@@ -361,8 +369,8 @@ def _candidates(lprobs: torch.Tensor, b: _Beams, k: int, rules: Rules, choose: S
         top, parent, token = choose.candidates(lprobs, b.logp, k)
     else:
         per_row = row_topk(lprobs, min(2 * k, lprobs.size(-1)))[1]
-        if per_row.size(1) < 2 * k:  # tiny vocabularies: impossible candidates (PAD) fill the width
-            per_row = torch.cat([per_row, per_row.new_full((per_row.size(0), 2 * k - per_row.size(1)), PAD)], 1)
+        if per_row.size(1) < 2 * k:  # tiny vocabularies: the row's worst candidate again fills the width
+            per_row = torch.cat([per_row, per_row[:, -1:].expand(-1, 2 * k - per_row.size(1))], 1)
         top, parent, token, progress = constrained_candidates(lprobs, b.logp, b.progress,
                                                               rules.include.rows(b.sent, b.rows), 2 * k, per_row)
         complete = ~progress.unmet(rules.include.lengths[b.sent][:, None, :])
@@ -458,7 +466,8 @@ def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alph
 
 @torch.inference_mode()
 def greedy_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, alpha: float = 0.0, max_len_a: float,
-                  max_len_b: int, min_len: int = 0, max_len_cap: Cap = None) -> list[list[int]]:
+                  max_len_b: int, src_pad: torch.Tensor | None = None, min_len: int = 0,
+                  max_len_cap: Cap = None) -> list[list[int]]:
     """The most probable next token at each step until EOS or max_len (same conventions as
     ``beam_search``); the reference that beam 1 must match. ``alpha`` is unused (accepted so the
     two functions take the same arguments)."""
@@ -467,19 +476,20 @@ def greedy_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, alpha: flo
     if batch == 0:
         return []
     model = search_model(model)
-    memory, pad = model.encode(src)
+    special = model.special
+    memory, pad = model.encode(src, src_pad)
     device = pad.device
     limit = max_lengths(pad, max_len_a, max_len_b, max_len_cap).to(device)
     cache = model.new_cache()
-    last = torch.full((batch, 1), BOS, dtype=torch.long, device=device)
+    last = torch.full((batch, 1), special.start, dtype=torch.long, device=device)
     ended = torch.zeros(batch, dtype=torch.bool, device=device)
     steps: list[torch.Tensor] = []
     for t in range(int(limit.max())):
         logits = model.step(last, memory, pad, cache, 1)
-        last = _ban(logits, t + 1, min_len, t + 1 >= limit).argmax(-1, keepdim=True)  # (B, 1)
-        steps.append(last.squeeze(1).masked_fill(ended, EOS))
-        ended |= last.squeeze(1).eq(EOS)
+        last = _ban(logits, t + 1, min_len, t + 1 >= limit, special).argmax(-1, keepdim=True)  # (B, 1)
+        steps.append(last.squeeze(1).masked_fill(ended, special.stop))
+        ended |= last.squeeze(1).eq(special.stop)
         if ended.all():
             break
     out = torch.stack(steps, 1).tolist()  # (B, T)
-    return [row[: row.index(EOS)] if EOS in row else row for row in out]
+    return [row[: row.index(special.stop)] if special.stop in row else row for row in out]

@@ -47,7 +47,7 @@ def tag_lines(t: Translator, spec: Spec, lines: list[str], batch_tokens: int = 4
     sentences = [line.split() for line in lines]
     rows, starts = [], []
     for n, pieces in enumerate(word_pieces(t.tokenizer, sentences), 1):
-        src, at = word_row(pieces, piece, bos)
+        src, at = word_row(pieces, piece, t.tokenizer.special, bos)
         if t.max_output_len is not None and len(src) > t.max_output_len:
             raise TbuildError(f"line {n}: {len(src)} pieces exceed the model's {t.max_output_len} positions "
                               "(model.max_positions)")
@@ -68,9 +68,9 @@ def best_labels(t: Translator, rows: list[list[int]], batch_tokens: int = 4000) 
     out: list[torch.Tensor] = [torch.empty(0, dtype=torch.long)] * len(rows)
     t.model.eval()
     for batch in length_batches([len(r) for r in rows], batch_tokens):
-        src = t.policy.to_device(padded([rows[b] for b in batch]))
+        src, pad = (t.policy.to_device(x) for x in padded([rows[b] for b in batch], t.tokenizer.special.fill))
         with t.policy.autocast():
-            best = t.model(src).argmax(-1).cpu()
+            best = t.model(src, None, pad).argmax(-1).cpu()
         for r, b in enumerate(batch):
             out[b] = best[r]
     return out
@@ -125,7 +125,8 @@ def tag_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, list[lis
     labels_of(spec)
     pairs = encode_tagged(spec, split, t.tokenizer, lambda _: None)
     result = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
-                           label_smoothing=spec.train.label_smoothing, policy=t.policy, offset=LABEL_OFFSET)
+                           label_smoothing=spec.train.label_smoothing, policy=t.policy, special=t.tokenizer.special,
+                           offset=LABEL_OFFSET)
     baseline, gold = Baseline.of(read_tagged(spec.data, "train")), read_tagged(spec.data, split)
     predicted = tag_lines(t, spec, [" ".join(words) for words in gold.words], spec.train.batch_tokens)
     known, unknown = baseline.by_seen(gold, predicted)

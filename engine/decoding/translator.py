@@ -11,10 +11,9 @@ from torch import nn
 
 from tbuild.builder import build_model
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.transformer import EncoderDecoder
 
-from ..data.tokenizer import Tokenizer
+from ..data.tokenizer import Tokenizer, run_tokenizer
 from ..device.policy import Policy, choose_policy, model_widths
 from ..errors import TbuildError
 from ..run.directory import Run
@@ -78,7 +77,7 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
             device = "cpu"
         if run.spec.decode.precision == "bf16":
             raise TbuildError("int8 decoding computes in float32: set decode.precision to auto or fp32")
-    tokenizer = Tokenizer.load(run.tokenizer)  # an untrained run fails here, before any other line is printed
+    tokenizer = run_tokenizer(run.tokenizer, run.spec)  # an untrained run fails here, before any other line is printed
     weights_files(run, checkpoint=checkpoint, average=average)
     policy = choose_policy(run.spec.decode.precision, device, widths=model_widths(run.spec), decoding=True)
     notify(policy.note)
@@ -107,14 +106,15 @@ def max_source(spec: Spec) -> int:
 
 def encode_sources(tok: Tokenizer, lines: list[str], limit: int,
                    warn: Callable[[str], None] = lambda _: None) -> list[list[int]]:
-    """Source ids ending with EOS, cut to ``limit`` tokens (with a warning naming the line); an empty
-    line gives an empty list."""
+    """Source ids with what the vocabulary adds around a source (tbuild's: EOS after them), cut to ``limit``
+    tokens (with a warning naming the line); an empty line gives an empty list."""
     sources: list[list[int]] = []
+    added = sum(map(len, tok.special.around("source")))
     for n, pieces in enumerate(tok.encode(lines), 1):
-        if len(pieces) + 1 > limit:
-            warn(f"line {n}: {len(pieces) + 1} tokens exceed the model's limit of {limit}; truncated")
-            pieces = pieces[: limit - 1]
-        sources.append(pieces + [EOS] if pieces else [])
+        if len(pieces) + added > limit:
+            warn(f"line {n}: {len(pieces) + added} tokens exceed the model's limit of {limit}; truncated")
+            pieces = pieces[: limit - added]
+        sources.append(tok.special.wrap(pieces) if pieces else [])
     return sources
 
 
@@ -164,19 +164,22 @@ def translate(translator: Translator, lines: list[str], request: DecodeRequest,
     results: list[list[Hypothesis]] = [[] for _ in lines]
     todo = [i for i, s in enumerate(sources) if s]
     sampling = sampler(r, policy.device)
+    fill = translator.tokenizer.special.fill
     for batch in length_batches([len(sources[i]) for i in todo], r.batch_tokens, same_length=one_length):
         rows = [todo[j] for j in batch]
-        src = padded([sources[i] for i in rows]).to(policy.device)
-        rules = Rules(prefix=None if targets is None else padded([targets[i] for i in rows]).to(policy.device),
+        src, src_pad = (t.to(policy.device) for t in padded([sources[i] for i in rows], fill))
+        prefix, prefix_pad = (None, None) if targets is None else padded([targets[i] for i in rows], fill)
+        rules = Rules(prefix=None if prefix is None else prefix.to(policy.device),
+                      prefix_len=None if prefix_pad is None else (~prefix_pad).sum(1).to(policy.device),
                       no_repeat_ngram=r.no_repeat_ngram,
                       include=None if include is None else Phrases.of([include[i] for i in rows], device=policy.device),
                       exclude=None if exclude is None else Phrases.of([exclude[i] for i in rows], right=True,
                                                                       device=policy.device),
                       step_rule=None if r.step_rule is None else r.step_rule(rows))
         with policy.autocast():
-            hyps = beam_search(model, src, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
+            hyps = beam_search(model, src, src_pad=src_pad, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
                                max_len_b=r.max_len_b, nbest=r.nbest, min_len=r.min_len,
-                               max_len_cap=output_cap(translator, src.ne(PAD).sum(1) if joined else None),
+                               max_len_cap=output_cap(translator, (~src_pad).sum(1) if joined else None),
                                rules=rules, sampling=sampling,
                                token_scores=r.token_scores)
         for i, h in zip(rows, hyps, strict=True):
@@ -222,12 +225,15 @@ def encode_constraints(tok: Tokenizer, constraints: Sequence[LineConstraints] | 
     return ids("include"), ids("exclude")
 
 
-def padded(rows: list[list[int]]) -> torch.Tensor:
-    """(B, max length) ids, PAD after each row (at least one column)."""
-    out = torch.full((len(rows), max(1, *(len(r) for r in rows))), PAD, dtype=torch.long)
+def padded(rows: list[list[int]], fill: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, max length) ids, ``fill`` after each row (at least one column), and the (B, max length) padding
+    mask, True past each row's length: what tells the padding (never the fill id)."""
+    width = max(1, *(len(r) for r in rows))
+    out = torch.full((len(rows), width), fill, dtype=torch.long)
     for r, ids in enumerate(rows):
         out[r, : len(ids)] = torch.tensor(ids, dtype=torch.long)
-    return out
+    lengths = torch.tensor([len(r) for r in rows], dtype=torch.long)
+    return out, torch.arange(width)[None, :] >= lengths[:, None]
 
 
 def sampler(request: DecodeRequest, device: torch.device) -> Sampling | None:

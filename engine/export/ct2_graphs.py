@@ -1,8 +1,7 @@
 """Write a decoder-only model as a CTranslate2 ``Generator`` folder through CTranslate2's own converter
 (``ctranslate2.converters.TransformersConverter``) from the Hugging Face class that holds it exactly
-(``hf_graphs.py``: GPT-2 or Llama). The converter reads the vocabulary from a tokenizer; tbuild's is a
-sentencepiece model with its own ids, so the converter is handed tbuild's pieces in id order instead, and
-CTranslate2's tokens are tbuild's ids one to one."""
+(``engine/hf/writer.py``: GPT-2 or Llama). The converter reads the vocabulary from a tokenizer; it is handed the
+run's pieces in id order and its special tokens instead, so CTranslate2's tokens are the run's ids one to one."""
 
 from __future__ import annotations
 
@@ -14,10 +13,9 @@ from typing import TYPE_CHECKING
 from torch import nn
 
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import BOS, EOS, UNK
+from tbuild.components.specs.special import Specials
 
-from .ctranslate2 import silent_bias
-from .hf_graphs import to_hf_graph
+from ..hf.writer import to_hf
 
 if TYPE_CHECKING:
     from ctranslate2.specs.model_spec import LanguageModelSpec
@@ -25,24 +23,26 @@ if TYPE_CHECKING:
 
 @dataclass
 class Pieces:
-    """What the converter's loaders read from a tokenizer: the pieces by id and the special tokens."""
+    """What the converter's loaders read from a tokenizer: the pieces by id and the special tokens (the run's
+    record's: bos, or eos where it has none; unk, or eos)."""
 
     pieces: list[str]
+    special: Specials
 
     def get_vocab(self) -> dict[str, int]:
         return {p: i for i, p in enumerate(self.pieces)}
 
     @property
     def bos_token(self) -> str:
-        return self.pieces[BOS]
+        return self.pieces[self.special.start]
 
     @property
     def eos_token(self) -> str:
-        return self.pieces[EOS]
+        return self.pieces[self.special.stop]
 
     @property
     def unk_token(self) -> str:
-        return self.pieces[UNK]
+        return self.pieces[self.special.unk if self.special.unk is not None else self.special.stop]
 
 
 def piece_names(vocabulary: list[str], rows: int) -> list[str]:
@@ -50,26 +50,23 @@ def piece_names(vocabulary: list[str], rows: int) -> list[str]:
     return vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
 
 
-def write_ct2_graph(model: nn.Module, spec: Spec, vocabulary: list[str], out: Path,
+def write_ct2_graph(model: nn.Module, spec: Spec, key: str, vocabulary: list[str], out: Path,
                     quantization: str = "float32") -> None:
-    """Convert ``model`` (decoder-only; ``targets.check_exportable`` first) into ``out`` at ``quantization``."""
+    """Convert ``model`` (decoder-only; ``targets.check_exportable`` first) through the class of export ``key``
+    into ``out`` at ``quantization``."""
     from ctranslate2.converters import TransformersConverter
 
-    scored = spec.model.model_copy(update={"silent_ids": []})  # the class in between scores every row; the
-    hf = to_hf_graph(model.eval(), spec.model_copy(update={"model": scored}))  # projection's bias silences them
-    names = piece_names(vocabulary, hf.config.vocab_size)
+    hf = to_hf(model.eval(), spec, key)
+    names, special = piece_names(vocabulary, hf.config.vocab_size), spec.special()
     eps = getattr(hf.config, "layer_norm_epsilon", None) or hf.config.rms_norm_eps
 
     class Converter(TransformersConverter):
         def load_tokenizer(self, tokenizer_class: type, model_name_or_path: str, **kwargs: object) -> Pieces:
-            return Pieces(names)
+            return Pieces(names, special)
 
         def _load(self) -> LanguageModelSpec:  # GPT-2's loader leaves CTranslate2's default eps (1e-5)
             converted = super()._load()
             converted.config.layer_norm_epsilon = eps
-            bias = silent_bias(spec, hf.config.vocab_size)
-            if bias is not None:
-                converted.decoder.projection.bias = bias
             return converted
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,13 +20,13 @@ from torch import nn
 
 from tbuild.builder.resolved import ResolvedStack, resolve
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import BOS, EOS, UNK
 from tbuild.components.positional import Learned, NoPosition, Sinusoidal, sinusoid_table
+from tbuild.components.specs.special import Specials
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
 from ..run.directory import Run
-from .targets import CTRANSLATE2, check_exportable
+from .targets import CTRANSLATE2, UnsupportedExport, check_exportable
 
 if TYPE_CHECKING:
     from ctranslate2.specs.model_spec import LayerSpec
@@ -51,14 +51,18 @@ def set_weights(root: LayerSpec, model: nn.Module) -> None:
             setattr(_walk(root, path), leaf, np.concatenate([_np(tensors[s]) for s in sources]))
 
 
-def silent_bias(spec: Spec, rows: int) -> np.ndarray | None:
-    """The output projection's bias that keeps ``model.silent_ids`` from scoring (-inf there, 0 elsewhere; tbuild's
-    output has no other bias), or None where the run has none."""
-    if not spec.model.silent_ids:
-        return None
-    bias = np.zeros(rows, dtype=np.float32)
-    bias[spec.model.silent_ids] = -np.inf
-    return bias
+def set_special(config: object, special: Specials, vocabulary: list[str]) -> None:
+    """The runtime's special tokens from the run's record: unk, bos and eos where the vocabulary has them, the
+    decoder's start, and what it adds around a source (BOS before, EOS after: the only adding it knows)."""
+    for role in ("unk", "bos", "eos"):
+        if getattr(special, role) is not None:
+            setattr(config, f"{role}_token", vocabulary[getattr(special, role)])
+    config.decoder_start_token = vocabulary[special.start]
+    before, after = special.around("source")
+    config.add_source_bos, config.add_source_eos = before == [special.bos], after == [special.eos]
+    if (before and not config.add_source_bos) or (after and not config.add_source_eos):
+        raise UnsupportedExport(f"cannot export to ctranslate2: the vocabulary adds {list(special.source)} around a "
+                                "source, and the runtime adds only bos before it and eos after it")
 
 
 def _walk(spec: LayerSpec, path: list[str]) -> LayerSpec:
@@ -103,7 +107,7 @@ def _stack_options(stack: ResolvedStack, d_model: int, pre_norm: bool) -> dict:
 
 def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> TransformerSpec:
     """The runtime's TransformerSpec holding ``model``'s weights; ``vocabulary`` names each id (the
-    sentencepiece pieces, ids as tbuild's: 0 pad, 1 unk, 2 bos, 3 eos)."""
+    tokenizer's pieces in id order)."""
     from ctranslate2.specs import transformer_spec as ts
 
     check_exportable(spec, CTRANSLATE2)
@@ -118,16 +122,10 @@ def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> Tran
 
     out = ts.TransformerSpec(enc, dec)
     set_weights(out, model)
-    bias = silent_bias(spec, model.output.weight.size(0))
-    if bias is not None:
-        dec.projection.bias = bias
     for stack, side in zip(tree.stacks, (enc, dec), strict=True):
         side.scale_embeddings = m.scale_embeddings  # × √d_model (§3.4) or not
         set_positions(side.position_encodings, getattr(model, stack.embedding).positional, d, rows)
-    # tbuild sources end with EOS and have no BOS; targets start from BOS (builder/tokens.py).
-    out.config.unk_token, out.config.bos_token = vocabulary[UNK], vocabulary[BOS]
-    out.config.eos_token, out.config.decoder_start_token = vocabulary[EOS], vocabulary[BOS]
-    out.config.add_source_eos = True
+    set_special(out.config, spec.special(), vocabulary)  # tbuild's own: sources end with EOS, targets start at BOS
     # One epsilon for every norm (check_exportable refuses a mix); the runtime reads it from config.
     out.config.layer_norm_epsilon = view.encoder.groups[0].norm.eps
     out.register_source_vocabulary(_names(vocabulary, len(enc.embeddings[0].weight)))
@@ -158,7 +156,7 @@ def export_run(run: Run, out: Path, *, quantization: str | None = None, checkpoi
 
     from tbuild.builder import build_model
 
-    from ..data.tokenizer import Tokenizer
+    from ..data.tokenizer import run_tokenizer
     from ..errors import TbuildError
     from ..extras import require
     from ..run.weights import load_weights
@@ -167,7 +165,7 @@ def export_run(run: Run, out: Path, *, quantization: str | None = None, checkpoi
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise TbuildError(f"--quantization {quantization!r}: choose one of {', '.join(QUANTIZATIONS)}")
     require("ctranslate2", "tbuild[export]", "--to ctranslate2")
-    tok = Tokenizer.load(run.tokenizer)
+    tok = run_tokenizer(run.tokenizer, run.spec)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
     write_ctranslate2(model.eval(), run.spec, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out,

@@ -1,9 +1,9 @@
 """Parity of a decoder-only or encoder-only export with tbuild: the largest logit (or, through CTranslate2,
 log-prob) difference on sample inputs, and the outputs: greedy continuations of prompts (tbuild's
 ``generate`` against ``generate`` of the Hugging Face class or CTranslate2's ``Generator``), or the
-predicted labels of every position. Both sides never emit PAD or BOS, stop at EOS and take the same
-number of new tokens, so greedy outputs must be identical (up to float ties). An hf folder without the run's
-silent rows (``hf_silent.py``) reads its inputs in its own ids and is compared on the rows it has."""
+predicted labels of every position. Both sides read the run's ids (the folder's are the run's), never emit
+the vocabulary's pad or start, stop at EOS and take the same number of new tokens, so greedy outputs must be
+identical (up to float ties)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
 
 from ..decoding.lm import LanguageModel, generate
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, padded
-from ..pretrained.hf_ids import Renumbering
 from .graph_targets import TABLE_ROWS
 
 if TYPE_CHECKING:
@@ -49,26 +47,21 @@ class GraphParity:
 
 
 def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
-    """BOS and each non-empty line's pieces, cut to the model's positions."""
+    """The start (BOS) and each non-empty line's pieces, cut to the model's positions."""
     limit = (lm.max_positions or TABLE_ROWS) - 1
     kept = [line for line in lines if line.strip()][:SAMPLE_LINES]
-    return [[BOS] + ids[:limit] for ids in lm.translator.tokenizer.encode(kept)]
+    start = lm.translator.tokenizer.special.start
+    return [[start] + ids[:limit] for ids in lm.translator.tokenizer.encode(kept)]
 
 
-def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: list[list[int]], target: str,
-                  numbering: Renumbering | None = None) -> float:
-    """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's;
-    ``numbering``: an hf folder's ids (none: tbuild's), its inputs and rows."""
+def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: list[list[int]], target: str) -> float:
+    """Largest difference of the peer's logits (hf) or next-token log-probs (ctranslate2) from tbuild's."""
     model, worst = lm.translator.model.eval(), 0.0
-    kept = list(numbering.kept()) if numbering is not None else None
     for row in rows:
         ids = torch.tensor([row])
         with torch.no_grad():
             ours = model.decode(ids.to(lm.translator.policy.device))[0].float().cpu()
-            if target == "hf" and numbering is not None:
-                theirs = peer(input_ids=torch.tensor([[numbering.order[i] for i in row]])).logits[0].float()
-                ours = ours[:, kept]
-            elif target == "hf":
+            if target == "hf":
                 theirs = peer(input_ids=ids).logits[0].float()
             else:
                 pieces = [lm.translator.tokenizer.sp.id_to_piece(i) for i in row]
@@ -79,41 +72,37 @@ def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: li
 
 
 def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int]], target: str,
-                       vocabulary: list[str], numbering: Renumbering | None = None) -> list[list[int]]:
-    """Each prompt (BOS first) with its greedy continuation, BOS and EOS dropped (``numbering``: an hf folder's
-    ids, the prompt written and the continuation read back through it)."""
-    out, kept = [], numbering.kept() if numbering is not None else ()
+                       vocabulary: list[str], lm: LanguageModel) -> list[list[int]]:
+    """Each prompt (the start first) with its greedy continuation, the special ids text leaves out dropped."""
+    out, special = [], lm.translator.tokenizer.special
     for prompt in prompts:
         if target == "hf":
-            given = prompt if numbering is None else [numbering.order[i] for i in prompt]
-            ids = peer.generate(torch.tensor([given]), attention_mask=torch.ones(1, len(given), dtype=torch.long),
+            ids = peer.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                                 max_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1)[0].tolist()
-            ids = ids if numbering is None else [kept[j] for j in ids]
         else:
-            # CTranslate2's max_length counts the prompt's pieces after BOS
+            # CTranslate2's max_length counts the prompt's pieces after the start
             result = peer.generate_batch([[vocabulary[i] for i in prompt]], max_length=len(prompt) - 1 + NEW_TOKENS,
-                                         sampling_topk=1,
-                                         include_prompt_in_result=True, end_token=vocabulary[EOS],
-                                         suppress_sequences=[[vocabulary[PAD]], [vocabulary[BOS]]])
+                                         sampling_topk=1, include_prompt_in_result=True,
+                                         end_token=vocabulary[special.stop],
+                                         suppress_sequences=[[vocabulary[i]] for i in special.never] or None)
             ids = result[0].sequences_ids[0]
-        out.append([i for i in ids if i not in (BOS, EOS, PAD)])
+        out.append([i for i in ids if i not in special.skipped])
     return out
 
 
 def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
-             decode: DecodeSpec, numbering: Renumbering | None = None) -> GraphParity:
+             decode: DecodeSpec) -> GraphParity:
     """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
-    the run's decode section, at beam 1; ``numbering``: an hf folder's ids, none: tbuild's)."""
+    the run's decode section, at beam 1)."""
     rows = sample_rows(lm, lines)
-    diff = lm_logit_diff(lm, peer, rows, target, numbering)
+    diff = lm_logit_diff(lm, peer, rows, target)
     prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
-    texts = [lm.translator.tokenizer.decode(p[1:]) for p in prompts]
+    tok = lm.translator.tokenizer
+    texts = [tok.decode(p[1:]) for p in prompts]
     request = DecodeRequest.of(decode.model_copy(update={"beam": 1, "nbest": 1}))
     ours = [h[0].tokens if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
-    prompts = [[BOS] + lm.translator.tokenizer.encode([t])[0] for t in texts]  # as generate encodes them
-    sp = lm.translator.tokenizer.sp
-    theirs = peer_continuations(peer, prompts, target, [sp.id_to_piece(i) for i in range(sp.get_piece_size())],
-                                numbering)
+    prompts = [[tok.special.start] + tok.encode([t])[0] for t in texts]  # as generate encodes them
+    theirs = peer_continuations(peer, prompts, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
 
@@ -124,10 +113,10 @@ def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> G
     worst, same, total = 0.0, 0, 0
     model = t.model.eval()
     for start in range(0, len(rows), SAMPLE_LINES):
-        src = padded(rows[start:start + SAMPLE_LINES])
-        keep = src.ne(PAD)
+        src, pad = padded(rows[start:start + SAMPLE_LINES], t.tokenizer.special.fill)
+        keep = ~pad
         with torch.no_grad():
-            ours = model(t.policy.to_device(src)).float().cpu()
+            ours = model(t.policy.to_device(src), None, t.policy.to_device(pad)).float().cpu()
             theirs = hf(input_ids=src, attention_mask=keep.long()).logits.float()
         if ours.size(1) == 1:  # a sequence classifier: one score row per input
             keep, theirs = keep[:, :1], theirs.unsqueeze(1)

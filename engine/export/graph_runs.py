@@ -1,5 +1,6 @@
-"""``tbuild export`` of a decoder-only or encoder-only run: write it for the target (``hf_graphs.py``,
-``ct2_graphs.py``), then check parity on the validation split (``graph_parity.py``)."""
+"""``tbuild export`` to a Hugging Face folder (``engine/hf/writer.py``: a translator's Marian or Pegasus class, a
+decoder-only or encoder-only model's own), and of a decoder-only run to CTranslate2 (``ct2_graphs.py``); then
+the parity check of a decoder-only or encoder-only export on the validation split (``graph_parity.py``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tbuild.builder.resolved import resolve
+
 from ..decoding.lm import load_language_model
 from ..decoding.tagger import load_tagger
 from ..decoding.translator import Translator
 from ..extras import require
+from ..hf.writer import load_for_hf, write_hf
 from ..run.directory import Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
-from .hf_silent import folder_numbering
-from .targets import TARGETS, check_exportable
+from .graph_targets import check_graph
+from .targets import HF, TARGETS, check_exportable, hf_seq2seq_class
 
 if TYPE_CHECKING:
     from ctranslate2 import Generator
@@ -25,25 +29,25 @@ def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization:
                  checkpoint: Path | None = None, average: int | None = None) -> str:
     """Write ``run``'s model for ``to`` (hf or ctranslate2) into ``out`` (``bos_first``: whether its task's
     rows start with BOS); returns which weights."""
-    from tbuild.builder import build_model
-
-    from ..data.tokenizer import Tokenizer
-    from ..run.weights import load_weights
     from .ct2_graphs import write_ct2_graph
-    from .hf_graphs import write_hf_graph
 
-    check_exportable(run.spec, TARGETS[to])  # refuse before loading anything
-    require("transformers", "tbuild[export]", f"--to {to}")
-    if to == "ctranslate2":
-        require("ctranslate2", "tbuild[export]", f"--to {to}")
-    tok = Tokenizer.load(run.tokenizer)
-    model = build_model(run.spec)
-    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
-    vocabulary = [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, TARGETS[to]), checkpoint, average, to)
+    key = check_graph(run.spec, resolve(run.spec.model), to, lambda what: None)  # the class: the check's choice
     if to == "hf":
-        write_hf_graph(model.eval(), run.spec, tok.path, vocabulary, out, bos_first=bos_first)
+        write_hf(model, run.spec, key, tok, out, bos_first=bos_first)
     else:
-        write_ct2_graph(model.eval(), run.spec, vocabulary, out, quantization or "float32")
+        require("ctranslate2", "tbuild[export]", f"--to {to}")
+        write_ct2_graph(model, run.spec, key, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out,
+                        quantization or "float32")
+    return weights
+
+
+def export_translator(run: Run, out: Path, *, checkpoint: Path | None = None, average: int | None = None) -> str:
+    """Write a translator's weights (``load_weights``: a checkpoint, an average or the default) as a
+    MarianMTModel (post-norm) or PegasusForConditionalGeneration (pre-norm) folder in ``out``; returns which
+    weights."""
+    model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, HF), checkpoint, average)
+    write_hf(model, run.spec, hf_seq2seq_class(run.spec), tok, out)
     return weights
 
 
@@ -77,9 +81,7 @@ def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, a
     peer = load_peer(to, out)
     lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     _, lines = read_split(run.spec.data, "valid", lambda _: None)
-    silent = to == "hf" and run.spec.model.silent_ids  # the folder leaves those rows out: its own ids
-    numbering = folder_numbering(run.spec, lm.translator.model) if silent else None
-    report = check_lm(lm, peer, lines, to, run.spec.decode, numbering)
+    report = check_lm(lm, peer, lines, to, run.spec.decode)
     save_graph_parity(report, out)
     return report
 

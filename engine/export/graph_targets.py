@@ -11,8 +11,6 @@ of everything no mapped class computes. Torch-free (``validate`` and ``inspect``
   (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
   final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so the
   classes' sequence classifiers (``pooling: first``, ``dense``) and masked LMs (``transform``).
-- ``model.silent_ids`` (the rows an import copied), which neither class can keep from scoring: the hf folder
-  leaves them out (``hf_silent.py``), CTranslate2's output projection bias holds their -inf.
 - CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
   (its GPT-2 and Llama loaders); it has no encoder with a classification head.
 """

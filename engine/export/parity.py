@@ -27,7 +27,6 @@ from typing import Any, Protocol
 import torch
 
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS
 
 from ..data.tokenizer import Tokenizer
 from ..decoding.ct2 import ct2_search
@@ -79,7 +78,8 @@ class Peer(Protocol):
     def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]: ...
 
     def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
-        """Per sentence, log p of each target token then of EOS, teacher-forced (sources end with EOS)."""
+        """Per sentence, log p of each target token then of EOS, teacher-forced (sources as the vocabulary adds
+        around them: tbuild's end with EOS)."""
         ...
 
 
@@ -95,9 +95,9 @@ class Ct2Peer:
         return [self.tok.decode(h[0].tokens) if h else "" for h in hyps]
 
     def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
-        piece = self.tok.sp.id_to_piece
-        results = self.ct2.score_batch([[piece(i) for i in s[:-1]] for s in src_ids],  # the runtime adds EOS
-                                       [[piece(i) for i in t] for t in tgt_ids], max_input_length=0)
+        piece, (before, after) = self.tok.sp.id_to_piece, map(len, self.tok.special.around("source"))
+        results = self.ct2.score_batch([[piece(i) for i in s[before:len(s) - after]] for s in src_ids],  # the runtime
+                                       [[piece(i) for i in t] for t in tgt_ids], max_input_length=0)  # adds those
         return [torch.tensor(r.log_probs) for r in results]
 
 
@@ -111,14 +111,17 @@ class HFPeer:
         sources = encode_sources(self.tok, lines, translator.max_source_tokens)
         rows = self.hf.config.max_position_embeddings  # the HF tables do not extrapolate as tbuild's
         cap = min(translator.max_output_len or rows, rows)
-        return [self.tok.decode(h[0].tokens) if h else "" for h in hf_search(self.hf, sources, decode, cap)]
+        hyps = hf_search(self.hf, sources, decode, cap, self.tok.special)
+        return [self.tok.decode(h[0].tokens) if h else "" for h in hyps]
 
     def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
-        out = []
+        out, special = [], self.tok.special
         for s, t in zip(src_ids, tgt_ids, strict=True):
             with torch.inference_mode():
-                logits = self.hf(input_ids=torch.tensor([s]), decoder_input_ids=torch.tensor([[BOS] + t])).logits
-            out.append(logits[0].float().log_softmax(-1).gather(-1, torch.tensor(t + [EOS])[:, None]).squeeze(-1))
+                tgt_in = torch.tensor([[special.start] + t])
+                logits = self.hf(input_ids=torch.tensor([s]), decoder_input_ids=tgt_in).logits
+            gold = torch.tensor(t + [special.stop])[:, None]
+            out.append(logits[0].float().log_softmax(-1).gather(-1, gold).squeeze(-1))
         return out
 
 
@@ -146,12 +149,12 @@ def teacher_forced_diff(peer: Peer, translator: Translator, sources: list[str], 
     limit = translator.max_source_tokens
     src_ids = encode_sources(tok, [s for s, _ in pairs], limit)
     tgt_ids = [ids[: limit - 1] for ids in tok.encode([r for _, r in pairs])]
-    worst = 0.0
+    worst, special = 0.0, tok.special
     device = translator.policy.device
     for s, t, theirs in zip(src_ids, tgt_ids, peer.log_probs(src_ids, tgt_ids), strict=True):
         with torch.no_grad():
-            logits = model(torch.tensor([s], device=device), torch.tensor([[BOS] + t], device=device))
-        gold = torch.tensor(t + [EOS], device=device)
+            logits = model(torch.tensor([s], device=device), torch.tensor([[special.start] + t], device=device))
+        gold = torch.tensor(t + [special.stop], device=device)
         ours = logits[0].float().log_softmax(-1).gather(-1, gold[:, None]).squeeze(-1).cpu()
         worst = max(worst, (ours - theirs).abs().max().item())
     return worst

@@ -1,6 +1,6 @@
 """An adapter run's adapters in ``peft``'s files (``adapter_config.json`` + ``adapter_model.safetensors``), for
-the Hugging Face model its base exports to: each adapted module by its HF name (the model kind's ``hf`` names
-in its ``WeightTree``), the tensors as ``base_model.model.<module>.lora_A.weight``."""
+the Hugging Face model its base exports to: each adapted module by its HF name (the family's map of the class
+the export check chooses, ``engine/hf``), the tensors as ``base_model.model.<module>.lora_A.weight``."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import torch
 from safetensors.torch import save as st_save
 
 from tbuild.builder import build_model
-from tbuild.components.weights import weight_tree
+from tbuild.builder.resolved import resolve
 
 from ..errors import TbuildError
 from ..files import atomic_write
+from ..hf.families import EXPORTS
 from ..run.adapters import adapters_of, read_record
 from ..run.checkpoint import read_checkpoint
 from ..run.directory import Run
@@ -22,15 +23,21 @@ from ..run.weights import weights_files
 
 
 def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
-    """Each adapted module's HF module name; refused in one line where the kind has no HF names or a module
-    has no HF weight of its own (fused into another there)."""
+    """Each adapted module's HF module name; refused in one line where the run exports to no Hugging Face class
+    or a module has no HF weight of its own (fused into another there)."""
+    from .graph_targets import check_graph
+    from .targets import hf_seq2seq_class
+
+    def refuse(what: str) -> None:
+        raise TbuildError(f"--peft: {run.spec.model.called} has no Hugging Face class: {what}")
+
+    spec = run.spec
+    key = hf_seq2seq_class(spec) if spec.model.graph.translates else check_graph(spec, resolve(spec.model), "hf",
+                                                                                   refuse)
     with torch.device("meta"):
-        model = build_model(run.spec)
-    try:
-        names = weight_tree(model).export_names("hf", model)
-    except KeyError:
-        raise TbuildError(f"--peft: {run.spec.model.called} declares no Hugging Face names") from None
-    theirs = {sources[0]: hf for hf, sources in names.items() if len(sources) == 1 and hf.endswith(".weight")}
+        model = build_model(spec)
+    names = EXPORTS[key].names(spec, model, EXPORTS[key].exports[key])
+    theirs = {r.ours[0]: hf for hf, r in names.items() if len(r.ours) == 1 and hf.endswith(".weight")}
     missing = [m for m in modules if f"{m}.weight" not in theirs]
     if missing:
         raise TbuildError(f"--peft: {missing[0]} has no weight of its own in the Hugging Face model")

@@ -19,7 +19,7 @@ from tbuild.components.specs.graph import GRAPHS
 from tbuild.components.weights import weight_tree
 
 from ..data.download import sha256_of
-from ..data.tokenizer import Tokenizer
+from ..data.tokenizer import Tokenizer, run_tokenizer
 from ..errors import TbuildError
 from .parts import frozen_names
 from .source import Source, tied_names
@@ -226,7 +226,7 @@ def _vocabulary(init: InitSpec, source: Source, tokenizer: Tokenizer) -> dict[in
                               f"is not the source's {source.tokenizer} ({theirs[:12]}); use vocab: remap to copy "
                               "rows by piece, or leave data.tokenizer unset to take the source's")
         return {}
-    old = Tokenizer.load(source.tokenizer)
+    old = run_tokenizer(source.tokenizer, source.run.spec)
     index = {old.sp.id_to_piece(i): i for i in range(old.vocab_size)}
     return {i: index[p] for i in range(tokenizer.vocab_size) if (p := tokenizer.sp.id_to_piece(i)) in index}
 

@@ -48,7 +48,8 @@ def _preview(loaded: LoadedSpec) -> list[str]:
             return [f"train.init: from {source.run.dir.path} ({source.weights}, step {source.step:,})",
                     f"  vocab {init.vocab}: the plan needs this run's own tokenizer, trained when training starts "
                     "(`tbuild data prepare SPEC` trains it now)"]
-        tokenizer = Tokenizer.load(path)
+        own = loaded.spec.data.tokenizer.special
+        tokenizer = Tokenizer.load(path, source.run.spec.data.tokenizer.special if path == source.tokenizer else own)
         quiet = lambda _: None  # noqa: E731
         spec = task_of(loaded.spec).fit_labels(fit_vocab(loaded.spec, tokenizer, quiet), quiet)  # a head's labels
         with torch.device("meta"):  # shapes only: nothing allocated

@@ -17,7 +17,7 @@ import torch
 from tbuild.builder import LoadedSpec, build_model
 from tbuild.builder.spec import InitSpec, Spec
 
-from ..data.tokenizer import Tokenizer, prepare_tokenizer
+from ..data.tokenizer import Tokenizer, prepare_tokenizer, recorded
 from ..errors import TbuildError
 from ..files import atomic_write
 from ..run.adapters import read_record
@@ -83,6 +83,8 @@ def start_tokenizer(spec: Spec, run: RunDir, source: Source | None, log: Log, *,
         shutil.copyfile(source.tokenizer, tmp)
         tmp.replace(dest)
         log(f"tokenizer: {source.tokenizer} (train.init's source's, copied to {dest})")
+    if source is not None and init is not None and init.vocab == "refuse" and spec.data.tokenizer.special is None:
+        spec = recorded(spec, source.run.spec.data.tokenizer.special)  # the source's tokenizer: its special ids
     tokenizer = prepare_tokenizer(spec, run, log)
     if main and source is not None and init is not None and init.vocab == "extend":
         return _extended(tokenizer, run, source.tokenizer, log)
@@ -95,7 +97,7 @@ def _extended(tokenizer: Tokenizer, run: RunDir, source: Path, log: Log) -> Toke
         raise TbuildError(f"train.init.vocab extend: the run trains its own tokenizer to find the new pieces; "
                           f"leave data.tokenizer.model unset (it names {tokenizer.path})")
     added = extend_tokenizer(source, tokenizer.path, tokenizer.path)
-    extended = Tokenizer.load(tokenizer.path)
+    extended = Tokenizer.load(tokenizer.path, tokenizer.special)
     sp = extended.sp
     vocab = "".join(f"{sp.id_to_piece(i)}\t{sp.get_score(i)}\n" for i in range(extended.vocab_size))
     atomic_write(tokenizer.path.with_suffix(".vocab"), vocab.encode())

@@ -91,14 +91,19 @@ class Translation:
     endpoint: str = "translate"
     request: type[LinesRequest] = TranslateRequest
 
+    def _added(self) -> int:
+        """How many ids the vocabulary adds around a source (EOS, or a template's)."""
+        return sum(map(len, self.engine.tokenizer.special.around("source")))
+
     def fits(self, line: str) -> bool:
-        """Whether ``line``'s source row (its pieces and EOS) fits the model's positions."""
-        return len(self.engine.tokenizer.encode([line])[0]) + 1 <= self.max_tokens
+        """Whether ``line``'s source row (its pieces and what is added around them) fits the model's positions."""
+        return len(self.engine.tokenizer.encode([line])[0]) + self._added() <= self.max_tokens
 
     def lengths(self, body: TranslateRequest, lines: list[str]) -> list[int]:
-        """Each line's source row length (EOS included), at most the model's limit: a longer line is translated
-        in pieces that each fit (``segments.py``)."""
-        return [min(len(ids) + 1, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
+        """Each line's source row length (with what the vocabulary adds around a source: EOS), at most the
+        model's limit: a longer line is translated in pieces that each fit (``segments.py``)."""
+        added = self._added()
+        return [min(len(ids) + added, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
 
     def decode_request(self, body: TranslateRequest) -> DecodeRequest:
         return _request(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})

@@ -191,7 +191,7 @@ class Tagging(Labels):
     def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
         """The valid split's words' pieces, compared at every piece."""
         pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
-        return [word_row(p, word_piece(run.spec), word_bos(run.spec))[0] for p in pieces]
+        return [word_row(p, word_piece(run.spec), t.tokenizer.special, word_bos(run.spec))[0] for p in pieces]
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's tags, on the native engine in float32."""

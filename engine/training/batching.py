@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from tbuild.builder.spec import TrainSpec
+from tbuild.components.specs.special import Specials
 
 from ..data.batches import BatchSource, Bucketing, batch_shapes, collate, token_batches
 from ..data.packing import collate_packed, pack_length, packed_batches
@@ -20,10 +21,12 @@ from ..errors import TbuildError
 
 class Batching:
     """How ``pairs`` are cut into batches and collated, by ``cfg`` (batch_tokens, seed, packing) and the
-    ``default`` (pad_multiple, row_steps) of the device; ``max_len`` is the model's position limit."""
+    ``default`` (pad_multiple, row_steps) of the device; ``max_len`` is the model's position limit, ``special``
+    the vocabulary's ids the batches start and pad with."""
 
-    def __init__(self, pairs: BatchSource, cfg: TrainSpec, default: tuple[int, int], max_len: int | None) -> None:
-        self.pairs, self.batch_tokens, self.seed = pairs, cfg.batch_tokens, cfg.seed
+    def __init__(self, pairs: BatchSource, cfg: TrainSpec, default: tuple[int, int], max_len: int | None,
+                 special: Specials) -> None:
+        self.pairs, self.batch_tokens, self.seed, self.special = pairs, cfg.batch_tokens, cfg.seed, special
         pad_multiple, row_steps = default
         self.bucketing = Bucketing(pad_multiple if cfg.pad_multiple is None else cfg.pad_multiple,
                                    row_steps if cfg.row_steps is None else cfg.row_steps, max_len=max_len)
@@ -38,10 +41,10 @@ class Batching:
         return packed_batches(src, tgt, self.length, self.rows, seed=self.seed, epoch=epoch)
 
     def collate(self, batch: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """(src, tgt_in, tgt_out), and for packed rows the source and target segment ids after them."""
+        """(src, tgt_in, tgt_out, src_pad), and for packed rows the source and target segment ids after them."""
         if self.length is None:
-            return collate(self.pairs, batch, bucketing=self.bucketing)
-        return collate_packed(self.pairs, batch, self.length, self.rows)
+            return collate(self.pairs, batch, self.special, bucketing=self.bucketing)
+        return collate_packed(self.pairs, batch, self.length, self.rows, self.special)
 
     def describe(self, batches: list[np.ndarray]) -> str:
         """The shapes of an epoch's ``batches`` in words."""

@@ -1,5 +1,5 @@
 """What changed between a run's stored spec and the spec it is trained on again, and what each change
-does: nothing a user changes is ignored silently."""
+does: nothing a user changes is ignored unsaid."""
 
 from __future__ import annotations
 
@@ -88,13 +88,13 @@ def stored_changes(run: RunDir, spec: Spec) -> list[Change]:
 def changes_since_last_call(loaded: LoadedSpec) -> tuple[RunDir, list[Change] | None]:
     """What ``tbuild train`` would find changed in ``loaded``'s run directory, without training (None:
     no run there yet); a TbuildError where it would refuse."""
-    from ..data.tokenizer import Tokenizer, fit_vocab
+    from ..data.tokenizer import fit_vocab, run_tokenizer
     from ..tasks.registry import task_of
 
     run = run_dir_of(loaded)
     if not run.spec_file.is_file():
         return run, None
-    tokenizer = Tokenizer.load(Run(loaded.spec, run).tokenizer)
+    tokenizer = run_tokenizer(Run(loaded.spec, run).tokenizer, loaded.spec)
     quiet = lambda _: None  # noqa: E731
     # as the trainer resolves it (engine/training/run.py): the vocabulary and a head's labels from_data
     spec = task_of(loaded.spec).fit_labels(fit_vocab(loaded.spec, tokenizer, quiet), quiet)

@@ -34,8 +34,6 @@ from torch import nn
 
 from tbuild.builder import build_model
 from tbuild.builder.spec import Spec, TrainSpec
-from tbuild.builder.tokens import PAD
-from tbuild.components.vocab_output import silent_ids
 
 from ..data.batches import BatchCursor, BatchSource
 from ..data.packing import pair_indices
@@ -99,9 +97,8 @@ class Trainer:
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
         self.train_pairs, self.valid_pairs, self.data_id = inputs.train_pairs, inputs.valid_pairs, inputs.data_id
         self.task = inputs.task
-        self.offset = inputs.task.label_offset(inputs.spec)  # a tagger's labels: above PAD (data/word_labels.py)
+        self.offset = inputs.task.label_offset(inputs.spec)  # a tagger's labels: above NO_LABEL (data/word_labels.py)
         self.model = _built(inputs.spec, inputs.initial, policy.device)
-        self.silent = silent_ids(self.model)  # ids it never scores: left out of label smoothing (loss.py)
         self.saved = inputs.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
         # compiled form (which hides the wrapper's no_sync: accumulation asks the wrapper itself).
@@ -116,7 +113,7 @@ class Trainer:
         self.module = compile_model(self.wrapped, mode=self.compiling.mode) if self.compiling.on else self.wrapped
         self.graphs = graphs()  # compiled so far in this process: the growth is reported
         self.batching = Batching(inputs.train_pairs, self.cfg, policy.shape_buckets(self.compiling.cuda_graphs),
-                                 inputs.spec.model.max_positions)
+                                 inputs.spec.model.max_positions, inputs.spec.special())
         self.batching.check(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]  # frozen ones get no state
         self.optimizer = _adam(self.cfg, self.params, policy.device)
@@ -245,10 +242,10 @@ class Trainer:
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         timed, began = self.check is not None and self.check.timing(self.state.step), time.perf_counter()
         for i, fed in enumerate(micro):
-            src, tgt_in, tgt_out, *segments = fed.tensors  # segment ids: packed rows
+            src, tgt_in, tgt_out, *padding = fed.tensors  # the source's padding mask; packed rows: segment ids
             step_begins(self.compiling)
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
-                loss, nll = self._loss(src, tgt_in, tgt_out, segments)
+                loss, nll = self._loss(src, tgt_in, tgt_out, padding)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         if timed:
@@ -265,7 +262,7 @@ class Trainer:
         return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, segments: list[torch.Tensor],
+    def _loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, padding: list[torch.Tensor],
               precision: contextlib.AbstractContextManager | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch's label-smoothed loss sum and NLL sum. With ``train.rdrop`` α (R-Drop, Liang et al. 2021, eq. 3)
         the batch goes through twice (as one batch of both copies: two dropout masks) and the loss is the two
@@ -274,14 +271,14 @@ class Trainer:
         twice = self.cfg.rdrop > 0
         if twice:
             src, tgt_in, tgt_out = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
-            segments = [torch.cat([s, s]) for s in segments]
+            padding = [torch.cat([s, s]) for s in padding]
         with precision or self.policy.autocast(), self.policy.attention():
-            logits = self.module(src, tgt_in, *segments)
-        loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, PAD, self.offset, self.silent)
+            logits = self.module(src, tgt_in, *padding)
+        loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, self.offset)
         if not twice:
             return loss, nll
         half = src.size(0) // 2
-        kl = rdrop_kl(logits[:half], logits[half:], tgt_out[:half].ne(PAD))
+        kl = rdrop_kl(logits[:half], logits[half:], tgt_out[:half].ge(self.offset))
         return loss / 2 + self.cfg.rdrop / 2 * kl, nll / 2
 
     def _time_other(self, micro: list[Any], tokens: int) -> None:
@@ -293,8 +290,8 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             began = time.perf_counter()
             for fed in micro:
-                src, tgt_in, tgt_out, *segments = fed.tensors
-                self._loss(src, tgt_in, tgt_out, segments, autocast(check.other))[0].backward()
+                src, tgt_in, tgt_out, *padding = fed.tensors
+                self._loss(src, tgt_in, tgt_out, padding, autocast(check.other))[0].backward()
             check.record(check.other, time.perf_counter() - began, tokens)
         self.optimizer.zero_grad(set_to_none=True)
         if check.verdict() is not None:
@@ -328,7 +325,8 @@ class Trainer:
         if self.valid_pairs is None:
             return
         result = evaluate_loss(self.model, self.valid_pairs, batch_tokens=self.cfg.batch_tokens,
-                               label_smoothing=self.cfg.label_smoothing, policy=self.policy, offset=self.offset)
+                               label_smoothing=self.cfg.label_smoothing, policy=self.policy,
+                               special=self.spec.special(), offset=self.offset)
         metric = self.cfg.select.metric
         undecoded = result["accuracy"] if metric == "accuracy" else result["ppl"]  # a tagger's, from the loss pass
         weights, score = self._decoded_score() if self.scorer is not None else (None, undecoded)

@@ -164,7 +164,7 @@ class Pruner(StrictModel):
 
 class Storage(StrictModel):
     heartbeat_seconds: int = Field(60, ge=1, description="A running trial writes a heartbeat this often; one "
-                                   "silent for 2x as long (a worker killed) is marked failed.")
+                                   "quiet for 2x as long (a worker killed) is marked failed.")
     retries: int = Field(1, ge=0, description="A failed trial (its worker killed) is tried again this many times "
                                               "(it resumes its run directory); 0: skipped.")
 

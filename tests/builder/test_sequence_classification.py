@@ -83,7 +83,8 @@ def test_the_classifier_scores_each_input_once_whatever_its_padding(tmp_path: Pa
     assert isinstance(net.head, SequenceClassification) and net.head.pooling == "mean"
     with torch.no_grad():
         alone = net(torch.tensor([[2, 5, 6, 3]]))
-        padded = net(torch.tensor([[2, 5, 6, 3, 0, 0], [2, 7, 8, 9, 10, 3]]))
+        pad = torch.tensor([[False] * 4 + [True] * 2, [False] * 6])  # the first row's padding, by its length
+        padded = net(torch.tensor([[2, 5, 6, 3, 0, 0], [2, 7, 8, 9, 10, 3]]), None, pad)
     assert alone.shape == (1, 1, 3) and padded.shape == (2, 1, 3)
     assert torch.allclose(alone[0], padded[0], atol=1e-5)  # padding changes nothing
     rows = {r.block: r for r in inspect_model(spec).rows}

@@ -12,8 +12,8 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from tbuild.builder.tokens import BOS, EOS
 from tbuild.cli.app import app
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.engine.decoding.search import length_penalty
 from tbuild.engine.decoding.translator import encode_sources, load_translator
 from tbuild.engine.run.directory import resolve_run

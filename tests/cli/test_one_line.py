@@ -34,7 +34,7 @@ def newline_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An imported GPT-2 whose tokenizer.json has words that end in a newline: most of what it generates."""
     transformers = pytest.importorskip("transformers", reason="pip install -e '.[export]'")
     tokenizers = pytest.importorskip("tokenizers", reason="pip install -e '.[export]'")
-    from tests.engine.pretrained.test_import_hf import GPT2, _import, _perturbed
+    from tests.engine.hf.test_import_hf import GPT2, _import, _perturbed
 
     root = tmp_path_factory.mktemp("newlines")
     specials = ["<pad>", "<unk>", "<s>", "</s>"]

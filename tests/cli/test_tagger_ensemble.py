@@ -63,7 +63,7 @@ def _word_probs(run: Path) -> list[torch.Tensor]:
     t = load_translator(r)
     out = []
     for pieces in word_pieces(t.tokenizer, [line.split() for line in TEST[0].splitlines()]):
-        src, at = word_row(pieces, word_piece(r.spec))
+        src, at = word_row(pieces, word_piece(r.spec), t.tokenizer.special)
         with torch.no_grad():
             out.append(t.model(torch.tensor([src])).float().softmax(-1)[0, at])
     return out

@@ -19,8 +19,8 @@ from tests.conftest import tiny_train_spec
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 pytest.importorskip("tokenizers", reason="tokenizers not installed (pip install -e '.[export]')")
 
-from tests.engine.pretrained.test_import_hf import GPT2, _import, _perturbed  # noqa: E402
-from tests.engine.pretrained.test_imported_runs import BPE_ROWS, LINES, PROMPTS, byte_level_bpe  # noqa: E402
+from tests.engine.hf.test_import_hf import GPT2, _import, _perturbed  # noqa: E402
+from tests.engine.hf.test_imported_runs import BPE_ROWS, LINES, PROMPTS, byte_level_bpe  # noqa: E402
 
 runner = CliRunner()
 

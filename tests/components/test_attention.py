@@ -22,6 +22,7 @@ from tbuild.components.attention import (
     RelativeSpec,
 )
 from tbuild.components.positional import ALiBi, ALiBiSpec
+from tbuild.components.transformer import padding_mask
 
 from ..conftest import TINY, tiny_model
 from .reference import PAD, D, H, by_hand, close, dot, incremental, init, output_from_weights, qkv
@@ -106,12 +107,13 @@ def test_causal_mask_leaks_nothing() -> None:
 
 
 def test_source_padding_changes_nothing() -> None:
-    """Padding a source sentence does not change its translation logits."""
+    """Padding a source sentence (told by its mask, whatever ids fill it) does not change its translation logits."""
     model = tiny_model()
     src = torch.randint(4, 40, (1, 5))
-    padded = torch.cat([src, torch.zeros(1, 3, dtype=torch.long)], 1)
+    padded = torch.cat([src, torch.randint(4, 40, (1, 3))], 1)
+    pad = padding_mask(torch.tensor([5]), 8)
     tgt = torch.randint(4, 40, (1, 4))
-    torch.testing.assert_close(model(src, tgt), model(padded, tgt), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(model(src, tgt), model(padded, tgt, pad), atol=1e-5, rtol=1e-5)
 
 
 # ----------------------------------------------------------------------------- additive

@@ -11,7 +11,7 @@ import torch
 
 from tbuild.components.decoder_only import CausalLayer
 from tbuild.components.ordered_layer import OrderedCausalLayer, OrderedDecoderLayer, OrderedEncoderLayer
-from tbuild.components.transformer import DecoderCache, DecoderLayer, EncoderLayer
+from tbuild.components.transformer import DecoderCache, DecoderLayer, EncoderLayer, padding_mask
 
 from ..conftest import TINY, tiny_model
 
@@ -173,11 +173,12 @@ def test_an_ordered_encoder_leaves_real_positions_alone_by_padding(order: str, p
     """Each self-attention of an ordered encoder layer gets the padding mask: a padded row's real positions
     are encoded as the row alone, in the encoder-decoder and in the encoder-only tagger."""
     src = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 0, 0]])
+    pad = padding_mask(torch.tensor([5, 3]), 5)
     model = orders(order, None, pre, spec=TINY)
-    memory, _ = model.encode(src)
+    memory, _ = model.encode(src, pad)
     alone, _ = model.encode(src[1:, :3])
     torch.testing.assert_close(memory[1:, :3], alone, atol=1e-5, rtol=1e-5)
     tagger = tiny_model([f"model.encoder.order={order}", f"model.norm_placement={'pre' if pre else 'post'}"],
                         TAGGER)
     assert type(tagger.encoder[0]) is OrderedEncoderLayer
-    torch.testing.assert_close(tagger(src)[1:, :3], tagger(src[1:, :3]), atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(tagger(src, None, pad)[1:, :3], tagger(src[1:, :3]), atol=1e-5, rtol=1e-5)

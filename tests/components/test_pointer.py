@@ -12,10 +12,10 @@ import torch
 from tbuild.builder import SpecError, build_model, load_spec
 from tbuild.builder.inspect import inspect_model, meta_model
 from tbuild.builder.spec import Spec
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.pointer import PointedMemory
 from tbuild.components.specs.pointer import format_ids, parse_ids
-from tbuild.components.transformer import DecoderCache
+from tbuild.components.specs.special import BOS, EOS, PAD
+from tbuild.components.transformer import DecoderCache, padding_mask
 from tbuild.engine.decoding.search import beam_search
 from tests.conftest import REPO
 
@@ -41,7 +41,8 @@ def test_pointer_values_by_hand() -> None:
     """Words: units at the word-first pieces 10, 11, 12 (positions 0, 2, 3), then EOS (position 5)."""
     model = tiny({"kind": "next_word", "advance_ids": str(LEAF), "source": "words", "unit_ids": "10-20"})
     src = torch.tensor([[10, 25, 11, 12, 26, EOS, PAD]])
-    memory, _ = model.encode(src)
+    pad = padding_mask(torch.tensor([6]), 7)
+    memory, _ = model.encode(src, pad)
     assert isinstance(memory, PointedMemory)
     assert memory.units.tolist() == [[0, 2, 3, 5, 5, 5, 5, 5]]
     # fed: BOS (S XX XX (S XX )S XX XX XX; p counts the leaves fed up to each position
@@ -52,7 +53,7 @@ def test_pointer_values_by_hand() -> None:
     where = model.pointer.gather(PointedMemory(states, memory.units), p, beams=1)[..., 0]
     assert where.tolist() == [[0, 0, 2, 3, 3, 5, 5, 5, 5, 5]]  # word 0, 1, 2, then the source's EOS
     pieces = tiny({"kind": "next_word", "advance_ids": str(LEAF), "source": "pieces"})
-    assert pieces.encode(src)[0].units.tolist() == [[0, 1, 2, 3, 4, 5, 5, 5]]
+    assert pieces.encode(src, pad)[0].units.tolist() == [[0, 1, 2, 3, 4, 5, 5, 5]]
 
 
 def _rescore(model: torch.nn.Module, src: torch.Tensor, tokens: list[int]) -> float:
@@ -74,11 +75,13 @@ def test_incremental_equals_full_pass_through_beam_search(source: str) -> None:
     src[:, -1] = EOS
     src[1, 5], src[1, 6:] = EOS, PAD
     src[2, 3], src[2, 4:] = EOS, PAD
-    hyps = beam_search(model, src, beam=4, nbest=4, alpha=0.0, max_len_a=1.0, max_len_b=4)
+    lengths = torch.tensor([9, 6, 4])
+    hyps = beam_search(model, src, src_pad=padding_mask(lengths, 9), beam=4, nbest=4, alpha=0.0, max_len_a=1.0,
+                       max_len_b=4)
     assert sum(len(h) for h in hyps) == 12
     with torch.no_grad():
         for i, sentence in enumerate(hyps):
-            row = src[i][src[i].ne(PAD)]
+            row = src[i][: int(lengths[i])]
             for hyp in sentence:
                 assert hyp.log_prob == pytest.approx(_rescore(model, row, hyp.tokens), abs=1e-4)
     moved = [t for s in hyps for h in s for t in h.tokens if 4 <= t <= 24]

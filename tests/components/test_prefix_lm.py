@@ -10,9 +10,9 @@ import copy
 import pytest
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.decoder_only import DecoderOnly, pack, prefix_mask
-from tbuild.components.transformer import DecoderCache
+from tbuild.components.specs.special import BOS, EOS, PAD
+from tbuild.components.transformer import DecoderCache, padding_mask
 
 from ..conftest import TINY, tiny_model
 
@@ -41,7 +41,7 @@ def test_the_prefix_mask_by_hand() -> None:
 def test_pack_lays_out_bos_source_separator_target() -> None:
     src = torch.tensor([[5, 6, EOS], [7, EOS, PAD]])  # sources end with EOS, the separator
     tgt_in = torch.tensor([[BOS, 8, 9], [BOS, 10, PAD]])
-    seq, prefix = pack(src, tgt_in, BOS, PAD)
+    seq, prefix = pack(src, torch.tensor([3, 2]), tgt_in, BOS, PAD)
     assert seq.tolist() == [[BOS, 5, 6, EOS, 8, 9], [BOS, 7, EOS, 10, PAD, PAD]]
     assert prefix.tolist() == [4, 3]
 
@@ -53,7 +53,7 @@ def test_loss_target_gives_the_target_positions_logits(attention: str) -> None:
     model = plm([f"model.prefix_lm.attention={attention}"])
     src = torch.tensor([[5, 6, 7, EOS], [8, EOS, PAD, PAD]])
     tgt_in = torch.tensor([[BOS, 11, 12], [BOS, 13, 14]])
-    batch = model(src, tgt_in)  # (2, 3, V)
+    batch = model(src, tgt_in, padding_mask(torch.tensor([4, 2]), 4))  # (2, 3, V)
     for row, (n_src, seq) in enumerate([(4, [BOS, 5, 6, 7, EOS, 11, 12]), (2, [BOS, 8, EOS, 13, 14])]):
         ids = torch.tensor([seq])
         alone = model.decode(ids, prefix=torch.tensor([n_src + 1]))
@@ -84,7 +84,7 @@ def test_loss_both_gives_every_position() -> None:
     model = plm(["model.prefix_lm.loss=both"])
     src = torch.tensor([[5, 6, EOS], [8, EOS, PAD]])
     joined_in = torch.tensor([[BOS, 5, 6, EOS, 11], [BOS, 8, EOS, 13, PAD]])
-    logits = model(src, joined_in)
+    logits = model(src, joined_in, padding_mask(torch.tensor([3, 2]), 3))
     assert logits.shape == (2, 5, 40)
     alone = model.decode(joined_in[1:, :4], prefix=torch.tensor([3]))
     assert torch.allclose(logits[1, :4], alone[0], atol=1e-5)

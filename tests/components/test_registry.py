@@ -16,7 +16,7 @@ from tbuild.builder import build_model, load_spec
 from tbuild.builder.spec import AttentionSpec, FFNSpec, NormSpec, PositionalSpec
 from tbuild.components import ATTENTION, FFN, NORM, POSITIONAL, Registry
 from tbuild.components.spec_base import ComponentSpec
-from tbuild.components.transformer import DecoderCache
+from tbuild.components.transformer import DecoderCache, padding_mask
 
 from ..conftest import TINY
 
@@ -71,15 +71,16 @@ def test_every_block_builds_trains_and_decodes_incrementally(section: str, kind:
     model = build_model(spec)
     src = torch.randint(4, 40, (2, 6))
     src[1, 4:] = 0
+    src_pad = padding_mask(torch.tensor([6, 4]), 6)
     tgt = torch.randint(4, 40, (2, 5))
     model.train()
-    logits = model(src, tgt)
+    logits = model(src, tgt, src_pad)
     assert logits.shape == (2, 5, 40) and torch.isfinite(logits).all()
     logits.logsumexp(-1).mean().backward()
     assert all(p.grad is not None for p in model.parameters())
     model.eval()
     with torch.no_grad():
-        memory, pad = model.encode(src)
+        memory, pad = model.encode(src, src_pad)
         full = model.decode(tgt, memory, pad)
         cache = DecoderCache()
         steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, pad, cache) for t in range(5)], 1)

@@ -47,12 +47,11 @@ def test_every_parameter_is_in_one_stack_or_the_embeddings(tie: str) -> None:
     assert vocab <= ENCODER_DECODER.vocab_rows
 
 
-@pytest.mark.parametrize("target", ["ctranslate2", "hf", "hf-pegasus"])
-def test_export_maps_name_every_weight(target: str) -> None:
+def test_the_ctranslate2_map_names_every_weight() -> None:
     """Every parameter goes somewhere (sinusoidal positions have none); every source exists but the optional
-    ones (SwiGLU's V, the final norms of a pre-norm model)."""
+    ones (SwiGLU's V, the final norms of a pre-norm model). (Hugging Face's maps: tests/engine/hf/test_maps.py.)"""
     model = tiny_model(["model.tie_embeddings=none", "model.src_vocab_size=30"])
-    names = ENCODER_DECODER.export_names(target, model)
+    names = ENCODER_DECODER.export_names("ctranslate2", model)
     params = dict(model.named_parameters(remove_duplicate=False))
     used = {s for sources in names.values() for s in sources}
     assert set(params) - used == set()
@@ -60,10 +59,7 @@ def test_export_maps_name_every_weight(target: str) -> None:
     assert used - set(params) <= optional
     layers = ENCODER_DECODER.layer_counts(model)
     assert layers == {"encoder": len(model.encoder), "decoder": len(model.decoder)}
-    if target == "ctranslate2":
-        last = layers["decoder"] - 1
-        assert names[f"decoder/layer_{last}/attention/linear_1/weight"] == (
-            f"decoder.{last}.cross_attn.sublayer.w_k.weight", f"decoder.{last}.cross_attn.sublayer.w_v.weight")
-        assert f"decoder/layer_{last + 1}/ffn/linear_1/weight" not in names
-    else:
-        assert names["model.encoder.layers.0.final_layer_norm.bias"] == ("encoder.0.ffn.norm.bias",)
+    last = layers["decoder"] - 1
+    assert names[f"decoder/layer_{last}/attention/linear_1/weight"] == (
+        f"decoder.{last}.cross_attn.sublayer.w_k.weight", f"decoder.{last}.cross_attn.sublayer.w_v.weight")
+    assert f"decoder/layer_{last + 1}/ffn/linear_1/weight" not in names

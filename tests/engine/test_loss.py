@@ -10,12 +10,13 @@ import torch
 import torch.nn.functional as F
 
 from tbuild.engine import loss as loss_module
+from tbuild.engine.data.batches import IGNORED
 from tbuild.engine.loss import label_smoothed_nll
 
 
 def test_label_smoothing_by_hand() -> None:
     logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 0.4], [1.0, 1.0, 1.0, 1.0]]])
-    target = torch.tensor([[1, 3, 0]])  # last position is padding (pad = 0)
+    target = torch.tensor([[1, 3, IGNORED]])  # last position is padding: past the row (batches.IGNORED)
     eps = 0.1
     expected_loss = expected_nll = 0.0
     for t in range(2):
@@ -23,11 +24,11 @@ def test_label_smoothing_by_hand() -> None:
         q = [eps / 4 + (1 - eps) * (k == target[0, t].item()) for k in range(4)]  # (1-ε)·one_hot + ε/V
         expected_loss += -sum(qk * lk for qk, lk in zip(q, logp, strict=True))
         expected_nll += -logp[target[0, t].item()]
-    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
+    loss, nll, n = label_smoothed_nll(logits, target, eps)
     assert n == 2
     assert loss.item() == pytest.approx(expected_loss, rel=1e-6)
     assert nll.item() == pytest.approx(expected_nll, rel=1e-6)
-    reference = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=0, label_smoothing=eps,
+    reference = F.cross_entropy(logits.view(-1, 4), target.view(-1), ignore_index=IGNORED, label_smoothing=eps,
                                 reduction="sum")
     assert loss.item() == pytest.approx(reference.item(), rel=1e-6)
 
@@ -37,16 +38,16 @@ def test_label_smoothing_gradient_matches_autograd_of_definition() -> None:
     torch.manual_seed(0)
     logits = torch.randn(3, 5, 11, dtype=torch.float64, requires_grad=True)
     target = torch.randint(1, 11, (3, 5))
-    target[0, 3:] = 0
-    target[2, 1:] = 0
+    target[0, 3:] = IGNORED
+    target[2, 1:] = IGNORED
     eps = 0.1
-    loss, nll, n = label_smoothed_nll(logits, target, eps, pad=0)
+    loss, nll, n = label_smoothed_nll(logits, target, eps)
     (2.5 * loss).backward()
     fused = logits.grad.clone()
     logits.grad = None
     lp = logits.log_softmax(-1)
-    keep = target.ne(0)
-    ref = ((1 - eps) * -lp.gather(-1, target[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
+    keep = target.ne(IGNORED)
+    ref = ((1 - eps) * -lp.gather(-1, target.clamp(min=0)[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
     (2.5 * ref).backward()
     assert n == int(keep.sum())
     assert loss.item() == pytest.approx(ref.item(), rel=1e-12)
@@ -55,35 +56,9 @@ def test_label_smoothing_gradient_matches_autograd_of_definition() -> None:
     assert not nll.requires_grad
 
 
-def test_silent_ids_are_left_out_of_the_smoothing_and_get_no_gradient() -> None:
-    """Logits -inf at the silent ids (model.silent_ids): loss and gradient are those of the definition over the
-    other rows alone, V = the scored rows; the silent columns get a zero gradient."""
-    torch.manual_seed(1)
-    scored = torch.randn(4, 6, 9, dtype=torch.float64, requires_grad=True)
-    silent = [0, 2, 5]
-    rest = [i for i in range(12) if i not in silent]
-    logits = torch.full((4, 6, 12), float("-inf"), dtype=torch.float64)
-    logits[..., rest] = scored.detach()
-    logits.requires_grad_(True)
-    target = torch.tensor(rest)[torch.randint(1, 9, (4, 6))]  # never a silent id
-    target[1, 4:] = 0  # padding (PAD is silent here, as an import's)
-    eps = 0.1
-    loss, nll, _ = label_smoothed_nll(logits, target, eps, pad=0, silent=silent)
-    loss.backward()
-    lp = scored.log_softmax(-1)
-    index = {old: new for new, old in enumerate(rest)}
-    t = target.clone().apply_(lambda i: index.get(i, 0))
-    keep = target.ne(0)
-    ref = ((1 - eps) * -lp.gather(-1, t[..., None]).squeeze(-1) + eps * -lp.mean(-1))[keep].sum()
-    ref.backward()
-    assert math.isfinite(loss.item()) and loss.item() == pytest.approx(ref.item(), rel=1e-12)
-    assert torch.allclose(logits.grad[..., rest], scored.grad, atol=1e-12)
-    assert logits.grad[..., silent].abs().max() == 0
-
-
 def test_label_smoothing_bf16_logits_get_bf16_gradient() -> None:
     logits = torch.randn(2, 3, 7).bfloat16().requires_grad_()
-    loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, 0], [3, 4, 5]]), 0.1, pad=0)
+    loss, _, _ = label_smoothed_nll(logits, torch.tensor([[1, 2, IGNORED], [3, 4, 5]]), 0.1)
     assert loss.dtype == torch.float32
     loss.backward()
     assert logits.grad.dtype == torch.bfloat16
@@ -96,11 +71,11 @@ def test_chunks_give_the_whole_loss_and_gradient(dtype: torch.dtype, monkeypatch
     torch.manual_seed(1)
     logits = torch.randn(4, 5, 11, dtype=torch.float64).to(dtype)
     target = torch.randint(1, 11, (4, 5))
-    target[1, 2:] = 0
+    target[1, 2:] = IGNORED
 
     def run() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         x = logits.clone().requires_grad_()
-        loss, nll, _ = label_smoothed_nll(x, target, 0.1, pad=0)
+        loss, nll, _ = label_smoothed_nll(x, target, 0.1)
         (3.0 * loss).backward()
         return loss.detach(), nll, x.grad
 
@@ -118,12 +93,12 @@ def test_fused_loss_equals_plain_cross_entropy_in_fp32() -> None:
     torch.manual_seed(0)
     logits = torch.randn(4, 9, 301, requires_grad=True)
     target = torch.randint(1, 301, (4, 9))
-    target[1, 5:] = 0
-    loss, _, n = label_smoothed_nll(logits, target, 0.1, pad=0)
+    target[1, 5:] = IGNORED
+    loss, _, n = label_smoothed_nll(logits, target, 0.1)
     (loss / n).backward()
     fused = logits.grad.clone()
     logits.grad = None
-    plain = F.cross_entropy(logits.view(-1, 301), target.view(-1), ignore_index=0, label_smoothing=0.1,
+    plain = F.cross_entropy(logits.view(-1, 301), target.view(-1), ignore_index=IGNORED, label_smoothing=0.1,
                             reduction="sum")
     (plain / n).backward()
     assert (loss / n).item() == pytest.approx((plain / n).item(), abs=1e-5)

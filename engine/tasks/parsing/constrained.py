@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
-
 from ...data.tokenizer import Tokenizer
 from .lexical import USER_DEFINED, flat_pieces, leaf_pieces
 
@@ -49,11 +47,14 @@ class TreeVocab:
     is_close: torch.Tensor  # (V,) bool
     is_leaf: torch.Tensor  # (V,) bool
     closer: torch.Tensor  # (V,) long: the id of ")X" for "(X", else -1
+    start: int  # the decoder's start id (the last token before the first), of no class
+    stop: int  # EOS
 
     @classmethod
     def of(cls, tok: Tokenizer, style: str) -> TreeVocab:
         """From the tokenizer's whole target pieces (``▁(X``, ``▁)X``, ``▁XX`` or ``▁TAG``); style words:
-        every piece but the brackets, PAD, BOS and EOS is a leaf (a piece of a word)."""
+        every piece but the brackets and the special ids text leaves out (pad, bos, eos) is a leaf (a piece of
+        a word)."""
         from sentencepiece import sentencepiece_model_pb2 as pb
 
         proto = pb.ModelProto()
@@ -75,11 +76,12 @@ class TreeVocab:
                 is_leaf[i] = True
         if style == "words":
             is_leaf = ~(is_open | is_close)
-            is_leaf[[PAD, BOS, EOS]] = False
-        return cls(is_open, is_close, is_leaf, closer)
+            is_leaf[sorted(tok.special.skipped)] = False
+        return cls(is_open, is_close, is_leaf, closer, tok.special.start, tok.special.stop)
 
     def to(self, device: torch.device | str) -> TreeVocab:
-        return TreeVocab(*(t.to(device) for t in (self.is_open, self.is_close, self.is_leaf, self.closer)))
+        tensors = (t.to(device) for t in (self.is_open, self.is_close, self.is_leaf, self.closer))
+        return TreeVocab(*tensors, self.start, self.stop)
 
 
 @dataclass(frozen=True)
@@ -87,7 +89,7 @@ class _State:
     """Where each of N rows stands after its history of t tokens."""
 
     t: int
-    last: torch.Tensor  # (N,) the last token (PAD before the first)
+    last: torch.Tensor  # (N,) the last token (the start before the first)
     todo: torch.Tensor  # (N,) words still to place
     depth: torch.Tensor  # (N,) constituents open
     top: torch.Tensor  # (N,) the innermost open constituent's opening bracket (meaningless at depth 0)
@@ -132,7 +134,7 @@ class WellFormed:
         innermost = opens & depth_after.eq(depth[:, None])
         position = (innermost * torch.arange(1, t + 1, device=history.device)).argmax(1) if t else depth
         top = history.gather(1, position[:, None]).squeeze(1) if t else depth
-        last = history[:, -1] if t else torch.full_like(depth, PAD)
+        last = history[:, -1] if t else torch.full_like(depth, v.start)
         last_open = opens[:, -1] if t else torch.ones(n, dtype=torch.bool, device=history.device)
         # slots after this token (EOS included in |Y| <= limit); enough to finish the tree after it?
         room = (limit.repeat_interleave(rows) - t - 1) if limit is not None else torch.full_like(words, 1 << 30)
@@ -171,13 +173,14 @@ class _Classes:
     bans: torch.Tensor
     open_ids: torch.Tensor
     leaf_ids: torch.Tensor
+    stop: int  # EOS
 
     @classmethod
     def of(cls, v: TreeVocab) -> _Classes:
         pick = torch.tensor([[False, False], [False, True], [True, False], [True, True]], device=v.is_open.device)
         bans = ~((pick[:, :1] & v.is_open) | (pick[:, 1:] & v.is_leaf))
-        bans[:, EOS] = True
-        return cls(bans, v.is_open.nonzero().squeeze(1), v.is_leaf.nonzero().squeeze(1))
+        bans[:, v.stop] = True
+        return cls(bans, v.is_open.nonzero().squeeze(1), v.is_leaf.nonzero().squeeze(1), v.stop)
 
 
 def _keep_moves(lprobs: torch.Tensor, c: _Classes, m: _Moves) -> None:
@@ -185,7 +188,7 @@ def _keep_moves(lprobs: torch.Tensor, c: _Classes, m: _Moves) -> None:
     moves are all -inf keeps its EOS. Two passes over (N, V) (a row of the class table per row, one
     fill); the single tokens (closing bracket, next piece, EOS) are put back one value per row, and
     whether anything is left is read from the values kept, not from a pass over (N, V)."""
-    eos = lprobs[:, EOS].clone()
+    eos = lprobs[:, c.stop].clone()
     singles = [(m.close_id, m.close)] + ([] if m.leaf_id is None else [(m.leaf_id, m.leaf)])
     saved = [lprobs.gather(1, index[:, None]).squeeze(1) for index, _ in singles]
     any_leaf = m.leaf if m.leaf_id is None else torch.zeros_like(m.leaf)
@@ -194,11 +197,11 @@ def _keep_moves(lprobs: torch.Tensor, c: _Classes, m: _Moves) -> None:
     for (index, allowed), value in zip(singles, saved, strict=True):  # in turn: a token either allows stays
         now = lprobs.gather(1, index[:, None]).squeeze(1)
         lprobs.scatter_(1, index[:, None], torch.where(allowed, value, now)[:, None])
-        alive |= allowed & value.isfinite() & index.ne(EOS)  # EOS is set alone, below
+        alive |= allowed & value.isfinite() & index.ne(c.stop)  # EOS is set alone, below
     for allowed, ids in ((m.open, c.open_ids), (any_leaf, c.leaf_ids)):
         if ids.numel():  # the class's columns, kept where allowed: any of them finite
             alive |= allowed & lprobs.index_select(1, ids).isfinite().any(1)
-    lprobs[:, EOS] = torch.where(m.eos | ~alive, eos, torch.full_like(eos, NEG_INF))
+    lprobs[:, c.stop] = torch.where(m.eos | ~alive, eos, torch.full_like(eos, NEG_INF))
 
 
 def _top_down(v: TreeVocab, s: _State) -> _Moves:
@@ -240,8 +243,7 @@ def tree_rule(tok: Tokenizer, style: str, lines: list[str], device: torch.device
     if style != "words":
         words = torch.tensor(word_counts(lines), dtype=torch.long, device=device)
         return lambda rows: WellFormed(vocab, words[torch.tensor(rows, dtype=torch.long, device=device)], order)
-    ids, start = flat_pieces(leaf_pieces(tok, lines), device)
-    slots = (ids != PAD).sum(1)
+    ids, start, slots = flat_pieces(leaf_pieces(tok, lines), device, tok.special.fill)
 
     def rule(rows: list[int]) -> WellFormed:
         index = torch.tensor(rows, dtype=torch.long, device=device)

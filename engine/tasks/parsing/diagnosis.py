@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import Specials
 
 from ...data.batches import collate, token_batches
 from ...data.linearize import linearize
@@ -60,13 +60,13 @@ def by_length(scored: Evalb) -> list[Totals]:
 def _kinds(vocab: TreeVocab) -> torch.Tensor:
     """(V,) the kind of each id: 0 open, 1 close, 2 leaf, 3 EOS, 4 anything else."""
     kind = torch.full(vocab.is_open.shape, 4, dtype=torch.long)
-    kind[vocab.is_leaf], kind[vocab.is_close], kind[vocab.is_open], kind[EOS] = 2, 1, 0, 3
+    kind[vocab.is_leaf], kind[vocab.is_close], kind[vocab.is_open], kind[vocab.stop] = 2, 1, 0, 3
     return kind
 
 
 @torch.no_grad()
 def token_accuracy(model: nn.Module, pairs: Pairs, vocab: TreeVocab, policy: Policy,
-                   batch_tokens: int) -> dict[str, dict[str, float]]:
+                   batch_tokens: int, special: Specials) -> dict[str, dict[str, float]]:
     """Teacher-forced argmax accuracy per kind of gold token (open bracket, close bracket, leaf, EOS):
     ``exact`` (the very token) and ``move`` (a token of the same kind: opening, closing, placing a leaf
     or ending), with the count of gold tokens of the kind."""
@@ -75,13 +75,15 @@ def token_accuracy(model: nn.Module, pairs: Pairs, vocab: TreeVocab, policy: Pol
     exact, move, total = Counter(), Counter(), Counter()
     batches = token_batches(pairs.src_lengths, pairs.tgt_lengths, batch_tokens, seed=0, epoch=0, shuffle=False)
     for batch in batches:
-        src, tgt_in, tgt_out = (policy.to_device(t) for t in collate(pairs, batch))
+        src, tgt_in, tgt_out, src_pad = (policy.to_device(t) for t in collate(pairs, batch, special))
         with policy.autocast(), policy.attention():
-            logits = model(src, tgt_in)
+            logits = model(src, tgt_in, src_pad)
         if logits.size(-1) > len(kinds):  # a model vocabulary padded past the tokenizer's: other
             kinds = torch.cat([kinds, kinds.new_full((logits.size(-1) - len(kinds),), 4)])
         pred, gold = logits.argmax(-1).cpu(), tgt_out.cpu()
-        keep, gold_kind, pred_kind = gold.ne(PAD), kinds[gold], kinds[pred]
+        keep = gold.ge(0)  # not past the row (batches.IGNORED)
+        gold = gold.clamp(min=0)
+        gold_kind, pred_kind = kinds[gold], kinds[pred]
         for k, name in enumerate(KINDS):
             mask = keep & gold_kind.eq(k)
             total[name] += int(mask.sum())
@@ -158,11 +160,12 @@ def diagnose(run: Run, translator: Translator, gold: list[str], tests: list[str]
     test_trees = [next(read_treebank(line, f"output tree {i}")) for i, line in enumerate(tests, 1)]
     floor = floor_score(gold_trees, scored.params)
     form, tok = style_of(run.spec), translator.tokenizer
-    pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, [" ".join(t.words()) for t in gold_trees],
-                                                          translator.max_source_tokens)],
-                  [ids + [EOS] for ids in tok.encode([linearize(t, form.style, form.order) for t in gold_trees])])
+    stop = tok.special.stop
+    pairs = Pairs([ids or [stop] for ids in encode_sources(tok, [" ".join(t.words()) for t in gold_trees],
+                                                           translator.max_source_tokens)],
+                  [ids + [stop] for ids in tok.encode([linearize(t, form.style, form.order) for t in gold_trees])])
     accuracy = token_accuracy(translator.model, pairs, TreeVocab.of(tok, form.style), translator.policy,
-                              run.spec.train.batch_tokens)
+                              run.spec.train.batch_tokens, tok.special)
     bins = [{"bin": bin_name(i), "sentences": m.sentences, "f1": _number(m.fmeasure),
              "floor_f1": _number(f.fmeasure), "complete_match": _number(m.complete_match) if m.valid else None}
             for i, (m, f) in enumerate(zip(by_length(scored), by_length(floor), strict=True))]

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tbuild.builder.spec import Spec, TreebankDataset
-from tbuild.builder.tokens import EOS
 
 from ...data.datasets import read_split
 from ...data.linearize import Repair, TreeForm, linearize, repair
@@ -150,10 +149,12 @@ def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None 
     tests, repairs = to_trees(outputs, sources, [t.tags() for t in gold_trees], form)
     scored = evalb(gold, tests, params or collins())
     tok = translator.tokenizer
-    pairs = Pairs([ids or [EOS] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
-                  [ids + [EOS] for ids in tok.encode([linearize(t, form.style, form.order) for t in gold_trees])])
+    stop = tok.special.stop
+    pairs = Pairs([ids or [stop] for ids in encode_sources(tok, sources, translator.max_source_tokens)],
+                  [ids + [stop] for ids in tok.encode([linearize(t, form.style, form.order) for t in gold_trees])])
     ppl = evaluate_loss(translator.model, pairs, batch_tokens=run.spec.train.batch_tokens,
-                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy)["ppl"]
+                        label_smoothing=run.spec.train.label_smoothing, policy=translator.policy,
+                        special=tok.special)["ppl"]
     result = EvalRecord(
         split=split, sentences=len(sources), weights=translator.weights, params=params_name,
         all=scored.all.to_json(), short=scored.short.to_json(), cutoff=scored.params.cutoff_len,

@@ -9,8 +9,6 @@ from collections.abc import Callable
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
-
 from ...data.linearize import TreeForm, leaf_text
 from ...data.tokenizer import Tokenizer
 
@@ -22,16 +20,19 @@ def leaf_pieces(tok: Tokenizer, lines: list[str]) -> list[list[list[int]]]:
     """Per line, each word's pieces as its leaf is written in a target (``leaf_text``); sentencepiece
     splits at whitespace, so a word's pieces are the same alone as in its line. A word the normaliser
     leaves empty is one unknown piece."""
-    return [[ids or [UNK] for ids in tok.encode([leaf_text(w) for w in line.split()])] if line.split() else []
+    unknown = [tok.special.ids("unk")]
+    return [[ids or unknown for ids in tok.encode([leaf_text(w) for w in line.split()])] if line.split() else []
             for line in lines]
 
 
-def flat_pieces(pieces: list[list[list[int]]], device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
-    """``leaf_pieces`` as tensors: (B, L + 1) the pieces of each line's words in order, PAD after them, and
-    (B, L + 1) whether each piece begins a word (True after the last: nothing is left unfinished there)."""
+def flat_pieces(pieces: list[list[list[int]]], device: torch.device | str,
+                fill: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``leaf_pieces`` as tensors: (B, L + 1) the pieces of each line's words in order, ``fill`` after them,
+    (B, L + 1) whether each piece begins a word (True after the last: nothing is left unfinished there), and
+    (B,) each line's count of pieces."""
     rows = [[p for word in line for p in word] for line in pieces]
     width = max((len(r) for r in rows), default=0) + 1
-    ids = torch.full((len(rows), width), PAD, dtype=torch.long)
+    ids = torch.full((len(rows), width), fill, dtype=torch.long)
     start = torch.ones(len(rows), width, dtype=torch.bool)
     for i, line in enumerate(pieces):
         at = 0
@@ -39,7 +40,7 @@ def flat_pieces(pieces: list[list[list[int]]], device: torch.device | str) -> tu
             ids[i, at: at + len(word)] = torch.tensor(word, dtype=torch.long)
             start[i, at + 1: at + len(word)] = False
             at += len(word)
-    return ids.to(device), start.to(device)
+    return ids.to(device), start.to(device), torch.tensor([len(r) for r in rows], dtype=torch.long, device=device)
 
 
 def output_text(tok: Tokenizer, form: TreeForm) -> Callable[[list[int], str], str]:
@@ -51,7 +52,7 @@ def output_text(tok: Tokenizer, form: TreeForm) -> Callable[[list[int], str], st
     bracket = bracket_pieces(tok)
 
     def text(ids: list[int], source: str) -> str:
-        groups = _words(tok, [int(i) for i in ids if int(i) not in (PAD, BOS, EOS)], bracket, source)
+        groups = _words(tok, [int(i) for i in ids if int(i) not in tok.special.skipped], bracket, source)
         return " ".join("".join(tok.sp.decode(g).split()) or "\u2047" for g in groups)
 
     return text

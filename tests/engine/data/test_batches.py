@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.engine.data.batches import collate, token_batches
+from tbuild.components.specs.special import BOS, DEFAULT, EOS, PAD, Specials
+from tbuild.engine.data.batches import IGNORED, collate, token_batches
 from tbuild.engine.data.pairs import Pairs
 
 rng = random.Random(0)
@@ -104,13 +104,19 @@ def test_bad_arguments() -> None:
 
 def test_collate_shapes_and_contents() -> None:
     pairs = Pairs(src=[[5, 6, EOS], [7, EOS], [8, 9, 10, 11, EOS]], tgt=[[12, EOS], [13, 14, 15, EOS], [EOS]])
-    src, tgt_in, tgt_out = collate(pairs, [1, 0])
-    assert src.dtype == tgt_in.dtype == tgt_out.dtype == torch.long
+    src, tgt_in, tgt_out, src_pad = collate(pairs, [1, 0], DEFAULT)
+    assert src.dtype == tgt_in.dtype == tgt_out.dtype == torch.long and src_pad.dtype == torch.bool
     assert src.tolist() == [[7, EOS, PAD], [5, 6, EOS]]
+    assert src_pad.tolist() == [[False, False, True], [False, False, False]]  # from the rows' lengths
     assert tgt_in.tolist() == [[BOS, 13, 14, 15], [BOS, 12, PAD, PAD]]
-    assert tgt_out.tolist() == [[13, 14, 15, EOS], [12, EOS, PAD, PAD]]
-    src, tgt_in, tgt_out = collate(pairs, [2], pad=-1)
+    assert tgt_out.tolist() == [[13, 14, 15, EOS], [12, EOS, IGNORED, IGNORED]]
+    src, tgt_in, tgt_out, src_pad = collate(pairs, [2], DEFAULT)
     assert src.shape == (1, 5) and tgt_in.tolist() == [[BOS]] and tgt_out.tolist() == [[EOS]]
+    # a vocabulary without a pad: the start and fill are its own, the padding still told by the lengths
+    gpt2 = Specials(pad=None, unk=9, bos=9, eos=9)
+    src, tgt_in, tgt_out, src_pad = collate(Pairs([[5, 6, 9], [7, 9]], [[12, 9], [9]]), [0, 1], gpt2)
+    assert src.tolist() == [[5, 6, 9], [7, 9, 9]] and src_pad.tolist() == [[False] * 3, [False, False, True]]
+    assert tgt_in.tolist() == [[9, 12], [9, 9]] and tgt_out.tolist() == [[12, 9], [9, IGNORED]]
 
 
 def test_cursor_shards_are_disjoint_equal_and_resume_exactly() -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.engine.data.batches import Bucketing, batch_shapes, collate, token_batches
+from tbuild.components.specs.special import BOS, DEFAULT, EOS, PAD
+from tbuild.engine.data.batches import IGNORED, Bucketing, batch_shapes, collate, token_batches
 from tbuild.engine.data.pairs import Pairs
 
 
@@ -39,15 +39,15 @@ def test_bad_bucketing() -> None:
 def test_padded_collate_keeps_the_batch_and_adds_empty_rows() -> None:
     pairs = Pairs(src=[[5, 6, EOS]] * 10 + [[7, EOS]], tgt=[[12, EOS]] * 10 + [[13, 14, 15, EOS]])
     rows = list(range(11))
-    exact = collate(pairs, rows)
-    src, tgt_in, tgt_out = collate(pairs, rows, bucketing=Bucketing(pad_multiple=8, row_steps=4))
-    assert src.shape == (12, 8) and tgt_in.shape == tgt_out.shape == (12, 8)
-    for padded, plain in zip((src, tgt_in, tgt_out), exact, strict=True):
+    exact = collate(pairs, rows, DEFAULT)
+    src, tgt_in, tgt_out, src_pad = collate(pairs, rows, DEFAULT, bucketing=Bucketing(pad_multiple=8, row_steps=4))
+    assert src.shape == src_pad.shape == (12, 8) and tgt_in.shape == tgt_out.shape == (12, 8)
+    for padded, plain, fill in zip((src, tgt_in, tgt_out, src_pad), exact, (PAD, PAD, IGNORED, True), strict=True):
         assert padded[:11, :plain.size(1)].equal(plain)
-        assert (padded[:11, plain.size(1):] == PAD).all()
-    assert src[11:].tolist() == [[EOS] + [PAD] * 7]  # an empty row still has a key to attend to
+        assert (padded[:11, plain.size(1):] == fill).all()
+    assert src_pad[11:].tolist() == [[False] + [True] * 7]  # an empty row still has a key to attend to
     assert tgt_in[11:].tolist() == [[BOS] + [PAD] * 7]
-    assert (tgt_out[11:] == PAD).all()  # and no target token: no loss
+    assert (tgt_out[11:] == IGNORED).all()  # and no target token: no loss
 
 
 def test_bucketing_bounds_the_shapes_of_a_wmt_like_epoch() -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from tbuild.builder import load_spec
 from tbuild.builder.spec import TokenizerSpec
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.engine.data.corpus import iter_split
 from tbuild.engine.data.line_labels import encode_classified, read_classified, text_rows
 from tbuild.engine.data.tokenizer import Tokenizer

@@ -11,13 +11,14 @@ import numpy as np
 import pytest
 
 from tbuild.builder.spec import MaskingSpec, TokenizerSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.data.masked import MaskedLines, chosen_count, mask_id, mask_row
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.data.word_labels import LABEL_OFFSET
 from tbuild.engine.errors import DataError
 
 MASK = 4
+NEVER = (PAD, BOS, EOS, MASK)  # the ids never hidden: the special ones, [MASK] last
 REGULAR = np.arange(5, 1000)
 
 
@@ -38,7 +39,7 @@ def test_the_rates_hold_on_many_rows() -> None:
     chosen = masked = replaced = kept = candidates = 0
     for i, row in enumerate(rows(4000)):
         ids = np.array(row)
-        src, tgt = mask_row(ids, np.random.default_rng(i), masking, MASK, REGULAR)
+        src, tgt = mask_row(ids, np.random.default_rng(i), masking, NEVER, REGULAR)
         at = tgt != PAD
         assert at.sum() == chosen_count(np.array([len(ids) - 1]), 0.15)[0]
         assert (tgt[at] - LABEL_OFFSET == ids[at]).all()  # the original piece, at the chosen positions
@@ -57,7 +58,7 @@ def test_the_rates_hold_on_many_rows() -> None:
 def test_random_replacements_are_regular_pieces_and_specials_are_never_chosen() -> None:
     ids = np.array([BOS, 7, 8, MASK, 9, 10, 11, 12, PAD, 13, EOS])
     for seed in range(300):
-        src, tgt = mask_row(ids, np.random.default_rng(seed), MaskingSpec(rate=0.5, mask=0.0, random=1.0), MASK,
+        src, tgt = mask_row(ids, np.random.default_rng(seed), MaskingSpec(rate=0.5, mask=0.0, random=1.0), NEVER,
                             REGULAR)
         at = np.flatnonzero(tgt != PAD)
         assert set(ids[at].tolist()) <= {7, 8, 9, 10, 11, 12, 13}  # never BOS, [MASK], PAD or EOS
@@ -68,7 +69,7 @@ def test_random_replacements_are_regular_pieces_and_specials_are_never_chosen() 
 def test_rows_are_the_same_for_the_same_seed_and_differ_by_copy() -> None:
     data = rows(50)
     make = lambda seed: MaskedLines(data, masking=MaskingSpec(copies=3), seed=seed, split="train",  # noqa: E731
-                                    copies=3, mask=MASK, regular=REGULAR)
+                                    copies=3, never=NEVER, regular=REGULAR)
     a, b, c = make(1), make(1), make(2)
     assert len(a) == 150 and a.src_lengths.tolist() == [len(r) for r in data] * 3
     index = np.arange(150)

@@ -8,7 +8,7 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder import load_spec
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import EOS
 from tbuild.engine.data.pairs import Pairs, load_pairs
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, prepare_tokenizer
 from tbuild.engine.errors import DataError

@@ -10,8 +10,8 @@ import pytest
 
 from tbuild.builder import load_spec
 from tbuild.builder.spec import Spec, TokenizerSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.specs.pointer import parse_ids
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.data.linearize import linearize
 from tbuild.engine.data.tokenizer import Tokenizer, fit_vocab, whole_target_tokens
 from tbuild.engine.data.trees import read_trees

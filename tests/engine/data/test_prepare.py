@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import DEFAULT, EOS, PAD
 from tbuild.engine.data import prepare as prepare_module
 from tbuild.engine.data.batches import collate, token_batches
 from tbuild.engine.data.mapped import MappedPairs, MappedWriter, token_dtype
@@ -54,7 +54,7 @@ def test_filters_drop_and_count_and_rows_are_the_encodings(tmp_path: Path, tok: 
     for side in ("src", "tgt"):
         np.testing.assert_array_equal(pairs.padded(rows, side, PAD), expected.padded(rows, side, PAD))
     for batch in token_batches(pairs.src_lengths, pairs.tgt_lengths, 300, seed=1, epoch=0):
-        for mapped, memory in zip(collate(pairs, batch), collate(expected, batch), strict=True):
+        for mapped, memory in zip(collate(pairs, batch, DEFAULT), collate(expected, batch, DEFAULT), strict=True):
             assert mapped.equal(memory)  # the memory-mapped and in-memory sources give the same batches
 
 

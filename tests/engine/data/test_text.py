@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tbuild.builder import load_spec
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import EOS
 from tbuild.engine.data.corpus import iter_split, split_paths
 from tbuild.engine.data.datasets import ensure_data, read_split
 from tbuild.engine.data.pairs import load_pairs

@@ -8,7 +8,7 @@ import pytest
 import sentencepiece as spm
 
 from tbuild.builder.spec import TokenizerSpec
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, DEFAULT, EOS, PAD, UNK
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.errors import DataError
 from tests.conftest import multi30k_lines
@@ -83,9 +83,14 @@ def test_load(tok: Tokenizer, tmp_path: Path) -> None:
         Tokenizer.load(junk)
 
 
-def test_load_refuses_other_special_ids(tmp_path: Path, sentences: list[str]) -> None:
+def test_a_model_with_its_own_special_ids_reports_them(tmp_path: Path, sentences: list[str]) -> None:
+    """sentencepiece's defaults (Llama's numbering: unk 0, bos 1, eos 2, no pad): the tokenizer reports its own
+    ids; a record naming others is refused in one line."""
     spm.SentencePieceTrainer.train(sentence_iterator=iter(sentences[:200]), model_prefix=str(tmp_path / "d"),
                                    vocab_size=100, minloglevel=2)  # sentencepiece defaults: unk=0 bos=1 eos=2
-    pattern = r"special ids are pad=-1, unk=0, bos=1, eos=2; .* --pad_id=0 --unk_id=1"
+    tok = Tokenizer.load(tmp_path / "d.model")
+    assert (tok.special.pad, tok.special.unk, tok.special.bos, tok.special.eos) == (None, 0, 1, 2)
+    assert tok.special.fill == 2 and tok.special.never == (1,)  # no pad: padding filled with eos, told by lengths
+    pattern = r"d.model: its special ids are pad None, unk 0, bos 1, eos 2, not those of the run's data.tokenizer"
     with pytest.raises(DataError, match=pattern):
-        Tokenizer.load(tmp_path / "d.model")
+        Tokenizer.load(tmp_path / "d.model", DEFAULT)

@@ -1,6 +1,7 @@
 """A Hugging Face tokenizers file as a run's tokenizer: ``Tokenizer.load`` reads a tokenizer.json (a byte-level
 BPE here, GPT-2's kind) and answers as for a sentencepiece model: raw text to ids and back (any UTF-8), pieces
-and ids, tbuild's special ids; one without them, or not a tokenizers file, is one line naming it."""
+and ids, the special ids of the run's record (tbuild's own where it has none); a file whose special tokens are
+not the record's, or not a tokenizers file, is one line naming it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tbuild.builder.tokens import BOS, EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK, Specials
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.errors import DataError
 
@@ -40,10 +41,21 @@ def test_a_tokenizers_file_encodes_and_decodes_raw_text(tmp_path: Path) -> None:
     assert tok.sp.is_control(BOS) and not tok.sp.is_control(ids[0]) and tok.sp.is_unknown(UNK)
 
 
-def test_other_special_ids_or_another_file_are_one_line(tmp_path: Path) -> None:
+def test_a_file_with_its_own_special_ids_loads_with_its_record(tmp_path: Path) -> None:
+    """GPT-2's kind: one special token (id 0) for bos, eos and unk, no pad; without the record naming it the file
+    is refused (tbuild's own ids 0 to 3 are not its special tokens), with it the ids are the file's."""
     gpt2_like = _bpe(tmp_path / "tokenizer.json", ["<|endoftext|>"])
-    with pytest.raises(DataError, match=r"tokenizer.json: ids 0 to 3 are not all special tokens \(pad=0, unk=-1"):
+    with pytest.raises(DataError, match=r"tokenizer.json: unk id 1 is not a special token of the file \(special: "
+                       r"\[0\]\); data.tokenizer.special names the file's own"):
         Tokenizer.load(gpt2_like)
+    record = Specials(pad=None, unk=0, bos=0, eos=0, source=("text",))
+    tok = Tokenizer.load(gpt2_like, record)
+    ids = tok.encode(["the cat"])[0]
+    assert tok.special == record and tok.decode([0, *ids, 0]) == "the cat" and tok.sp.piece_to_id("no such") == 0
+
+
+def test_another_file_is_one_line(tmp_path: Path) -> None:
+    gpt2_like = _bpe(tmp_path / "tokenizer.json", ["<|endoftext|>"])
     gpt2_like.write_text('{"model": 1}')
     with pytest.raises(DataError, match="tokenizer.json: not a readable tokenizers file") as e:
         Tokenizer.load(gpt2_like)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from tbuild.builder import load_spec
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import DEFAULT, EOS, PAD
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.data.word_labels import encode_tagged, label_rows, read_tagged, word_pieces
 from tbuild.engine.decoding.tagger import Baseline
@@ -35,10 +35,10 @@ def spec_of(tmp: Path, labels: list[str] | str = "from_data", piece: str = "firs
 
 
 def test_each_label_sits_at_its_words_first_piece() -> None:
-    src, tgt = label_rows([[10], [11, 12, 13], [14]], [0, 2, 1], "first")
+    src, tgt = label_rows([[10], [11, 12, 13], [14]], [0, 2, 1], "first", DEFAULT)
     assert src == [10, 11, 12, 13, 14, EOS]
     assert tgt == [1, 3, PAD, PAD, 2, PAD]  # label + 1; no label (no loss) inside a word and at EOS
-    src, tgt = label_rows([[10], [11, 12, 13], [14]], [0, 2, 1], "last")
+    src, tgt = label_rows([[10], [11, 12, 13], [14]], [0, 2, 1], "last", DEFAULT)
     assert src == [10, 11, 12, 13, 14, EOS]
     assert tgt == [1, PAD, PAD, 3, 2, PAD]  # model.head.piece: last
 
@@ -52,7 +52,7 @@ def test_a_word_split_into_pieces_keeps_its_pieces_of_the_whole_line(tmp_path: P
     [pieces] = word_pieces(tok, [words])
     assert len(pieces[1]) > 1  # "unbelievable" is several pieces
     assert [i for word in pieces for i in word] == tok.encode([" ".join(words)])[0]
-    src, tgt = label_rows(pieces, [0, 1, 2], "first")
+    src, tgt = label_rows(pieces, [0, 1, 2], "first", tok.special)
     starts = [p for p, t in enumerate(tgt) if t != PAD]
     assert starts == [0, len(pieces[0]), len(pieces[0]) + len(pieces[1])]
     assert [tgt[p] - 1 for p in starts] == [0, 1, 2] and len(src) == len(tgt)
@@ -108,7 +108,7 @@ def test_with_piece_last_the_loss_labels_sit_at_each_words_last_piece(tmp_path: 
     assert last[-3:] == [PAD, 3, PAD] and last[a + k - 2: a + k] == [PAD, 2]  # "at" holds NN, "…e" holds JJ
     for piece, expected in (("first", first), ("last", last)):
         pairs = encode_tagged(spec_of(tmp_path, ["DT", "JJ", "NN"], piece), "test", tok, lambda _: None)
-        src, _, tgt_out = collate(pairs, [0])  # what the trainer's and validation's loss see
+        src, _, tgt_out, _ = collate(pairs, [0], tok.special)  # what the trainer's and validation's loss see
         assert src[0].tolist() == [i for word in pieces for i in word] + [EOS]
         assert tgt_out[0].tolist() == expected, piece
         assert pairs.tgt_lengths.tolist() == [3]  # the loss is normalised per word either way
@@ -116,13 +116,14 @@ def test_with_piece_last_the_loss_labels_sit_at_each_words_last_piece(tmp_path: 
 
 class ByPiece(torch.nn.Module):
     """A stand-in tagger: each position's best label is ``table[its piece id]`` (any other call shape
-    works: decoding calls model(src), evaluation model(src, tgt_in))."""
+    works: decoding calls model(src, None, pad), evaluation model(src, tgt_in, pad))."""
 
     def __init__(self, table: torch.Tensor, labels: int) -> None:
         super().__init__()
         self.table, self.labels = table, labels
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor | None = None,
+                src_pad: torch.Tensor | None = None) -> torch.Tensor:
         return torch.nn.functional.one_hot(self.table[src], self.labels).float() * 10
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import EOS
 from tbuild.engine.decoding.constraints import Phrases, Progress, allocate, step
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.search import Rules, beam_search
@@ -108,9 +108,10 @@ def test_constraints_with_a_prefix_and_an_ensemble(model: torch.nn.Module) -> No
     other = tiny_model()
     src = random_src([5, 7, 3], seed=3)
     phrases = random_phrases(3, seed=4)
-    prefix = torch.tensor([[9, 10], [8, 0], [0, 0]])  # PAD (0) pads
-    rules = Rules(prefix=prefix, include=Phrases.of(phrases))
-    held = beam_search(Ensemble([model, other], [1.0, 1.0], "prob"), src, beam=3, nbest=3, rules=rules, **LIMITS)
+    prefix = torch.tensor([[9, 10], [8, 0], [0, 0]])  # right-padded: the lengths say where each prefix ends
+    rules = Rules(prefix=prefix, prefix_len=torch.tensor([2, 1, 0]), include=Phrases.of(phrases))
+    held = beam_search(Ensemble([model, other], [1.0, 1.0], "prob"), src, src_pad=src.eq(0), beam=3, nbest=3,
+                       rules=rules, **LIMITS)
     for sentence, ps, p in zip(held, phrases, ([9, 10], [8], []), strict=True):
         assert all(h.tokens[: len(p)] == p and all(contains(h.tokens, c) for c in ps) for h in sentence)
 

@@ -8,7 +8,7 @@ import copy
 
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.decoding.lm import LanguageModelSearch
 from tbuild.engine.decoding.model import SearchModel
 from tbuild.engine.decoding.search import Rules, beam_search
@@ -35,9 +35,9 @@ def reference_greedy(model: torch.nn.Module, prompt: list[int], new: int) -> lis
 
 
 def search(model: torch.nn.Module, prompts: list[list[int]], new: int, **options: object) -> list:
-    src = padded(prompts)
-    return beam_search(LanguageModelSearch(model), src, alpha=0.0, max_len_a=1.0, max_len_b=new + 1,
-                       rules=Rules(prefix=src), **options)  # type: ignore[arg-type]
+    src, pad = padded(prompts, PAD)
+    return beam_search(LanguageModelSearch(model), src, src_pad=pad, alpha=0.0, max_len_a=1.0, max_len_b=new + 1,
+                       rules=Rules(prefix=src, prefix_len=(~pad).sum(1)), **options)  # type: ignore[arg-type]
 
 
 def test_the_adapter_is_a_search_model() -> None:

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import Rules, Sampling, beam_search, greedy_search, top_p
@@ -97,8 +97,10 @@ def test_prefix_is_forced_then_continued(model: torch.nn.Module) -> None:
         prefix[i, : len(p)] = torch.tensor(p, dtype=torch.long)
 
     class Forced:
-        def encode(self, s: torch.Tensor) -> tuple:
-            return model.encode(s)
+        special = model.special
+
+        def encode(self, s: torch.Tensor, pad: torch.Tensor | None = None) -> tuple:
+            return model.encode(s, pad)
 
         def decode(self, tgt, memory, pad, cache=None, *, beams=1):  # noqa: ANN001, ANN202 - the Seq2Seq shape
             step = cache.offset
@@ -113,11 +115,13 @@ def test_prefix_is_forced_then_continued(model: torch.nn.Module) -> None:
             return logits
 
     for beam in (1, 3):
-        ours = beam_search(model, src, beam=beam, nbest=beam, rules=Rules(prefix=prefix), **LIMITS)
+        rules = Rules(prefix=prefix, prefix_len=torch.tensor([len(p) for p in prefixes]))
+        ours = beam_search(model, src, src_pad=src.eq(PAD), beam=beam, nbest=beam, rules=rules, **LIMITS)
         hand = []
         for i in range(3):  # one sentence at a time, so that the hand model's rows are that sentence's
             hand_rows = torch.tensor([i])
-            hand.append(beam_search(Forced(), src[i:i + 1], beam=beam, nbest=beam, **LIMITS)[0])
+            alone = src[i:i + 1, : int(src[i].ne(PAD).sum())]
+            hand.append(beam_search(Forced(), alone, beam=beam, nbest=beam, **LIMITS)[0])
         assert outputs(ours) == [[h.tokens for h in s] for s in hand]
         for p, sentence in zip(prefixes, ours, strict=True):
             assert all(h.tokens[: len(p)] == p for h in sentence)
@@ -142,7 +146,8 @@ def test_no_repeat_ngram_holds() -> None:
 def test_token_log_probs_are_the_teacher_forced_ones(model: torch.nn.Module) -> None:
     src = random_src([5, 7, 3])
     for sampling in (None, sampler("topk", topk=5)):
-        hyps = beam_search(model, src, beam=3, nbest=3, sampling=sampling, token_scores=True, **LIMITS)
+        hyps = beam_search(model, src, src_pad=src.eq(PAD), beam=3, nbest=3, sampling=sampling, token_scores=True,
+                           **LIMITS)
         for i, sentence in enumerate(hyps):
             for h in sentence:
                 with torch.no_grad():

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import Positional
-from tbuild.components.transformer import DecoderCache
+from tbuild.components.specs.special import BOS, EOS, PAD
+from tbuild.components.transformer import DecoderCache, padding_mask
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.model import Single
 from tbuild.engine.decoding.prefix_lm import PrefixLMSearch, left_padded
@@ -73,6 +73,11 @@ def right_padded(rows: list[list[int]]) -> torch.Tensor:
     return torch.tensor([row + [PAD] * (max(map(len, rows)) - len(row)) for row in rows])
 
 
+def padding(rows: list[list[int]]) -> torch.Tensor:
+    """The rows' padding, as their lengths tell it."""
+    return padding_mask(torch.tensor([len(r) for r in rows]), max(map(len, rows)))
+
+
 def caps(model: torch.nn.Module, rows: list[list[int]]) -> torch.Tensor | None:
     """Each row's output limit as the translator sets it (``output_cap``): what max_positions leaves."""
     limit = getattr(model.tgt_embed.positional, "embedding", None)
@@ -89,14 +94,16 @@ def test_a_batch_of_mixed_source_lengths_decodes_each_line_as_alone(overrides: l
     search = PrefixLMSearch(model)
     assert search.mixes_lengths
     options = {"beam": beam, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 4, "nbest": nbest, "token_scores": True}
-    batch = beam_search(search, right_padded(MIXED), max_len_cap=caps(model, MIXED), **options)
+    batch = beam_search(search, right_padded(MIXED), src_pad=padding(MIXED), max_len_cap=caps(model, MIXED),
+                        **options)
     for source, together in zip(MIXED, batch, strict=True):
         alone = beam_search(search, torch.tensor([source]), max_len_cap=caps(model, [source]), **options)[0]
         assert [h.tokens for h in together] == [h.tokens for h in alone] and len(alone) == nbest
         for a, b in zip(together, alone, strict=True):
             assert abs(a.score - b.score) < 1e-5 and abs(a.log_prob - b.log_prob) < 1e-5
             assert torch.allclose(torch.tensor(a.token_log_probs), torch.tensor(b.token_log_probs), atol=1e-5)
-    greedy = greedy_search(search, right_padded(MIXED), max_len_a=1.0, max_len_b=4, max_len_cap=caps(model, MIXED))
+    greedy = greedy_search(search, right_padded(MIXED), src_pad=padding(MIXED), max_len_a=1.0, max_len_b=4,
+                           max_len_cap=caps(model, MIXED))
     assert greedy == [greedy_search(search, torch.tensor([s]), max_len_a=1.0, max_len_b=4,
                                     max_len_cap=caps(model, [s]))[0] for s in MIXED]
 
@@ -106,7 +113,7 @@ def test_padding_never_changes_a_real_rows_logits(overrides: list[str]) -> None:
     """A left-padded prefix and cached steps after it: each real column's logits are the row's alone, and
     any values at the padding columns change none of them."""
     model = plm(overrides)
-    prefix, start = left_padded(right_padded(MIXED))
+    prefix, start = left_padded(right_padded(MIXED), padding(MIXED), BOS, PAD)
     assert prefix[1].tolist() == [PAD] * 4 + [BOS, 9, EOS] and start.tolist() == [2, 4, 0, 3]
     target = torch.tensor([[30, 31], [32, 33], [34, 35], [36, 37]])
     with torch.inference_mode():
@@ -135,7 +142,7 @@ def test_a_scheme_without_a_shifted_view_keeps_batches_of_one_source_length() ->
     search = PrefixLMSearch(model)
     assert not search.mixes_lengths
     with pytest.raises(ValueError, match="one length"):
-        search.encode(torch.tensor([[5, EOS], [EOS, 0]]))
+        search.encode(torch.tensor([[5, EOS], [EOS, 0]]), padding([[5, EOS], [EOS]]))
     search.encode(torch.tensor([[5, EOS], [6, EOS]]))  # one length: decoded as before
     assert length_batches([3, 2, 3, 2, 4], 100, same_length=True) == [[1, 3], [0, 2], [4]]
     assert length_batches([3, 2, 3], 100) == [[1, 0, 2]]

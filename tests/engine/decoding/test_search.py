@@ -8,7 +8,8 @@ import math
 import pytest
 import torch
 
-from tbuild.builder.tokens import BOS, EOS, PAD
+from tbuild.components.specs import special
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
 from tests.conftest import tiny_model
@@ -47,7 +48,10 @@ NEVER_EOS: Table = {None: {A: 0.5, B: 0.3, C: 0.2 - 1e-9, EOS: 1e-9}}
 
 class TableModel:
     """Toy model with the EncoderDecoder interface. Source sentence [10 + t, ...] uses tables[t];
-    the prefix lives in the DecoderCache, so wrong reorders give wrong distributions."""
+    the prefix lives in the DecoderCache, so wrong reorders give wrong distributions. Its padding is its own:
+    the source's PAD ids (a test double's convention; a real model is told its padding)."""
+
+    special = special.DEFAULT
 
     def __init__(self, tables: list[Table]) -> None:
         self.tables = tables
@@ -56,7 +60,7 @@ class TableModel:
     def dist(self, table: int, prefix: tuple[int, ...]) -> dict[int, float]:
         return self.tables[table].get(prefix) or self.tables[table].get(None, DEFAULT)
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         return src.float().unsqueeze(-1), src.eq(PAD)  # memory (B, S, 1) holds the source ids
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
@@ -229,9 +233,10 @@ class EOSRamp:
 
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
+        self.special = model.special
 
-    def encode(self, src: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.model.encode(src)
+    def encode(self, src: torch.Tensor, pad: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.model.encode(src, pad)
 
     def decode(self, tgt: torch.Tensor, memory: torch.Tensor, memory_pad: torch.Tensor | None,
                cache: DecoderCache | None = None, *, beams: int = 1) -> torch.Tensor:
@@ -268,7 +273,7 @@ def random_src(lengths: list[int], seed: int = 1) -> torch.Tensor:
 def test_batch_equals_one_by_one(real: EOSRamp) -> None:
     src = random_src([7, 3, 9, 1, 5, 8])
     kwargs = {"beam": 4, "alpha": 0.6, "max_len_a": 1.0, "max_len_b": 3, "nbest": 3}
-    batched = beam_search(real, src, **kwargs)
+    batched = beam_search(real, src, src_pad=src.eq(PAD), **kwargs)  # random_src pads with PAD alone
     lengths = {len(h.tokens) for sentence in batched for h in sentence}
     assert len(lengths) > 3  # outputs of varied lengths: sentences finish at different steps
     for i, sentence in enumerate(batched):
@@ -289,8 +294,8 @@ def test_beam_one_is_greedy(real: EOSRamp, alpha: float) -> None:
 def test_nbest_sorted_distinct_and_rescored(real: EOSRamp) -> None:
     src = random_src([6, 2, 9], seed=3)
     alpha = 0.6
-    for sentence, row in zip(beam_search(real, src, beam=5, alpha=alpha, max_len_a=1.0, max_len_b=3, nbest=5),
-                             src, strict=True):
+    hyps = beam_search(real, src, src_pad=src.eq(PAD), beam=5, alpha=alpha, max_len_a=1.0, max_len_b=3, nbest=5)
+    for sentence, row in zip(hyps, src, strict=True):
         assert len(sentence) == 5
         scores = [h.score for h in sentence]
         assert scores == sorted(scores, reverse=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
 from tbuild.components.kv_cache import KVBuffer, Move
+from tbuild.components.specs.special import EOS, PAD
 from tbuild.engine.decoding.search import Hypothesis, Rules, beam_search
 from tbuild.engine.tasks.parsing.constrained import WellFormed
 from tests.components.test_pointer import tiny

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.tokens import BOS, EOS
+from tbuild.components.specs.special import BOS, EOS
 from tbuild.engine.decoding.search import greedy_search
 from tbuild.engine.export.ctranslate2 import write_ctranslate2
 from tbuild.engine.export.targets import CTRANSLATE2, UnsupportedExport, check_exportable

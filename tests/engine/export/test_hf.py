@@ -15,12 +15,13 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.spec import DecodeSpec
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.positional import sinusoid_table
+from tbuild.components.specs.special import BOS, DEFAULT, EOS, PAD
 from tbuild.engine.decoding.hf import hf_search
 from tbuild.engine.decoding.search import greedy_search
-from tbuild.engine.export.hf import marian_order, to_hf, to_marian, write_hf
 from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, hf_seq2seq_class
+from tbuild.engine.hf.marian import feature_order as marian_order
+from tbuild.engine.hf.writer import to_hf, write_hf
 from tests.conftest import TINY
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
@@ -67,7 +68,7 @@ def _export(overrides: list[str], tmp_path: Path):  # noqa: ANN202
     config.json names."""
     spec = load_spec(TINY, ([] if PRE in overrides else [EPS]) + overrides).spec
     model = build_model(spec).eval()
-    to_hf(model, spec).save_pretrained(tmp_path / "hf")
+    to_hf(model, spec, hf_seq2seq_class(spec)).save_pretrained(tmp_path / "hf")
     hf = transformers.AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "hf").eval()
     return spec, model, hf
 
@@ -88,12 +89,12 @@ def test_round_trip(overrides: list[str], tmp_path: Path) -> None:
     tgts = [[BOS] + torch.randint(4, 40, (n,), generator=g).tolist() for n in (6, 4, 7)]
     src, tgt = _padded(srcs), _padded(tgts)  # a padded batch: the source mask matters
     with torch.no_grad():
-        ours = model(src, tgt)
+        ours = model(src, tgt, src.eq(PAD))  # the padding, as the rows' lengths tell it
         theirs = hf(input_ids=src, attention_mask=src.ne(PAD), decoder_input_ids=tgt).logits
     real = tgt.ne(PAD)
     assert (ours - theirs)[real].abs().max().item() < 1e-4
     greedy = DecodeSpec(beam=1, alpha=0.6, max_len_a=1.0, max_len_b=5)
-    for s, h in zip(srcs, hf_search(hf, srcs, greedy, spec.model.max_positions), strict=True):
+    for s, h in zip(srcs, hf_search(hf, srcs, greedy, spec.model.max_positions, DEFAULT), strict=True):
         expected = greedy_search(model, torch.tensor([s]), max_len_a=1.0, max_len_b=5)[0]
         assert h[0].tokens == expected
         # The saved config alone decodes as tbuild: starts from BOS, bans PAD/BOS, forces EOS at the limit.
@@ -105,9 +106,9 @@ def test_greedy_log_probs_match() -> None:
     """hf_search's greedy scores are the model's log-probs, as tbuild's (not HF's processed scores)."""
     spec = load_spec(TINY, [EPS]).spec
     model = build_model(spec).eval()
-    hf = to_marian(model, spec)
+    hf = to_hf(model, spec, "marian")
     src = [5, 6, 7, 8, EOS]
-    h = hf_search(hf, [src], DecodeSpec(beam=1, alpha=0.0, max_len_a=0.0, max_len_b=4), None)[0][0]
+    h = hf_search(hf, [src], DecodeSpec(beam=1, alpha=0.0, max_len_a=0.0, max_len_b=4), None, DEFAULT)[0][0]
     with torch.no_grad():
         logp = model(torch.tensor([src]), torch.tensor([[BOS] + h.tokens]))[0].log_softmax(-1)
     expected = logp.gather(-1, torch.tensor(h.tokens + [EOS])[:, None]).sum().item()
@@ -122,11 +123,11 @@ def test_beam_at_alpha_0_matches_tbuild(eps: str) -> None:
 
     spec = load_spec(TINY, [eps]).spec
     model = build_model(spec).eval()
-    hf = to_marian(model, spec)
+    hf = to_hf(model, spec, "marian")
     g = torch.Generator().manual_seed(3)
     srcs = [torch.randint(4, 40, (n,), generator=g).tolist() + [EOS] for n in (4, 8, 2, 6)]
     decode = DecodeSpec(beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)
-    for s, h in zip(srcs, hf_search(hf, srcs, decode, None), strict=True):
+    for s, h in zip(srcs, hf_search(hf, srcs, decode, None, DEFAULT), strict=True):
         ours = beam_search(model, torch.tensor([s]), beam=3, alpha=0.0, max_len_a=0.5, max_len_b=3)[0][0]
         assert h[0].tokens == ours.tokens
         assert h[0].score == pytest.approx(ours.score, abs=1e-4)
@@ -157,7 +158,7 @@ def test_marian_rescaling_is_exact_but_for_each_stack_first_norm() -> None:
     given tbuild's eps the MarianMTModel computes tbuild's logits to float32 rounding."""
     spec = load_spec(TINY, [EPS6]).spec
     model = build_model(spec).eval()
-    hf = to_marian(model, spec)
+    hf = to_hf(model, spec, "marian")
     c = 10 ** 0.5
     ln = hf.model.encoder.layers[0].self_attn_layer_norm
     assert ln.eps == 1e-5 and torch.allclose(ln.weight, model.encoder[0].self_attn.norm.weight[marian_order(16)] * c)
@@ -180,7 +181,7 @@ def test_tokenizer_files_give_tbuild_ids(tiny_corpus: Path, tmp_path: Path) -> N
     tok = Tokenizer.train(lines, TokenizerSpec(vocab_size=200), tmp_path / "spm")
     out = tmp_path / "hf"
     spec = load_spec(TINY, [EPS, "model.vocab_size=240"]).spec  # 40 embedding rows past the tokenizer's pieces
-    write_hf(build_model(spec).eval(), spec, tok.path, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], out)
+    write_hf(build_model(spec).eval(), spec, "marian", tok, out)
     vocab = json.loads((out / "vocab.json").read_text())
     assert len(vocab) == 240 and vocab[tok.sp.id_to_piece(57)] == 57 and vocab["<tbuild_unused_239>"] == 239
     marian = transformers.MarianTokenizer.from_pretrained(str(out))
@@ -208,8 +209,6 @@ def test_pegasus_holds_tbuild_positions_and_a_rescaled_stream(tmp_path: Path) ->
 def test_class_follows_norm_placement() -> None:
     assert hf_seq2seq_class(load_spec(TINY, [EPS]).spec) == "marian"
     assert hf_seq2seq_class(load_spec(TINY, [PRE]).spec) == "pegasus"
-    with pytest.raises(UnsupportedExport, match="to_hf writes a pre-norm model as PegasusForConditionalGeneration"):
-        to_marian(build_model(load_spec(TINY, [PRE]).spec), load_spec(TINY, [PRE]).spec)
 
 
 REFUSED = {
@@ -270,7 +269,8 @@ def test_transformers_is_imported_lazily() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tbuild.cli.app, tbuild.engine.export.hf, tbuild.engine.export.parity, "
+    code = ("import sys, tbuild.cli.app, tbuild.engine.hf.writer, tbuild.engine.hf.importer, "
+            "tbuild.engine.export.parity, "
             "tbuild.engine.decoding.hf, tbuild.engine.decoding.engines; "
             "assert 'transformers' not in sys.modules, 'transformers imported'")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

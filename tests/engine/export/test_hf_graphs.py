@@ -12,9 +12,12 @@ import pytest
 import torch
 
 from tbuild.builder import build_model, load_spec
-from tbuild.builder.tokens import BOS, EOS, PAD
-from tbuild.engine.export.hf_graphs import half_split, to_hf_graph
+from tbuild.builder.resolved import resolve
+from tbuild.components.specs.special import BOS, EOS, PAD
+from tbuild.engine.export.graph_targets import check_graph
 from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, describe_targets
+from tbuild.engine.hf.llama import half_split
+from tbuild.engine.hf.writer import to_hf
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 
@@ -45,6 +48,11 @@ def _perturbed(spec):  # noqa: ANN001, ANN202
         for p in model.parameters():
             p.add_(torch.randn(p.shape, generator=g) * 0.3)
     return model
+
+
+def to_hf_graph(model: torch.nn.Module, spec):  # noqa: ANN001, ANN201 - a PreTrainedModel
+    """The in-memory export of the class the export check chooses."""
+    return to_hf(model, spec, check_graph(spec, resolve(spec.model), "hf", lambda what: None))
 
 
 def _lm(overrides: dict):  # noqa: ANN202
@@ -84,7 +92,8 @@ def test_decoder_only_round_trip(cls: str, overrides: dict, tmp_path: Path) -> N
 
 def test_half_split_moves_each_heads_pairs_to_llamas_halves() -> None:
     rows = torch.arange(8.0)[:, None]  # two heads of d_k 4: pairs (0,1) (2,3) | (4,5) (6,7)
-    assert half_split(rows, 4).squeeze(1).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    assert half_split(4).out(rows).squeeze(1).tolist() == [0, 2, 1, 3, 4, 6, 5, 7]
+    assert half_split(4).back(half_split(4).out(rows)).equal(rows)  # and back, as the import reads it
 
 
 CT2_VARIANTS = {k: LM_VARIANTS[k][1] for k in ("gpt2 learned gelu tied",
@@ -99,7 +108,8 @@ def test_decoder_only_to_ctranslate2(overrides: dict, tmp_path: Path) -> None:
 
     spec, model = _lm(overrides)
     pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"p{i}" for i in range(4, 40)]
-    write_ct2_graph(model, spec, pieces, tmp_path / "ct2")
+    write_ct2_graph(model, spec, check_graph(spec, resolve(spec.model), "ctranslate2", lambda what: None), pieces,
+                    tmp_path / "ct2")
     generator = ctranslate2.Generator(str(tmp_path / "ct2"), device="cpu")
     seq = [BOS, 5, 6, 7, 8, 9, 10]
     with torch.no_grad():
@@ -142,7 +152,7 @@ def test_tagger_round_trip(cls: str, overrides: dict, tmp_path: Path) -> None:
     src = torch.tensor([[5, 6, 7, 8, 9, EOS], [5, 6, 7, EOS, PAD, PAD]])  # padded: the mask matters
     keep = src.ne(PAD)
     with torch.no_grad():
-        ours, theirs = model(src), hf(input_ids=src, attention_mask=keep.long()).logits
+        ours, theirs = model(src, None, ~keep), hf(input_ids=src, attention_mask=keep.long()).logits
     assert (ours - theirs)[keep].abs().max() < 1e-4
     assert torch.equal(ours.argmax(-1)[keep], theirs.argmax(-1)[keep])
 
@@ -173,7 +183,7 @@ def test_classifier_and_masked_lm_round_trip(cls: str, auto: str, head: dict, da
     src = torch.tensor([[BOS, 5, 6, 7, 8, 9, EOS], [BOS, 5, 6, 7, EOS, PAD, PAD]])
     keep = src.ne(PAD)
     with torch.no_grad():
-        ours, theirs = model(src), hf(input_ids=src, attention_mask=keep.long()).logits
+        ours, theirs = model(src, None, ~keep), hf(input_ids=src, attention_mask=keep.long()).logits
     if head["kind"] == "sequence_classification":
         assert (ours[:, 0] - theirs).abs().max() < 1e-4
     else:

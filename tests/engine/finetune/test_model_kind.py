@@ -11,6 +11,7 @@ import pytest
 import torch
 from torch import nn
 
+from tbuild.builder import load_spec
 from tbuild.builder.spec import InitSpec, TokenizerSpec
 from tbuild.components.weights import LAYER, Stack, WeightTree, params, weight_tree
 from tbuild.engine.data.tokenizer import Tokenizer
@@ -76,7 +77,8 @@ def test_a_load_plan_remaps_its_vocabulary_rows_and_groups_its_layers(tmp_path: 
     assert tokenizer.vocab_size == VOCAB
     source_model = ToyLM(layers=1)
     tensors = {n: p.detach() for n, p in source_model.named_parameters()}
-    run = SimpleNamespace(tokenizer=tokenizer.path, dir=SimpleNamespace(path=tmp_path / "source"))
+    run = SimpleNamespace(tokenizer=tokenizer.path, dir=SimpleNamespace(path=tmp_path / "source"),
+                          spec=load_spec({}).spec)  # its data.tokenizer.special: tbuild's own
     source = Source(run, "best.safetensors", 40, tensors, {})  # type: ignore[arg-type]
     init = InitSpec.model_validate({"from": "source", "vocab": "remap", "freeze": ["decoder.layers.0"],
                                     "copy": {"decoder.layers.1": "decoder.layers.0"}})

@@ -88,7 +88,8 @@ class Reversal(Task):
         exact = sum(o == r for o, r in zip(outputs, references, strict=True)) / len(references)
         pairs = for_model(spec, load_pairs(spec, call.split, t.tokenizer, call.notify))
         ppl = evaluate_loss(t.model, pairs, batch_tokens=spec.train.batch_tokens,
-                            label_smoothing=spec.train.label_smoothing, policy=t.policy)["ppl"]
+                            label_smoothing=spec.train.label_smoothing, policy=t.policy,
+                            special=t.tokenizer.special)["ppl"]
         record = EvalRecord(split=call.split, sentences=len(sources), weights=t.weights, accuracy=exact,
                             perplexity=ppl, precision=t.precision)
         table = scores_table(f"{spec.name} on {call.split}")

@@ -11,7 +11,7 @@ import torch
 import torch._dynamo
 from torch import nn
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import DEFAULT, EOS
 from tbuild.engine.data.batches import Bucketing, collate
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.loss import label_smoothed_nll
@@ -29,9 +29,9 @@ def random_pairs(n: int, seed: int = 0) -> Pairs:
 
 def loss_and_grads(model: nn.Module, tensors: tuple[torch.Tensor, ...]) -> tuple[float, dict[str, torch.Tensor]]:
     """The training step's loss per target token and its gradients."""
-    src, tgt_in, tgt_out = tensors
+    src, tgt_in, tgt_out, src_pad = tensors
     model.zero_grad(set_to_none=True)
-    loss, _, n = label_smoothed_nll(model(src, tgt_in), tgt_out, 0.1, PAD)
+    loss, _, n = label_smoothed_nll(model(src, tgt_in, src_pad), tgt_out, 0.1)
     (loss / n).backward()
     return (loss / n).item(), {k.removeprefix("_orig_mod."): p.grad.clone()  # a compiled wrapper's names
                                for k, p in model.named_parameters() if p.grad is not None}
@@ -43,9 +43,9 @@ def test_padding_changes_neither_loss_nor_gradients(overrides: list[str]) -> Non
     model = tiny_model(overrides)  # eval mode: no dropout, whose draws depend on the shape
     pairs = random_pairs(13)
     rows = list(range(13))
-    loss, grads = loss_and_grads(model, collate(pairs, rows))
-    exact = collate(pairs, rows)
-    padded = collate(pairs, rows, bucketing=Bucketing(pad_multiple=8, row_steps=4, max_len=13))
+    loss, grads = loss_and_grads(model, collate(pairs, rows, DEFAULT))
+    exact = collate(pairs, rows, DEFAULT)
+    padded = collate(pairs, rows, DEFAULT, bucketing=Bucketing(pad_multiple=8, row_steps=4, max_len=13))
     assert padded[0].shape[0] == 14
     assert padded[0].numel() > exact[0].numel() and padded[1].numel() > exact[1].numel()
     padded_loss, padded_grads = loss_and_grads(model, padded)
@@ -70,7 +70,7 @@ def test_compiled_model_same_loss_and_gradients_and_bounded_graphs(backend: str)
     shapes = set()
     for round_ in range(2):
         for start, count in [(0, 3), (3, 5), (8, 9), (17, 12), (29, 6), (35, 16), (51, 13), (0, 21)]:
-            tensors = collate(pairs, list(range(start, start + count)), bucketing=bucketing)
+            tensors = collate(pairs, list(range(start, start + count)), DEFAULT, bucketing=bucketing)
             shapes.add(tuple(tensors[0].shape) + (tensors[1].size(1),))
             eager, eager_grads = loss_and_grads(model, tensors)
             loss, grads = loss_and_grads(compiled, tensors)
@@ -92,7 +92,7 @@ def test_inductor_compiles_on_this_machine() -> None:
                               "decoder": {"layers": 1, "heads": 2, "d_ff": 16}}}
     model = tiny_model(spec=spec)
     torch._dynamo.reset()
-    tensors = collate(random_pairs(8, seed=2), list(range(8)), bucketing=Bucketing(pad_multiple=8))
+    tensors = collate(random_pairs(8, seed=2), list(range(8)), DEFAULT, bucketing=Bucketing(pad_multiple=8))
     eager, _ = loss_and_grads(model, tensors)
     assert loss_and_grads(compile_model(model), tensors)[0] == pytest.approx(eager, abs=1e-5)
     torch._dynamo.reset()

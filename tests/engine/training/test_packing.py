@@ -14,9 +14,9 @@ import torch
 import torch._dynamo
 
 from tbuild.builder import SpecError, load_spec
-from tbuild.builder.tokens import BOS, EOS, PAD
 from tbuild.components.packing import blocked, segment_positions
-from tbuild.engine.data.batches import collate
+from tbuild.components.specs.special import BOS, DEFAULT, EOS, PAD
+from tbuild.engine.data.batches import IGNORED, collate
 from tbuild.engine.data.packing import collate_packed, pack_length, packed_batches
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.loss import label_smoothed_nll
@@ -47,18 +47,19 @@ def test_segment_positions_and_masks_by_hand() -> None:
 
 def test_collate_packed_lays_pairs_end_to_end() -> None:
     pairs = Pairs(src=[[5, 6, EOS], [7, EOS]], tgt=[[8, EOS], [9, 10, 11, EOS]])
-    src, tgt_in, tgt_out, src_seg, tgt_seg = collate_packed(pairs, np.array([[0, 0], [1, 0]]), 8, 2)
+    src, tgt_in, tgt_out, src_pad, src_seg, tgt_seg = collate_packed(pairs, np.array([[0, 0], [1, 0]]), 8, 2, DEFAULT)
     assert src[0].tolist() == [5, 6, EOS, 7, EOS, PAD, PAD, PAD] and src_seg[0].tolist() == [1, 1, 1, 2, 2, 0, 0, 0]
-    assert tgt_out[0].tolist() == [8, EOS, 9, 10, 11, EOS, PAD, PAD]
+    assert src_pad[0].tolist() == [False] * 5 + [True] * 3
+    assert tgt_out[0].tolist() == [8, EOS, 9, 10, 11, EOS, IGNORED, IGNORED]
     assert tgt_in[0].tolist() == [BOS, 8, BOS, 9, 10, 11, PAD, PAD]  # each pair shifted right, its EOS not fed
     assert tgt_seg[0].tolist() == [1, 1, 2, 2, 2, 2, 0, 0]
     assert src[1].eq(PAD).all() and tgt_seg[1].eq(0).all()  # a row the batch does not fill is empty
 
 
 def _loss_and_grads(model: torch.nn.Module, tensors: tuple[torch.Tensor, ...]) -> tuple[float, dict]:
-    src, tgt_in, tgt_out, *segments = tensors
+    src, tgt_in, tgt_out, *padding = tensors  # the source's padding mask, and packed rows' segment ids
     model.zero_grad(set_to_none=True)
-    loss, _, n = label_smoothed_nll(model(src, tgt_in, *segments), tgt_out, 0.1, PAD)
+    loss, _, n = label_smoothed_nll(model(src, tgt_in, *padding), tgt_out, 0.1)
     (loss / n).backward()
     grads = {k.removeprefix("_orig_mod."): p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
     return (loss / n).item(), grads
@@ -73,8 +74,8 @@ def test_packed_rows_give_the_unpacked_loss_and_gradients(overrides: list[str]) 
     pairs = random_pairs(24)
     batch = packed_batches(pairs.src_lengths, pairs.tgt_lengths, 24, rows=16, seed=0, epoch=0)[0]
     assert len(set(batch[:, 1].tolist())) < len(batch)  # rows hold several pairs
-    loss, grads = _loss_and_grads(model, collate(pairs, batch[:, 0]))
-    packed_loss, packed_grads = _loss_and_grads(model, collate_packed(pairs, batch, 24, 16))
+    loss, grads = _loss_and_grads(model, collate(pairs, batch[:, 0], DEFAULT))
+    packed_loss, packed_grads = _loss_and_grads(model, collate_packed(pairs, batch, 24, 16, DEFAULT))
     assert packed_loss == pytest.approx(loss, abs=1e-5)
     assert packed_grads.keys() == grads.keys()
     for name, g in grads.items():
@@ -119,7 +120,7 @@ def test_packed_rows_compile_to_one_graph() -> None:
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     for i, batch in enumerate(packed_batches(pairs.src_lengths, pairs.tgt_lengths, 16, 8, seed=0, epoch=0)[:6]):
-        tensors = collate_packed(pairs, batch, 16, 8)
+        tensors = collate_packed(pairs, batch, 16, 8, DEFAULT)
         eager, eager_grads = _loss_and_grads(model, tensors)
         loss, grads = _loss_and_grads(compiled, tensors)
         assert loss == pytest.approx(eager, abs=1e-5)

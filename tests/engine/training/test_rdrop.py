@@ -12,8 +12,8 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder.loader import SpecError, load_spec
-from tbuild.builder.tokens import PAD
 from tbuild.cli.app import app
+from tbuild.engine.data.batches import IGNORED
 from tbuild.engine.device.policy import Policy
 from tbuild.engine.loss import label_smoothed_nll, rdrop_kl
 from tbuild.engine.training.trainer import Trainer
@@ -34,7 +34,7 @@ def test_the_symmetric_kl_is_its_definition() -> None:
         p, q = first[b, t].softmax(-1), second[b, t].softmax(-1)
         want += 0.5 * (kl(p, q) + kl(q, p))
     assert float(rdrop_kl(first, second, keep)) == pytest.approx(want, rel=1e-5)
-    first[..., 0] = second[..., 0] = -torch.inf  # a row no pass scores (model.silent_ids): no NaN
+    first[..., 0] = second[..., 0] = -torch.inf  # a row no pass scores: no NaN
     assert torch.isfinite(rdrop_kl(first, second, keep))
     assert float(rdrop_kl(first, first, keep)) == pytest.approx(0.0, abs=1e-6)
 
@@ -44,7 +44,7 @@ def test_the_steps_loss_is_eq_3() -> None:
     symmetric KL (eq. 3 halved, as fairseq's criterion normalises by the tokens of both copies)."""
     gen = torch.Generator().manual_seed(1)
     src, tgt_in = torch.randint(4, 9, (2, 4), generator=gen), torch.randint(4, 9, (2, 3), generator=gen)
-    tgt_out = torch.tensor([[5, 6, 3], [7, 3, PAD]])
+    tgt_out = torch.tensor([[5, 6, 3], [7, 3, IGNORED]])
     passes = torch.randn(4, 3, 9, generator=gen)  # what "dropout" makes of each row of the doubled batch
 
     def module(s: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -53,11 +53,11 @@ def test_the_steps_loss_is_eq_3() -> None:
 
     alpha, eps = 2.0, 0.1
     fake = SimpleNamespace(cfg=SimpleNamespace(rdrop=alpha, label_smoothing=eps), policy=Policy(torch.device("cpu")),
-                           module=module, offset=0, silent=())
+                           module=module, offset=0)
     loss, nll = Trainer._loss(fake, src, tgt_in, tgt_out, [])  # type: ignore[arg-type]
-    one, nll_one, _ = label_smoothed_nll(passes[:2], tgt_out, eps, PAD)
-    two, nll_two, _ = label_smoothed_nll(passes[2:], tgt_out, eps, PAD)
-    consistency = rdrop_kl(passes[:2], passes[2:], tgt_out.ne(PAD))
+    one, nll_one, _ = label_smoothed_nll(passes[:2], tgt_out, eps)
+    two, nll_two, _ = label_smoothed_nll(passes[2:], tgt_out, eps)
+    consistency = rdrop_kl(passes[:2], passes[2:], tgt_out.ne(IGNORED))
     assert float(loss) == pytest.approx(float((one + two) / 2 + alpha / 2 * consistency), rel=1e-6)
     assert float(nll) == pytest.approx(float((nll_one + nll_two) / 2), rel=1e-6)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.data.linearize import linearize, repair
 from tbuild.engine.decoding.search import Rules, beam_search
 from tbuild.engine.tasks.parsing.constrained import TreeVocab, WellFormed
@@ -27,7 +27,7 @@ def vocab(size: int = 40) -> TreeVocab:
     for c in CLOSE:
         is_close[c] = True
     is_leaf[LEAF] = True
-    return TreeVocab(is_open, is_close, is_leaf, closer)
+    return TreeVocab(is_open, is_close, is_leaf, closer, BOS, EOS)
 
 
 def is_tree(tokens: list[int], words: int) -> bool:
@@ -73,10 +73,10 @@ def _model_and_sources() -> tuple[torch.nn.Module, list[int], torch.Tensor]:
 @pytest.mark.parametrize("beam", [1, 4])
 def test_every_output_is_a_tree_over_the_words(beam: int) -> None:
     model, lengths, src = _model_and_sources()
-    free = beam_search(model, src, beam=beam, nbest=beam, alpha=0.3, max_len_a=3.0, max_len_b=6)
+    free = beam_search(model, src, src_pad=src.eq(PAD), beam=beam, nbest=beam, alpha=0.3, max_len_a=3.0, max_len_b=6)
     assert not all(is_tree(h.tokens, n) for s, n in zip(free, lengths, strict=True) for h in s)
     rule = WellFormed(vocab(), torch.tensor(lengths))
-    held = beam_search(model, src, beam=beam, nbest=beam, alpha=0.3, max_len_a=3.0, max_len_b=6,
+    held = beam_search(model, src, src_pad=src.eq(PAD), beam=beam, nbest=beam, alpha=0.3, max_len_a=3.0, max_len_b=6,
                        rules=Rules(step_rule=rule))
     for sentence, n in zip(held, lengths, strict=True):
         assert sentence and all(is_tree(h.tokens, n) for h in sentence), (sentence[0].tokens, n)
@@ -89,7 +89,7 @@ def test_a_tight_limit_still_gives_a_tree() -> None:
     torch.manual_seed(1)
     model = tiny_model()
     src = torch.tensor([[20, 21, 22, EOS]])
-    held = beam_search(model, src, beam=3, nbest=3, alpha=0.3, max_len_a=0.0, max_len_b=6,
+    held = beam_search(model, src, src_pad=src.eq(PAD), beam=3, nbest=3, alpha=0.3, max_len_a=0.0, max_len_b=6,
                        rules=Rules(step_rule=WellFormed(vocab(), torch.tensor([3]))))
     assert all(is_tree(h.tokens, 3) and len(h.tokens) <= 5 for h in held[0])
 
@@ -157,7 +157,7 @@ def test_in_order_first_moves() -> None:
 @pytest.mark.parametrize("beam", [1, 4])
 def test_in_order_beam_outputs_are_trees(beam: int) -> None:
     model, lengths, src = _model_and_sources()
-    held = beam_search(model, src, beam=beam, nbest=beam, alpha=0.3, max_len_a=1.0, max_len_b=4,
+    held = beam_search(model, src, src_pad=src.eq(PAD), beam=beam, nbest=beam, alpha=0.3, max_len_a=1.0, max_len_b=4,
                        rules=Rules(step_rule=WellFormed(vocab(), torch.tensor(lengths), "in_order")))
     for sentence, n in zip(held, lengths, strict=True):
         assert sentence and all(is_tree_in("in_order", h.tokens, n) for h in sentence), (sentence[0].tokens, n)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.tasks.parsing.constrained import NEG_INF, TreeVocab, WellFormed, _State
 from tests.engine.tasks.parsing.test_constrained import vocab
 
@@ -68,7 +68,7 @@ def _words_vocab(size: int = 40) -> TreeVocab:
     v = vocab(size)
     is_leaf = ~(v.is_open | v.is_close)
     is_leaf[[0, 1, 2, 3]] = False
-    return TreeVocab(v.is_open, v.is_close, is_leaf, v.closer)
+    return TreeVocab(v.is_open, v.is_close, is_leaf, v.closer, BOS, EOS)
 
 
 @pytest.mark.parametrize("order", ["top_down", "in_order"])

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import nn
 
-from tbuild.builder.tokens import EOS
+from tbuild.components.specs.special import BOS, DEFAULT, EOS
 from tbuild.engine.data.pairs import Pairs
 from tbuild.engine.data.trees import read_trees
 from tbuild.engine.device.policy import Policy
@@ -70,7 +70,7 @@ class _Fixed(nn.Module):
         super().__init__()
         self.vocab, self.table = vocab, table
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_pad: torch.Tensor | None = None) -> torch.Tensor:
         logits = torch.zeros(*tgt.shape, self.vocab)
         for b in range(tgt.size(0)):
             for t in range(tgt.size(1)):
@@ -82,12 +82,12 @@ def test_token_accuracy_counts_exact_and_same_kind_by_gold_kind() -> None:
     size = 12
     is_open, is_close, is_leaf = (torch.zeros(size, dtype=torch.bool) for _ in range(3))
     is_open[[4, 5]], is_close[[6, 7]], is_leaf[8] = True, True, True  # (S (NP )S )NP XX
-    vocab = TreeVocab(is_open, is_close, is_leaf, torch.full((size,), -1))
+    vocab = TreeVocab(is_open, is_close, is_leaf, torch.full((size,), -1), BOS, EOS)
     gold = [4, 8, 8, 6, EOS]  # (S XX XX )S EOS
     predicted = [5, 8, 6, 6, 8]  # (NP: same kind; XX right; )S where XX: wrong kind; )S right; XX for EOS
     model = _Fixed(size, {(9, t): p for t, p in enumerate(predicted)})
     pairs = Pairs([[9, EOS]], [gold])
-    found = token_accuracy(model, pairs, vocab, Policy(torch.device("cpu")), batch_tokens=100)
+    found = token_accuracy(model, pairs, vocab, Policy(torch.device("cpu")), batch_tokens=100, special=DEFAULT)
     assert found["open"] == {"tokens": 1, "exact": 0.0, "move": 100.0}
     assert found["leaf"] == {"tokens": 2, "exact": 50.0, "move": 50.0}
     assert found["close"] == {"tokens": 1, "exact": 100.0, "move": 100.0}

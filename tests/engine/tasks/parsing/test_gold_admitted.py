@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tbuild.builder.tokens import EOS, PAD
+from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.data.linearize import TreeForm, linearize
 from tbuild.engine.data.trees import Tree
 from tbuild.engine.tasks.parsing.constrained import TreeVocab, WellFormed
@@ -39,7 +39,7 @@ def _vocab(sequences: list[list[str]], style: str) -> tuple[dict[str, int], Tree
             is_close[i] = True
         elif style == "tags" or token == "XX":
             is_leaf[i] = True
-    return ids, TreeVocab(is_open, is_close, is_leaf, closer)
+    return ids, TreeVocab(is_open, is_close, is_leaf, closer, BOS, EOS)
 
 
 def _whole_prefixes(sequences: list[list[str]], steps: int) -> torch.Tensor:

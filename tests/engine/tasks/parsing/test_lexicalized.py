@@ -13,7 +13,7 @@ import torch
 
 from tbuild.builder import load_spec
 from tbuild.builder.spec import TokenizerSpec
-from tbuild.builder.tokens import EOS, PAD, UNK
+from tbuild.components.specs.special import BOS, EOS, PAD, UNK
 from tbuild.engine.data.linearize import TreeForm, linearize, repair
 from tbuild.engine.data.tokenizer import Tokenizer, whole_target_tokens
 from tbuild.engine.data.trees import Tree
@@ -61,7 +61,7 @@ def test_the_constraint_admits_every_gold_tree(sample: list[Tree], tok: Tokenize
     lengths = torch.tensor([len(s) for s in sequences])
     whole = _whole_prefixes(sequences, vocab, longest + 1)
     rule = tree_rule(tok, "words", sources, "cpu", order)(list(range(len(sample))))
-    flat, start = flat_pieces(pieces, "cpu")
+    flat, start, _ = flat_pieces(pieces, "cpu", PAD)
     everyone = torch.arange(len(sample))
     for t in range(longest + 1):
         live = (lengths >= t).nonzero().squeeze(1)
@@ -140,7 +140,7 @@ def _vocab(size: int = 40) -> TreeVocab:
         is_close[c] = True
     is_leaf = ~(is_open | is_close)
     is_leaf[[0, 2, 3]] = False
-    return TreeVocab(is_open, is_close, is_leaf, closer)
+    return TreeVocab(is_open, is_close, is_leaf, closer, BOS, EOS)
 
 
 def _render(ids: list[int]) -> str:
@@ -164,8 +164,7 @@ def test_random_allowed_tokens_always_make_a_tree_of_the_pieces(order: str) -> N
         sentences.append([[int(torch.randint(9, 21, (1,), generator=g))]
                           + torch.randint(21, 40, (int(torch.randint(0, 3, (1,), generator=g)),), generator=g).tolist()
                           for _ in range(words)])
-    ids, start = flat_pieces(sentences, "cpu")
-    slots = (ids != PAD).sum(1)
+    ids, start, slots = flat_pieces(sentences, "cpu", PAD)
     limit = slots + 3 + torch.randint(0, 12, (rows,), generator=g)
     rule = WellFormed(_vocab(), slots, order, (ids, start))
     history = torch.zeros(rows, 0, dtype=torch.long)
@@ -191,8 +190,8 @@ def test_a_word_with_no_pieces_is_one_unknown_piece(tok: Tokenizer) -> None:
     """A word the normaliser empties (a lone zero-width space) is still one leaf to place."""
     assert tok.encode(["\u200b"]) == [[]]
     assert leaf_pieces(tok, ["Haag \u200b", ""]) == [[tok.encode(["Haag"])[0], [UNK]], []]
-    ids, start = flat_pieces([[[9, 21], [10]], []], "cpu")
-    assert ids.tolist() == [[9, 21, 10, PAD], [PAD, PAD, PAD, PAD]]
+    ids, start, slots = flat_pieces([[[9, 21], [10]], []], "cpu", PAD)
+    assert ids.tolist() == [[9, 21, 10, PAD], [PAD, PAD, PAD, PAD]] and slots.tolist() == [3, 0]
     assert start.tolist() == [[True, False, True, True], [True, True, True, True]]
 
 

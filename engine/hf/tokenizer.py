@@ -1,0 +1,168 @@
+"""A Hugging Face folder's tokenizer as an imported run's, in the folder's own ids, with its special ids
+(``special.py``), and the tokenizer files an export writes. A run holds one sentencepiece model (spm.model) or
+one tokenizers file (tokenizer.json); a folder's tokenizer becomes one of them:
+
+- MarianTokenizer's files (source.spm, target.spm, vocab.json): where both models are one and vocab.json
+  gives every piece its sentencepiece id (what ``tbuild export --to hf`` writes), that model; else (a
+  published opus-mt folder: two models, vocab.json's own rows) a tokenizers file over vocab.json's rows
+  (``vocab.py``: source.spm's segmentation, the language tokens ``>>fr<<`` matched whole);
+- tokenizer.model (Llama's, Mistral's; what tbuild's decoder-only and encoder exports write, with
+  tbuild-tokenizer.json naming its record and pieces): that model, its roles its own;
+- tokenizer.json: that file (GPT-2's byte-level BPE, BERT's WordPiece, RoBERTa's);
+- M2M100Tokenizer's files (``m2m100.py``).
+Anything else is refused in one line naming the file or what is missing."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from tbuild.builder.spec import MIN_VOCAB, Spec
+from tbuild.components.specs.special import ROLES, Specials
+
+from ..data.tokenizer import Tokenizer
+from ..data.tokenizers_file import NAME as TOKENIZERS
+from ..data.tokenizers_file import TokenizersProcessor
+from ..errors import DataError
+from .folder import UnsupportedImport, read_json, read_spm
+from .m2m100 import m2m100_tokenizer
+from .special import USUAL, optional_json, role_ids, source_template, specials
+from .vocab import Codes, vocab_tokenizer, vocabulary
+
+RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
+SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100"})
+
+
+def _load(path: Path, special: Specials | None = None) -> Tokenizer:
+    try:
+        return Tokenizer.load(path, special)
+    except DataError as e:
+        raise UnsupportedImport(str(e)) from None
+
+
+def _rows(config: dict, pieces: list[str]) -> set[int]:
+    """The rows of a vocab.json's special tokens: config.json's ids, and the usual names' rows."""
+    given = {config.get(f) for f in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")}
+    named = {i for i, p in enumerate(pieces) if any(p in usual for usual in USUAL.values())}
+    return {i for i in given if isinstance(i, int) and 0 <= i < len(pieces)} | named
+
+
+def _marian(folder: Path, config: dict, scratch: Path) -> Path:
+    """The folder's one sentencepiece model where vocab.json gives its pieces their ids (tbuild's export), else
+    a tokenizers file over vocab.json's rows in ``scratch`` (a published opus-mt folder)."""
+    source, target, vocab = (folder / n for n in ("source.spm", "target.spm", "vocab.json"))
+    for path in (source, target, vocab):
+        if not path.is_file():
+            raise UnsupportedImport(f"{path}: missing (MarianTokenizer's files: source.spm, target.spm, vocab.json)")
+    pieces = vocabulary(vocab)
+    proto = read_spm(source)
+    if source.read_bytes() == target.read_bytes() and [p.piece for p in proto.pieces] == pieces:
+        return source
+    read_spm(target)  # read: a corrupt file is named now, not at decode time
+    tok_config = optional_json(folder / "tokenizer_config.json")
+    if tok_config.get("separate_vocabs") or tok_config.get("target_vocab_file"):
+        raise UnsupportedImport(f"{folder / 'tokenizer_config.json'} separate_vocabs: a vocabulary per side; "
+                                "tbuild's imported translators share one")
+    codes = Codes(tuple(p for p in pieces if p.startswith(">>") and p.endswith("<<")))  # MarianTokenizer's
+    return vocab_tokenizer(proto, source, pieces, _rows(config, pieces), codes, scratch / TOKENIZERS)
+
+
+def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
+    """A sentencepiece model's record: tbuild-tokenizer.json's where the folder has one (a tbuild export),
+    else the model's own roles (config.json's ids must agree; a pad id that is unk's where the model has no pad,
+    as some Llama folders set, is none) and the tokenizer_config.json adding."""
+    named = folder / RECORD
+    if named.is_file():
+        data = read_json(named)
+        pieces = [p.piece for p in read_spm(path).pieces]
+        if data.get("vocabulary", pieces)[: len(pieces)] != pieces:
+            raise UnsupportedImport(f"{named}: its vocabulary is not tokenizer.model's pieces in id order")
+        if isinstance(data.get("special"), dict):
+            return Specials.model_validate(data["special"])
+    own = _load(path).special
+    ids = {role: getattr(own, role) for role in ROLES}
+    for role in ("bos", "eos", "pad"):
+        given = config.get(f"{role}_token_id")
+        unk_as_pad = role == "pad" and ids["pad"] is None and given == ids["unk"]
+        if given is not None and given != ids[role] and not unk_as_pad:
+            raise UnsupportedImport(f"config.json {role}_token_id {given!r}: {path.name}'s {role} id is {ids[role]}")
+    pieces = {p.piece: i for i, p in enumerate(read_spm(path).pieces)}
+    return specials(ids, {k: v for k, v in config.items() if k != "pad_token_id"},
+                    source_template(folder, ids, pieces, None, config.get("model_type") in SEQ2SEQ))
+
+
+def _file_record(folder: Path, path: Path, config: dict) -> Specials:
+    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding."""
+    try:
+        tk = TokenizersProcessor(path).tk
+    except DataError as e:
+        raise UnsupportedImport(str(e)) from None
+    special = {i for i, t in tk.get_added_tokens_decoder().items() if t.special}
+    data = read_json(path)
+    model = data.get("model") or {}
+    unk = tk.token_to_id(model["unk_token"]) if isinstance(model.get("unk_token"), str) else model.get("unk_id")
+    vocab = tk.get_vocab(with_added_tokens=True)
+    ids = role_ids(folder, config, vocab, special, unk)
+    source = source_template(folder, ids, vocab, data.get("post_processor"), config.get("model_type") in SEQ2SEQ)
+    return specials(ids, config, source)
+
+
+def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Tokenizer:
+    """The folder's tokenizer (module docstring) with its record, every piece a row of the model's ``rows``
+    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files."""
+    if (folder / "source.spm").exists() or (folder / "target.spm").exists():
+        path = _marian(folder, config, scratch)
+    elif (folder / "tokenizer.model").exists():
+        path = folder / "tokenizer.model"
+    elif (folder / TOKENIZERS).exists():
+        path = folder / TOKENIZERS
+    elif config.get("model_type") == "m2m_100":
+        pieces = vocabulary(folder / "vocab.json") if (folder / "vocab.json").is_file() else []
+        path = m2m100_tokenizer(folder, _rows(config, pieces), scratch / TOKENIZERS)
+    else:
+        other = next((n for n in ("spiece.model", "sentencepiece.bpe.model", "merges.txt", "vocab.txt")
+                      if (folder / n).exists()), None)
+        has = f" (it has {other}, which tbuild does not run)" if other else ""
+        raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
+                                f"tokenizer.json){has}")
+    record = _file_record(folder, path, config) if path.suffix == ".json" else _spm_record(folder, path, config)
+    tok = _load(path, record)
+    if tok.vocab_size > rows:
+        raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
+    if tok.vocab_size < MIN_VOCAB:  # fewer pieces than the model's rows is fine (Qwen2 pads its table), not this
+        raise UnsupportedImport(f"{tok.path if tok.path.parent == folder else folder}: {tok.vocab_size} pieces for "
+                                f"config.json's vocab_size {config.get('vocab_size', rows)}; a tbuild tokenizer "
+                                f"has at least {MIN_VOCAB}")
+    return tok
+
+
+def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, rows: int, marian: bool,
+                    bos_first: bool) -> None:
+    """The export's tokenizer files in ``out``, in the run's ids: a tokenizers file as tokenizer.json with the
+    tokenizer_config.json that ``PreTrainedTokenizerFast`` loads; a translator's sentencepiece model as
+    MarianTokenizer's files (``marian``; vocab.json names every one of the model's ``rows``, those past the
+    tokenizer's pieces ``<tbuild_unused_N>``); another's as tokenizer.model with tbuild-tokenizer.json (its
+    record, pieces and whether its rows start with BOS: ``bos_first``)."""
+    special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
+    tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
+    if tok.path.suffix == ".json":
+        shutil.copyfile(tok.path, out / TOKENIZERS)
+        _config(out, {"tokenizer_class": "PreTrainedTokenizerFast"}, tokens, max_length)
+    elif marian:
+        for name in ("source.spm", "target.spm"):
+            shutil.copyfile(tok.path, out / name)
+        names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
+        (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(names)}, ensure_ascii=False))
+        _config(out, {"tokenizer_class": "MarianTokenizer", "source_lang": spec.data.source_lang,
+                      "target_lang": spec.data.target_lang, "separate_vocabs": False}, tokens, max_length)
+    else:
+        shutil.copyfile(tok.path, out / "tokenizer.model")
+        record = {**{r: getattr(special, r) for r in ROLES}, "prepend_bos": bos_first, "vocabulary": vocabulary,
+                  "special": special.model_dump(mode="json")}
+        (out / RECORD).write_text(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _config(out: Path, fields: dict, tokens: dict[str, str], max_length: int) -> None:
+    config = {**fields, "model_max_length": max_length, **{f"{role}_token": t for role, t in tokens.items()}}
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")

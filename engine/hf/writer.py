@@ -1,0 +1,98 @@
+"""A run as a Hugging Face folder: the class the export check chose (``key``: marian, pegasus, gpt2, llama, bert,
+bert_sequence, xlm_roberta_xl_masked_lm, …; ``export/targets.py``, ``export/graph_targets.py``) built from its
+family's config, its weights written through the family's map (``maps.to_hf``) with the tensors outside it
+(position tables) and the family's rescaling, the run's special ids in config.json and generation_config.json,
+and the run's tokenizer (``tokenizer.write_tokenizer``). Call the export check first: these functions assume
+what it guarantees."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from tbuild.builder.spec import Spec
+
+from . import bart
+from .families import EXPORTS
+from .family import tensors
+from .maps import to_hf as mapped
+from .tokenizer import write_tokenizer
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
+
+    from ..data.tokenizer import Tokenizer
+    from ..run.directory import Run
+
+TRANSLATORS = frozenset({"marian", "pegasus"})
+
+
+def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
+    """An in-memory Hugging Face model of export ``key``'s class holding ``model``'s weights (float32, eval)."""
+    import transformers
+
+    family = EXPORTS[key]
+    cls = family.exports[key]
+    assert family.config is not None  # every family with export keys has a config
+    hf = getattr(transformers, cls)(family.config(model, spec, key)).eval()
+    theirs = {n: p.shape for n, p in hf.named_parameters()}  # tied aliases once: their first name
+    state = family.finish(mapped(family.names(spec, model, cls), tensors(model), theirs)
+                          | family.extra(model, spec, cls), spec)
+    params = dict(hf.named_parameters())
+    missing = {n for n in params if n not in state and ".embed_positions." not in n}  # Marian's: rebuilt on load
+    if missing or set(state) - set(params):  # pragma: no cover - a transformers release that renamed a weight
+        raise AssertionError(f"{cls} weights not matched: {sorted(missing | (set(state) - set(params)))}")
+    with torch.no_grad():
+        for n, tensor in state.items():
+            params[n].copy_(tensor)
+        if hasattr(hf, "final_logits_bias"):
+            hf.final_logits_bias.zero_()  # type: ignore[operator] # tbuild's output has no bias
+    if key in TRANSLATORS:
+        hf.generation_config = bart.generation_config(spec, hf.config.max_position_embeddings)
+    elif hf.can_generate():  # a language model: greedy, never its pad or start (unless it is EOS, GPT-2's)
+        from transformers import GenerationConfig
+
+        special = spec.special()
+        hf.generation_config = GenerationConfig(bos_token_id=special.bos, eos_token_id=special.eos,
+                                                pad_token_id=special.pad, do_sample=False, num_beams=1,
+                                                suppress_tokens=list(special.never) or None)
+    return hf
+
+
+def write_hf(model: nn.Module, spec: Spec, key: str, tok: Tokenizer, out: Path, *, bos_first: bool = False) -> str:
+    """Save the ``to_hf`` folder (config.json, model.safetensors, generation_config.json where it generates) and
+    the run's tokenizer files into ``out`` (``bos_first``: whether the run's task starts its rows with BOS,
+    for the tbuild-tokenizer.json beside a tokenizer.model). Returns the class."""
+    from transformers.utils import logging
+
+    hf = to_hf(model.eval(), spec, key)
+    out.mkdir(parents=True, exist_ok=True)
+    logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
+    hf.save_pretrained(str(out))
+    rows = max(p.size(0) for n, p in model.named_parameters() if n.endswith("tokens.weight"))
+    write_tokenizer(tok, spec, out, hf.config.max_position_embeddings, rows=rows, marian=key in TRANSLATORS,
+                    bos_first=bos_first)
+    return type(hf).__name__
+
+
+def load_for_hf(run: Run, refuse: Callable[[], object], checkpoint: Path | None, average: int | None,
+                target: str = "hf") -> tuple[nn.Module, Tokenizer, str]:
+    """``run``'s model in eval mode with its weights (``load_weights``: a checkpoint, an average or the
+    default), its tokenizer and which weights, for a Hugging Face writer: ``refuse`` raises before
+    anything is loaded, and so does a missing transformers package."""
+    from tbuild.builder import build_model
+
+    from ..data.tokenizer import run_tokenizer
+    from ..extras import require
+    from ..run.weights import load_weights
+
+    refuse()
+    require("transformers", "tbuild[export]", f"--to {target}")  # the classes (and CTranslate2's converter)
+    tok = run_tokenizer(run.tokenizer, run.spec)
+    model = build_model(run.spec)
+    weights = load_weights(model, run, checkpoint=checkpoint, average=average)
+    return model.eval(), tok, weights

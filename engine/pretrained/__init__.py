@@ -1,1 +1,0 @@
-"""Pretrained models brought in from other toolkits as ordinary tbuild run directories (``tbuild import``)."""

@@ -1,0 +1,29 @@
+"""Every spec under specs/ as tbuild at 888ee3e resolved it (before special ids became data): the same architecture
+hash and the same resolved form, key for key (tests/fixtures/spec_hashes_888ee3e.json holds both, written by
+that version: the hash, and the sha256 of the resolved spec's JSON as `tbuild specs`/spec.yaml dump it)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from tbuild.builder import load_spec
+from tests.conftest import REPO
+
+BEFORE = json.loads((REPO / "tests" / "fixtures" / "spec_hashes_888ee3e.json").read_text())
+
+
+@pytest.mark.parametrize("path", sorted(BEFORE))
+def test_a_spec_resolves_as_before(path: str) -> None:
+    spec = load_spec(REPO / path).spec
+    dump = spec.model_dump(mode="json", exclude={"extends"})
+    resolved = hashlib.sha256(json.dumps(dump, sort_keys=True).encode()).hexdigest()[:16]
+    assert {"architecture": spec.architecture_hash(), "resolved": resolved} == BEFORE[path]
+
+
+def test_every_spec_is_compared() -> None:
+    assert len(BEFORE) == 69
+    assert all(Path(REPO / p).is_file() for p in BEFORE)
