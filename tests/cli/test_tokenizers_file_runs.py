@@ -74,10 +74,12 @@ def test_the_merged_run_keeps_tokenizer_json_and_generates_and_exports(adapted: 
 
 
 def test_a_peft_the_kind_cannot_take_writes_nothing(adapted: Path, tmp_path: Path) -> None:
-    """A decoder-only run's adapters have no peft names: refused in one line, neither folder written."""
+    """A GPT-2 run's adapters on w_q have no peft names (GPT-2 fuses Q, K and V in c_attn): refused in one line,
+    neither folder written."""
     result = runner.invoke(app, ["merge", str(adapted), "-o", str(tmp_path / "merged"), "--peft", str(tmp_path / "p")])
     assert result.exit_code == 2 and "Traceback" not in result.output
-    assert result.output.strip().splitlines() == ["error: --peft: a decoder_only model declares no Hugging Face names"]
+    assert result.output.strip().splitlines() == [
+        "error: --peft: decoder.0.self_attn.sublayer.w_q has no weight of its own in the Hugging Face model"]
     assert not (tmp_path / "merged").exists() and not (tmp_path / "p").exists()
 
 
