@@ -34,7 +34,7 @@ from .training import TrainRun, run_training
 from .training_real import RealTrain, run_training_real
 from .workload import MULTI30K_LENGTHS, SHAPES, WMT_LENGTHS, Workload, tbuild_spec
 
-PEERS = ("torch", "hf", "ct2", "compiled")  # compiled: tbuild's own decoding with --compile
+PEERS = ("torch", "hf", "ct2", "compiled", "bf16", "int8")  # the last three: tbuild --compile, bf16, int8 (CPU)
 LENGTHS = ("fixed", "test2016")  # the decoding rows' lengths (benchmarks/real_lengths.py)
 LENGTHS_SEED = 0
 RECIPES = (Path("specs/multi30k-v1.yaml"), Path("specs/multi30k.yaml"))  # train-real's default: the first there

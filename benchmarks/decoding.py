@@ -1,6 +1,8 @@
 """Decoding throughput at equal work: one tbuild model with random weights, and the same weights in
 each peer engine (CTranslate2 through tbuild's own export; Hugging Face ``generate`` through
 ``tbuild.engine.export.hf.to_marian``), beam 4 and greedy, in one process, runs interleaved, medians.
+On a CPU tbuild decodes in float32 and, as the peers ``bf16`` and ``int8`` ask, with bf16 products and
+in int8 (``cpu_variants``), each row with its own ratios to the peers.
 Two kinds of lengths: **fixed** (every source ``src_len`` tokens, every output forced to exactly
 ``out_len`` decoder steps, EOS included: the first rows, kept so that old figures keep their row) and
 **test2016** (each sentence's source length and forced output length drawn with a fixed seed from
@@ -30,6 +32,8 @@ from tbuild.builder import build_model
 from tbuild.components.specs.special import EOS, PAD
 from tbuild.engine.decoding.compiled import compile_decoder
 from tbuild.engine.decoding.packed import pack_linears
+from tbuild.engine.decoding.precision_record import bf16_native
+from tbuild.engine.decoding.quantize import quantize_model
 from tbuild.engine.decoding.search import beam_search, greedy_search
 from tbuild.engine.device.policy import Policy
 from tbuild.engine.errors import TbuildError
@@ -177,11 +181,9 @@ def run_decoding(run: DecodeRun, policy: Policy, peers: list[str]) -> list[dict]
     model = build_model(tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
     work = groups(run, policy.device)
     with tempfile.TemporaryDirectory(prefix="tbuild-bench-") as tmp:
-        ours = model
-        if policy.autocast_dtype is None:  # float32: packed as the translator packs it (engine/decoding/packed.py)
-            ours = copy.deepcopy(model)
-            pack_linears(ours)
-        engines: dict[str, Engine | str] = {"tbuild": tbuild_engine(ours, policy)}
+        engines: dict[str, Engine | str] = {"tbuild": tbuild_engine(_packed(model, policy, torch.float32), policy)}
+        if policy.device.type == "cpu":
+            engines.update(cpu_variants(model, policy, peers))
         if "compiled" in peers:  # the same weights, decoder step through torch.compile (`--compile`)
             twin = build_model(tbuild_spec(run.shape, run.vocab).spec).to(policy.device).eval()
             twin.load_state_dict(model.state_dict())
@@ -194,6 +196,28 @@ def run_decoding(run: DecodeRun, policy: Policy, peers: list[str]) -> list[dict]
                  for search in SEARCHES}
         times, tokens = _interleaved(timed, work, run, policy)
     return _rows(run, policy, engines, times, tokens, expected_tokens(work))
+
+
+def _packed(model: torch.nn.Module, policy: Policy, products: torch.dtype) -> torch.nn.Module:
+    """A copy of ``model`` packed as the translator packs it (``engine/decoding/packed.py``) for products in
+    ``products``; ``model`` itself under autocast (a GPU)."""
+    if policy.autocast_dtype is not None:
+        return model
+    ours = copy.deepcopy(model)
+    pack_linears(ours, products)
+    return ours
+
+
+def cpu_variants(model: torch.nn.Module, policy: Policy, peers: list[str]) -> dict[str, Engine | str]:
+    """tbuild's other CPU arithmetic on the same weights: bf16 products (``decode.precision: bf16``; where
+    this CPU has bf16 instructions) and int8 (``--quantization int8``, its output projection too)."""
+    engines: dict[str, Engine | str] = {}
+    if "bf16" in peers:
+        emulated = bf16_native()
+        engines["tbuild bf16"] = emulated or tbuild_engine(_packed(model, policy, torch.bfloat16), policy)
+    if "int8" in peers:
+        engines["tbuild int8"] = tbuild_engine(quantize_model(copy.deepcopy(model), "int8"), policy)
+    return engines
 
 
 def _interleaved(timed: dict[tuple[str, str], Engine], work: list[Group], run: DecodeRun,
@@ -234,11 +258,11 @@ def _rows(run: DecodeRun, policy: Policy, engines: dict, times: dict, tokens: di
                 row["note"] = f"unequal work: {wrong} sentences not at their forced length ({total} output tokens, " \
                               f"{sum(expected)} expected)"
             group.append(row)
-        ours = next(r for r in group if r["impl"] == "tbuild")
-        # per round: a peer's time over tbuild's, both per output token
-        ours["ratios"] = {r["impl"]: statistics.median(
-            (p / r["output_tokens"]) / (o / ours["output_tokens"]) for o, p in zip(ours["seconds"], r["seconds"],
-                                                                                   strict=True))
-            for r in group if r is not ours}
+        for ours in (r for r in group if r["impl"].startswith("tbuild")):  # tbuild and its CPU variants
+            # per round: a peer's time over this tbuild's, both per output token
+            ours["ratios"] = {r["impl"]: statistics.median(
+                (p / r["output_tokens"]) / (o / ours["output_tokens"]) for o, p in zip(ours["seconds"], r["seconds"],
+                                                                                       strict=True))
+                for r in group if r is not ours and (ours["impl"] == "tbuild" or not r["impl"].startswith("tbuild"))}
         rows[len(rows):] = group
     return rows

@@ -2,9 +2,11 @@
 as the command loads and calls them (``engine/export/engines.py: load_engine``, then ``translate`` on
 every line, then detokenisation), in one process, engines interleaved.
 
-Each engine (native float32, native int8, CTranslate2 float32 and int8) decodes the same lines with the
-run's ``decode`` settings (beam, alpha, length limits, batch tokens: the sentences sorted by length and
-cut by tokens as ``tbuild decode`` cuts them). Per engine, medians of the timed rounds:
+Each engine (native fp32; native default: the run's ``decode.precision``, ``auto`` deciding by the run's
+record, ``decoding/precision_record.py``, made first if missing; native int8; CTranslate2 float32 and
+int8) decodes the same lines with the run's ``decode`` settings (beam, alpha, length limits, batch
+tokens: the sentences sorted by length and cut by tokens as ``tbuild decode`` cuts them). Per engine,
+medians of the timed rounds:
 - **startup**: loading the engine (weights read, averaged where the spec averages, packed or quantized;
   CTranslate2's cached export opened);
 - **first output**: startup plus translating the first line alone: what a user waits for one sentence;
@@ -28,12 +30,15 @@ from sacrebleu.metrics import BLEU
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.decoding.engines import Engine
 from tbuild.engine.decoding.request import DecodeRequest
+from tbuild.engine.decoding.translator import check_decoding
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run.directory import Run, resolve_run
 
-ENGINES = {"native float32": ("native", "float32"), "native int8": ("native", "int8"),
-           "CT2 float32": ("ctranslate2", "float32"), "CT2 int8": ("ctranslate2", "int8")}
+ENGINES = {"native fp32": ("native", "float32"), "native default": ("native", "float32"),
+           "native int8": ("native", "int8"), "CT2 float32": ("ctranslate2", "float32"),
+           "CT2 int8": ("ctranslate2", "int8")}
+FORCED = {"native fp32": ["decode.precision=fp32"]}  # the others decode with the run's own decode.precision
 
 
 @dataclass(frozen=True)
@@ -59,14 +64,18 @@ def _loader(run: Run, engine: str, quantization: str) -> Callable[[], Engine]:
     return lambda: load_engine(run, engine, quantization=quantization, device="cpu")
 
 
-def _usable(run: Run, names: list[str]) -> tuple[dict[str, Callable[[], Engine]], dict[str, str]]:
+def _usable(path: Path, names: list[str]) -> tuple[dict[str, Callable[[], Engine]], dict[str, str]]:
     """The engines that can decode this run here (each loaded once: CTranslate2's export is made and
-    cached now, untimed), and a one-line reason for each that cannot."""
+    cached now, and the native engine's decoding check, ``check_decoding``, made if the run has none for
+    this CPU, untimed), and a one-line reason for each that cannot."""
     loaders, skipped = {}, {}
     for name in names:
         engine, quantization = ENGINES[name]
+        run = resolve_run(path, FORCED.get(name, []))
         load = _loader(run, engine, quantization)
         try:
+            if engine == "native":
+                check_decoding(run, device="cpu", quantization=quantization)
             load()
         except (TbuildError, ImportError) as e:
             skipped[name] = str(e).splitlines()[0]
@@ -100,16 +109,16 @@ def run_real(real: RealRun, names: list[str] | None = None) -> dict:
     lines, refs = read_split(run.spec.data, real.split, lambda _: None)
     lines, refs = lines[: real.lines], refs[: real.lines]
     request = DecodeRequest.of(run.spec.decode)
-    loaders, skipped = _usable(run, names or list(ENGINES))
+    loaders, skipped = _usable(real.run, names or list(ENGINES))
     timings = {name: _Timing([], [], []) for name in loaders}
     for r in range(real.warmup + real.repeats):
         for name, load in loaders.items():
             _round(load, lines, request, timings[name], keep=r >= real.warmup)
     rows = [_row(name, t, refs, len(lines)) for name, t in timings.items()]
-    base = next((r for r in rows if r["engine"] == "native float32"), None)
+    base = next((r for r in rows if r["engine"] == "native default"), None)
     for row in rows:
         if base is not None:
-            row["native_float32_over_engine"] = base["sentences_per_s"] / row["sentences_per_s"]
+            row["native_default_over_engine"] = base["sentences_per_s"] / row["sentences_per_s"]
     decode = run.spec.decode
     return {"run": str(run.dir.path), "split": real.split, "sentences": len(lines), "beam": decode.beam,
             "alpha": decode.alpha, "batch_tokens": decode.batch_tokens, "repeats": real.repeats,
@@ -134,10 +143,10 @@ def table(report: dict):  # noqa: ANN201 - rich.table.Table, imported late
                       f"of {report['repeats']} interleaved rounds after {report['warmup']} warm-up",
                 title_justify="left")
     for name in ("engine", "precision", "startup s", "first output s", "decode s", "sentences/s", "tokens/s",
-                 "BLEU", "BLEU lc", "native float32 ×"):
+                 "BLEU", "BLEU lc", "native default ×"):
         out.add_column(name, justify="left" if name in ("engine", "precision") else "right")
     for r in report["rows"]:
-        ratio = r.get("native_float32_over_engine")
+        ratio = r.get("native_default_over_engine")
         out.add_row(r["engine"], r["precision"], f"{r['startup_s']:.2f}", f"{r['first_output_s']:.2f}",
                     f"{r['decode_s']:.2f}", f"{r['sentences_per_s']:.1f}", f"{r['tokens_per_s']:,.0f}",
                     f"{r['bleu']:.2f}", f"{r['bleu_lowercase']:.2f}", "" if ratio is None else f"{ratio:.2f}×")

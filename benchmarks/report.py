@@ -17,13 +17,21 @@ RIGHT = ("tokens/s", "tbuild ×", "MFU", "peak memory")
 
 
 def _ratio(rows: list[dict], row: dict) -> str:
-    """tbuild's speed over this row's, from tbuild's row of the same comparison."""
+    """tbuild's speed over this row's, from tbuild's row of the same comparison (a tbuild variant's own
+    ratios to the peers: in its note)."""
     if row["impl"] == "tbuild" or "tokens_per_s" not in row:
         return ""
     key = ("part", "shape", "device", "precision", "search", "lengths")
     ours = next((r for r in rows if r["impl"] == "tbuild" and all(r.get(k) == row.get(k) for k in key)), None)
     ratio = (ours or {}).get("ratios", {}).get(row["impl"])
     return f"{ratio:.2f}×" if ratio is not None else ""
+
+
+def _own_ratios(row: dict) -> str:
+    """A tbuild variant's (bf16, int8) speed over each peer's."""
+    if row["impl"] in ("tbuild", "tbuild --compile") or not row["impl"].startswith("tbuild"):
+        return ""
+    return "; ".join(f"{v:.2f}× {NAMES.get(k, k)}" for k, v in row.get("ratios", {}).items())
 
 
 def table(report: dict) -> Table:
@@ -41,7 +49,7 @@ def table(report: dict) -> Table:
         speed = f"{row['tokens_per_s']:,.0f}" if "tokens_per_s" in row else ""
         mfu = f"{100 * row['mfu']:.1f}%" if "mfu" in row else ""
         memory = f"{row['peak_memory_mib']:,.0f} MiB" if row.get("peak_memory_mib") else ""
-        note = row.get("skipped") or row.get("error") or row.get("note", "")
+        note = row.get("skipped") or row.get("error") or row.get("note", "") or _own_ratios(row)
         search = ", ".join(filter(None, (row.get("search"), row.get("lengths"))))
         out.add_row(row["part"], row["shape"], search, row["device"], row["precision"],
                     NAMES.get(row["impl"], row["impl"]), speed, _ratio(report["rows"], row), mfu, memory, note)

@@ -21,12 +21,14 @@ class DecodeSpec(StrictModel):
     nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
     batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA, fp32 on CPU (the same translations on every machine); "
-        "bf16: autocast on CPU too (with a warning where it measures slower than fp32)."
+        "auto", description="auto: bf16 autocast on CUDA; on a CPU, bf16 products where the run's decoding check "
+        "measured them faster at the same valid BLEU (RUN/decode_precision.json), else fp32. bf16: bf16 products on "
+        "a CPU too (with a warning where they measure slower than fp32). --precision overrides it."
     )
     quantization: Literal["float32", "int8"] = Field(
-        "float32", description="Weights of the linear layers when decoding: int8 (CPU only; dynamic int8 "
-        "linears natively, int8 weights in CTranslate2). --quantization overrides it."
+        "float32", description="Weights of the linear layers when decoding: int8 (CPU only; natively prepacked int8 "
+        "linears, the output projection too where the run's decoding check holds it; int8 weights in CTranslate2). "
+        "--quantization overrides it."
     )
 
     sampling: Literal["topk", "topp", "temperature"] | None = Field(

@@ -1,11 +1,19 @@
-"""float32 decoding on a CPU with the linear layers' weights reordered once into oneDNN's blocked
-layout (the "packed" weights that CTranslate2 and inductor's frozen graphs also use), instead of
-repacked by every product as ``F.linear`` does.
+"""CPU decoding with the linear layers' weights reordered once into oneDNN's blocked layout (the
+"packed" weights that CTranslate2 and inductor's frozen graphs also use), instead of repacked by every
+product as ``F.linear`` does; in float32, or in bf16 where decoding's precision is bf16.
 
-Measured with torch 2.13 on an AMD EPYC Zen 4 (avx512, one thread), 256 rows: the output projection
-256×256 by 8000×256 ran at 104 GFLOP/s packed against 77 plainly, the feed-forward products at
+float32: measured with torch 2.13 on an AMD EPYC Zen 4 (avx512, one thread), 256 rows: the output
+projection 256×256 by 8000×256 ran at 104 GFLOP/s packed against 77 plainly, the feed-forward products at
 110 against 90; the tiny benchmark's beam 4 and greedy decoding gained 13% and 22% (docs/benchmarks.md,
 Decoding speed). Results equal ``F.linear``'s to float32 rounding (a different summation order).
+
+bf16 (``decode.precision: bf16``, or ``auto`` where the run's record chose it, ``precision_record.py``):
+the products of the encoder's and decoder's layers take bf16 inputs and bf16 packed weights (float32
+accumulation inside oneDNN) and hand float32 back, so the residual stream, norms, attention, the
+cache and the search stay float32; the output projection stays float32 because bf16 logits (8 bits of
+mantissa: steps of 0.125 at 20) changed which hypotheses the beam kept, where bf16 layers alone left
+every translation of the trained recipe's first 200 test lines as float32's (docs/benchmarks.md,
+bf16 decoding on a CPU). Faster than bf16 autocast, which casts every weight again at every product.
 
 Only where it applies: the CPU, float32 weights without autocast, PyTorch built with oneDNN (the
 official wheels are) and exposing its packed linear; anywhere else the model is left as it is.
@@ -19,6 +27,7 @@ import torch
 from torch import nn
 
 PACK_ROWS = 256  # the batch size oneDNN chooses its layout for (a search step's rows: 64 sentences × beam 4)
+PACKED_TYPES = (nn.Linear,)  # exactly this type: a head or LoRA layer computes more than x·Wᵀ + b
 
 
 def packing_available() -> bool:
@@ -29,31 +38,37 @@ def packing_available() -> bool:
 
 
 class PackedLinear(nn.Module):
-    """``nn.Linear``'s product with the weight in oneDNN's blocked layout (inference only)."""
+    """``nn.Linear``'s product with the weight in oneDNN's
+    blocked layout, computed in ``dtype`` and returned in the input's dtype (inference only)."""
 
-    def __init__(self, linear: nn.Linear) -> None:
+    def __init__(self, linear: nn.Linear, dtype: torch.dtype = torch.float32) -> None:
         super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.in_features, self.out_features, self.dtype = linear.in_features, linear.out_features, dtype
         self.weight, self.bias = linear.weight, linear.bias  # kept: counts, state_dict and tying as before
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), PACK_ROWS)
-        self.packed_bias = None if linear.bias is None else linear.bias.detach()  # the op has no autograd
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().to(dtype), PACK_ROWS)
+        self.packed_bias = None if linear.bias is None else linear.bias.detach().to(dtype)  # the op has no autograd
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.packed_bias, "none", [], "")
+        y = torch.ops.mkldnn._linear_pointwise(x.to(self.dtype), self.packed, self.packed_bias, "none", [], "")
+        return y.to(x.dtype)
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
+        return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
+                f"dtype={str(self.dtype).removeprefix('torch.')}")
 
 
-def pack_linears(model: nn.Module) -> bool:
-    """Replace, in place, every float32 CPU ``nn.Linear`` of ``model`` by a ``PackedLinear``; False
-    (the model unchanged) where packing does not apply (module docstring)."""
+def pack_linears(model: nn.Module, products: torch.dtype = torch.float32) -> bool:
+    """Replace, in place, every float32 CPU linear layer of ``model`` (``PACKED_TYPES``) by a
+    ``PackedLinear`` computing in ``products``, but the model's output projection (``model.output``),
+    which always computes in float32; False (the model unchanged) where packing does not apply (module
+    docstring)."""
+    output = getattr(model, "output", None)
     linears = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
-               if type(child) is nn.Linear]
+               if type(child) in PACKED_TYPES]
     if not linears or not packing_available():
         return False
     if any(lin.weight.device.type != "cpu" or lin.weight.dtype != torch.float32 for _, _, lin in linears):
         return False
     for parent, name, linear in linears:
-        setattr(parent, name, PackedLinear(linear))
+        setattr(parent, name, PackedLinear(linear, torch.float32 if linear is output else products))
     return True

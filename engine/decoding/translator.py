@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -14,7 +14,7 @@ from tbuild.builder.spec import Spec
 from tbuild.components.transformer import EncoderDecoder
 
 from ..data.tokenizer import Tokenizer, run_tokenizer
-from ..device.policy import Policy, choose_policy, model_widths
+from ..device.policy import Policy, choose_device, choose_policy, model_widths
 from ..errors import TbuildError
 from ..run.directory import Run
 from ..run.weights import load_weights, weights_files
@@ -22,12 +22,14 @@ from .constraints import Phrases
 from .ensemble import Ensemble
 from .model import SearchModel, search_model
 from .packed import pack_linears
+from .precision_record import INT8_LOGITS, ensure_record, recorded
 from .prefix_lm import PrefixLMSearch
 from .quantize import check_quantization, quantize_model
 from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
 from .search import Hypothesis, Rules, Sampling, beam_search, max_lengths, temperature, top_k, top_p
 
 DEFAULT_MAX_SOURCE = 1024  # source tokens kept when the model has no max_positions
+NO_INT8_RECORD = "no int8 check recorded for this run on this CPU; tbuild decode, evaluate and serve make one"
 
 
 @dataclass
@@ -39,6 +41,7 @@ class Translator:
     max_source_tokens: int
     max_output_len: int | None  # |Y| limit (EOS included): the decoder's max_positions, if set
     quantization: str = "float32"  # float32 or int8 (``quantize.py``)
+    note: str = ""  # what it computes in and why (``tbuild evaluate`` prints it)
     name = "native"
 
     @property
@@ -66,36 +69,88 @@ class Translator:
 
 def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                     device: str = "auto", quantization: str = "float32",
-                    notify: Callable[[str], None] = lambda _: None, compiled: bool = False) -> Translator:
+                    notify: Callable[[str], None] = lambda _: None, compiled: bool = False,
+                    precision: str | None = None, int8_logits: bool | None = None) -> Translator:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
-    CPU for it and fp32 compute), its decoder step compiled if asked (``compiled.py``), else, in float32
-    on a CPU, its linear weights packed for oneDNN (``packed.py``). ``notify``
-    hears the precision chosen and why."""
+    CPU for it and fp32 compute; ``int8_logits``: the output projection in int8 too, default as the
+    run's record says, ``precision_record.py``, else not), its decoder step compiled if asked
+    (``compiled.py``), else, on a CPU, its linear weights packed for oneDNN (``packed.py``) in the
+    policy's products' dtype. ``precision`` (default: the spec's ``decode.precision``; ``auto`` on a CPU:
+    as the run's record says, else fp32). ``notify`` hears the precision chosen and why."""
+    precision = precision or run.spec.decode.precision
     if quantization == "int8":
         if device == "auto":
             device = "cpu"
-        if run.spec.decode.precision == "bf16":
+        if precision == "bf16":
             raise TbuildError("int8 decoding computes in float32: set decode.precision to auto or fp32")
     tokenizer = run_tokenizer(run.tokenizer, run.spec)  # an untrained run fails here, before any other line is printed
-    weights_files(run, checkpoint=checkpoint, average=average)
-    policy = choose_policy(run.spec.decode.precision, device, widths=model_widths(run.spec), decoding=True)
+    files = weights_files(run, checkpoint=checkpoint, average=average)
+    policy = decoding_policy(run, precision, device, files, quantization, compiled)
     notify(policy.note)
     if policy.warning:
         notify(f"warning: {policy.warning}")
     check_quantization(quantization, policy.device)
     model = build_model(run.spec)
     weights = load_weights(model, run, checkpoint=checkpoint, average=average)
-    model = quantize_model(model.eval().to(policy.device), quantization)
+    model = model.eval().to(policy.device)
+    note = policy.note
+    if quantization == "int8":
+        note = quantize_run_model(model, run, files, int8_logits)
+        notify(note)
     if compiled:
         from .compiled import compile_decoder
 
         compile_decoder(model)
         notify("decoder step compiled with torch.compile (the first batches wait for the compilation)")
-    elif quantization == "float32" and policy.autocast_dtype is None:
-        pack_linears(model)  # CPU float32 only; elsewhere a no-op (packed.py)
+    elif policy.autocast_dtype is None:
+        pack_linears(model, policy.products or torch.float32)  # CPU float32 weights only; elsewhere a no-op
     max_positions = run.spec.model.max_positions
-    return Translator(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization)
+    return Translator(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization, note)
+
+
+def quantize_run_model(model: nn.Module, run: Run, files: list[Path], int8_logits: bool | None) -> str:
+    """``model``'s linear layers in int8, its output projection too where ``int8_logits`` (None: as the
+    run's record says; float32 without one); says which and why."""
+    record = None if int8_logits is not None else recorded(run, files, "int8")
+    logits = int8_logits if int8_logits is not None else record is not None and record[0] == INT8_LOGITS
+    quantize_model(model, "int8", logits=logits)
+    why = "as asked" if int8_logits is not None else record[1] if record else NO_INT8_RECORD
+    return f"int8 linear layers, {'the output projection too' if logits else 'float32 logits'} ({why})"
+
+
+def decoding_policy(run: Run, precision: str, device: str, files: list[Path], quantization: str,
+                    compiled: bool) -> Policy:
+    """The decoding policy of ``precision`` (``choose_policy``; ``auto`` on a CPU: the run's record for
+    these weights); compiled, bf16 products run as bf16 autocast instead (the graph is compiled unpacked)."""
+    record = None
+    if precision == "auto":
+        record = recorded(run, files, "precision") if quantization == "float32" else ("fp32", "int8 computes in fp32")
+    policy = choose_policy(precision, device, widths=model_widths(run.spec), decoding=True,  # type: ignore[arg-type]
+                           recorded=record)
+    if compiled and policy.products is not None:
+        policy = replace(policy, autocast_dtype=policy.products, products=None)
+    return policy
+
+
+def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
+                   quantization: str = "float32", notify: Callable[[str], None] = lambda _: None) -> None:
+    """Before a command decodes with the native engine on a CPU: the run's record of the precision
+    (``decode.precision: auto``) or of int8's output projection (int8 asked for) measured and written if it
+    has none for these weights on this CPU (``precision_record.py``)."""
+    if choose_device("cpu" if quantization == "int8" and device == "auto" else device).type != "cpu":
+        return
+    what = "int8" if quantization == "int8" else "precision" if run.spec.decode.precision == "auto" else None
+    if what is None:
+        return
+
+    def load(mode: str) -> Translator:
+        int8 = mode not in ("fp32", "bf16")
+        return load_translator(run, checkpoint=checkpoint, average=average, device="cpu",
+                               quantization="int8" if int8 else "float32", precision="fp32" if int8 else mode,
+                               int8_logits=mode == INT8_LOGITS)
+
+    ensure_record(run, what, load, checkpoint=checkpoint, average=average, notify=notify)
 
 
 def max_source(spec: Spec) -> int:

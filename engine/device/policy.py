@@ -1,7 +1,9 @@
 """One device and precision policy for every command: CUDA when present, with bf16 autocast where
 the GPU has it and fp16 autocast with a gradient scaler where it does not (V100, T4); the CPU
 otherwise, where training's ``auto`` takes bf16 autocast only if a probe measures it clearly faster
-than fp32 at the model's widths (``precision.py``). Each policy says what it chose and why."""
+than fp32 at the model's widths (``precision.py``), and decoding's bf16 runs the linear layers' products
+in bf16 on packed weights (``decoding/packed.py``), its ``auto`` as the run's record says
+(``decoding/precision_record.py``). Each policy says what it chose and why."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from .precision import BF16_MIN_SPEEDUP, Probe, bf16_probe
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+NOT_RECORDED = ("no bf16 check recorded for this run on this CPU; tbuild decode, evaluate and serve make one, "
+                "--precision fp32 keeps fp32")
 
 
 @dataclass(frozen=True)
@@ -32,10 +36,12 @@ class Policy:
     note: str = ""  # one line: what was chosen and why, e.g. "precision auto → fp32 (bf16 matmul 0.02× fp32 …)"
     warning: str | None = None  # a choice the user forced that measures slower
     checkable: bool = False  # a CPU's auto chosen by the probe: training confirms it from its own steps
+    products: torch.dtype | None = None  # CPU decoding: the linear layers' products in this dtype (packed.py)
 
     @property
     def precision(self) -> str:
-        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(self.autocast_dtype, "fp32")  # type: ignore[arg-type]
+        dtype = self.autocast_dtype or self.products
+        return {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(dtype, "fp32")  # type: ignore[arg-type]
 
     def grad_scaler(self) -> torch.amp.GradScaler:
         """A loss scaler for fp16 (its gradients underflow without one); a disabled one otherwise,
@@ -108,12 +114,14 @@ def choose_device(name: str = "auto") -> torch.device:
 
 
 def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[int, int] | None = None,
-                  decoding: bool = False, probe: Callable[[int, int], Probe] = bf16_probe) -> Policy:
+                  decoding: bool = False, probe: Callable[[int, int], Probe] = bf16_probe,
+                  recorded: tuple[str, str] | None = None) -> Policy:
     """The policy for ``precision`` on ``device``. CUDA: ``auto`` is bf16 autocast where the GPU has
     it, else fp16 (with a loss scaler). CPU: fp16 is refused; training's ``auto`` is bf16 only when
-    ``probe`` at ``widths`` (d_model, d_ff) measures bf16 products at least BF16_MIN_SPEEDUP × fp32's,
-    and decoding's ``auto`` stays fp32 (the same translations on every machine); a forced bf16 that
-    measures slower than fp32 carries a warning."""
+    ``probe`` at ``widths`` (d_model, d_ff) measures bf16 products at least BF16_MIN_SPEEDUP × fp32's;
+    decoding's bf16 is bf16 products (``products``, no autocast) and its ``auto`` is what ``recorded``
+    (precision, why: the run's record, ``decoding/precision_record.py``) says, fp32 without one; a
+    forced bf16 that measures slower than fp32 carries a warning."""
     dev = choose_device(device)
     if precision == "fp16" and dev.type != "cuda":
         raise TbuildError(f"precision fp16 needs a CUDA device (this run is on {dev.type}); use bf16 or fp32")
@@ -126,11 +134,13 @@ def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[i
     if precision == "fp32":
         return Policy(dev, None, "precision fp32 (set in the spec)")
     if precision == "auto" and decoding:
-        return Policy(dev, None, "precision auto → fp32 (decoding on a CPU stays fp32: the same output on "
-                                 "every machine; decode.precision=bf16 to try bf16)")
+        chosen, why = recorded or ("fp32", NOT_RECORDED)
+        return Policy(dev, None, f"precision auto → {chosen} ({why})", products=DTYPES[chosen])
     if widths is None:  # nothing to measure at: keep the safe choice
         if precision == "bf16":
-            return Policy(dev, torch.bfloat16, "precision bf16 (set in the spec)")
+            bf16 = torch.bfloat16
+            return Policy(dev, None if decoding else bf16, "precision bf16 (set in the spec)",
+                          products=bf16 if decoding else None)
         return Policy(dev, None, "precision auto → fp32 (no model widths to measure bf16 at)")
     measured = probe(*widths)
     if precision == "bf16":
@@ -138,7 +148,10 @@ def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[i
         if measured.ratio < 1:
             slower = (f"precision bf16 is set, but bf16 matmuls run at {measured.ratio:.2f}× the fp32 speed on "
                       f"this CPU: precision auto (or fp32) would be faster")
-        return Policy(dev, torch.bfloat16, f"precision bf16 (set in the spec; {measured.describe()})", slower)
+        note = f"precision bf16 (set in the spec; {measured.describe()})"
+        if decoding:
+            return Policy(dev, None, note, slower, products=torch.bfloat16)
+        return Policy(dev, torch.bfloat16, note, slower)
     chosen = "bf16" if measured.ratio >= BF16_MIN_SPEEDUP else "fp32"
     return Policy(dev, DTYPES[chosen], f"precision auto → {chosen} ({measured.describe()})", checkable=True)
 

@@ -65,7 +65,15 @@ def cache_dir() -> Path:
 def cpu_identity() -> dict[str, str]:
     """The facts a CPU measurement depends on: model name and ISA flags (from /proc/cpuinfo on Linux;
     platform's names elsewhere), torch version and thread count."""
-    model, flags = platform.processor() or platform.machine(), ""
+    model, flags = cpu_model_and_flags()
+    return {"cpu": model, "flags": hashlib.sha256(" ".join(sorted(flags)).encode()).hexdigest()[:16],
+            "torch": torch.__version__, "threads": str(torch.get_num_threads())}
+
+
+def cpu_model_and_flags() -> tuple[str, set[str]]:
+    """The CPU's model name and ISA flags (``avx512_bf16``, ``amx_bf16``, …) from /proc/cpuinfo on Linux;
+    platform's name and no flags elsewhere."""
+    model, flags = platform.processor() or platform.machine(), None
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
@@ -74,10 +82,9 @@ def cpu_identity() -> dict[str, str]:
         key, _, value = line.partition(":")
         if key.strip() == "model name" and model in (platform.processor(), platform.machine()):
             model = value.strip()
-        elif key.strip() == "flags" and not flags:
-            flags = " ".join(sorted(value.split()))
-    return {"cpu": model, "flags": hashlib.sha256(flags.encode()).hexdigest()[:16], "torch": torch.__version__,
-            "threads": str(torch.get_num_threads())}
+        elif key.strip() == "flags" and flags is None:
+            flags = set(value.split())
+    return model, flags or set()
 
 
 def time_linear(dtype: str, shape: tuple[int, int, int]) -> float:

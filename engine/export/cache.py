@@ -13,14 +13,9 @@ from pathlib import Path
 from ..errors import TbuildError
 from ..files import atomic_write
 from ..run.directory import Run
-from ..run.weights import weights_files
+from ..run.weights import file_stamp, weights_files
 
 STAMP = "tbuild-export.json"  # the cache key beside the exported model, written last
-
-
-def _stat(path: Path) -> dict:
-    st = path.stat()
-    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
@@ -28,8 +23,9 @@ def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
     the architecture and the CTranslate2 version."""
     import ctranslate2
 
-    return {"weights": [_stat(p) for p in files], "tokenizer": _stat(run.tokenizer), "quantization": quantization,
-            "architecture": run.spec.architecture_hash(), "ctranslate2": ctranslate2.__version__}
+    return {"weights": [file_stamp(p) for p in files], "tokenizer": file_stamp(run.tokenizer),
+            "quantization": quantization, "architecture": run.spec.architecture_hash(),
+            "ctranslate2": ctranslate2.__version__}
 
 
 def cached_export(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,

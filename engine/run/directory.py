@@ -103,6 +103,10 @@ class RunDir:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
+    @property
+    def decode_record(self) -> Path:
+        return self.path / "decode_precision.json"  # CPU decoding measured once (decoding/precision_record.py)
+
     def eval_file(self, split: str) -> Path:
         return self.path / f"eval_{split}.json"  # what `tbuild evaluate` scored on the split
 

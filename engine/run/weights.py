@@ -44,6 +44,13 @@ def weights_files(run: Run, *, checkpoint: Path | None = None, average: int | No
     return [checkpoint or run.checkpoint or _default(run)]
 
 
+def file_stamp(path: Path) -> dict:
+    """What says a file is still the one read before: its resolved path, size and modification time (a
+    cache key: exports, the decode precision record)."""
+    st = path.stat()
+    return {"path": str(path.resolve()), "size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+
 def _default(run: Run) -> Path:
     if run.dir.best.exists():
         return run.dir.best

@@ -19,7 +19,7 @@ from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
 from ..decoding.records import one_line
 from ..decoding.request import DecodeRequest, Hooks
-from ..decoding.translator import Translator, load_translator
+from ..decoding.translator import Translator, check_decoding, load_translator
 from ..device.process import configure_process
 from ..errors import TbuildError
 from .base import (
@@ -63,6 +63,7 @@ class Translation(Task):
     peft_type = "SEQ_2_SEQ_LM"
     commands = ("decode", "evaluate", "serve", "export", "attention", "card")
     times_decoding = True
+    checks_decoding = True  # measures its CPU decoding (bf16, int8 logits) once per run on its valid BLEU
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         if command != "generate":
@@ -92,6 +93,7 @@ class Translation(Task):
         run = runs[0]
         process = configure_process()
         quantization = call.loading.quantization or run.spec.decode.quantization
+        self.check_decoding(runs, call.loading, call.notify)
         same = call.loading.engine == "native" and quantization == "float32" and len(runs) == 1
         decoder = None if same or call.load_decoder is None else call.load_decoder()
         translator = load_translator(run, checkpoint=call.loading.checkpoint, average=call.loading.average,
@@ -121,6 +123,9 @@ class Translation(Task):
         table.add("sentences/s", f"{result.sentences_per_second:.1f}",
                   f"beam {result.beam}, α {result.alpha}, {result.precision}, {result.decode_seconds:.1f} s")
         report.append(table)
+        used = decoder or translator
+        report.append(f"[dim]decoded in {used.precision}: "
+                      f"{used.note if isinstance(used, Translator) else f'the {used.name} engine'}[/]")
         for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                           ("chrF", result.chrf_signature)):
             report.append(f"[dim]{name} signature: {sig}[/]")
@@ -190,6 +195,7 @@ class Translation(Task):
         request = DecodeRequest.of(runs[0].spec.decode, prefixes=prefixes, constraints=constraints,
                                    format=call.format, align=call.align)
         process = configure_process()
+        self.check_decoding(runs, call.loading, call.notify)
         translator = call.load_decoder()
         request = request.but(step_rule=self.step_rule(runs[0].spec, translator, lines))
         with (call.progress or quiet_progress)(len(lines)) as advance:
@@ -201,6 +207,17 @@ class Translation(Task):
         own = self.output_lines(runs[0], translator, request, lines, results, call.notify)
         return [one_line(line) for line in own] if own is not None else text_lines(translator.tokenizer, results,
                                                                                    request.nbest)
+
+    def check_decoding(self, runs: list[Run], loading: Loading, notify: Log) -> None:
+        """One run's CPU decoding check, made once and recorded (``decoding/translator.py: check_decoding``),
+        before the native engine loads it; none for a task whose metric is not its valid BLEU, nor for an
+        ensemble (its members decode as their own records say: the ensemble is checked for a shared
+        tokenizer before any member is read)."""
+        if not self.checks_decoding or loading.engine != "native" or len(runs) != 1:
+            return
+        run = runs[0]
+        check_decoding(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                       quantization=loading.quantization or run.spec.decode.quantization, notify=notify)
 
     def step_rule(self, spec: Spec, translator: Engine, lines: list[str]) -> Any:
         """What keeps each step's tokens within the task's outputs (None: any token)."""
@@ -218,6 +235,7 @@ class Translation(Task):
         from ..export.engines import load_engine
         from ..serving.endpoints import Translation as Translate
 
+        self.check_decoding([run], loading, notify)
         loaded = load_engine(run, loading.engine, quantization=loading.quantization, checkpoint=loading.checkpoint,
                              average=loading.average, device=loading.device, notify=notify,
                              compiled=loading.compiled)

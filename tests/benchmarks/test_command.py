@@ -23,7 +23,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
 def test_quick_run_writes_finite_positive_figures(tmp_path: Path) -> None:
     out = tmp_path / "bench.json"
     # one thread and no HF peer keep it short; HF rows are the same code path as torch's
-    result = run("--quick", "--threads", "1", "--peers", "torch,ct2", "--json", str(out))
+    result = run("--quick", "--threads", "1", "--peers", "torch,ct2,int8", "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     report = json.loads(out.read_text())
     assert report["hardware"]["cpu_model"] and report["hardware"]["threads"] == 1
@@ -32,7 +32,9 @@ def test_quick_run_writes_finite_positive_figures(tmp_path: Path) -> None:
     train = [r for r in rows if r["part"] == "train" and "skipped" not in r]
     decode = [r for r in rows if r["part"] == "decode" and "skipped" not in r]
     assert {r["impl"] for r in train} == {"tbuild", "torch"}
-    assert {(r["impl"], r["search"]) for r in decode} >= {("tbuild", "beam 4"), ("tbuild", "greedy")}
+    assert {(r["impl"], r["search"]) for r in decode} >= {("tbuild", "beam 4"), ("tbuild", "greedy"),
+                                                          ("tbuild int8", "beam 4"), ("tbuild int8", "greedy")}
+    assert all(set(r["ratios"]) == {"ct2-float32", "ct2-int8"} for r in decode if r["impl"] == "tbuild int8")
     for r in train + decode:
         assert "error" not in r, r["error"]
         assert r["tokens_per_s"] > 0 and math.isfinite(r["tokens_per_s"])
@@ -60,7 +62,7 @@ def test_quick_run_writes_finite_positive_figures(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("args, message", [
     (["--shapes", "huge"], "--shapes 'huge': choose from tiny, base, big"),
-    (["--peers", "onnx"], "--peers 'onnx': choose from torch, hf, ct2, compiled"),
+    (["--peers", "onnx"], "--peers 'onnx': choose from torch, hf, ct2, compiled, bf16, int8"),
 ])
 def test_bad_choices_are_one_line(args: list[str], message: str) -> None:
     with pytest.raises(SystemExit) as stop:

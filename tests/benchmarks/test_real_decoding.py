@@ -26,19 +26,21 @@ def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Pa
     real = json.loads(out.read_text())["real"]
     assert real["sentences"] == 12 and real["split"] == "test" and real["beam"] == 3
     rows = {r["engine"]: r for r in real["rows"]}
-    assert {"native float32", "native int8"} <= set(rows)
-    assert set(rows) | set(real["skipped"]) == {"native float32", "native int8", "CT2 float32", "CT2 int8"}
+    assert {"native fp32", "native default", "native int8"} <= set(rows)
+    assert set(rows) | set(real["skipped"]) == {"native fp32", "native default", "native int8", "CT2 float32",
+                                                "CT2 int8"}
+    assert rows["native fp32"]["precision"] == "fp32"  # forced; the default is the run's decode.precision
     for r in rows.values():
         assert len(r["decode_times"]) == 2
         assert 0 < r["startup_s"] < r["first_output_s"]
         assert r["sentences_per_s"] > 0 and r["tokens_per_s"] > 0 and math.isfinite(r["bleu"])
         assert r["output_tokens"] >= 12  # every line ends with at least EOS
-    assert rows["native float32"]["native_float32_over_engine"] == 1.0
+    assert rows["native default"]["native_default_over_engine"] == 1.0
     # the figures are of the outputs `tbuild decode` would write: same engine, same request, same lines
     run = resolve_run(run_dir, [])
     lines = [line.strip() for line in (Path(run.spec.data.test + ".en")).read_text().splitlines()][:12]
     results = load_engine(run, "native", device="cpu").translate(lines, DecodeRequest.of(run.spec.decode))
-    assert sum(len(h[0].tokens) + 1 for h in results if h) == rows["native float32"]["output_tokens"]
+    assert sum(len(h[0].tokens) + 1 for h in results if h) == rows["native default"]["output_tokens"]
     assert "real workload" in capsys.readouterr().out
 
 

@@ -52,7 +52,7 @@ def test_decode_says_what_it_chose_on_stderr(tiny_run: Path, tmp_path: Path, mon
     plant(tmp_path / "cache", 32, 64, 0.02)
     auto = runner.invoke(app, ["decode", str(tiny_run), "--device", "cpu"], input="A dog runs.\n")
     assert auto.exit_code == 0, auto.output
-    assert "precision auto → fp32 (decoding on a CPU stays fp32" in auto.stderr
+    assert "precision auto → fp32 (no bf16 check recorded for this run on this CPU" in auto.stderr
     assert "precision" not in auto.stdout
     forced = runner.invoke(app, ["decode", str(tiny_run), "--device", "cpu", "--set", "decode.precision=bf16"],
                            input="A dog runs.\n")

@@ -96,7 +96,10 @@ def test_fp32_and_cpu_decoding_measure_nothing() -> None:
 
     assert choose_policy("fp32", "cpu", widths=(8, 8), probe=refuse).note == "precision fp32 (set in the spec)"
     decoding = choose_policy("auto", "cpu", widths=(8, 8), decoding=True, probe=refuse)
-    assert decoding.precision == "fp32" and "decoding on a CPU stays fp32" in decoding.note
+    assert decoding.precision == "fp32" and "no bf16 check recorded for this run" in decoding.note
+    recorded = choose_policy("auto", "cpu", widths=(8, 8), decoding=True, probe=refuse, recorded=("bf16", "why"))
+    assert recorded.precision == "bf16" and recorded.note == "precision auto → bf16 (why)"
+    assert recorded.autocast_dtype is None and recorded.products == torch.bfloat16  # bf16 products, no autocast
 
 
 def test_the_cache_is_used_then_invalidated_by_a_machine_change(tmp_path: Path,
