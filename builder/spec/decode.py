@@ -19,6 +19,10 @@ class DecodeSpec(StrictModel):
     max_len_a: float = Field(1.0, ge=0, description="Max output length = a · source length + b (§6.1: a=1).")
     max_len_b: int = Field(50, ge=0, description="Max output length = a · source length + b (§6.1: b=50).")
     nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
+    stopping: Literal["exact", "beam"] = Field(
+        "exact", description="When a sentence's search stops: exact (once no live beam can still enter its n-best: "
+        "the outputs of a search run to the maximum length) or beam (once beam hypotheses have finished, as fairseq, "
+        "CTranslate2 and Hugging Face's early_stopping do: fewer steps, docs/decoding.md).")
     batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast on CUDA; on a CPU, bf16 products where the run's decoding check "
@@ -67,6 +71,7 @@ class DecodeProfile(StrictModel):
     max_len_a: float | None = Field(None, ge=0)
     max_len_b: int | None = Field(None, ge=0)
     nbest: int | None = Field(None, ge=1)
+    stopping: Literal["exact", "beam"] | None = None
     batch_tokens: int | None = Field(None, ge=1)
     precision: Literal["auto", "fp32", "bf16"] | None = None
     quantization: Literal["float32", "int8"] | None = None

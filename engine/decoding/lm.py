@@ -117,7 +117,7 @@ def generate(lm: LanguageModel, prompts: list[str], request: DecodeRequest, max_
             hyps = beam_search(model, prompt, src_pad=pad, beam=request.width, alpha=request.alpha, max_len_a=1.0,
                                max_len_b=max_new_tokens + 1, nbest=request.nbest, min_len=request.min_len,
                                max_len_cap=lm.max_positions, rules=rules,
-                               sampling=sampling, token_scores=request.token_scores)
+                               sampling=sampling, token_scores=request.token_scores, stopping=request.stopping)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         hooks.after_batch()

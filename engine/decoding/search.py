@@ -31,6 +31,7 @@ from .constraints import Phrases, Progress, ban_phrases, constrained_candidates
 from .model import Cache, SearchModel, Seq2Seq, search_model
 
 NEG_INF = float("-inf")
+STOPPING = ("exact", "beam")  # when a sentence stops (beam_search's docstring)
 
 
 @dataclass
@@ -292,7 +293,7 @@ def _step_log_probs(model: SearchModel, b: _Beams, t: int, min_len: int, rules: 
 def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, alpha: float, max_len_a: float,
                 max_len_b: int, src_pad: torch.Tensor | None = None, nbest: int = 1, min_len: int = 0,
                 max_len_cap: Cap = None, rules: Rules | None = None, sampling: Sampling | None = None,
-                token_scores: bool = False) -> list[list[Hypothesis]]:
+                token_scores: bool = False, stopping: str = "exact") -> list[list[Hypothesis]]:
     """Translate src (B, S) (right-padded ids, ``src_pad`` (B, S) True at the padding; None: none) with beam
     size ``beam``, from the model's start id to its EOS (``model.special``); per sentence up to ``nbest``
     distinct hypotheses, best score first (fewer only if fewer outputs have non-zero probability).
@@ -318,6 +319,9 @@ def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, a
     With beam = 1 the search is greedy, as in fairseq, tensor2tensor and Hugging Face: it stops at
     the first EOS, since the bound would otherwise keep a single beam looking for a longer output
     when alpha > 0, and returns exactly ``greedy_search``'s tokens.
+    ``stopping="beam"`` stops a sentence once ``beam`` hypotheses have finished, as fairseq's
+    sequence generator and Hugging Face's ``early_stopping=True`` do: fewer steps, and an n-best that a
+    longer search could still improve (``exact``, the default, is the bound above).
 
     Batching: the source is encoded once and every step is one ``decode`` of all live rows. Memory,
     padding and cross-attention K/V keep one row per sentence, shared by its beams (``decode``
@@ -326,6 +330,8 @@ def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, a
     """
     if beam < 1 or not 1 <= nbest <= beam:
         raise ValueError(f"need beam >= 1 and 1 <= nbest <= beam (got beam={beam}, nbest={nbest})")
+    if stopping not in STOPPING:
+        raise ValueError(f"stopping {stopping!r}: choose one of {', '.join(STOPPING)}")
     k, batch, rules, model = beam, src.size(0), rules or Rules(), search_model(model)
     choose: Sampling | Ranking = RANKING if sampling is None else sampling
     if sampling is not None and rules.include is not None:
@@ -334,18 +340,20 @@ def beam_search(model: Seq2Seq | SearchModel, src: torch.Tensor, *, beam: int, a
     if batch == 0:
         return finished
     b = _start(model, src, src_pad, alpha, (max_len_a, max_len_b, max_len_cap), rules, token_scores)
-    # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended.
+    # nbest-th best finished score per sentence; +inf once a beam-1 (greedy) sentence has ended, or, stopping
+    # at the beam, once it has k finished hypotheses (kept until then: the n-best is their best nbest).
     threshold = torch.full((batch,), NEG_INF, dtype=torch.float64, device=b.pad.device)
+    keep = k if stopping == "beam" else nbest
     for t in range(int(b.limit.max())):
         lprobs = _step_log_probs(model, b, t, min_len, rules)
         cand = _candidates(lprobs, b, k, rules, choose, token_scores)
         is_eos = cand.token.eq(model.special.stop)
         ends = is_eos[:, :k] & cand.top[:, :k].isfinite()  # (n, k) finished hypotheses this step
         if ends.any():
-            _collect(ends, cand, b, t + 1, alpha, nbest, k, finished, threshold)
+            _collect(ends, cand, b, t + 1, alpha, keep, k == 1 or stopping == "beam", finished, threshold)
         if not _advance(model, b, t, cand, is_eos, k, alpha, threshold):
             break
-    return finished
+    return [hyps[:nbest] for hyps in finished]
 
 
 @dataclass
@@ -434,12 +442,12 @@ def _advance(model: SearchModel, b: _Beams, t: int, cand: _Candidates, is_eos: t
     return True
 
 
-def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alpha: float, nbest: int, k: int,
-             finished: list[list[Hypothesis]], threshold: torch.Tensor) -> None:
+def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alpha: float, nbest: int,
+             ends_all: bool, finished: list[list[Hypothesis]], threshold: torch.Tensor) -> None:
     """Add this step's finished hypotheses (``ends`` (n, k) over the ranked candidates) to
     ``finished``, each sentence's list kept sorted best first and at most ``nbest`` long, and update
-    ``threshold``. With positive constraints, an output missing one (ended by its length limit) is
-    kept only while no output holds them all."""
+    ``threshold`` (+inf when a full list ``ends_all`` the sentence). With positive constraints, an output
+    missing one (ended by its length limit) is kept only while no output holds them all."""
     lp = length_penalty(length, alpha)
     where = ends.nonzero()
     src_rows = cand.row[where[:, 0], where[:, 1]]
@@ -461,7 +469,7 @@ def _collect(ends: torch.Tensor, cand: _Candidates, b: _Beams, length: int, alph
         if hyps[0].complete and not hyps[-1].complete:
             hyps[:] = [h for h in hyps if h.complete]
         if len(hyps) == nbest:
-            threshold[s] = math.inf if k == 1 else hyps[-1].score
+            threshold[s] = math.inf if ends_all else hyps[-1].score
 
 
 @torch.inference_mode()

@@ -115,3 +115,16 @@ def test_a_run_trained_with_a_given_tokenizer_decodes(tiny_run: Path, tiny_corpu
     result = runner.invoke(app, ["decode", str(tmp_path / "run"), "--beam", "1"], input="A dog runs.\n")
     assert result.exit_code == 0, result.output
     assert len(result.stdout.splitlines()) == 1
+
+
+def test_stopping_at_the_beam_from_the_command_line(tiny_run: Path) -> None:
+    """--stopping beam (fairseq's rule) decodes every line; the spec field takes it too; a bad value is one line."""
+    text = "A man is riding a bike.\nTwo dogs play in the snow.\n"
+    flag = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "beam", "--nbest", "2"], input=text)
+    assert flag.exit_code == 0, flag.output
+    assert [line.split(" ||| ")[0] for line in flag.stdout.splitlines()] == ["0", "0", "1", "1"]
+    by_set = runner.invoke(app, ["decode", str(tiny_run), "--set", "decode.stopping=beam", "--nbest", "2"], input=text)
+    assert by_set.stdout == flag.stdout
+    bad = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "soon"], input=text)
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert len(bad.output.strip().splitlines()) == 1 and "decode.stopping" in bad.output, bad.output

@@ -346,3 +346,46 @@ def test_row_topk_equals_topk(vocab: int) -> None:
     expected = x.topk(k, dim=1)
     assert torch.equal(values, expected.values)
     assert torch.equal(index[1:], expected.indices[1:]) and index[0, 0] == vocab // 2
+
+
+def test_stopping_at_the_beam_ends_once_k_hypotheses_have_finished() -> None:
+    # The case above with fairseq's rule (stopping="beam"): '' finishes at step 0 (log .4, lp(1) = 1) and B at
+    # step 1 (log .06 / (7/6)²), the beam's 2 hypotheses, so the sentence stops there with '' although A A
+    # would win at alpha 2; two decoder steps instead of the exact search's four.
+    model = TableModel([TABLE_ALPHA])
+    hyps = beam_search(model, toy_src((0, 2)), beam=2, alpha=2.0, max_len_a=0, max_len_b=4, nbest=2,
+                       stopping="beam")[0]
+    check(hyps, [([], 0.4, 2.0), ([B], 0.1 * 0.6, 2.0)])
+    assert model.rows == [1, 2]
+    one = beam_search(model, toy_src((0, 2)), beam=2, alpha=2.0, max_len_a=0, max_len_b=4, stopping="beam")[0]
+    check(one, [([], 0.4, 2.0)])  # nbest 1: the best of the k finished
+
+
+def test_stopping_at_the_beam_on_a_real_model(real: EOSRamp) -> None:
+    """Beam 1 is greedy either way; a wider beam never decodes more rows than the exact search, and each
+    sentence's outputs are the best of k hypotheses, scored as the exact search scores them."""
+    src, rows = random_src([5, 9, 3, 7]), []
+
+    class Counting(EOSRamp):
+        def decode(self, tgt: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+            rows.append(tgt.size(0))
+            return super().decode(tgt, *args, **kwargs)  # type: ignore[arg-type]
+
+    counting = Counting(real.model)
+    for alpha in (0.0, 0.6):
+        greedy = beam_search(real, src, beam=1, alpha=alpha, max_len_a=1.0, max_len_b=5, stopping="beam")
+        assert [h[0].tokens for h in greedy] == [h[0].tokens for h in beam_search(
+            real, src, beam=1, alpha=alpha, max_len_a=1.0, max_len_b=5)]
+        decoded = []
+        for stopping in ("exact", "beam"):
+            rows.clear()
+            hyps = beam_search(counting, src, beam=4, alpha=alpha, max_len_a=1.0, max_len_b=5, nbest=2,
+                               stopping=stopping)
+            decoded.append(sum(rows))
+            for sentence in hyps:
+                assert len(sentence) == 2 and sentence[0].score >= sentence[1].score
+                for h in sentence:
+                    assert h.score == pytest.approx(h.log_prob / length_penalty(len(h.tokens) + 1, alpha))
+        assert decoded[1] <= decoded[0]
+    with pytest.raises(ValueError, match="stopping 'soon'"):
+        beam_search(real, src, beam=2, alpha=0.6, max_len_a=1.0, max_len_b=5, stopping="soon")
