@@ -18,7 +18,6 @@ from torch import nn
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
-from tbuild.components.transformer import DecoderCache
 from tbuild.engine.decoding import precision_record
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
 from tbuild.engine.decoding.precision_record import (
@@ -37,6 +36,7 @@ from tbuild.engine.decoding.translator import Translator, check_decoding, load_t
 from tbuild.engine.run.directory import Run, resolve_run
 from tbuild.engine.run.weights import weights_files
 from tests.conftest import tiny_model
+from tests.engine.decoding.test_quantize import teacher_forced_and_stepped
 
 runner = CliRunner()
 needs_onednn = pytest.mark.skipif(not packing_available(), reason="this PyTorch has no oneDNN packed linear")
@@ -192,10 +192,8 @@ def test_bf16_products_stay_close_to_float32_and_the_cache_equals_the_full_pass(
     assert pack_linears(bf16, torch.bfloat16)
     src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 40, (3, 6))
     with torch.inference_mode():
-        full, reference = bf16(src, tgt), model(src, tgt)
-        memory, pad = bf16.encode(src)
-        cache = DecoderCache()
-        steps = torch.cat([bf16.decode(tgt[:, t:t + 1], memory, pad, cache) for t in range(6)], 1)
+        reference = model(src, tgt)
+    full, steps, cache = teacher_forced_and_stepped(bf16, src, tgt)
     assert full.dtype == torch.float32
     assert 0 < (full - reference).abs().max() <= 0.02 * reference.abs().max()  # > 0: it computed in bf16
     torch.testing.assert_close(steps, full, rtol=1e-4, atol=1e-4)

@@ -27,6 +27,17 @@ LINES = ["A man is riding a bike.", "Two dogs play in the snow.", "A woman sings
          "A cat sleeps on a red sofa.", "People walk down the street.", "A boy jumps.", "Three men talk."]
 
 
+def teacher_forced_and_stepped(model: torch.nn.Module, src: torch.Tensor, tgt: torch.Tensor
+                               ) -> tuple[torch.Tensor, torch.Tensor, DecoderCache]:
+    """``model``'s logits for ``tgt`` teacher-forced in one pass, then one decoder step at a time (and the cache)."""
+    with torch.inference_mode():
+        full = model(src, tgt)
+        memory, pad = model.encode(src)
+        cache = DecoderCache()
+        steps = torch.cat([model.decode(tgt[:, t:t + 1], memory, pad, cache) for t in range(tgt.size(1))], 1)
+    return full, steps, cache
+
+
 def test_int8_logits_close_to_float32() -> None:
     """Every linear layer quantized (per-row int8 weights, dynamic int8 activations): the logits of a
     random model stay within 5% of their largest magnitude of float32's, teacher-forced and
@@ -37,10 +48,8 @@ def test_int8_logits_close_to_float32() -> None:
     assert not any(isinstance(m, torch.nn.Linear) and type(m) is torch.nn.Linear for m in small.modules())
     src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 40, (3, 6))
     with torch.inference_mode():
-        full, full8 = model(src, tgt), small(src, tgt)
-        memory, pad = small.encode(src)
-        cache = DecoderCache()
-        steps = torch.cat([small.decode(tgt[:, t:t + 1], memory, pad, cache) for t in range(6)], 1)
+        full = model(src, tgt)
+    full8, steps, _ = teacher_forced_and_stepped(small, src, tgt)
     scale = full.abs().max()
     assert 0 < (full8 - full).abs().max() <= 0.05 * scale  # > 0: it did quantize
     assert (steps - full).abs().max() <= 0.05 * scale
