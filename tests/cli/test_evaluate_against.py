@@ -14,6 +14,7 @@ from sacrebleu.significance import PairedTest
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
+from tests.cli.toy_tagger import toy_tagger
 
 runner = CliRunner()
 
@@ -77,27 +78,12 @@ def test_bad_comparisons_are_one_line(two_runs: tuple[Path, Path], tmp_path: Pat
     assert f"--against: {lm} is a language model and {mine} a translator" in other.output
 
 
-TRAIN = ("cats dogs birds\nthe can rusts\nyou can can\n", "NNS NNS NNS\nDT NN VBZ\nPRP MD MD\n")
 TEST = ("the can swims cats\nyou can rust\nthe dogs can\n", "DT NN VBZ NNS\nPRP MD VBZ\nDT NNS MD\n")
 
 
 def _tagger(root: Path, seed: int) -> Path:
-    import yaml
-
-    for split, (words, tags) in (("train", TRAIN), ("valid", TRAIN), ("test", TEST)):
-        (root / f"{split}.words").write_text(words)
-        (root / f"{split}.tags").write_text(tags)
-    spec = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
-                      "head": {"kind": "token_classification"}},
-            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
-                     "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 30}},
-            "train": {"max_steps": 4, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
-                      "seed": seed, "schedule": {"kind": "inverse_sqrt", "lr": 3e-3, "warmup": 1}},
-            "output_dir": str(root / f"run{seed}")}
-    (root / f"tagger{seed}.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / f"tagger{seed}.yaml")])
-    assert result.exit_code == 0, result.output
-    return root / f"run{seed}"
+    train = {"max_steps": 4, "seed": seed, "schedule": {"kind": "inverse_sqrt", "lr": 3e-3, "warmup": 1}}
+    return toy_tagger(root, f"run{seed}", test=TEST, train=train)[0]
 
 
 def test_two_taggers_compared_by_accuracy(tmp_path: Path) -> None:

@@ -8,12 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tests.cli.test_lm import train_llama_like
-from tests.cli.test_tagger import TEST, TRAIN
+from tests.cli.toy_tagger import toy_tagger
 
 transformers = pytest.importorskip("transformers", reason="transformers not installed (pip install -e '.[export]')")
 runner = CliRunner()
@@ -67,22 +66,8 @@ def test_an_lm_export_that_computes_something_else_fails_its_parity(lm_run: Path
 @pytest.fixture(scope="module")
 def tagger_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny pre-norm tagger (learned positions) trained 3 steps on the toy files."""
-    root = tmp_path_factory.mktemp("tagger-export")
-    for split, (words, tags) in (("train", TRAIN), ("valid", TRAIN), ("test", TEST)):
-        (root / f"{split}.words").write_text(words)
-        (root / f"{split}.tags").write_text(tags)
-    spec = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
-                      "norm_placement": "pre", "positional": {"kind": "learned"}, "max_positions": 32,
-                      "head": {"kind": "token_classification"}},
-            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
-                     "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 30}},
-            "train": {"max_steps": 3, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
-                      "select": {"metric": "accuracy"}},
-            "output_dir": str(root / "run")}
-    (root / "tagger.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / "tagger.yaml")])
-    assert result.exit_code == 0, result.output
-    return root / "run"
+    model = {"norm_placement": "pre", "positional": {"kind": "learned"}, "max_positions": 32}
+    return toy_tagger(tmp_path_factory.mktemp("tagger-export"), model=model)[0]
 
 
 def test_export_tagger_to_hf_predicts_the_same_labels(tagger_run: Path, tmp_path: Path) -> None:

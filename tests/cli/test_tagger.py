@@ -12,34 +12,20 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.cli.app import app
+from tests.cli.toy_tagger import TEST, toy_tagger
 
 runner = CliRunner()
 
-TRAIN = ("cats dogs birds\nthe can rusts\nyou can can\n", "NNS NNS NNS\nDT NN VBZ\nPRP MD MD\n")
-TEST = ("the can swims cats\n", "DT NN VBZ NNS\n")
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The run directory of a tiny tagger trained 3 steps on the toy files."""
-    root = tmp_path_factory.mktemp("tagger")
-    for split, (words, tags) in (("train", TRAIN), ("valid", TRAIN), ("test", TEST)):
-        (root / f"{split}.words").write_text(words)
-        (root / f"{split}.tags").write_text(tags)
-    spec = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
-                      "head": {"kind": "token_classification"}},
-            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
-                     "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 30}},
-            "train": {"max_steps": 3, "validate_every": 2, "log_every": 1, "threads": 1, "precision": "fp32",
-                      "select": {"metric": "accuracy"}},
-            "output_dir": str(root / "run")}
-    (root / "tagger.yaml").write_text(yaml.safe_dump(spec))
-    result = runner.invoke(app, ["train", str(root / "tagger.yaml")])
-    assert result.exit_code == 0, result.output
-    assert "model.head.labels: 6 tags" in result.output and "accuracy" in result.output
-    fitted = yaml.safe_load((root / "run" / "spec.yaml").read_text())
+    run, output = toy_tagger(tmp_path_factory.mktemp("tagger"))
+    assert "model.head.labels: 6 tags" in output and "accuracy" in output
+    fitted = yaml.safe_load((run / "spec.yaml").read_text())
     assert fitted["model"]["head"]["labels"] == ["DT", "MD", "NN", "NNS", "PRP", "VBZ"]
-    return root / "run"
+    return run
 
 
 def test_evaluate_reports_accuracy_and_the_baseline(trained: Path) -> None:
