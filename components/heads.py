@@ -1,5 +1,6 @@
 """The output heads of an encoder-only model (``model.head``; specs in ``specs/head.py``). Each is called
-with the final encoder states (B, S, D) and the padding mask (B, S), True at padding. A head whose spec is
+with the final encoder states (B, S, D) and the padding mask (B, S), True at padding: a tagger's, a classifier's, a
+masked LM's, or a sentence vector's pooling (no weights). A head whose spec is
 ``vocab_sized`` (a masked LM's) is built with ``vocab_size`` too."""
 
 from __future__ import annotations
