@@ -150,3 +150,10 @@ def test_a_tagger_or_classifier_starts_from_it(bert_run: Path, task: str, tmp_pa
     statuses = json.loads((tmp_path / "run" / "init.json").read_text())["tensors"]
     assert {s for n, s in statuses.items() if n.startswith("head.")} == {"new"}
     assert {s for n, s in statuses.items() if not n.startswith("head.")} == {"loaded"}
+
+
+def test_inspect_shows_the_pooling_head(bert_run: Path) -> None:
+    result = runner.invoke(app, ["inspect", str(bert_run)], env=ENV)
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if "output head" in line)
+    assert "sentence_embedding" in row and "pooled into one vector" in row and "│      0 │" in row

@@ -1,13 +1,14 @@
-"""Headless encoders (``BertModel``, ``RobertaModel``, ``XLMRobertaModel``) and sentence-transformers folders
-import as encoder_only runs with a ``sentence_embedding`` head: the folder's pooling, normalization and input
-limit kept in the spec, no head invented, the unused pooler left out. Tiny random models with published-style
-tokenizers (BERT's WordPiece, RoBERTa's byte-level BPE), no download; the sentence-transformers layout is
-written by hand as ``SentenceTransformer.save`` writes it (modules.json; ``1_Pooling/config.json`` with
-``Pooling``'s ``pooling_mode_*`` keys; an empty ``2_Normalize/``; ``sentence_bert_config.json``), since
-sentence-transformers is not a dependency. What tbuild cannot pool as the folder does is refused in one line
-naming the file. ``st_vectors`` is what sentence-transformers computes on such a folder, written out with
-transformers and tokenizers (its ``Transformer.tokenize``: truncation to max_seq_length, padding; its
-``Pooling.forward``: the mean over the attention mask or the first token; ``Normalize``: the L2 norm)."""
+"""Headless encoders (``BertModel``, ``RobertaModel``, ``XLMRobertaModel``, ``XLMRobertaXLModel``) and
+sentence-transformers folders import as encoder_only runs with a ``sentence_embedding`` head: the folder's
+pooling, normalization and input limit kept in the spec, no head invented, the unused pooler left out. Tiny random
+models with published-style tokenizers (BERT's WordPiece, RoBERTa's byte-level BPE), no download; the
+sentence-transformers layout is written by hand as ``SentenceTransformer.save`` writes it (modules.json;
+``1_Pooling/config.json`` with ``Pooling``'s ``pooling_mode_*`` keys; an empty ``2_Normalize/``;
+``sentence_bert_config.json``), since sentence-transformers is not a dependency. What tbuild cannot pool as the
+folder does is refused in one line naming the file. ``st_vectors`` is what sentence-transformers computes on such
+a folder, written out with transformers and tokenizers (its ``Transformer.tokenize``: truncation to
+max_seq_length, padding; its ``Pooling.forward``: the mean over the attention mask or the first token;
+``Normalize``: the L2 norm)."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ FOLDERS = {  # name -> (family, pooling, normalize, max_seq_length); pooling Non
     "bert, mean, normalized, max_seq_length 8": ("bert", "mean", True, 8),
     "xlm-roberta, cls": ("xlm-roberta", "cls", False, None),
     "roberta without modules.json": ("roberta", None, False, None),
+    "xlm-roberta-xl (pre-norm), mean, normalized": ("xlm-roberta-xl", "mean", True, None),
     "bert without modules.json": ("bert", None, False, None),
 }
 
@@ -50,7 +52,8 @@ def _model(family: str, folder: Path) -> torch.nn.Module:
     tk.post_processor = tokenizers.processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
     tk.save(str(folder / "tokenizer.json"))
     config, model = {"roberta": ("RobertaConfig", "RobertaModel"),
-                     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel")}[family]
+                     "xlm-roberta": ("XLMRobertaConfig", "XLMRobertaModel"),
+                     "xlm-roberta-xl": ("XLMRobertaXLConfig", "XLMRobertaXLModel")}[family]
     fields = BERT | {"vocab_size": tk.get_vocab_size(), "pad_token_id": 1, "bos_token_id": 0, "eos_token_id": 2,
                      "max_position_embeddings": 40, "type_vocab_size": 1}
     return _saved(getattr(transformers, model)(getattr(transformers, config)(**fields)), folder)
