@@ -90,6 +90,7 @@ def test_pooling_on_the_command_line_overrides_the_folder_s(bert_run: Path) -> N
 BAD = {
     "an empty line": (b"the cat\n\nthe dog\n", [], "stdin: line 2 is empty: a sentence vector needs text"),
     "invalid UTF-8": (b"the cat\n\xff\xfe\n", [], "stdin: line 2 is not valid UTF-8"),
+    "a line of accents alone": ("the cat\n\u0301\n".encode(), [], "stdin: line 2 gives no token"),  # stripped
     "another pooling": (b"the cat\n", ["--pooling", "max"], "--pooling 'max': choose mean or cls"),
     "a missing input file": (b"", ["-i", "nosuch.txt"], "nosuch.txt: input file not found"),
 }

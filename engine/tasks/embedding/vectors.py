@@ -5,8 +5,8 @@ as sentence-transformers computes them (``Pooling``: the mean over the attention
 
 A line longer than the head's ``max_length`` (sentence-transformers' ``max_seq_length``), else the model's
 positions, is cut to it as sentence-transformers cuts it (the text's last pieces dropped, [SEP] kept), with a
-warning naming the line. An empty line, and a run that is not an encoder, are refused in one line. The
-vectors are computed in float32 on the chosen device."""
+warning naming the line. An empty line (or one the tokenizer keeps nothing of), and a run that is not an
+encoder, are refused in one line. The vectors are computed in float32 on the chosen device."""
 
 from __future__ import annotations
 
@@ -66,6 +66,9 @@ def embed_lines(run: Run, lines: list[str], name: str, *, pooling: str | None = 
         raise TbuildError(f"{name}: line {empty} is empty: a sentence vector needs text")
     tok = run_tokenizer(run.tokenizer, run.spec)
     rows = encode_sources(tok, lines, embedding.limit, lambda message: warn(f"{name}: {message}"))
+    empty = next((n for n, row in enumerate(rows, 1) if not row), None)
+    if empty is not None:  # its text all dropped by the tokenizer's normalizer
+        raise TbuildError(f"{name}: line {empty} gives no token: a sentence vector needs text")
     dev = choose_device(device)
     model = build_model(run.spec)
     load_weights(model, run, checkpoint=checkpoint)
