@@ -2,7 +2,7 @@
 folders): the vectors, as JSON lines and as a float32 .npy, equal what sentence-transformers computes on the
 folder (max abs diff ≤ 1e-5), a line past max_seq_length cut as it cuts it with a warning naming the line; bad
 input and a run that is not an encoder refused in one line (exit 2); the other commands refuse the run; a
-tagger and a classifier start from it (train.init) and train."""
+tagger and a classifier start from it (train.init), train, and embed too."""
 
 from __future__ import annotations
 
@@ -151,6 +151,9 @@ def test_a_tagger_or_classifier_starts_from_it(bert_run: Path, task: str, tmp_pa
     statuses = json.loads((tmp_path / "run" / "init.json").read_text())["tensors"]
     assert {s for n, s in statuses.items() if n.startswith("head.")} == {"new"}
     assert {s for n, s in statuses.items() if not n.startswith("head.")} == {"loaded"}
+    vectors = runner.invoke(app, ["embed", str(tmp_path / "run"), "--pooling", "cls"], input="the cat\n", env=ENV)
+    assert vectors.exit_code == 0, vectors.output  # any encoder's states pool into vectors
+    assert len(json.loads(vectors.stdout)) == 16
 
 
 def test_inspect_shows_the_pooling_head(bert_run: Path) -> None:
