@@ -143,17 +143,18 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
                         "unit, projected, added to the decoder input"))
     output = getattr(net, tree.output)
     out = count(output)
+    linear = isinstance(output, nn.Linear)  # a sentence vector's pooling has no layer (components/heads.py)
     if spec.model.head is not None:  # an encoder-only model's head over the final encoder states
         vocab = getattr(spec.model.head, "vocab_sized", False)  # a masked LM's: a score per piece
         note = (f"{output.weight.size(0):,} pieces" + (", tied to the token embedding" if tied != "none" else "")
-                if vocab else f"{output.weight.size(0)} labels")
+                if vocab else f"{output.weight.size(0)} labels" if linear else "pooled into one vector per input")
         rows.append(Row("output head", spec.model.head.kind, out, note))
     else:
         table = "target" if "encoder" in embeds else "token"
         rows.append(Row("output projection", "linear", out, f"tied to the {table} embedding" if tied != "none" else ""))
     total = sum(r.params for r in rows)
     matmul = sum(_linear_weights(layer) for s in tree.stacks for layer in getattr(net, s.layers))
-    matmul += output.weight.numel() + (_linear_weights(net.pointer) if pointer is not None else 0)
+    matmul += (output.weight.numel() if linear else 0) + (_linear_weights(net.pointer) if pointer is not None else 0)
     formula = "; ".join([FLOPS_FORMULA] + [f"{kind} attention: {text}" for kind, text in formulas.items()])
     return Report(rows, total, embedding, matmul, flops, context, formulas, formula)
 

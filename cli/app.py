@@ -10,6 +10,7 @@ from .average import average
 from .card import card
 from .data import data_app
 from .decode import decode
+from .embed import embed
 from .evalb import evalb
 from .evaluate import evaluate
 from .export import export
@@ -51,8 +52,8 @@ def _options(
     common.state["debug"] = debug
 
 
-for command in (inspect, validate, schema, components, train, sweep, tune, average, merge, decode, generate, evaluate,
-                evalb, export, attention, plot, serve, card, precision):
+for command in (inspect, validate, schema, components, train, sweep, tune, average, merge, decode, generate, embed,
+                evaluate, evalb, export, attention, plot, serve, card, precision):
     app.command(cls=common.Command)(command)
 app.add_typer(data_app, name="data")
 app.add_typer(import_app, name="import")

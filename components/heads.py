@@ -1,5 +1,6 @@
 """The output heads of an encoder-only model (``model.head``; specs in ``specs/head.py``). Each is called
-with the final encoder states (B, S, D) and the padding mask (B, S), True at padding. A head whose spec is
+with the final encoder states (B, S, D) and the padding mask (B, S), True at padding: a tagger's, a classifier's, a
+masked LM's, or a sentence vector's pooling (no weights). A head whose spec is
 ``vocab_sized`` (a masked LM's) is built with ``vocab_size`` too."""
 
 from __future__ import annotations
@@ -10,7 +11,18 @@ from torch import nn
 
 from .registry import HEAD, NORM
 from .spec_base import ComponentSpec
-from .specs.head import MaskedLMSpec, SequenceClassificationSpec, TokenClassificationSpec
+from .specs.head import MaskedLMSpec, SentenceEmbeddingSpec, SequenceClassificationSpec, TokenClassificationSpec
+
+
+def pooled(states: torch.Tensor, pad: torch.Tensor | None, first: bool) -> torch.Tensor:
+    """states (B, S, D), pad (B, S) -> one vector per input (B, D): the first position's state (``first``),
+    else the mean over the non-padding positions."""
+    if first:
+        return states[:, 0]
+    if pad is None:
+        return states.mean(1)
+    keep = (~pad).unsqueeze(-1).to(states.dtype)  # (B, S, 1)
+    return (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
 
 
 @HEAD.register(TokenClassificationSpec)
@@ -42,19 +54,14 @@ class SequenceClassification(nn.Linear):
 
     def pool(self, states: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor:
         """states (B, S, D), pad (B, S) -> one vector per input (B, D)."""
-        if self.pooling == "first":
-            return states[:, 0]
-        if pad is None:
-            return states.mean(1)
-        keep = (~pad).unsqueeze(-1).to(states.dtype)  # (B, S, 1)
-        return (states * keep).sum(1) / keep.sum(1).clamp(min=1.0)
+        return pooled(states, pad, self.pooling == "first")
 
     def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
         """states (B, S, D) and pad (B, S) -> scores (B, 1, L)."""
-        pooled = self.pool(states, pad)
+        vector = self.pool(states, pad)
         if self.dense is not None:
-            pooled = torch.tanh(self.dense(pooled))
-        return super().forward(pooled).unsqueeze(1)
+            vector = torch.tanh(self.dense(vector))
+        return super().forward(vector).unsqueeze(1)
 
 
 @HEAD.register(MaskedLMSpec)
@@ -77,3 +84,21 @@ class MaskedLM(nn.Linear):
             states = F.gelu(self.dense(states))
             states = states if self.norm is None else self.norm(states)
         return super().forward(states)
+
+
+@HEAD.register(SentenceEmbeddingSpec)
+class SentenceEmbedding(nn.Module):
+    """One vector per input, no parameter: the final states (B, S, D) pooled (``pooling``: the mean over the
+    non-padding positions, or the first position's, [CLS]) and, with ``normalize``, divided by their L2 norm
+    (sentence-transformers' Pooling and Normalize modules) -> (B, 1, D), one position's vector as a
+    classifier's scores are."""
+
+    def __init__(self, spec: SentenceEmbeddingSpec, *, d_model: int) -> None:
+        super().__init__()
+        del d_model
+        self.pooling, self.normalize = spec.pooling, spec.normalize
+
+    def forward(self, states: torch.Tensor, pad: torch.Tensor | None = None) -> torch.Tensor:
+        """states (B, S, D) and pad (B, S) -> vectors (B, 1, D)."""
+        vectors = pooled(states, pad, self.pooling == "cls")
+        return (F.normalize(vectors, dim=-1) if self.normalize else vectors).unsqueeze(1)

@@ -109,3 +109,26 @@ class MaskedLMSpec(ComponentSpec):
     transform: bool = Field(
         False, description="BERT's prediction transform before the output layer: a dense layer (d_model -> "
         "d_model), GELU and a norm (model.norm's kind and eps); none by default.")
+
+
+@HEAD.declare
+class SentenceEmbeddingSpec(ComponentSpec):
+    """No label and no weight: the final states pooled into one vector per input, a sentence vector (what
+    `tbuild embed` writes), as sentence-transformers' ``Pooling`` module computes it (Reimers & Gurevych 2019
+    §3): ``mean`` averages the states of the input's positions ([CLS] and [SEP] included, padding not), ``cls``
+    takes the first position's ([CLS] or <s>); ``normalize`` divides the vector by its L2 norm (its
+    ``Normalize`` module). What `tbuild import hf` gives a headless encoder (``BertModel``, ``XLMRobertaModel``):
+    the folder's pooling, or mean where it has none (sentence-transformers' default for a plain model). Nothing
+    trains it; it starts a tagger or classifier through ``train.init``."""
+
+    reads_text: ClassVar[bool] = True  # its input is plain text (the spec's cross-checks), never labels
+    kind: Literal["sentence_embedding"] = "sentence_embedding"
+    pooling: Literal["mean", "cls"] = Field(
+        "mean", description="mean: the mean of the final states over the input's positions ([CLS] and [SEP] "
+        "included, padding not); cls: the first position's (the [CLS] or <s> every input starts with).")
+    normalize: bool = Field(False, description="Each vector divided by its L2 norm (sentence-transformers' "
+                            "Normalize module), so that a dot product is the cosine similarity.")
+    max_length: int | None = Field(
+        None, ge=3, description="The most tokens an input keeps ([CLS] and [SEP] included): longer inputs are cut "
+        "to it, as sentence-transformers' max_seq_length cuts them (a warning names the line); none: the model's "
+        "positions.")

@@ -1,7 +1,7 @@
 """BERT, RoBERTa, XLM-RoBERTa and XLM-RoBERTa-XL with a token-classification, sequence-classification or
-masked-LM head (``config.json``'s ``architectures`` names which) as a tbuild ``encoder_only`` model; a tagger,
-classifier or masked LM exports to BERT's classes (post-norm) or XLM-RoBERTa-XL's (pre-norm). The map, both
-ways:
+masked-LM head, or none (``BertModel``: ``config.json``'s ``architectures`` names which) as a tbuild
+``encoder_only`` model; a tagger, classifier or masked LM exports to BERT's classes (post-norm) or
+XLM-RoBERTa-XL's (pre-norm). The map, both ways:
 
 - Layers: BERT's and RoBERTa's are post-norm (LayerNorm(x + Sublayer(x)), §3.1) with ``model.embedding_norm``
   (BERT's LayerNorm on the sum of token, position and token-type embeddings, Devlin et al. 2019) and no final
@@ -11,7 +11,9 @@ ways:
   padding id + 1: its row pad + 1 + p is tbuild's row p (an export writes that many zero rows first).
 - Heads: a tagger's classifier (``token_classification``); BERT's pooler (tanh(W·h_[CLS] + b)) and RoBERTa's
   classification head (the same on <s>) as ``sequence_classification`` with ``pooling: first`` and ``dense``; the
-  masked LM's transform (dense, GELU, LayerNorm) as ``masked_lm`` with ``transform``.
+  masked LM's transform (dense, GELU, LayerNorm) as ``masked_lm`` with ``transform``. A headless class
+  (``BertModel``, import only) as ``sentence_embedding``, its pooling the folder's (``pooling.py``); its
+  pooler, which sentence vectors do not read, is left out.
 
 Refused on import in one line naming the config field: an activation tbuild lacks, another position scheme
 than ``absolute``, a decoder, a one-label (regression) classifier, another head class.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -32,6 +35,7 @@ from tbuild.builder.spec import Spec
 from ..data.word_labels import word_bos, word_piece
 from .family import FROM_HF, TO_HF, Family, position_table, refuse_field, scaled_tokens
 from .maps import LAYER, Map, State, expanded, linear, norm, rule
+from .pooling import sentence_head
 
 if TYPE_CHECKING:
     from transformers import PretrainedConfig
@@ -98,6 +102,8 @@ HEADS = {  # model.head kind -> how it maps
         "kind": "sequence_classification", "labels": _labels(c, "sequence_classification"), "bias": True,
         "pooling": "first", "dense": True}, {"kind": "classification", "source": "files"}),
     "masked_lm": Head("ForMaskedLM", _masked_lm_head, _masked_lm_fields, "text", ties=True),
+    # the headless class (BertModel): its pooler unused, its pooling the folder's (``folder_fields``)
+    "sentence_embedding": Head("Model", lambda _bert: {}, lambda _c: {"kind": "sentence_embedding"}, "text"),
 }
 
 
@@ -116,14 +122,19 @@ def hf_class(config: dict) -> str:
     return names_given[0]
 
 
+def _base(cls: str) -> str:
+    """The prefix of the encoder's names in ``cls``: ``bert.``, ``roberta.``, none in a headless class."""
+    return "" if head_of(cls) == "sentence_embedding" else "bert." if cls.startswith("Bert") else "roberta."
+
+
 def names(spec: Spec, model: nn.Module, cls: str) -> Map:
     """The map of an encoder with its head, in the names of the transformers class ``cls`` (BERT's ``bert.``,
     RoBERTa's and XLM-RoBERTa(-XL)'s ``roberta.``; the norms where its layers put them)."""
     pre, bert = spec.model.norm_placement == "pre", cls.startswith("Bert")
-    base = "bert" if bert else "roberta"
-    out: Map = {f"{base}.embeddings.word_embeddings.weight": rule("src_embed.tokens.weight")}
-    out |= norm(f"{base}.embeddings.LayerNorm", "src_embed.norm") | norm(f"{base}.encoder.LayerNorm", "encoder_norm")
-    layer, ours = f"{base}.encoder.layer.{LAYER}", f"encoder.{LAYER}"
+    base = _base(cls)
+    out: Map = {f"{base}embeddings.word_embeddings.weight": rule("src_embed.tokens.weight")}
+    out |= norm(f"{base}embeddings.LayerNorm", "src_embed.norm") | norm(f"{base}encoder.LayerNorm", "encoder_norm")
+    layer, ours = f"{base}encoder.layer.{LAYER}", f"encoder.{LAYER}"
     for mine, theirs in LINEARS:
         out |= linear(f"{layer}.{theirs}", f"{ours}.{mine}")
     for mine, theirs in NORMS[pre]:
@@ -152,7 +163,7 @@ def fields(hf: nn.Module) -> tuple[dict, State]:
     config = hf.config
     check(config)
     head = HEADS[head_of(type(hf).__name__)]
-    embeddings = (hf.bert if config.model_type == "bert" else hf.roberta).embeddings
+    embeddings = hf.base_model.embeddings  # BERT's ``bert``, RoBERTa's ``roberta``, a headless class itself
     table = embeddings.position_embeddings.weight.detach().float()[offset(config):]
     table = table + embeddings.token_type_embeddings.weight.detach().float()[0]
     dropout, pre = config.hidden_dropout_prob, config.model_type in PRE_NORM
@@ -170,6 +181,14 @@ def fields(hf: nn.Module) -> tuple[dict, State]:
                     "activation": 0.0},
         "max_positions": table.size(0),
     }, {"src_embed.positional.embedding.weight": table}
+
+
+def folder_fields(folder: Path, fields: dict) -> dict:
+    """A headless encoder's head from the folder's other files (``pooling.py``: sentence-transformers'
+    pooling, normalization and input limit); another head's fields as they are."""
+    if fields["head"]["kind"] != "sentence_embedding":
+        return fields
+    return fields | {"head": sentence_head(folder, fields["d_model"], fields["max_positions"])}
 
 
 def _lead(spec: Spec, cls: str) -> int:
@@ -222,4 +241,4 @@ EXPORTS_OF = {  # export key -> class (graph_targets.ENCODER_HEADS' keys)
 
 BERT = Family(model_types=tuple(PREFIXES), hf_class=hf_class, check=check, fields=fields, names=names,
               dataset=lambda c: HEADS[head_of(hf_class(c))].dataset, config=config, extra=extra, finish=finish,
-              exports=EXPORTS_OF)
+              exports=EXPORTS_OF, folder=folder_fields)

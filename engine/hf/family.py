@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -33,7 +34,8 @@ TABLE_ROWS = 1024  # a position table's rows where the model has no max_position
 class Family:
     """How one family converts. Import: the transformers class a config.json names (``hf_class``), the
     refusals of its config (``check``), the spec's model fields and the tensors no map name carries
-    (``fields``), the data set such a model trains on (``dataset``; None: a translator's pairs). Both ways:
+    (``fields``), those completed from the folder's other files (``folder``: a headless encoder's pooling), the
+    data set such a model trains on (``dataset``; None: a translator's pairs). Both ways:
     the map of a model (``names``: from the spec, the built model and the transformers class). Export: the
     class of each export key (``exports``), the config (``config``), the tensors outside the map (``extra``)
     and any rescaling of the written tensors (``finish``)."""
@@ -48,6 +50,7 @@ class Family:
     extra: Callable[[nn.Module, Spec, str], State] = lambda _model, _spec, _cls: {}
     finish: Callable[[State, Spec], State] = lambda state, _spec: state
     exports: dict[str, str] = field(default_factory=dict)  # export key -> transformers class
+    folder: Callable[[Path, dict], dict] = lambda _folder, fields: fields
 
 
 def tensors(module: nn.Module) -> State:

@@ -119,7 +119,8 @@ def load_model(folder: Path, class_name: str) -> PreTrainedModel:
         raise UnsupportedImport(f"{weights}: {class_name} cannot load it ({reason})") from None
     finally:
         logging.set_verbosity(verbosity)
-    missing = sorted(n for n in info["missing_keys"] if ".embed_positions." not in n)
+    missing = sorted(n for n in info["missing_keys"]  # position sinusoids and a headless class's unread pooler
+                     if ".embed_positions." not in n and not n.startswith("pooler."))
     if missing or info["mismatched_keys"]:
         what = missing[0] if missing else sorted(info["mismatched_keys"])[0]
         raise UnsupportedImport(f"{weights}: lacks or misshapes {what} ({class_name})")

@@ -60,6 +60,7 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     cls = family.hf_class(config)
     hf = load_model(folder, cls)
     fields, extra = family.fields(hf)
+    fields = family.folder(folder, fields)
     rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
     tok = find_tokenizer(folder, rows, config, scratch)
     special = None if tok.special.is_default else tok.special.model_dump(mode="json")  # tbuild's own: none

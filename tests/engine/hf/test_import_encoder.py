@@ -1,7 +1,8 @@
-"""`tbuild import hf` of encoders: tiny BERT, RoBERTa and XLM-RoBERTa models with a token-classification,
-sequence-classification or masked-LM head, built from configs with random weights (no download), saved beside
-a tiny sentencepiece model and imported as run directories. The imported model's scores are HF's within 1e-4
-(float32), a tagger's labels HF's argmax; what tbuild lacks is refused in one line naming the config field."""
+"""`tbuild import hf` of encoders: tiny BERT, RoBERTa and XLM-RoBERTa models with a token-classification, sequence-
+classification or masked-LM head (headless ones: test_import_headless.py), built from configs with random weights
+(no download), saved beside a tiny sentencepiece model and imported as run directories. The imported model's scores
+are HF's within 1e-4 (float32), a tagger's labels HF's argmax; what tbuild lacks is refused in one line naming the
+config field."""
 
 from __future__ import annotations
 
@@ -136,13 +137,14 @@ def test_encoder_refusals_are_one_line(family: str, class_name: str, overrides: 
     _refused([str(folder)], tmp_path / "run", expected)
 
 
-def test_a_bare_encoder_is_refused_naming_the_architectures(spm: Tokenizer, tmp_path: Path) -> None:
+def test_another_encoder_class_is_refused_naming_the_architectures(spm: Tokenizer, tmp_path: Path) -> None:
+    """A head tbuild lacks (BERT's pretraining heads); the headless BertModel imports (test_import_headless)."""
     folder = tmp_path / "hf"
     encoder_folder("bert", "BertForMaskedLM", {}, spm, folder)
     config = json.loads((folder / "config.json").read_text())
-    (folder / "config.json").write_text(json.dumps(config | {"architectures": ["BertModel"]}))
-    _refused([str(folder)], tmp_path / "run", "config.json architectures ['BertModel']: tbuild imports "
-             "BertForTokenClassification, BertForSequenceClassification, BertForMaskedLM")
+    (folder / "config.json").write_text(json.dumps(config | {"architectures": ["BertForPreTraining"]}))
+    _refused([str(folder)], tmp_path / "run", "config.json architectures ['BertForPreTraining']: tbuild imports "
+             "BertForTokenClassification, BertForSequenceClassification, BertForMaskedLM, BertModel")
 
 
 @pytest.mark.parametrize(("family", "class_name", "overrides"), [
