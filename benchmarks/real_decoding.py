@@ -14,6 +14,8 @@ medians of the timed rounds:
   output tokens/s (EOS counted);
 - **BLEU** (sacreBLEU, cased and lowercased) of the outputs: a faster engine that changes the output
   shows it here.
+"native stop=beam" is the default engine with ``decode.stopping: beam`` (a sentence stops once beam
+hypotheses have finished, CTranslate2's and fairseq's rule).
 The CTranslate2 export is made (and cached in the run) before any timing. Python's start and imports
 are the same for every engine and are not counted."""
 
@@ -36,9 +38,10 @@ from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run.directory import Run, resolve_run
 
 ENGINES = {"native fp32": ("native", "float32"), "native default": ("native", "float32"),
-           "native int8": ("native", "int8"), "CT2 float32": ("ctranslate2", "float32"),
-           "CT2 int8": ("ctranslate2", "int8")}
-FORCED = {"native fp32": ["decode.precision=fp32"]}  # the others decode with the run's own decode.precision
+           "native stop=beam": ("native", "float32"), "native int8": ("native", "int8"),
+           "CT2 float32": ("ctranslate2", "float32"), "CT2 int8": ("ctranslate2", "int8")}
+# what an engine's row changes in the run's decode section (the others decode as the run says)
+FORCED = {"native fp32": ["decode.precision=fp32"], "native stop=beam": ["decode.stopping=beam"]}
 
 
 @dataclass(frozen=True)
@@ -64,10 +67,11 @@ def _loader(run: Run, engine: str, quantization: str) -> Callable[[], Engine]:
     return lambda: load_engine(run, engine, quantization=quantization, device="cpu")
 
 
-def _usable(path: Path, names: list[str]) -> tuple[dict[str, Callable[[], Engine]], dict[str, str]]:
-    """The engines that can decode this run here (each loaded once: CTranslate2's export is made and
-    cached now, and the native engine's decoding check, ``check_decoding``, made if the run has none for
-    this CPU, untimed), and a one-line reason for each that cannot."""
+def _usable(path: Path, names: list[str]) -> tuple[dict[str, tuple[Callable[[], Engine], DecodeRequest]],
+                                                 dict[str, str]]:
+    """The engines that can decode this run here, each with its request (each loaded once: CTranslate2's
+    export is made and cached now, and the native engine's decoding check, ``check_decoding``, made if the
+    run has none for this CPU, untimed), and a one-line reason for each that cannot."""
     loaders, skipped = {}, {}
     for name in names:
         engine, quantization = ENGINES[name]
@@ -80,7 +84,7 @@ def _usable(path: Path, names: list[str]) -> tuple[dict[str, Callable[[], Engine
         except (TbuildError, ImportError) as e:
             skipped[name] = str(e).splitlines()[0]
             continue
-        loaders[name] = load
+        loaders[name] = load, DecodeRequest.of(run.spec.decode)
     return loaders, skipped
 
 
@@ -108,11 +112,10 @@ def run_real(real: RealRun, names: list[str] | None = None) -> dict:
     run = resolve_run(real.run, [])
     lines, refs = read_split(run.spec.data, real.split, lambda _: None)
     lines, refs = lines[: real.lines], refs[: real.lines]
-    request = DecodeRequest.of(run.spec.decode)
     loaders, skipped = _usable(real.run, names or list(ENGINES))
     timings = {name: _Timing([], [], []) for name in loaders}
     for r in range(real.warmup + real.repeats):
-        for name, load in loaders.items():
+        for name, (load, request) in loaders.items():
             _round(load, lines, request, timings[name], keep=r >= real.warmup)
     rows = [_row(name, t, refs, len(lines)) for name, t in timings.items()]
     base = next((r for r in rows if r["engine"] == "native default"), None)
