@@ -49,6 +49,8 @@ class MultiHeadSpec(AttentionSpecBase):
     kind: Literal["multihead"] = "multihead"
     bias: bool = Field(True, description="Biases on the Q/K/V/output projections (as the authors' code).")
     kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
+    scaled: bool = Field(True, description="Scores divided by √d_k (§3.2.1); false: T5's unscaled q·k (Raffel et "
+                         "al. 2020 fold the scale into W^Q's initialisation).")
 
     def check(self, uses: Sequence[Use]) -> None:
         _check_kv_heads(self.kv_heads, uses)
