@@ -9,6 +9,7 @@ one tokenizers file (tokenizer.json); a folder's tokenizer becomes one of them:
 - tokenizer.model (Llama's, Mistral's; what tbuild's decoder-only and encoder exports write, with
   tbuild-tokenizer.json naming its record and pieces): that model, its roles its own;
 - tokenizer.json: that file (GPT-2's byte-level BPE, BERT's WordPiece, RoBERTa's);
+- spiece.model (T5Tokenizer's, where the folder has no tokenizer.json): that model, its roles its own;
 - M2M100Tokenizer's files (``m2m100.py``).
 Anything else is refused in one line naming the file or what is missing."""
 
