@@ -231,7 +231,7 @@ class MultiHeadAttention(AttentionBlock):
                  dropout: float, causal: bool) -> None:
         super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=spec.kv_heads or heads,
                          bias=spec.bias, dropout=dropout, causal=causal)
-        self.scaled = spec.scaled
+        self.scaled = getattr(spec, "scaled", True)  # a plugin's subclass spec may not have the field
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
                positional: Positional | None, offset: int, need_weights: bool = False

@@ -27,10 +27,11 @@ class _TwoLayerFFN(nn.Module):
     """W2(act(W1 x + b1)) + b2 with dropout on the activation (without b1, b2 where the spec's ``bias`` is
     false)."""
 
-    def __init__(self, spec: TwoLayerSpec, *, d_model: int, d_ff: int, dropout: float) -> None:
+    def __init__(self, spec: TwoLayerSpec | None = None, *, d_model: int, d_ff: int, dropout: float) -> None:
         super().__init__()
-        self.w1 = nn.Linear(d_model, d_ff, bias=spec.bias)
-        self.w2 = nn.Linear(d_ff, d_model, bias=spec.bias)
+        bias = getattr(spec, "bias", True)  # a plugin's subclass may pass no spec, or one without the field
+        self.w1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w2 = nn.Linear(d_ff, d_model, bias=bias)
         self.dropout = Dropout(dropout)
 
     def activation(self, x: torch.Tensor) -> torch.Tensor:

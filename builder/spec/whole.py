@@ -10,7 +10,6 @@ import json
 from pydantic import Field, model_validator
 
 from tbuild.components.spec_base import StrictModel
-from tbuild.components.specs.feedforward import TWO_LAYER
 from tbuild.components.specs.graph import with_article
 from tbuild.components.specs.special import DEFAULT, Specials
 
@@ -27,31 +26,14 @@ def _trees(data: DataSpec) -> bool:
     return data.dataset is not None and data.dataset.trees
 
 
-LATE_TRUE = {"multihead": "scaled", **{kind: "bias" for kind in TWO_LAYER}}  # a kind's field that joined later
-
-
-def _drop_true(section: object) -> None:
-    """Every component in ``section`` (a dumped spec, walked down) without its ``LATE_TRUE`` field where true."""
-    if isinstance(section, dict):
-        late = LATE_TRUE.get(section.get("kind"))  # type: ignore[arg-type]
-        if late is not None and section.get(late) is True:
-            del section[late]
-        for value in section.values():
-            _drop_true(value)
-    elif isinstance(section, list):
-        for value in section:
-            _drop_true(value)
-
-
 def _without_late_defaults(model: dict) -> dict:
     """The dumped model section without the fields that joined the spec after models were trained, where they
     hold their defaults, so that those models keep their architecture hash: ``kind`` (encoder_decoder),
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
     (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense``, ``head.transform`` and
     ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0), ``embedding_norm`` (false),
-    ``silent_ids`` (none), rope's ``scaling`` (None), multihead attention's ``scaled`` and a two-layer FFN's
-    ``bias`` (true) wherever they are declared."""
-    _drop_true(model)
+    ``silent_ids`` (none) and rope's ``scaling`` (None). (Component fields that joined later leave the dump
+    themselves: ``components.spec_base.LateFields``.)"""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from ..registry import FFN
-from ..spec_base import ComponentSpec
+from ..spec_base import ComponentSpec, LateFields
 
 TWO_LAYER = ("relu", "gelu", "gelu_tanh", "silu")  # the kinds with two linear layers and their ``bias`` field
 
 
-class TwoLayerSpec(ComponentSpec):
+class TwoLayerSpec(LateFields):
     """Base of the two-layer kinds: W2(act(W1 x + b1)) + b2."""
+
+    late: ClassVar[tuple[str, ...]] = ("bias",)
 
     bias: bool = Field(True, description="Biases b1 and b2 (§3.3, Eq. 2); false: none (T5's DenseReluDense).")
 
