@@ -46,11 +46,15 @@ HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which MarianMTModel and Pega
 
 def hf_seq2seq_class(spec: Spec) -> str:
     """The Hugging Face class an encoder-decoder exports to: ``t5`` (T5ForConditionalGeneration, T5's bucketed
-    relative position bias), else ``marian`` (MarianMTModel, post-norm) or ``pegasus``
+    relative position bias); with a norm on the embeddings ``bart`` (BartForConditionalGeneration, post-norm) or
+    ``mbart`` (MBartForConditionalGeneration, pre-norm); else ``marian`` (MarianMTModel, post-norm) or ``pegasus``
     (PegasusForConditionalGeneration, pre-norm with a final LayerNorm in each stack)."""
     if resolve(spec.model).positional.kind == "bucketed":  # type: ignore[attr-defined]
         return "t5"
-    return "marian" if spec.model.norm_placement == "post" else "pegasus"
+    post = spec.model.norm_placement == "post"
+    if spec.model.embedding_norm:  # BART's layernorm_embedding
+        return "bart" if post else "mbart"
+    return "marian" if post else "pegasus"
 
 
 def _unscaled(view: ResolvedModel) -> str | None:
@@ -83,7 +87,25 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     ffns = {g.ffn.kind for s in view.stacks for g in s.groups} - set(TWO_LAYER)  # type: ignore[attr-defined]
     if ffns:
         refuse(f"ffn kind {min(ffns)} (MarianMTModel and PegasusForConditionalGeneration: {', '.join(TWO_LAYER)})")
+    if key in ("bart", "mbart"):
+        _bart_limits(spec, view, refuse)
+        return
     (_marian_limits if key == "marian" else _pegasus_limits)(spec, view, refuse)
+
+
+def _bart_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """BartForConditionalGeneration and MBartForConditionalGeneration: learned positions, LayerNorm eps 1e-5 (no
+    config field, and no rescaling here), one token table for encoder, decoder and output, mBART's final norms."""
+    positional, tie = view.positional.kind, spec.model.tie_embeddings  # type: ignore[attr-defined]
+    if positional != "learned":
+        refuse(f"model.positional {positional} (BART's and mBART's positions are a learned table)")
+    if tie != "three_way":
+        refuse(f"model.tie_embeddings {tie} (BART and mBART share one token table between encoder, decoder and output)")
+    eps = _norm_eps(view)
+    if any(e != HF_LAYER_NORM_EPS for _, e in eps):
+        refuse(f"norm eps {', '.join(f'{p} {e:g}' for p, e in eps)} (BART's and mBART's LayerNorms are 1e-05)")
+    if spec.model.norm_placement == "pre" and any(s.final_norm is None for s in view.stacks):
+        refuse("model.final_norm false (mBART's pre-norm stacks end with a LayerNorm)")
 
 
 def _t5_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
@@ -97,6 +119,8 @@ def _t5_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     norms = {(n.kind, n.eps) for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
     if len(norms) > 1 or min(norms)[0] != "rmsnorm":
         refuse(f"norms {', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))} (T5's: one rmsnorm eps)")
+    if m.embedding_norm:
+        refuse("model.embedding_norm true (T5 has no norm on the embeddings)")
     if m.tie_embeddings == "decoder" or m.scale_embeddings:
         refuse(f"tie_embeddings {m.tie_embeddings}, scale_embeddings {str(m.scale_embeddings).lower()} (T5 shares one "
                "unscaled token table between encoder and decoder: three_way or none, scale_embeddings false)")
@@ -210,7 +234,7 @@ def check_exportable(spec: Spec, target: Target) -> None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
                                 f"pools each piece's characters into its embedding, which {target.name} has no place "
                                 "for; export a model without a character input")
-    if model.embedding_norm and model.graph.translates:  # the graphs' classes: graph_targets.py
+    if model.embedding_norm and model.graph.translates and target.name != "hf":  # hf: BART's classes
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
                                 f"embedding sum, which {target.name}'s classes for {model.called} have no place for)")
     unscaled = _unscaled(view)

@@ -32,7 +32,7 @@ from .special import USUAL, optional_json, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
-SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100", "t5"})  # their tokenizers end a source with </s>
+SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100", "t5", "bart", "mbart"})  # their tokenizers end a source with </s>
 SPIECE = "spiece.model"  # T5Tokenizer's sentencepiece model
 
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..run.directory import Run
 
-TRANSLATORS = frozenset({"marian", "pegasus"})  # MarianTokenizer's files
+TRANSLATORS = frozenset({"marian", "pegasus", "bart", "mbart"})  # MarianTokenizer's files (a sentencepiece run)
 SEQ2SEQ = TRANSLATORS | {"t5"}  # generate's defaults of an encoder-decoder (bart.generation_config)
 SPIECE = frozenset({"t5"})  # a sentencepiece model as T5Tokenizer's spiece.model
 MAX_LENGTH = 512  # the tokenizer's model_max_length for a class without position rows (T5's, as published)
