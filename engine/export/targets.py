@@ -83,10 +83,12 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
         return
     norms = {n.kind for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
     if norms - {"layernorm"}:
-        refuse(f"norm kind {min(norms - {'layernorm'})} (MarianMTModel and PegasusForConditionalGeneration: layernorm)")
+        refuse(f"norm kind {min(norms - {'layernorm'})!r} (the BART-family classes, Marian's, Pegasus's, BART's: "
+               "layernorm; rmsnorm exports with T5's bucketed positions)")
     ffns = {g.ffn.kind for s in view.stacks for g in s.groups} - set(TWO_LAYER)  # type: ignore[attr-defined]
     if ffns:
-        refuse(f"ffn kind {min(ffns)} (MarianMTModel and PegasusForConditionalGeneration: {', '.join(TWO_LAYER)})")
+        refuse(f"ffn kind {min(ffns)!r} (the BART-family classes, Marian's, Pegasus's, BART's: "
+               f"{', '.join(TWO_LAYER)}; gated kinds export with T5's bucketed positions)")
     if key in ("bart", "mbart"):
         _bart_limits(spec, view, refuse)
         return
