@@ -162,6 +162,31 @@ def test_a_t5_trained_in_tbuild_exports_with_its_logits(tmp_path: Path) -> None:
         assert (model(src, tgt) - hf(input_ids=src, decoder_input_ids=tgt).logits).abs().max().item() < 1e-4
 
 
+def test_an_untied_run_whose_two_tables_differ_is_refused_at_export() -> None:
+    """T5 reads one ``shared`` table in both stacks: an imported v1.1 (tie_embeddings none) exports while its
+    source and target tables are one, and is refused in one line once they differ."""
+    from tbuild.builder import build_model, load_spec
+    from tbuild.engine.errors import TbuildError
+    from tbuild.engine.hf.writer import to_hf
+    from tests.conftest import TINY
+
+    spec = load_spec(TINY, ["model.positional={kind: bucketed, buckets: 8, max_distance: 12}",
+                            "model.norm={kind: rmsnorm}", "model.norm_placement=pre", "model.scale_embeddings=false",
+                            "model.attention={kind: multihead, bias: false}", "model.tie_embeddings=none",
+                            "model.cross_attention={kind: multihead, bias: false}",
+                            "model.ffn={kind: geglu}"]).spec
+    model = build_model(spec).eval()
+    with torch.no_grad():
+        model.tgt_embed.tokens.weight.copy_(model.src_embed.tokens.weight)
+    hf = to_hf(model, spec, "t5")
+    assert hf.lm_head.weight.data_ptr() != hf.shared.weight.data_ptr()  # its own output table
+    assert torch.equal(hf.lm_head.weight, model.output.weight)
+    with torch.no_grad():
+        model.tgt_embed.tokens.weight.add_(1.0)
+    with pytest.raises(TbuildError, match="src_embed and tgt_embed differ"):
+        to_hf(model, spec, "t5")
+
+
 @pytest.mark.parametrize(("sets", "expected"), [
     (["model.ffn.bias=true"], "encoder ffn relu with biases"),
     (["model.tie_embeddings=decoder"], "tie_embeddings decoder"),
