@@ -99,8 +99,9 @@ class _Parts:
 
     def embedding(self, tokens: nn.Embedding, *, source: bool = False) -> Embedding:
         """The embedding of a stack's input; ``source``: the encoder's (with ``model.char_input``, if any)."""
-        positional = POSITIONAL.build(self.view.positional, d_model=self.model.d_model,
-                                      max_positions=self.model.max_positions)
+        stack = self.view.stack("encoder" if source else "decoder")
+        assert stack is not None  # the kind's stacks (components/specs/graph.py)
+        positional = _positional(self.model, self.view.positional, stack)
         return Embedding(tokens, positional, self.model.dropout.embedding, self.model.scale_embeddings,
                          self.model.dropout.token, _chars(self.model, tokens.num_embeddings) if source else None,
                          _embedding_norm(self.model))
@@ -125,6 +126,14 @@ def _encoder_decoder(spec: Spec) -> nn.Module:
         special=spec.special(),
         pointer=_pointer(spec),
     )
+
+
+def _positional(model: ModelSpec, spec: ComponentSpec, stack: ResolvedStack) -> nn.Module:
+    """The positional scheme of ``stack``'s embeddings; a scheme with a table per head (``per_head``: T5's bias)
+    also gets the stack's heads and whether its self-attention is causal."""
+    block = POSITIONAL[spec.kind].block  # type: ignore[attr-defined]
+    own = {"heads": stack.heads, "causal": stack.causal} if getattr(block, "per_head", False) else {}
+    return POSITIONAL.build(spec, d_model=model.d_model, max_positions=model.max_positions, **own)
 
 
 def _embedding_norm(model: ModelSpec) -> nn.Module | None:
@@ -167,7 +176,7 @@ def _encoder_only(spec: Spec) -> nn.Module:
     encoder = view.encoder
     assert encoder is not None and model.head is not None  # the kind's stack and head (schema)
     tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=spec.special().pad)  # the source side's
-    positional = POSITIONAL.build(view.positional, d_model=model.d_model, max_positions=model.max_positions)
+    positional = _positional(model, view.positional, encoder)
     vocab_sized = getattr(model.head, "vocab_sized", False)  # a masked LM's head: a score per piece
     shared = {"vocab_size": spec.src_vocab_size()} if vocab_sized else {}
     if getattr(model.head, "transform", False):  # a masked LM's dense-GELU-norm transform: model.norm's norm

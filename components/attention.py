@@ -38,9 +38,10 @@ FEW_QUERIES = 16  # up to this many queries, plain matmuls beat PyTorch's fused 
 
 def scaled_dot_product(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, dropout: float, *,
-    is_causal: bool = False, need_weights: bool = False,
+    is_causal: bool = False, need_weights: bool = False, scaled: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """softmax(QKᵀ/√d_k)V (§3.2.1, Eq. 1); mask: bool (True = attend) or additive, broadcast to (B,H,T,S).
+    ``scaled`` false: softmax(QKᵀ)V (T5's).
 
     Uses the fused kernel unless the weights are asked for (attention maps), for a few queries (an
     incremental decoding step, where plain matmuls are faster on CPU), or for bfloat16 on CPU, where
@@ -53,9 +54,10 @@ def scaled_dot_product(
         # A branch, not the value: under torch.compile with dynamic shapes is_causal may be a symbolic
         # T == S, which SDPA refuses; branching on it becomes a guard.
         causal = True if is_causal else False  # noqa: SIM210
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout, is_causal=causal,
+                                             scale=None if scaled else 1.0)
         return out, None
-    scores = (q / math.sqrt(q.size(-1))) @ k.transpose(-2, -1)  # (B, H, T, S), scaled by 1/√d_k (§3.2.1)
+    scores = (q / math.sqrt(q.size(-1)) if scaled else q) @ k.transpose(-2, -1)  # (B, H, T, S), 1/√d_k (§3.2.1)
     if is_causal:
         mask = causal_mask(q.size(-2), k.size(-2), 0, q.device)
     weights = masked_softmax(scores, mask)
@@ -229,6 +231,7 @@ class MultiHeadAttention(AttentionBlock):
                  dropout: float, causal: bool) -> None:
         super().__init__(d_model=d_model, heads=heads, d_k=d_k, d_v=d_v, kv_heads=spec.kv_heads or heads,
                          bias=spec.bias, dropout=dropout, causal=causal)
+        self.scaled = getattr(spec, "scaled", True)  # a plugin's subclass spec may not have the field
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, key_padding_mask: torch.Tensor | None,
                positional: Positional | None, offset: int, need_weights: bool = False
@@ -241,7 +244,7 @@ class MultiHeadAttention(AttentionBlock):
         causal = causal_mask(t, s, offset, q.device) if self.causal and not fused_causal and t > 1 else None
         mask = merge_masks(key_padding_mask, causal, bias, q.dtype)
         return scaled_dot_product(q, k, v, mask, self._dropout_p(), is_causal=fused_causal,
-                                  need_weights=need_weights)
+                                  need_weights=need_weights, scaled=self.scaled)
 
 
 # ----------------------------------------------------------------------------- local (restricted)

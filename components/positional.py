@@ -25,16 +25,29 @@ import torch
 from torch import nn
 
 from .registry import POSITIONAL
-from .specs.positional import ALiBiSpec, LearnedSpec, NoPositionSpec, RopeScalingSpec, RotarySpec, SinusoidalSpec
+from .specs.positional import (
+    ALiBiSpec,
+    BucketedSpec,
+    LearnedSpec,
+    NoPositionSpec,
+    RopeScalingSpec,
+    RotarySpec,
+    SinusoidalSpec,
+)
 
-__all__ = ["ALiBi", "ALiBiSpec", "AtPositions", "Learned", "LearnedSpec", "NoPosition", "NoPositionSpec", "Positional",
-           "Rotary", "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "sinusoid_table"]
+__all__ = ["ALiBi", "ALiBiSpec", "AtPositions", "Bucketed", "BucketedSpec", "Learned", "LearnedSpec", "NoPosition",
+           "NoPositionSpec", "Positional",
+           "Rotary", "RotarySpec", "RowShifted", "Sinusoidal", "SinusoidalSpec", "positions", "relative_bucket",
+           "sinusoid_table"]
 
 Offset = int | torch.Tensor  # the first position: one for every row, or each row's (B, 1)
 
 
 class Positional(nn.Module):
     """Identity hooks; schemes override the ones they use."""
+
+    per_head: ClassVar[bool] = False
+    """True: built with its stack's ``heads`` and whether its self-attention is ``causal`` (a table per head)."""
 
     shift: ClassVar[str] = "none"
     """How ``shifted`` views it: "invariant" (reads only differences of positions: itself), "rows" (its
@@ -252,3 +265,43 @@ class ALiBi(Positional):
         distance = (i - j).abs().float()  # (T, S) |i-j|; symmetric, so encoders can use it too
         return -self.slopes(heads)[:, None, None] * distance  # (H, 1, 1) · (T, S) -> (H, T, S): -m_h·|i-j|
 
+
+
+def relative_bucket(distance: torch.Tensor, *, causal: bool, buckets: int, max_distance: int) -> torch.Tensor:
+    """T5's bucket of each key-minus-query distance j - i (Raffel et al. 2020, §2.1; as their code defines it).
+    Bidirectional: half the buckets for keys after the query (j > i), half for the others, by |j - i|; causal:
+    all for i - j (a later key, masked anyway, falls with distance 0). Within a half of n buckets, distances
+    d < n/2 are their own bucket, longer ones n/2 + ⌊log(d/(n/2)) / log(max_distance/(n/2)) · (n - n/2)⌋,
+    at most n - 1."""
+    if causal:
+        n, start, d = buckets, torch.zeros_like(distance), (-distance).clamp(min=0)
+    else:
+        n = buckets // 2
+        start, d = (distance > 0).long() * n, distance.abs()
+    exact = n // 2
+    scaled = torch.log(d.float().clamp(min=1) / exact) / math.log(max_distance / exact) * (n - exact)
+    far = (exact + scaled.long()).clamp(max=n - 1)
+    return start + torch.where(d < exact, d, far)
+
+
+@POSITIONAL.register(BucketedSpec)
+class Bucketed(Positional):
+    """T5's relative position bias: a (buckets, heads) table, one per stack, read by every self-attention layer
+    of the stack (``attn_bias``)."""
+
+    per_head = True
+    shift = "invariant"  # reads j - i alone
+
+    def __init__(self, spec: BucketedSpec, *, d_model: int, max_positions: int | None, heads: int,
+                 causal: bool) -> None:
+        super().__init__()
+        self.buckets, self.max_distance, self.causal = spec.buckets, spec.max_distance, causal
+        self.bias = nn.Embedding(spec.buckets, heads)  # T5's relative_attention_bias
+        nn.init.normal_(self.bias.weight, std=d_model**-0.5)  # as transformers initialises it
+
+    def attn_bias(self, heads: int, q_len: int, k_len: int, offset: int = 0) -> torch.Tensor:
+        """(H, T, S) b_h(bucket(j - i)) for queries at offset..offset+T-1 and keys 0..S-1."""
+        i = torch.arange(offset, offset + q_len, device=self.bias.weight.device)[:, None]
+        j = torch.arange(k_len, device=self.bias.weight.device)[None, :]
+        rows = relative_bucket(j - i, causal=self.causal, buckets=self.buckets, max_distance=self.max_distance)
+        return self.bias(rows).permute(2, 0, 1)  # (T, S, H) -> (H, T, S)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 
 
 class StrictModel(BaseModel):
@@ -41,3 +42,18 @@ class ComponentSpec(StrictModel):
 
     def check(self, uses: Sequence[Use]) -> None:
         """Cross-field checks against where the spec is used; raise ``ValueError`` to refuse."""
+
+
+class LateFields(ComponentSpec):
+    """A component spec whose ``late`` fields joined it after specs were written: dumped only where they differ
+    from their defaults, so those specs keep their resolved form (spec.yaml) and architecture hash."""
+
+    late: ClassVar[tuple[str, ...]] = ()
+
+    @model_serializer(mode="wrap")
+    def _without_late_defaults(self, handler: SerializerFunctionWrapHandler) -> dict:
+        data = handler(self)
+        for name in self.late:
+            if name in data and data[name] == type(self).model_fields[name].default:
+                del data[name]
+        return data

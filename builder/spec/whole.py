@@ -32,7 +32,8 @@ def _without_late_defaults(model: dict) -> dict:
     ``decoder.pointer``, ``head``, ``prefix_lm`` and ``char_input`` (None), each stack's and group's ``order``
     (standard; a group's only where its stack's is), ``head.piece`` (first), ``head.dense``, ``head.transform`` and
     ``head.bos`` (false), ``char_input.pool`` (piece), ``dropout.token`` (0), ``embedding_norm`` (false),
-    ``silent_ids`` (none) and rope's ``scaling`` (None)."""
+    ``silent_ids`` (none) and rope's ``scaling`` (None). (Component fields that joined later leave the dump
+    themselves: ``components.spec_base.LateFields``.)"""
     if model.get("kind") == "encoder_decoder":
         del model["kind"]
     if model.get("dropout", {}).get("token") == 0.0:

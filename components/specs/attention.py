@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 from pydantic import Field
 
 from ..registry import ATTENTION
-from ..spec_base import ComponentSpec, Use
+from ..spec_base import ComponentSpec, LateFields, Use
 
 
 def dot_product_flops(n: int, use: Use) -> int:
@@ -42,13 +42,16 @@ def _refuse_cross(kind: str, uses: Sequence[Use]) -> None:
 
 
 @ATTENTION.declare
-class MultiHeadSpec(AttentionSpecBase):
+class MultiHeadSpec(AttentionSpecBase, LateFields):
     """Multi-head scaled dot-product attention (§3.2.1 Eq. 1, §3.2.2); kv_heads < heads shares
     each key/value head among heads/kv_heads query heads (grouped-query; 1 = multi-query)."""
 
     kind: Literal["multihead"] = "multihead"
+    late: ClassVar[tuple[str, ...]] = ("scaled",)
     bias: bool = Field(True, description="Biases on the Q/K/V/output projections (as the authors' code).")
     kv_heads: int | None = Field(None, gt=0, description="Key/value heads, dividing heads. Default: heads.")
+    scaled: bool = Field(True, description="Scores divided by √d_k (§3.2.1); false: T5's unscaled q·k (Raffel et "
+                         "al. 2020 fold the scale into W^Q's initialisation).")
 
     def check(self, uses: Sequence[Use]) -> None:
         _check_kv_heads(self.kv_heads, uses)

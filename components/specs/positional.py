@@ -73,3 +73,23 @@ class ALiBiSpec(ComponentSpec):
     (direction still reaches the decoder through causality). Cross-attention gets no bias."""
 
     kind: Literal["alibi"] = "alibi"
+
+
+@POSITIONAL.declare
+class BucketedSpec(ComponentSpec):
+    """T5's relative position bias (Raffel et al. 2020, §2.1): each head adds a learned scalar b_h(bucket(j-i))
+    to its self-attention logits, one table of ``buckets`` rows per stack (computed once for the stack and shared
+    by its layers, as T5's first layer computes it for the others). Distances below ``buckets/2`` (a quarter in
+    an encoder) have a bucket each, longer ones share buckets logarithmically up to ``max_distance``, beyond which
+    all fall in the last. The encoder's buckets are bidirectional (half for keys after the query), the causal
+    decoder's read how far back the key is. Nothing is added to the embeddings; cross-attention gets no bias."""
+
+    kind: Literal["bucketed"] = "bucketed"
+    buckets: int = Field(32, ge=4, description="Rows of the bias table: T5's relative_attention_num_buckets (32).")
+    max_distance: int = Field(128, ge=2, description="Distances from here on share the last bucket: T5's "
+                              "relative_attention_max_distance (128).")
+
+    def check(self, uses: Sequence[Use]) -> None:
+        if self.max_distance <= self.buckets // 2:
+            raise ValueError(f"bucketed max_distance ({self.max_distance}) must exceed buckets/2 "
+                             f"({self.buckets // 2}), where the logarithmic buckets begin")

@@ -100,9 +100,10 @@ class Tokenizer:
 
     def decode(self, ids: list[int]) -> str:
         """Text of ``ids``; the special ids text leaves out (pad, bos, eos, a decoder's start:
-        ``Specials.skipped``) are skipped wherever they occur."""
-        skipped = self.special.skipped
-        return self.sp.decode([int(i) for i in ids if int(i) not in skipped])
+        ``Specials.skipped``) are skipped wherever they occur, and so are rows past the tokenizer's pieces (a
+        model's table may be larger: T5's 32128 rows over 32000 pieces)."""
+        skipped, size = self.special.skipped, self.vocab_size
+        return self.sp.decode([int(i) for i in ids if int(i) not in skipped and int(i) < size])
 
     def decode_batch(self, batch: list[list[int]]) -> list[str]:
         return [self.decode(ids) for ids in batch]
@@ -122,8 +123,10 @@ def _spm_special(processor: spm.SentencePieceProcessor, path: Path, special: Spe
         raise DataError(f"{path}: its special ids are {got}, not those of the run's data.tokenizer.special")
     try:
         return Specials(**own, source=given.source, target=given.target)
-    except ValueError:  # tbuild's adding names a role the model lacks: the model's own roles, nothing added
-        return Specials(**own, source=("text",), target=given.target if own["eos"] is not None else ("text",))
+    except ValueError:  # tbuild's adding names a role the model lacks: the model's own roles, nothing added, a
+        # decoder starting from the first of bos, pad and eos the model has (T5's spiece.model has no bos)
+        start = next((r for r in ("bos", "pad", "eos") if own[r] is not None), "eos")
+        return Specials(**own, source=("text",), target=(start, "text", "eos"))
 
 
 def run_tokenizer(path: Path, spec: Spec) -> Tokenizer:

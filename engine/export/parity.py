@@ -33,6 +33,7 @@ from ..decoding.ct2 import ct2_search
 from ..decoding.hf import hf_search
 from ..decoding.request import DecodeRequest, Hooks
 from ..decoding.translator import Translator, encode_sources, translate
+from ..hf.writer import max_length
 from ..run.directory import Run
 
 TEACHER_FORCED_LINES = 16  # the batch whose per-token log-probs are compared
@@ -103,13 +104,13 @@ class Ct2Peer:
 
 @dataclass
 class HFPeer:
-    hf: Any  # transformers.MarianMTModel or PegasusForConditionalGeneration
+    hf: Any  # transformers.MarianMTModel, PegasusForConditionalGeneration or T5ForConditionalGeneration
     tok: Tokenizer
 
     def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
         """The best line each under tbuild's conventions (``decoding/hf.py``)."""
         sources = encode_sources(self.tok, lines, translator.max_source_tokens)
-        rows = self.hf.config.max_position_embeddings  # the HF tables do not extrapolate as tbuild's
+        rows = max_length(self.hf)  # the HF tables do not extrapolate as tbuild's (T5's: relative positions)
         cap = min(translator.max_output_len or rows, rows)
         hyps = hf_search(self.hf, sources, decode, cap, self.tok.special)
         return [self.tok.decode(h[0].tokens) if h else "" for h in hyps]

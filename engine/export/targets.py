@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.spec import DecodeSpec, Spec
+from tbuild.components.specs.feedforward import TWO_LAYER
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
@@ -44,9 +45,23 @@ HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which MarianMTModel and Pega
 
 
 def hf_seq2seq_class(spec: Spec) -> str:
-    """The Hugging Face class an encoder-decoder exports to: ``marian`` (MarianMTModel, post-norm) or
-    ``pegasus`` (PegasusForConditionalGeneration, pre-norm with a final LayerNorm in each stack)."""
-    return "marian" if spec.model.norm_placement == "post" else "pegasus"
+    """The Hugging Face class an encoder-decoder exports to: ``t5`` (T5ForConditionalGeneration, T5's bucketed
+    relative position bias); with a norm on the embeddings ``bart`` (BartForConditionalGeneration, post-norm) or
+    ``mbart`` (MBartForConditionalGeneration, pre-norm); else ``marian`` (MarianMTModel, post-norm) or ``pegasus``
+    (PegasusForConditionalGeneration, pre-norm with a final LayerNorm in each stack)."""
+    if resolve(spec.model).positional.kind == "bucketed":  # type: ignore[attr-defined]
+        return "t5"
+    post = spec.model.norm_placement == "post"
+    if spec.model.embedding_norm:  # BART's layernorm_embedding
+        return "bart" if post else "mbart"
+    return "marian" if post else "pegasus"
+
+
+def _unscaled(view: ResolvedModel) -> str | None:
+    """Where the model's attention does not divide its scores by √d_k (T5's), or None."""
+    return next((f"{s.name} {role}" for s in view.stacks for g in s.groups
+                 for role, a in (("self-attention", g.attention), ("cross-attention", g.cross_attention))
+                 if getattr(a, "scaled", True) is False), None)
 
 
 def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
@@ -55,14 +70,72 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     model = spec.model
     for stack in view.stacks:
         _check_stack(stack, model.norm_placement, refuse)  # d_k = d_v, no final norm after post-norm, one FFN kind
-        if stack.d_k * stack.heads != model.d_model:
+        if stack.d_k * stack.heads != model.d_model and hf_seq2seq_class(spec) != "t5":
             refuse(f"{stack.name} d_k ({stack.d_k}) · heads ({stack.heads}) differs from d_model ({model.d_model})")
         kv = {a.kv_heads for g in stack.groups for a in (g.attention, g.cross_attention) if a is not None}  # type: ignore[attr-defined]
         if kv - {None, stack.heads}:
             refuse(f"{stack.name} attention shares K/V between heads (kv_heads {min(kv - {None})})")
     if len({g.ffn.kind for s in view.stacks for g in s.groups}) > 1:  # type: ignore[attr-defined]
         refuse("encoder and decoder FFN kinds differ (the HF classes have one activation_function)")
-    (_marian_limits if hf_seq2seq_class(spec) == "marian" else _pegasus_limits)(spec, view, refuse)
+    key = hf_seq2seq_class(spec)
+    if key == "t5":
+        _t5_limits(spec, view, refuse)
+        return
+    norms = {n.kind for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
+    if norms - {"layernorm"}:
+        refuse(f"norm kind {min(norms - {'layernorm'})!r} (the BART-family classes, Marian's, Pegasus's, BART's: "
+               "layernorm; rmsnorm exports with T5's bucketed positions)")
+    ffns = {g.ffn.kind for s in view.stacks for g in s.groups} - set(TWO_LAYER)  # type: ignore[attr-defined]
+    if ffns:
+        refuse(f"ffn kind {min(ffns)!r} (the BART-family classes, Marian's, Pegasus's, BART's: "
+               f"{', '.join(TWO_LAYER)}; gated kinds export with T5's bucketed positions)")
+    if key in ("bart", "mbart"):
+        _bart_limits(spec, view, refuse)
+        return
+    (_marian_limits if key == "marian" else _pegasus_limits)(spec, view, refuse)
+
+
+def _bart_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """BartForConditionalGeneration and MBartForConditionalGeneration: learned positions, LayerNorm eps 1e-5 (no
+    config field, and no rescaling here), one token table for encoder, decoder and output, mBART's final norms."""
+    positional, tie = view.positional.kind, spec.model.tie_embeddings  # type: ignore[attr-defined]
+    if positional != "learned":
+        refuse(f"model.positional {positional} (BART's and mBART's positions are a learned table)")
+    if tie != "three_way":
+        refuse(f"model.tie_embeddings {tie} (BART and mBART share one token table between encoder, decoder and output)")
+    eps = _norm_eps(view)
+    if any(e != HF_LAYER_NORM_EPS for _, e in eps):
+        refuse(f"norm eps {', '.join(f'{p} {e:g}' for p, e in eps)} (BART's and mBART's LayerNorms are 1e-05)")
+    if spec.model.norm_placement == "pre" and any(s.final_norm is None for s in view.stacks):
+        refuse("model.final_norm false (mBART's pre-norm stacks end with a LayerNorm)")
+
+
+def _t5_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
+    """T5ForConditionalGeneration: pre-norm RMSNorm layers with a final norm per stack, one eps, no biases, no
+    √d_model scaling, one token table for the encoder and the decoder, one width, head count and d_ff for both
+    stacks, a FFN kind T5 has (ungated without biases, or geglu/swiglu)."""
+    m = spec.model
+    if m.norm_placement != "pre" or any(s.final_norm is None for s in view.stacks):
+        refuse("T5ForConditionalGeneration's layers are pre-norm with a final norm after each stack "
+               "(norm_placement: pre, final_norm: true)")
+    norms = {(n.kind, n.eps) for s in view.stacks for n in _norms(s)}  # type: ignore[attr-defined]
+    if len(norms) > 1 or min(norms)[0] != "rmsnorm":
+        refuse(f"norms {', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))} (T5's: one rmsnorm eps)")
+    if m.embedding_norm:
+        refuse("model.embedding_norm true (T5 has no norm on the embeddings)")
+    if m.tie_embeddings == "decoder" or m.scale_embeddings:
+        refuse(f"tie_embeddings {m.tie_embeddings}, scale_embeddings {str(m.scale_embeddings).lower()} (T5 shares one "
+               "unscaled token table between encoder and decoder: three_way or none, scale_embeddings false)")
+    shapes = {(s.heads, s.d_k, s.d_ff) for s in view.stacks}
+    if len(shapes) > 1:
+        refuse("the encoder and decoder differ in heads, d_k or d_ff (T5Config has one num_heads, d_kv and d_ff)")
+    for s in view.stacks:
+        for g in s.groups:
+            if any(a is not None and a.bias for a in (g.attention, g.cross_attention)):  # type: ignore[attr-defined]
+                refuse(f"{s.name} attention bias true (T5's projections have none)")
+            if getattr(g.ffn, "bias", False) or g.ffn.kind not in (*TWO_LAYER, "geglu", "swiglu"):  # type: ignore[attr-defined]
+                refuse(f"{s.name} ffn {g.ffn.kind}{' with biases' if getattr(g.ffn, 'bias', False) else ''} "  # type: ignore[attr-defined]
+                       "(T5's: relu, gelu, gelu_tanh or silu with bias false; geglu; swiglu)")
 
 
 MARIAN_EPS = 1e-5  # MarianMTModel's LayerNorm eps (nn.LayerNorm's default; no config field)
@@ -127,12 +200,13 @@ HF = Target(
     kinds={
         "attention": frozenset({"multihead"}),
         # Marian: its fixed sinusoid only; Pegasus: a stored table (sinusoidal, learned or none written in it)
-        "positional": frozenset({"sinusoidal", "learned", "none"}),
-        "ffn": frozenset({"relu", "gelu", "gelu_tanh", "silu"}),  # fc1 -> activation_function -> fc2, both with biases
-        "norm": frozenset({"layernorm"}),
+        "positional": frozenset({"sinusoidal", "learned", "none", "bucketed"}),  # bucketed: T5ForConditionalGeneration
+        "ffn": frozenset({"relu", "gelu", "gelu_tanh", "silu", "geglu", "swiglu"}),  # gated: T5 only
+        "norm": frozenset({"layernorm", "rmsnorm"}),  # rmsnorm: T5 only
     },
-    notes="post-norm with one LayerNorm eps per stack and sinusoidal positions (MarianMTModel) or pre-norm with final "
-          "norms and three_way tying (PegasusForConditionalGeneration); one FFN kind, d_k = d_v = d_model/heads, "
+    notes="post-norm with one LayerNorm eps per stack and sinusoidal positions (MarianMTModel), pre-norm with final "
+          "norms and three_way tying (PegasusForConditionalGeneration), or T5's bucketed bias with pre-norm RMSNorm "
+          "and no biases (T5ForConditionalGeneration); one FFN kind, d_k = d_v = d_model/heads (T5: any d_k), "
           "kv_heads = heads",
     check=_hf_structure,
 )
@@ -162,9 +236,13 @@ def check_exportable(spec: Spec, target: Target) -> None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
                                 f"pools each piece's characters into its embedding, which {target.name} has no place "
                                 "for; export a model without a character input")
-    if model.embedding_norm and model.graph.translates:  # the graphs' classes: graph_targets.py
+    if model.embedding_norm and model.graph.translates and target.name != "hf":  # hf: BART's classes
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
                                 f"embedding sum, which {target.name}'s classes for {model.called} have no place for)")
+    unscaled = _unscaled(view)
+    if unscaled is not None and not (target.name == "hf" and model.graph.translates and hf_seq2seq_class(spec) == "t5"):
+        raise UnsupportedExport(f"cannot export to {target.name}: {unscaled} scaled false (unscaled scores, T5's); "
+                                "only T5ForConditionalGeneration (--to hf, positional bucketed) computes them")
     if not model.graph.translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
         def refuse_graph(what: str) -> None:
             raise UnsupportedExport(f"cannot export {model.called} to {target.name}: {what}")

@@ -1,9 +1,9 @@
 """A Hugging Face family as tbuild reads and writes it: one ``Family`` per transformers architecture kind, each
 declared in its own module (``marian.py``, ``pegasus.py``, ``m2m100.py``, ``gpt2.py``, ``llama.py``,
-``bert.py``), with its one weight map (``maps.py``) that export writes and import reads back, the config both
-ways, and the tensors the map does not carry (position tables). ``families.py`` lists them: ``FAMILIES`` finds
-a folder's family by config.json's ``model_type``, ``EXPORTS`` an export's by the class key the export check
-chose (``export/targets.py``, ``export/graph_targets.py``)."""
+``bert.py``, ``t5.py``, ``mbart.py``), with its one weight map (``maps.py``) that export writes and import reads
+back, the config both ways, and the tensors the map does not carry (position tables). ``families.py`` lists
+them: ``FAMILIES`` finds a folder's family by config.json's ``model_type``, ``EXPORTS`` an export's by the class
+key the export check chose (``export/targets.py``, ``export/graph_targets.py``)."""
 
 from __future__ import annotations
 

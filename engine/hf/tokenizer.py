@@ -9,6 +9,7 @@ one tokenizers file (tokenizer.json); a folder's tokenizer becomes one of them:
 - tokenizer.model (Llama's, Mistral's; what tbuild's decoder-only and encoder exports write, with
   tbuild-tokenizer.json naming its record and pieces): that model, its roles its own;
 - tokenizer.json: that file (GPT-2's byte-level BPE, BERT's WordPiece, RoBERTa's);
+- spiece.model (T5Tokenizer's, where the folder has no tokenizer.json): that model, its roles its own;
 - M2M100Tokenizer's files (``m2m100.py``).
 Anything else is refused in one line naming the file or what is missing."""
 
@@ -31,7 +32,8 @@ from .special import USUAL, optional_json, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
-SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100"})
+SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100", "t5", "bart", "mbart"})  # their tokenizers end a source with </s>
+SPIECE = "spiece.model"  # T5Tokenizer's sentencepiece model
 
 
 def _load(path: Path, special: Specials | None = None) -> Tokenizer:
@@ -117,6 +119,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
         path = folder / "tokenizer.model"
     elif (folder / TOKENIZERS).exists():
         path = folder / TOKENIZERS
+    elif (folder / SPIECE).exists() and config.get("model_type") == "t5":
+        path = folder / SPIECE
     elif config.get("model_type") == "m2m_100":
         pieces = vocabulary(folder / "vocab.json") if (folder / "vocab.json").is_file() else []
         path = m2m100_tokenizer(folder, _rows(config, pieces), scratch / TOKENIZERS)
@@ -138,17 +142,21 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
 
 
 def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, rows: int, marian: bool,
-                    bos_first: bool) -> None:
+                    bos_first: bool, spiece: bool = False) -> None:
     """The export's tokenizer files in ``out``, in the run's ids: a tokenizers file as tokenizer.json with the
     tokenizer_config.json that ``PreTrainedTokenizerFast`` loads; a translator's sentencepiece model as
     MarianTokenizer's files (``marian``; vocab.json names every one of the model's ``rows``, those past the
     tokenizer's pieces ``<tbuild_unused_N>``); another's as tokenizer.model with tbuild-tokenizer.json (its
-    record, pieces and whether its rows start with BOS: ``bos_first``)."""
+    record, pieces and whether its rows start with BOS: ``bos_first``), or (``spiece``: T5) as T5Tokenizer's
+    spiece.model, with no sentinel tokens of its own (``extra_ids`` 0: every piece is the model's)."""
     special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
     if tok.path.suffix == ".json":
         shutil.copyfile(tok.path, out / TOKENIZERS)
         _config(out, {"tokenizer_class": "PreTrainedTokenizerFast"}, tokens, max_length)
+    elif spiece:
+        shutil.copyfile(tok.path, out / SPIECE)
+        _config(out, {"tokenizer_class": "T5Tokenizer", "extra_ids": 0}, tokens, max_length)
     elif marian:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(tok.path, out / name)

@@ -28,7 +28,25 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..run.directory import Run
 
-TRANSLATORS = frozenset({"marian", "pegasus"})
+TRANSLATORS = frozenset({"marian", "pegasus", "bart", "mbart"})  # MarianTokenizer's files (a sentencepiece run)
+SEQ2SEQ = TRANSLATORS | {"t5"}  # generate's defaults of an encoder-decoder (bart.generation_config)
+SPIECE = frozenset({"t5"})  # a sentencepiece model as T5Tokenizer's spiece.model
+MAX_LENGTH = 512  # the tokenizer's model_max_length for a class without position rows (T5's, as published)
+
+
+def _untied(hf: PreTrainedModel, model: nn.Module) -> None:
+    """Give ``hf`` an output table of its own where its class ties it to the input table but the run does not
+    (transformers 5's T5 always ties; a v1.1 run's output is its own)."""
+    out, tokens = hf.get_output_embeddings(), getattr(model, "tgt_embed", None)
+    if out is None or tokens is None or model.output.weight is tokens.tokens.weight:
+        return
+    if out.weight is hf.get_input_embeddings().weight:
+        out.weight = nn.Parameter(out.weight.detach().clone())
+
+
+def max_length(hf: PreTrainedModel) -> int:
+    """The longest input the folder's class reads: its position rows, or ``MAX_LENGTH`` for relative positions."""
+    return getattr(hf.config, "max_position_embeddings", None) or MAX_LENGTH
 
 
 def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
@@ -39,6 +57,7 @@ def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
     cls = family.exports[key]
     assert family.config is not None  # every family with export keys has a config
     hf = getattr(transformers, cls)(family.config(model, spec, key)).eval()
+    _untied(hf, model)
     theirs = {n: p.shape for n, p in hf.named_parameters()}  # tied aliases once: their first name
     state = family.finish(mapped(family.names(spec, model, cls), tensors(model), theirs)
                           | family.extra(model, spec, cls), spec)
@@ -51,8 +70,8 @@ def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
             params[n].copy_(tensor)
         if hasattr(hf, "final_logits_bias"):
             hf.final_logits_bias.zero_()  # type: ignore[operator] # tbuild's output has no bias
-    if key in TRANSLATORS:
-        hf.generation_config = bart.generation_config(spec, hf.config.max_position_embeddings)
+    if key in SEQ2SEQ:
+        hf.generation_config = bart.generation_config(spec, max_length(hf))
     elif hf.can_generate():  # a language model: greedy, never its pad or start (unless it is EOS, GPT-2's)
         from transformers import GenerationConfig
 
@@ -74,7 +93,7 @@ def write_hf(model: nn.Module, spec: Spec, key: str, tok: Tokenizer, out: Path, 
     logging.disable_progress_bar()  # no "Writing model shards" bar in the command's output
     hf.save_pretrained(str(out))
     rows = max(p.size(0) for n, p in model.named_parameters() if n.endswith("tokens.weight"))
-    write_tokenizer(tok, spec, out, hf.config.max_position_embeddings, rows=rows, marian=key in TRANSLATORS,
+    write_tokenizer(tok, spec, out, max_length(hf), rows=rows, marian=key in TRANSLATORS, spiece=key in SPIECE,
                     bos_first=bos_first)
     return type(hf).__name__
 

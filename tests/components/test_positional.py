@@ -172,3 +172,81 @@ def test_llama3_scaling_keeps_divides_and_interpolates_by_wavelength() -> None:
     theta = 500000.0 ** (-torch.arange(0, 64, 2, dtype=torch.float64) / 64)
     ours = llama3_frequencies(theta, RopeScalingSpec(factor=8.0))
     assert (ours - theirs.double()).abs().max().item() < 1e-6
+
+
+# ----------------------------------------------------------------------------- bucketed (T5's relative bias)
+
+T5_LAYERS = ["model.positional={kind: bucketed, buckets: 8, max_distance: 20}", "model.norm={kind: rmsnorm}",
+             "model.norm_placement=pre", "model.scale_embeddings=false", "model.ffn={kind: geglu}",
+             "model.attention={kind: multihead, bias: false, scaled: false}",
+             "model.cross_attention={kind: multihead, bias: false, scaled: false}"]
+
+
+@pytest.mark.parametrize(("causal", "distance", "bucket"), [
+    # bidirectional, 8 buckets: 4 per direction, distances 0 and 1 exact, then 2 + ⌊log(d/2)/log(20/2)·2⌋ up to 3
+    (False, 0, 0), (False, -1, 1), (False, -2, 2), (False, -5, 2), (False, -7, 3), (False, -100, 3),
+    (False, 1, 5), (False, 4, 6), (False, 7, 7), (False, 100, 7),
+    # causal, 8 buckets by i - j: 0..3 exact, then 4 + ⌊log(d/4)/log(20/4)·4⌋ up to 7; later keys: 0
+    (True, 0, 0), (True, -3, 3), (True, -5, 4), (True, -10, 6), (True, -19, 7), (True, -1000, 7), (True, 5, 0),
+])
+def test_bucket_of_a_distance_by_hand(causal: bool, distance: int, bucket: int) -> None:
+    """Raffel et al. 2020, §2.1: exact buckets for short distances, logarithmic ones up to max_distance; the
+    encoder's split by direction (keys after the query in the upper half), the decoder's by how far back."""
+    from tbuild.components.positional import relative_bucket
+
+    found = relative_bucket(torch.tensor([distance]), causal=causal, buckets=8, max_distance=20)
+    assert found.item() == bucket
+
+
+def test_bucketed_bias_is_each_head_s_table_row_of_the_bucket() -> None:
+    from tbuild.components.positional import Bucketed, BucketedSpec, relative_bucket
+
+    scheme = Bucketed(BucketedSpec(buckets=8, max_distance=20), d_model=D, max_positions=None, heads=H, causal=False)
+    bias = scheme.attn_bias(H, 3, 6, offset=2)  # queries at positions 2..4, keys 0..5
+    assert bias.shape == (H, 3, 6)
+    for i in range(3):
+        for j in range(6):
+            row = relative_bucket(torch.tensor(j - (i + 2)), causal=False, buckets=8, max_distance=20)
+            torch.testing.assert_close(bias[:, i, j], scheme.bias.weight[row])
+
+
+def test_one_bias_table_per_stack_read_by_its_layers_only_in_self_attention() -> None:
+    model = tiny_model(T5_LAYERS)
+    tables = [n for n, _ in model.named_parameters() if "positional" in n]
+    assert tables == ["src_embed.positional.bias.weight", "tgt_embed.positional.bias.weight"]
+    assert model.src_embed.positional.causal is False and model.tgt_embed.positional.causal is True
+    assert model.src_embed.positional.bias.weight.shape == (8, 4)  # (buckets, the stack's heads)
+
+
+def test_incremental_decoding_with_the_bucketed_bias_equals_the_full_pass() -> None:
+    from tbuild.components.transformer import DecoderCache
+
+    model = tiny_model(T5_LAYERS)
+    src = torch.randint(4, 40, (2, 6))
+    pad = torch.zeros(2, 6, dtype=torch.bool)
+    pad[1, 4:] = True
+    tgt = torch.randint(4, 40, (2, 25))  # past max_distance: the last buckets too
+    memory, pad = model.encode(src, pad)
+    full = model.decode(tgt, memory, pad)
+    cache = DecoderCache()
+    steps = [model.decode(tgt[:, t:t + 1], memory, pad, cache) for t in range(tgt.size(1))]
+    assert (torch.cat(steps, 1) - full).abs().max() <= 1e-5
+
+
+def test_unscaled_attention_is_softmax_of_qk_without_the_square_root() -> None:
+    att = init(MultiHeadAttention(MultiHeadSpec(scaled=False), d_model=D, heads=H, d_k=D // H, d_v=D // H,
+                                  dropout=0.0, causal=False))
+    scaled = init(MultiHeadAttention(MultiHeadSpec(), d_model=D, heads=H, d_k=D // H, d_v=D // H, dropout=0.0,
+                                     causal=False))
+    scaled.load_state_dict(att.state_dict())
+    with torch.no_grad():
+        scaled.w_q.weight.mul_(math.sqrt(D // H))  # T5's folding: W^Q·√d_k scaled = W^Q unscaled
+        scaled.w_q.bias.mul_(math.sqrt(D // H))
+    x = torch.randn(2, 20, D, dtype=torch.float64)  # past the few-query path: the fused kernel's scale too
+    close(att(x), scaled(x))
+    close(att(x[:, :3]), scaled(x[:, :3]))
+
+
+def test_bucketed_max_distance_must_pass_the_exact_buckets() -> None:
+    with pytest.raises(SpecError, match="max_distance"):
+        load_spec({"model": {"positional": {"kind": "bucketed", "buckets": 32, "max_distance": 16}}})

@@ -217,6 +217,8 @@ REFUSED = {
     "relative": (["model.attention={kind: relative}"], "attention"),
     "rope": (["model.positional={kind: rope}"], "positional"),
     "alibi": (["model.positional={kind: alibi}"], "positional"),
+}
+ONLY_T5 = {  # kinds hf takes for T5ForConditionalGeneration only: refused for the BART-family classes
     "swiglu": (["model.ffn={kind: swiglu}"], "ffn"),
     "rmsnorm": (["model.norm={kind: rmsnorm, eps: 1.0e-5}"], "norm"),
 }
@@ -230,6 +232,16 @@ def test_refused_kinds_name_kind_and_what_is_supported(kind: str) -> None:
         build_model(spec)  # a model tbuild can build and train...
         with pytest.raises(UnsupportedExport, match=rf"{registry} kind '{kind}'.*hf supports {registry}:") as e:
             check_exportable(spec, HF)  # ...that the export refuses rather than mis-exports
+        assert len(str(e.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ONLY_T5)
+def test_kinds_only_t5_holds_are_refused_for_marian_and_pegasus(kind: str) -> None:
+    overrides, registry = ONLY_T5[kind]
+    for placement in ("post", "pre"):
+        spec = load_spec(TINY, [EPS, f"model.norm_placement={placement}", *overrides]).spec
+        with pytest.raises(UnsupportedExport, match=rf"{registry} kind '{kind}' \(the BART-family classes") as e:
+            check_exportable(spec, HF)
         assert len(str(e.value).splitlines()) == 1
 
 
