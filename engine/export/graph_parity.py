@@ -17,7 +17,7 @@ import torch
 
 from tbuild.builder.spec import DecodeSpec
 
-from ..decoding.lm import LanguageModel, generate
+from ..decoding.lm import LanguageModel, generate, prompt_ids
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, padded
 from .graph_targets import TABLE_ROWS
@@ -75,6 +75,7 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
                        vocabulary: list[str], lm: LanguageModel) -> list[list[int]]:
     """Each prompt (the start first) with its greedy continuation, the special ids text leaves out dropped."""
     out, special = [], lm.translator.tokenizer.special
+    banned = special.generating().never  # what tbuild's search bans
     for prompt in prompts:
         if target == "hf":
             ids = peer.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
@@ -84,7 +85,7 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
             result = peer.generate_batch([[vocabulary[i] for i in prompt]], max_length=len(prompt) - 1 + NEW_TOKENS,
                                          sampling_topk=1, include_prompt_in_result=True,
                                          end_token=vocabulary[special.stop],
-                                         suppress_sequences=[[vocabulary[i]] for i in special.never] or None)
+                                         suppress_sequences=[[vocabulary[i]] for i in banned] or None)
             ids = result[0].sequences_ids[0]
         out.append([i for i in ids if i not in special.skipped])
     return out
@@ -100,8 +101,9 @@ def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[s
     tok = lm.translator.tokenizer
     texts = [tok.decode(p[1:]) for p in prompts]
     request = DecodeRequest.of(decode.model_copy(update={"beam": 1, "nbest": 1}))
-    ours = [h[0].tokens if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
-    prompts = [[tok.special.start] + tok.encode([t])[0] for t in texts]  # as generate encodes them
+    skipped = tok.special.skipped  # as peer_continuations leaves them out (an imported Llama may emit BOS)
+    ours = [[i for i in h[0].tokens if i not in skipped] if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
+    prompts = [prompt_ids(tok.special, tok.encode([t])[0]) for t in texts]  # as generate encodes them
     theirs = peer_continuations(peer, prompts, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))

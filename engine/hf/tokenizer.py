@@ -27,11 +27,12 @@ from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
 from .folder import UnsupportedImport, read_json, read_spm
 from .m2m100 import m2m100_tokenizer
-from .special import USUAL, optional_json, role_ids, source_template, specials
+from .special import USUAL, Note, optional_json, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
 SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100"})
+CLEARED = ("padding", "truncation")  # a published tokenizer.json's settings tbuild does not keep
 
 
 def _load(path: Path, special: Specials | None = None) -> Tokenizer:
@@ -92,8 +93,9 @@ def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
                     source_template(folder, ids, pieces, None, config.get("model_type") in SEQ2SEQ))
 
 
-def _file_record(folder: Path, path: Path, config: dict) -> Specials:
-    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding."""
+def _file_record(folder: Path, path: Path, config: dict, published: bool, note: Note) -> Specials:
+    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding
+    (``published``: the folder's own tokenizer.json, not one built from its other files)."""
     try:
         tk = TokenizersProcessor(path).tk
     except DataError as e:
@@ -104,19 +106,39 @@ def _file_record(folder: Path, path: Path, config: dict) -> Specials:
     unk = tk.token_to_id(model["unk_token"]) if isinstance(model.get("unk_token"), str) else model.get("unk_id")
     vocab = tk.get_vocab(with_added_tokens=True)
     ids = role_ids(folder, config, vocab, special, unk)
-    source = source_template(folder, ids, vocab, data.get("post_processor"), config.get("model_type") in SEQ2SEQ)
+    source = source_template(folder, ids, vocab, data.get("post_processor"), config.get("model_type") in SEQ2SEQ,
+                             published=published, note=note)
     return specials(ids, config, source)
 
 
-def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Tokenizer:
+def _cleared(path: Path, scratch: Path, note: Note) -> Path:
+    """The folder's tokenizer.json, or its copy in ``scratch`` without the ``padding`` and ``truncation`` a
+    published file may set (fixed-length padding would make every word of a tagger's input that many pieces:
+    tbuild pads batches by their lengths and cuts by the model's positions), said in ``note``."""
+    data = read_json(path)
+    found = {k: data[k] for k in CLEARED if data.get(k) is not None}
+    if not found:
+        return path
+    for key, value in found.items():
+        shown = ", ".join(f"{k} {v}" for k, v in value.items() if k in ("strategy", "max_length", "direction"))
+        note(f"{path.name}: its {key} ({shown or value}) cleared: tbuild pads batches by their lengths and cuts "
+             "by the model's positions")
+    out = scratch / TOKENIZERS
+    out.write_text(json.dumps(data | dict.fromkeys(found), ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path, note: Note = lambda _: None) -> Tokenizer:
     """The folder's tokenizer (module docstring) with its record, every piece a row of the model's ``rows``
-    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files."""
+    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files or
+    cleared of a published file's padding and truncation (``note``: a line for the import's report each)."""
+    published = False
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
         path = _marian(folder, config, scratch)
     elif (folder / "tokenizer.model").exists():
         path = folder / "tokenizer.model"
     elif (folder / TOKENIZERS).exists():
-        path = folder / TOKENIZERS
+        path, published = _cleared(folder / TOKENIZERS, scratch, note), True
     elif config.get("model_type") == "m2m_100":
         pieces = vocabulary(folder / "vocab.json") if (folder / "vocab.json").is_file() else []
         path = m2m100_tokenizer(folder, _rows(config, pieces), scratch / TOKENIZERS)
@@ -126,7 +148,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
         has = f" (it has {other}, which tbuild does not run)" if other else ""
         raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
                                 f"tokenizer.json){has}")
-    record = _file_record(folder, path, config) if path.suffix == ".json" else _spm_record(folder, path, config)
+    record = (_file_record(folder, path, config, published, note) if path.suffix == ".json"
+              else _spm_record(folder, path, config))
     tok = _load(path, record)
     if tok.vocab_size > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")

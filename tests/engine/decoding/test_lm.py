@@ -9,7 +9,7 @@ import copy
 import torch
 
 from tbuild.components.specs.special import BOS, EOS, PAD
-from tbuild.engine.decoding.lm import LanguageModelSearch
+from tbuild.engine.decoding.lm import LanguageModelSearch, prompt_ids
 from tbuild.engine.decoding.model import SearchModel
 from tbuild.engine.decoding.search import Rules, beam_search
 from tbuild.engine.decoding.translator import padded
@@ -35,9 +35,12 @@ def reference_greedy(model: torch.nn.Module, prompt: list[int], new: int) -> lis
 
 
 def search(model: torch.nn.Module, prompts: list[list[int]], new: int, **options: object) -> list:
-    src, pad = padded(prompts, PAD)
-    return beam_search(LanguageModelSearch(model), src, src_pad=pad, alpha=0.0, max_len_a=1.0, max_len_b=new + 1,
-                       rules=Rules(prefix=src, prefix_len=(~pad).sum(1)), **options)  # type: ignore[arg-type]
+    """As generate searches: each prompt as the model reads it (BOS first, tbuild's record), its first id fed
+    first, the rest forced."""
+    src, pad = padded([prompt_ids(model.special, p) for p in prompts], PAD)
+    return beam_search(LanguageModelSearch(model), src, src_pad=pad, alpha=0.0, max_len_a=1.0, max_len_b=new,
+                       rules=Rules(prefix=src[:, 1:], prefix_len=(~pad).sum(1) - 1),
+                       **options)  # type: ignore[arg-type]
 
 
 def test_the_adapter_is_a_search_model() -> None:

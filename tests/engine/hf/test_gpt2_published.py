@@ -86,7 +86,8 @@ def test_generate_and_evaluate_give_hf_text_and_perplexity(published) -> None:  
                                  "--device", "cpu"], input="\n".join(prompts) + "\n")
     assert result.exit_code == 0, result.output
     for prompt, line in zip(prompts, result.output.rstrip("\n").split("\n")[-2:], strict=True):
-        ids = [end, *tk.encode(prompt, add_special_tokens=False).ids]
+        ids = tk.encode(prompt).ids  # the tokenizer's own encoding: no BOS in front (GPT-2 adds none)
+        assert end not in ids
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
                           eos_token_id=end, pad_token_id=end)[0].tolist()
         assert len(out) > len(ids) and line == tk.decode([i for i in out if i != end])  # the prompt and more
@@ -177,6 +178,10 @@ def llama3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, H
     folder.mkdir()
     tk = _byte_level(folder, ["<|begin_of_text|>", "<|end_of_text|>"])
     begin, end = tk.token_to_id("<|begin_of_text|>"), tk.token_to_id("<|end_of_text|>")
+    tk.post_processor = tokenizers.processors.TemplateProcessing(  # as published: BOS before every sequence
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+        special_tokens=[("<|begin_of_text|>", begin)])
+    tk.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>",
                                                               "eos_token": "<|end_of_text|>"}))
     config = {k: v for k, v in LLAMA.items() if k != "pad_token_id"} | {
@@ -207,9 +212,10 @@ def test_a_llama_3_layout_imports_in_its_own_ids(llama3) -> None:  # noqa: ANN00
     result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
                                  "--device", "cpu"], input="the cat\n")
     assert result.exit_code == 0, result.output
-    ids = [begin, *tk.encode("the cat", add_special_tokens=False).ids]
+    ids = tk.encode("the cat").ids  # the tokenizer's own encoding: its post-processor puts BOS first
+    assert ids[0] == begin and special.source == ("bos", "text")
     out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
-                      eos_token_id=end, pad_token_id=end, suppress_tokens=[begin])[0].tolist()
+                      eos_token_id=end, pad_token_id=end)[0].tolist()
     ours = result.output.rstrip("\n").split("\n")[-1]  # not splitlines: random bytes may hold \x1d
     assert ours == tk.decode([i for i in out if i not in (begin, end)])
 
@@ -225,13 +231,13 @@ def test_a_llama_3_layout_exports_to_hf_in_its_own_ids(llama3, tmp_path: Path) -
     ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     ids = tok(LINES[0])["input_ids"]
-    assert ids == tk.encode(LINES[0], add_special_tokens=False).ids
+    assert ids == tk.encode(LINES[0]).ids and ids[0] == begin  # the published tokenizer's encoding, BOS first
     with torch.no_grad():
-        theirs = hf(input_ids=torch.tensor([[begin, *ids]])).logits
-        assert (ours(input_ids=torch.tensor([[begin, *ids]])).logits - theirs).abs().max() < 1e-4
-    prompt = torch.tensor([[begin, *ids[:3]]])
+        theirs = hf(input_ids=torch.tensor([ids])).logits
+        assert (ours(input_ids=torch.tensor([ids])).logits - theirs).abs().max() < 1e-4
+    prompt = torch.tensor([ids[:4]])
     out = ours.generate(prompt, max_new_tokens=8, do_sample=False)[0]
-    expected = hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end, suppress_tokens=[begin])[0]
+    expected = hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
     assert out.tolist() == expected.tolist()
     (tmp_path / "run").symlink_to(root / "run")
     _assert_round_trip(tmp_path)
