@@ -87,6 +87,7 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
         SEARCH_DIFFERENCES,
         TEACHER_FORCED_LINES,
         check_parity,
+        encoding_failure,
         parity_failure,
         save_parity,
     )
@@ -109,9 +110,11 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
         console.print(f"  first difference, line {n}:\n    tbuild: {ours}\n    export: {theirs}", highlight=False)
     console.print(f"  max |Δ log-prob| teacher-forced (up to {TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
                   highlight=False)
+    console.print(f"  source lines the export's own tokenizer encodes otherwise: {r.encoded_differently}",
+                  highlight=False)
     if r.beam > 1:
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
-    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob"), out)
+    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob") or encoding_failure(r), out)
 
 
 def _fail_on(failure: str | None, out: Path) -> None:

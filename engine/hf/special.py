@@ -71,19 +71,21 @@ def role_ids(folder: Path, config: dict, token_to_id: dict[str, int], specials: 
     return ids
 
 
-def _role(token: object, ids: dict[str, int | None], token_to_id: dict[str, int]) -> str:
-    """The role of a token a post-processor adds (its text, or [text, id] as BertProcessing's ``cls``/``sep``);
-    a token that is no role's: refused."""
+def _role(token: object, ids: dict[str, int | None], token_to_id: dict[str, int], after: bool) -> str:
+    """The role of a token a post-processor adds (its text, or [text, id] as BertProcessing's ``cls``/``sep``),
+    ``after`` the text or before it: of roles sharing its id (opus-mt's ``</s>`` is bos and eos), eos after the
+    text, bos before it, else the first; a token that is no role's: refused."""
     name = token[0] if isinstance(token, list) and token else token
-    role_of = {i: role for role, i in reversed(list(ids.items())) if i is not None}
-    role = role_of.get(token_to_id.get(name, -1)) if isinstance(name, str) else None
+    found = token_to_id.get(name, -1) if isinstance(name, str) else -1
+    roles = [role for role, i in ids.items() if i is not None and i == found]
+    role = next((r for r in roles if r == ("eos" if after else "bos")), roles[0] if roles else None)
     if role is None:
         raise UnsupportedImport(f"tokenizer.json post_processor adds {name!r}, which is none of the "
                                 f"vocabulary's roles ({', '.join(r for r, i in ids.items() if i is not None)})")
     return role
 
 
-def _processor_template(processor: dict | None, ids: dict[str, int | None],
+def processor_template(processor: dict | None, ids: dict[str, int | None],
                         token_to_id: dict[str, int]) -> tuple[str, ...] | None:
     """A tokenizer.json post-processor's adding to one sequence as role names around text (None: it adds
     nothing, as ByteLevel's; a token that is no role's, or another kind: refused)."""
@@ -91,17 +93,20 @@ def _processor_template(processor: dict | None, ids: dict[str, int | None],
         return None
     kind = processor.get("type")
     if kind == "Sequence":
-        found = [_processor_template(p, ids, token_to_id) for p in processor.get("processors") or []]
+        found = [processor_template(p, ids, token_to_id) for p in processor.get("processors") or []]
         return next((f for f in found if f is not None), None)
     if kind in ("BertProcessing", "RobertaProcessing"):  # [CLS] … [SEP]: cls and sep as [text, id]
-        return (_role(processor.get("cls"), ids, token_to_id), TEXT, _role(processor.get("sep"), ids, token_to_id))
+        return (_role(processor.get("cls"), ids, token_to_id, False), TEXT,
+                _role(processor.get("sep"), ids, token_to_id, True))
     if kind == "ByteLevel":  # offsets only
         return None
     if kind != "TemplateProcessing":
         raise UnsupportedImport(f"tokenizer.json post_processor {kind!r}: tbuild reads TemplateProcessing, "
                                 "BertProcessing, RobertaProcessing, ByteLevel and a Sequence of them")
-    parts = [TEXT if "Sequence" in piece else _role(piece.get("SpecialToken", {}).get("id"), ids, token_to_id)
-             for piece in processor.get("single") or []]
+    parts: list[str] = []
+    for piece in processor.get("single") or []:
+        parts.append(TEXT if "Sequence" in piece else
+                     _role(piece.get("SpecialToken", {}).get("id"), ids, token_to_id, TEXT in parts))
     return tuple(parts) if TEXT in parts else None
 
 
@@ -111,7 +116,7 @@ def source_template(folder: Path, ids: dict[str, int | None], token_to_id: dict[
     tokenizer is the folder's own tokenizer.json, whose post-processor alone decides, as transformers reads it
     (tokenizer_config.json's add_bos_token and add_eos_token apply to a sentencepiece model only: ``note``
     says so where they are set)."""
-    found = _processor_template(processor, ids, token_to_id)
+    found = processor_template(processor, ids, token_to_id)
     config = optional_json(folder / "tokenizer_config.json")
     flags = [f for f in ("add_bos_token", "add_eos_token") if f in config]
     if published and flags:

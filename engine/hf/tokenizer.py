@@ -19,7 +19,7 @@ import shutil
 from pathlib import Path
 
 from tbuild.builder.spec import MIN_VOCAB, Spec
-from tbuild.components.specs.special import ROLES, Specials
+from tbuild.components.specs.special import ROLES, TEXT, Specials
 
 from ..data.tokenizer import Tokenizer
 from ..data.tokenizers_file import NAME as TOKENIZERS
@@ -27,7 +27,7 @@ from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
 from .folder import UnsupportedImport, read_json, read_spm
 from .m2m100 import m2m100_tokenizer
-from .special import USUAL, Note, optional_json, role_ids, source_template, specials
+from .special import USUAL, Note, optional_json, processor_template, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
@@ -170,7 +170,7 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
     special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
     if tok.path.suffix == ".json":
-        shutil.copyfile(tok.path, out / TOKENIZERS)
+        _with_source_template(tok, out / TOKENIZERS)
         _config(out, {"tokenizer_class": "PreTrainedTokenizerFast"}, tokens, max_length)
     elif marian:
         for name in ("source.spm", "target.spm"):
@@ -184,6 +184,31 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
         record = {**{r: getattr(special, r) for r in ROLES}, "prepend_bos": bos_first, "vocabulary": vocabulary,
                   "special": special.model_dump(mode="json")}
         (out / RECORD).write_text(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _with_source_template(tok: Tokenizer, out: Path) -> None:
+    """The run's tokenizer.json at ``out``, its post-processor adding what the run adds around a source (the
+    record's ``source``, e.g. an opus-mt translator's ``</s>``) where its own adds something else, so
+    ``PreTrainedTokenizerFast`` on the folder encodes as the run does; as it is (byte for byte) where they agree."""
+    from tokenizers import processors
+
+    special = tok.special
+    ids = {role: getattr(special, role) for role in ROLES}
+    token_to_id = tok.sp.tk.get_vocab(with_added_tokens=True)
+    try:
+        own = processor_template(read_json(tok.path).get("post_processor"), ids, token_to_id) or (TEXT,)
+    except UnsupportedImport:  # it adds a token that is no role's: the run does not add it
+        own = None
+    if own == special.source:
+        shutil.copyfile(tok.path, out)
+        return
+    names = {role: tok.sp.id_to_piece(i) for role, i in ids.items() if i is not None}
+    single = ["$A" if part == TEXT else names[part] for part in special.source]
+    pair = single + ["$B:1" if part == TEXT else f"{names[part]}:1" for part in special.source]
+    tk = TokenizersProcessor(tok.path).tk  # a fresh copy, its padding and truncation dropped
+    tk.post_processor = processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=sorted({(names[p], ids[p]) for p in special.source if p != TEXT}))
+    tk.save(str(out))
 
 
 def _config(out: Path, fields: dict, tokens: dict[str, str], max_length: int) -> None:

@@ -170,3 +170,29 @@ def test_export_scores_as_the_run_and_imports_back(opus: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
     assert report["max_logprob_diff"] < 1e-4 and report["identical"] == 1.0
+
+
+def test_the_hf_export_s_own_tokenizer_encodes_as_the_run(opus: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """AutoTokenizer on the hf folder of an imported opus-mt (a tokenizer.json over vocab.json's rows) appends
+    ``</s>`` as the run does, and the export's parity check encodes with it: a folder whose tokenizer.json adds
+    nothing (the file copied as it is) fails the check."""
+    import shutil
+
+    import tbuild.engine.hf.tokenizer as written
+
+    (tmp_path / "valid.en").write_text("the cat ran\na dog, far\n")
+    (tmp_path / "valid.de").write_text("die Katze\nein Hund\n")
+    export = ["export", str(opus / "run"), "--to", "hf", "--set", f"data.valid={tmp_path / 'valid'}", "-o"]
+    result = CliRunner().invoke(app, [*export, str(tmp_path / "hf")])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "hf" / "parity.json").read_text())
+    assert report["encoded_differently"] == 0 and report["identical_greedy"] == 1.0
+    tok = Tokenizer.load(opus / "run" / "tokenizer.json", resolve_run(opus / "run").spec.data.tokenizer.special)
+    own = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    for line in ["the cat ran", "a dog, far", ">>fr<< cats and the red car"]:
+        assert own(line)["input_ids"] == tok.special.wrap(tok.encode([line])[0]) and own(line)["input_ids"][-1] == 0
+    monkeypatch.setattr(written, "_with_source_template", lambda tok, out: shutil.copyfile(tok.path, out))
+    result = CliRunner().invoke(app, [*export, str(tmp_path / "copied")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(
+        "error: parity failed: the export's own tokenizer encodes 2 of 2 source lines otherwise than the run")
