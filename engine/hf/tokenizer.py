@@ -25,6 +25,7 @@ from ..data.tokenizer import Tokenizer
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
+from .agreement import check_agreement
 from .folder import UnsupportedImport, read_json, read_spm
 from .m2m100 import m2m100_tokenizer
 from .special import USUAL, Note, optional_json, processor_template, role_ids, source_template, specials
@@ -157,6 +158,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path, note: N
         raise UnsupportedImport(f"{tok.path if tok.path.parent == folder else folder}: {tok.vocab_size} pieces for "
                                 f"config.json's vocab_size {config.get('vocab_size', rows)}; a tbuild tokenizer "
                                 f"has at least {MIN_VOCAB}")
+    if published and config.get("model_type") not in SEQ2SEQ:  # the folder's tokenizer.json, as transformers reads it
+        check_agreement(folder, tok)
     return tok
 
 

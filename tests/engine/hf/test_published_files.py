@@ -137,3 +137,16 @@ def test_a_post_processor_adding_a_token_no_role_has_is_refused(tmp_path: Path) 
     assert result.output.strip().splitlines()[-1] == (
         "error: tokenizer.json post_processor adds '<|sep|>', which is none of the vocabulary's roles (unk, bos, eos)")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_tokenizer_transformers_reads_otherwise_is_refused(tmp_path: Path) -> None:
+    """tokenizer_config.json naming GPT2Tokenizer: transformers builds GPT-2's pipeline (no normalizer) instead of
+    reading the file's lowercasing one, so the folder's `tok(text)` is not what its tokenizer.json gives: one line
+    naming both encodings, nothing written."""
+    folder, _ = _folder(tmp_path, {}, tokenizer_config={"tokenizer_class": "GPT2Tokenizer"})
+    result = runner.invoke(app, ["import", "hf", str(folder), "-o", str(tmp_path / "run")])
+    assert result.exit_code == 2
+    [line] = [line for line in result.output.splitlines() if not line.startswith("note: ")]
+    assert line.startswith(f"error: {folder}: GPT2Tokenizer (transformers' AutoTokenizer on the folder) encodes "
+                           "'Hello World' as [") and "tokenizer_class PreTrainedTokenizerFast" in line
+    assert not (tmp_path / "run").exists()
