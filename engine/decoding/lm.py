@@ -91,8 +91,8 @@ def load_language_model(run: Run, *, checkpoint: Path | None = None, average: in
 def prompt_ids(special: Specials, ids: list[int]) -> list[int]:
     """A prompt's ``ids`` as the model reads them, at least one: a run tbuild trained (tbuild's own record,
     ``Specials.is_default``) reads its start then the prompt, as it was trained; an imported one reads what its
-    tokenizer gives by default (``source``: GPT-2's ids alone, Llama's BOS first where ``add_bos_token`` says
-    so), the ids Hugging Face's ``tok(prompt)`` gives. An empty prompt is the start alone."""
+    tokenizer gives by default (``source``: GPT-2's ids alone, Llama 3's BOS first), the ids Hugging Face's
+    ``tok(prompt)`` gives. An empty prompt is the start alone."""
     if not ids:
         return [special.start]
     if special.is_default:

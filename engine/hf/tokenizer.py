@@ -192,25 +192,27 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
 def _with_source_template(tok: Tokenizer, out: Path) -> None:
     """The run's tokenizer.json at ``out``, its post-processor adding what the run adds around a source (the
     record's ``source``, e.g. an opus-mt translator's ``</s>``) where its own adds something else, so
-    ``PreTrainedTokenizerFast`` on the folder encodes as the run does; as it is (byte for byte) where they agree."""
+    ``PreTrainedTokenizerFast`` on the folder encodes as the run does, and without padding or truncation (a run
+    imported before they were cleared); as it is (byte for byte) where nothing changes."""
     from tokenizers import processors
 
-    special = tok.special
+    special, data = tok.special, read_json(tok.path)
     ids = {role: getattr(special, role) for role in ROLES}
     token_to_id = tok.sp.tk.get_vocab(with_added_tokens=True)
     try:
-        own = processor_template(read_json(tok.path).get("post_processor"), ids, token_to_id) or (TEXT,)
+        own = processor_template(data.get("post_processor"), ids, token_to_id) or (TEXT,)
     except UnsupportedImport:  # it adds a token that is no role's: the run does not add it
         own = None
-    if own == special.source:
+    if own == special.source and not any(data.get(k) is not None for k in CLEARED):
         shutil.copyfile(tok.path, out)
         return
-    names = {role: tok.sp.id_to_piece(i) for role, i in ids.items() if i is not None}
-    single = ["$A" if part == TEXT else names[part] for part in special.source]
-    pair = single + ["$B:1" if part == TEXT else f"{names[part]}:1" for part in special.source]
     tk = TokenizersProcessor(tok.path).tk  # a fresh copy, its padding and truncation dropped
-    tk.post_processor = processors.TemplateProcessing(
-        single=single, pair=pair, special_tokens=sorted({(names[p], ids[p]) for p in special.source if p != TEXT}))
+    if own != special.source:
+        names = {role: tok.sp.id_to_piece(i) for role, i in ids.items() if i is not None}
+        single = ["$A" if part == TEXT else names[part] for part in special.source]
+        pair = single + ["$B:1" if part == TEXT else f"{names[part]}:1" for part in special.source]
+        tk.post_processor = processors.TemplateProcessing(
+            single=single, pair=pair, special_tokens=sorted({(names[p], ids[p]) for p in special.source if p != TEXT}))
     tk.save(str(out))
 
 
