@@ -73,7 +73,8 @@ def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: li
 
 def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int]], target: str,
                        vocabulary: list[str], lm: LanguageModel) -> list[list[int]]:
-    """Each prompt (the start first) with its greedy continuation, the special ids text leaves out dropped."""
+    """Each prompt (as generate reads it: ``prompt_ids``) with its greedy continuation, the special ids text
+    leaves out dropped."""
     out, special = [], lm.translator.tokenizer.special
     banned = special.generating().never  # what tbuild's search bans
     for prompt in prompts:

@@ -7,8 +7,9 @@ or sep), else the usual special token of the tokenizer's (<pad>, <unk>, <s>, </s
 pad); only a missing EOS is refused (decoders stop at it).
 
 What is added around a sequence: ``source``, the tokenizer's own adding (a tokenizer.json's post-processor:
-TemplateProcessing's ``single``, BERT's and RoBERTa's [CLS] … [SEP]; tokenizer_config.json's ``add_bos_token``
-and ``add_eos_token``; a translator's tokenizer appends ``</s>``); ``target``, a decoder's row, from
+TemplateProcessing's ``single``, BERT's and RoBERTa's [CLS] … [SEP]; beside a sentencepiece model,
+tokenizer_config.json's ``add_bos_token`` and ``add_eos_token``; a translator's tokenizer appends ``</s>``);
+``target``, a decoder's row, from
 config.json's ``decoder_start_token_id`` (Marian's pad, M2M100's eos) where it has one, else from bos (eos
 where the vocabulary has no bos)."""
 
