@@ -114,7 +114,8 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
                   highlight=False)
     if r.beam > 1:
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
-    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob") or encoding_failure(r), out)
+    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob")
+             or encoding_failure(r.encoded_differently, r.sentences, "source lines"), out)
 
 
 def _fail_on(failure: str | None, out: Path) -> None:
@@ -130,7 +131,7 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
                   checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
     """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
     from tbuild.engine.export.graph_runs import export_graph
-    from tbuild.engine.export.parity import parity_failure
+    from tbuild.engine.export.parity import encoding_failure, parity_failure
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.tasks.base import Loading
     from tbuild.engine.tasks.registry import task_of
@@ -147,4 +148,5 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
     console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
     for line in r.lines_out():
         console.print(f"  {line}", highlight=False)
-    _fail_on(parity_failure(r.max_logit_diff, quantization, "logit"), out)
+    _fail_on(parity_failure(r.max_logit_diff, quantization, "logit")
+             or encoding_failure(r.encoded_differently, r.outputs, "prompts"), out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,11 +40,14 @@ class GraphParity:
     max_logit_diff: float  # hf: logits; ctranslate2: log-probs of each next token
     outputs: int  # prompts continued, or label positions predicted
     identical: float  # share of identical greedy continuations, or of identical labels
+    encoded_differently: int = 0  # prompts the export's own tokenizer encodes otherwise than the run (hf)
 
     def lines_out(self) -> list[str]:
         what = "greedy continuations" if self.target != "labels" else "predicted labels"
         return [f"max |Δ logit| on {self.lines} lines: {self.max_logit_diff:.2e}",
-                f"{what} identical: {100 * self.identical:.1f}% of {self.outputs}"]
+                f"{what} identical: {100 * self.identical:.1f}% of {self.outputs}",
+                *([f"prompts the export's own tokenizer encodes otherwise: {self.encoded_differently}"]
+                  if self.encoded_differently else [])]
 
 
 def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
@@ -93,9 +97,10 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
 
 
 def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
-             decode: DecodeSpec) -> GraphParity:
+             decode: DecodeSpec, own: Callable[[str], list[int]] | None = None) -> GraphParity:
     """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
-    the run's decode section, at beam 1)."""
+    the run's decode section, at beam 1), the peer's prompts encoded by ``own`` (the export's own tokenizer,
+    where transformers reads it) else as tbuild's generate encodes them."""
     rows = sample_rows(lm, lines)
     diff = lm_logit_diff(lm, peer, rows, target)
     prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
@@ -105,9 +110,11 @@ def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[s
     skipped = tok.special.skipped  # as peer_continuations leaves them out (an imported Llama may emit BOS)
     ours = [[i for i in h[0].tokens if i not in skipped] if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
     prompts = [prompt_ids(tok.special, tok.encode([t])[0]) for t in texts]  # as generate encodes them
-    theirs = peer_continuations(peer, prompts, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
+    given = prompts if own is None else [own(t) for t in texts]
+    theirs = peer_continuations(peer, given, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
-    return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
+    differently = sum(a != b for a, b in zip(prompts, given, strict=True))
+    return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)), differently)
 
 
 def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> GraphParity:

@@ -216,12 +216,12 @@ def check_parity(run: Run, translator: Translator, exported: Path, sources: list
     )
 
 
-def encoding_failure(report: ParityReport) -> str | None:
-    """Why an export fails its parity check for its tokenizer: it encodes sources otherwise than the run."""
-    if not report.encoded_differently:
+def encoding_failure(differently: int, of: int, what: str) -> str | None:
+    """Why an export fails its parity check for its tokenizer: it encodes ``differently`` of ``of`` ``what``
+    (source lines, prompts) otherwise than the run."""
+    if not differently:
         return None
-    return (f"parity failed: the export's own tokenizer encodes {report.encoded_differently} of {report.sentences} "
-            "source lines otherwise than the run")
+    return f"parity failed: the export's own tokenizer encodes {differently} of {of} {what} otherwise than the run"
 
 
 PARITY_FILE = "parity.json"

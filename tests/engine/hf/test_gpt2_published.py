@@ -144,6 +144,7 @@ def test_export_to_hf_is_the_published_model(published, tmp_path: Path) -> None:
     root, hf, tk, end = published
     report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
+    assert report["encoded_differently"] == 0  # the prompts through the folder's own AutoTokenizer
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["vocab_size"] == end + 1 and config["bos_token_id"] == config["eos_token_id"] == end
     assert config.get("pad_token_id") is None
@@ -241,3 +242,24 @@ def test_a_llama_3_layout_exports_to_hf_in_its_own_ids(llama3, tmp_path: Path) -
     assert out.tolist() == expected.tolist()
     (tmp_path / "run").symlink_to(root / "run")
     _assert_round_trip(tmp_path)
+
+
+def test_an_hf_export_whose_tokenizer_encodes_otherwise_fails_its_parity(published, tmp_path: Path,  # noqa: ANN001
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parity check encodes the prompts with the folder's own tokenizer: one that puts <|endoftext|> first,
+    which the run does not, fails it in one line (the folder kept to inspect)."""
+    import tbuild.engine.hf.tokenizer as written
+
+    root, _, _, end = published
+
+    def bos_first(tok, out: Path) -> None:  # noqa: ANN001
+        tk = tokenizers.Tokenizer.from_file(str(tok.path))
+        tk.post_processor = tokenizers.processors.TemplateProcessing(single=f"{END} $A", special_tokens=[(END, end)])
+        tk.save(str(out))
+
+    monkeypatch.setattr(written, "_with_source_template", bos_first)
+    result = runner.invoke(app, ["export", str(root / "run"), "--to", "hf", "-o", str(tmp_path / "hf"), "--set",
+                                 f"data.valid={root / 'test.txt'}"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(
+        f"error: parity failed: the export's own tokenizer encodes {len(LINES)} of {len(LINES)} prompts otherwise")
