@@ -88,6 +88,12 @@ def test_a_published_tokenizer_and_generation_config_are_honoured(tmp_path: Path
         out = hf.generate(**ids)[0].tolist()  # the folder's own defaults
         assert len(out) == ids["input_ids"].size(1) + 7  # sharp weights: no early end
         assert line == theirs.decode(out, skip_special_tokens=True)
+    result = runner.invoke(app, ["generate", str(tmp_path / "run"), "--device", "cpu", "--format", "jsonl"],
+                           input=TEXTS[0] + "\n")
+    record = json.loads(result.output.strip().splitlines()[-1])
+    first = theirs.convert_ids_to_tokens(theirs(TEXTS[0])["input_ids"])[0]
+    assert record["tokens"][0] == first and record["token_log_probs"][0] == 0.0  # read, not predicted
+    assert len(record["tokens"]) == len(record["token_log_probs"])  # each token (EOS last) its log-probability
 
 
 def test_a_tokenizer_json_read_as_it_is_drops_its_padding(tmp_path: Path) -> None:
