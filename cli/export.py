@@ -87,6 +87,7 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
         SEARCH_DIFFERENCES,
         TEACHER_FORCED_LINES,
         check_parity,
+        encoding_failure,
         parity_failure,
         save_parity,
     )
@@ -109,9 +110,12 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
         console.print(f"  first difference, line {n}:\n    tbuild: {ours}\n    export: {theirs}", highlight=False)
     console.print(f"  max |Δ log-prob| teacher-forced (up to {TEACHER_FORCED_LINES} lines): {r.max_logprob_diff:.2e}",
                   highlight=False)
+    console.print(f"  source lines the export's own tokenizer encodes otherwise: {r.encoded_differently}",
+                  highlight=False)
     if r.beam > 1:
         console.print(f"  (beam outputs may differ where the searches do: {SEARCH_DIFFERENCES[to]})", highlight=False)
-    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob"), out)
+    _fail_on(parity_failure(r.max_logprob_diff, quantization, "log-prob")
+             or encoding_failure(r.encoded_differently, r.sentences, "source lines"), out)
 
 
 def _fail_on(failure: str | None, out: Path) -> None:
@@ -127,7 +131,7 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
                   checkpoint: Path | None, average: int | None, device: str, check: str) -> None:
     """A decoder-only or encoder-only run: write it (docs/export.md), then the parity on the valid split."""
     from tbuild.engine.export.graph_runs import export_graph
-    from tbuild.engine.export.parity import parity_failure
+    from tbuild.engine.export.parity import encoding_failure, parity_failure
     from tbuild.engine.export.provenance import write_provenance
     from tbuild.engine.tasks.base import Loading
     from tbuild.engine.tasks.registry import task_of
@@ -144,4 +148,5 @@ def _export_graph(run: Run, to: str, output: Path | None, quantization: str | No
     console.print(f"parity with tbuild ({to}, valid split):", highlight=False)
     for line in r.lines_out():
         console.print(f"  {line}", highlight=False)
-    _fail_on(parity_failure(r.max_logit_diff, quantization, "logit"), out)
+    _fail_on(parity_failure(r.max_logit_diff, quantization, "logit")
+             or encoding_failure(r.encoded_differently, r.outputs, "prompts"), out)

@@ -28,7 +28,7 @@ def hf(
     its tokenizer. Anything tbuild cannot compute is refused, naming the config field; nothing is written then."""
     from tbuild.engine.hf.importer import import_hf
 
-    spec = import_hf(source, output)
+    spec = import_hf(source, output, lambda line: console.print(f"note: {line}", highlight=False, soft_wrap=True))
     m = spec.model
     stacks = ", ".join(f"{name} {s.layers}×{s.heads} heads" for name, s in m.stacks().items())
     console.print(f"imported {source} into {output}: {m.kind}, d_model {m.d_model}, {stacks}, "

@@ -109,6 +109,19 @@ class Specials(StrictModel):
     def is_default(self) -> bool:
         return self == DEFAULT
 
+    def generating(self) -> Specials:
+        """The record as a language model's search reads it: tbuild's own bans ``never``; an imported one's
+        (any other record) bans nothing, as Hugging Face's ``generate`` (Llama may emit its BOS after text)."""
+        return self if self.is_default else _Unbanned(**self.model_dump())
+
+
+class _Unbanned(Specials):
+    """A record whose decoders may generate every id (``Specials.generating``)."""
+
+    @property
+    def never(self) -> tuple[int, ...]:
+        return ()
+
 
 DEFAULT = Specials()
 PAD, UNK, BOS, EOS = 0, 1, 2, 3  # DEFAULT's ids: for what makes the default record (sentencepiece training) and

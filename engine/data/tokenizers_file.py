@@ -31,6 +31,8 @@ class TokenizersProcessor:
         except Exception as e:  # noqa: BLE001 - the library's parse errors: one line naming the file
             reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
             raise DataError(f"{path}: not a readable tokenizers file ({reason})") from None
+        self.tk.no_padding()  # a published file's fixed-length padding and truncation (tbuild pads its batches by
+        self.tk.no_truncation()  # lengths and cuts by the model's positions itself; the import clears them too)
         self.special = {i for i, t in self.tk.get_added_tokens_decoder().items() if t.special}
         model = self.tk.model  # the unknown id: the model's own (unk_token, unk_id), -1 where it has none, until
         name = getattr(model, "unk_token", None)  # the run's record names one (check_special)

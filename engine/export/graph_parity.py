@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,7 +18,7 @@ import torch
 
 from tbuild.builder.spec import DecodeSpec
 
-from ..decoding.lm import LanguageModel, generate
+from ..decoding.lm import LanguageModel, generate, prompt_ids
 from ..decoding.request import DecodeRequest
 from ..decoding.translator import Translator, padded
 from .graph_targets import TABLE_ROWS
@@ -39,11 +40,14 @@ class GraphParity:
     max_logit_diff: float  # hf: logits; ctranslate2: log-probs of each next token
     outputs: int  # prompts continued, or label positions predicted
     identical: float  # share of identical greedy continuations, or of identical labels
+    encoded_differently: int = 0  # prompts the export's own tokenizer encodes otherwise than the run (hf)
 
     def lines_out(self) -> list[str]:
         what = "greedy continuations" if self.target != "labels" else "predicted labels"
         return [f"max |Δ logit| on {self.lines} lines: {self.max_logit_diff:.2e}",
-                f"{what} identical: {100 * self.identical:.1f}% of {self.outputs}"]
+                f"{what} identical: {100 * self.identical:.1f}% of {self.outputs}",
+                *([f"prompts the export's own tokenizer encodes otherwise: {self.encoded_differently}"]
+                  if self.encoded_differently else [])]
 
 
 def sample_rows(lm: LanguageModel, lines: list[str]) -> list[list[int]]:
@@ -73,8 +77,10 @@ def lm_logit_diff(lm: LanguageModel, peer: PreTrainedModel | Generator, rows: li
 
 def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int]], target: str,
                        vocabulary: list[str], lm: LanguageModel) -> list[list[int]]:
-    """Each prompt (the start first) with its greedy continuation, the special ids text leaves out dropped."""
+    """Each prompt (as generate reads it: ``prompt_ids``) with its greedy continuation, the special ids text
+    leaves out dropped."""
     out, special = [], lm.translator.tokenizer.special
+    banned = special.generating().never  # what tbuild's search bans
     for prompt in prompts:
         if target == "hf":
             ids = peer.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
@@ -84,27 +90,31 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
             result = peer.generate_batch([[vocabulary[i] for i in prompt]], max_length=len(prompt) - 1 + NEW_TOKENS,
                                          sampling_topk=1, include_prompt_in_result=True,
                                          end_token=vocabulary[special.stop],
-                                         suppress_sequences=[[vocabulary[i]] for i in special.never] or None)
+                                         suppress_sequences=[[vocabulary[i]] for i in banned] or None)
             ids = result[0].sequences_ids[0]
         out.append([i for i in ids if i not in special.skipped])
     return out
 
 
 def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
-             decode: DecodeSpec) -> GraphParity:
+             decode: DecodeSpec, own: Callable[[str], list[int]] | None = None) -> GraphParity:
     """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
-    the run's decode section, at beam 1)."""
+    the run's decode section, at beam 1), the peer's prompts encoded by ``own`` (the export's own tokenizer,
+    where transformers reads it) else as tbuild's generate encodes them."""
     rows = sample_rows(lm, lines)
     diff = lm_logit_diff(lm, peer, rows, target)
     prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
     tok = lm.translator.tokenizer
     texts = [tok.decode(p[1:]) for p in prompts]
     request = DecodeRequest.of(decode.model_copy(update={"beam": 1, "nbest": 1}))
-    ours = [h[0].tokens if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
-    prompts = [[tok.special.start] + tok.encode([t])[0] for t in texts]  # as generate encodes them
-    theirs = peer_continuations(peer, prompts, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
+    skipped = tok.special.skipped  # as peer_continuations leaves them out (an imported Llama may emit BOS)
+    ours = [[i for i in h[0].tokens if i not in skipped] if h else [] for h in generate(lm, texts, request, NEW_TOKENS)]
+    prompts = [prompt_ids(tok.special, tok.encode([t])[0]) for t in texts]  # as generate encodes them
+    given = prompts if own is None else [own(t) for t in texts]
+    theirs = peer_continuations(peer, given, target, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)], lm)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
-    return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)))
+    differently = sum(a != b for a, b in zip(prompts, given, strict=True))
+    return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)), differently)
 
 
 def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> GraphParity:

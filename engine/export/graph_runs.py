@@ -15,7 +15,7 @@ from ..decoding.tagger import load_tagger
 from ..decoding.translator import Translator
 from ..extras import require
 from ..hf.writer import load_for_hf, write_hf
-from ..run.directory import Run
+from ..run.directory import TOKENIZERS_FILE, Run
 from .graph_parity import GraphParity, check_lm, check_tagger, save_graph_parity
 from .graph_targets import check_graph
 from .targets import HF, TARGETS, check_exportable, hf_seq2seq_class
@@ -68,6 +68,17 @@ def load_peer(to: str, out: Path) -> PreTrainedModel | Generator:
     return getattr(transformers, cls).from_pretrained(str(out)).eval()
 
 
+def _own_tokenizer(out: Path) -> Callable[[str], list[int]] | None:
+    """``tok(text)``'s ids of the export's own tokenizer where it is a tokenizers file (an imported run's), which
+    transformers reads as it is; None for a sentencepiece model with tbuild's record (docs/export.md)."""
+    if not (out / TOKENIZERS_FILE).is_file():
+        return None
+    from transformers import AutoTokenizer
+
+    own = AutoTokenizer.from_pretrained(str(out))
+    return lambda text: list(own(text)["input_ids"])
+
+
 def _lm(out: Path) -> bool:
     return (out / "generation_config.json").is_file()
 
@@ -81,7 +92,7 @@ def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, a
     peer = load_peer(to, out)
     lm = load_language_model(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     _, lines = read_split(run.spec.data, "valid", lambda _: None)
-    report = check_lm(lm, peer, lines, to, run.spec.decode)
+    report = check_lm(lm, peer, lines, to, run.spec.decode, _own_tokenizer(out) if to == "hf" else None)
     save_graph_parity(report, out)
     return report
 

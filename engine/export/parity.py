@@ -67,6 +67,7 @@ class ParityReport:
     identical_greedy: float  # the same, both decoding greedily (must be 1.0 up to float ties)
     first_difference: tuple[int, str, str] | None  # (line number, tbuild, export)
     max_logprob_diff: float  # teacher-forced, per target token, over TEACHER_FORCED_LINES lines
+    encoded_differently: int = 0  # source lines the export's own tokenizer encodes otherwise than the run (hf)
 
     @property
     def delta(self) -> float:
@@ -83,15 +84,23 @@ class Peer(Protocol):
         around them: tbuild's end with EOS)."""
         ...
 
+    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+        """Source ids as the export encodes them (its own tokenizer, where it has one)."""
+        ...
+
 
 @dataclass
 class Ct2Peer:
     ct2: Any  # ctranslate2.Translator
     tok: Tokenizer
 
+    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+        """The run's encoding: CTranslate2 reads the run's pieces, it has no tokenizer of its own."""
+        return encode_sources(self.tok, lines, translator.max_source_tokens)
+
     def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
         """The best line each under tbuild's conventions (``decoding/ct2.py``)."""
-        sources = encode_sources(self.tok, lines, translator.max_source_tokens)
+        sources = self.encode(translator, lines)
         hyps = ct2_search(self.ct2, self.tok, sources, decode, translator.max_output_len)
         return [self.tok.decode(h[0].tokens) if h else "" for h in hyps]
 
@@ -106,10 +115,18 @@ class Ct2Peer:
 class HFPeer:
     hf: Any  # transformers.MarianMTModel, PegasusForConditionalGeneration or T5ForConditionalGeneration
     tok: Tokenizer
+    own: Any  # the folder's tokenizer, as transformers.AutoTokenizer loads it
+
+    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+        """Sources as the folder's own tokenizer encodes them (``tok(line)``), cut to the run's source limit as it
+        cuts them; a line with no text: none (as tbuild's)."""
+        limit = translator.max_source_tokens
+        return [self.own(line, truncation=True, max_length=limit)["input_ids"] if line.strip() else []
+                for line in lines]
 
     def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
-        """The best line each under tbuild's conventions (``decoding/hf.py``)."""
-        sources = encode_sources(self.tok, lines, translator.max_source_tokens)
+        """The best line each under tbuild's conventions (``decoding/hf.py``), from the folder's own encoding."""
+        sources = self.encode(translator, lines)
         rows = max_length(self.hf)  # the HF tables do not extrapolate as tbuild's (T5's: relative positions)
         cap = min(translator.max_output_len or rows, rows)
         hyps = hf_search(self.hf, sources, decode, cap, self.tok.special)
@@ -129,12 +146,13 @@ class HFPeer:
 def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
     """The export in ``exported`` loaded on the CPU (float32 unless it was quantized)."""
     if target == "hf":
-        from transformers import AutoModelForSeq2SeqLM
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
         from transformers.utils import logging
 
         logging.set_verbosity_error()  # no load progress bars in the report
         logging.disable_progress_bar()
-        return HFPeer(AutoModelForSeq2SeqLM.from_pretrained(str(exported)).eval(), tok)  # the class config.json names
+        return HFPeer(AutoModelForSeq2SeqLM.from_pretrained(str(exported)).eval(), tok,  # the class config.json names
+                      AutoTokenizer.from_pretrained(str(exported)))
     import ctranslate2
 
     return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)
@@ -188,13 +206,23 @@ def check_parity(run: Run, translator: Translator, exported: Path, sources: list
         greedy = _share(*_outputs(translator, peer, sources, decode.model_copy(update={"beam": 1, "nbest": 1}),
                                   after_batch))
     first = next(((i + 1, a, b) for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b), None)
+    run_ids = encode_sources(translator.tokenizer, sources, translator.max_source_tokens)
+    differently = sum(a != b for a, b in zip(run_ids, peer.encode(translator, sources), strict=True))
     return ParityReport(
         sentences=len(sources), beam=decode.beam, alpha=decode.alpha,
         bleu_tbuild=sacrebleu.corpus_bleu(ours, [references]).score,
         bleu_export=sacrebleu.corpus_bleu(theirs, [references]).score,
         identical=_share(ours, theirs), identical_greedy=greedy, first_difference=first,
-        max_logprob_diff=teacher_forced_diff(peer, translator, sources, references),
+        max_logprob_diff=teacher_forced_diff(peer, translator, sources, references), encoded_differently=differently,
     )
+
+
+def encoding_failure(differently: int, of: int, what: str) -> str | None:
+    """Why an export fails its parity check for its tokenizer: it encodes ``differently`` of ``of`` ``what``
+    (source lines, prompts) otherwise than the run."""
+    if not differently:
+        return None
+    return f"parity failed: the export's own tokenizer encodes {differently} of {of} {what} otherwise than the run"
 
 
 PARITY_FILE = "parity.json"

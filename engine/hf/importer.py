@@ -27,8 +27,9 @@ from ..run.directory import RunDir
 from .families import FAMILIES
 from .family import Family, shapes, tensors
 from .folder import UnsupportedImport, load_model, locate, read_config
+from .generation import decode_section
 from .maps import from_hf
-from .special import optional_json
+from .special import Note, optional_json
 from .tokenizer import find_tokenizer
 
 if TYPE_CHECKING:
@@ -50,9 +51,11 @@ def _languages(folder: Path) -> dict[str, str]:
             if isinstance(config.get(f"{side}_lang"), str)}
 
 
-def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tuple[Spec, nn.Module, Tokenizer]:
+def imported_model(folder: Path, config: dict, name: str, scratch: Path,
+                   note: Note = lambda _: None) -> tuple[Spec, nn.Module, Tokenizer]:
     """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer
-    (built into ``scratch`` where the folder's files are not one tbuild reads as they are)."""
+    (built into ``scratch`` where the folder's files are not one tbuild reads as they are); ``note``: a line
+    for the import's report for each setting of the folder's that was cleared or not applied."""
     import transformers
 
     family = _family(config)
@@ -62,13 +65,16 @@ def imported_model(folder: Path, config: dict, name: str, scratch: Path) -> tupl
     fields, extra = family.fields(hf)
     fields = family.folder(folder, fields)
     rows = min(r for r in (fields["vocab_size"], fields.get("src_vocab_size")) if r)
-    tok = find_tokenizer(folder, rows, config, scratch)
+    tok = find_tokenizer(folder, rows, config, scratch, note)
     special = None if tok.special.is_default else tok.special.model_dump(mode="json")  # tbuild's own: none
     data = {**_languages(folder), "tokenizer": {"vocab_size": tok.vocab_size, "special": special}}
     dataset = family.dataset(config)  # a language model's plain text, an encoder's labelled files
     if dataset is not None:
         data["dataset"] = dataset
-    spec = load_spec({"name": name, "model": fields, "data": data}).spec
+    kind = fields["kind"]  # a model that generates decodes as the folder's generate does by default
+    decode = {} if kind == "encoder_only" else decode_section(folder, config, tok.special, kind == "encoder_decoder",
+                                                              note)
+    spec = load_spec({"name": name, "model": fields, "data": data, "decode": decode}).spec
     model = build_model(spec).eval()
     theirs = tensors(hf)
     output = hf.get_output_embeddings()
@@ -107,10 +113,11 @@ def write_run(spec: Spec, model: nn.Module, tokenizer: Path, source: str, out: P
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def import_hf(source: str, out: Path) -> Spec:
-    """Import the Hugging Face model ``source`` (a folder or a hub id) into the run directory ``out``."""
+def import_hf(source: str, out: Path, note: Note = lambda _: None) -> Spec:
+    """Import the Hugging Face model ``source`` (a folder or a hub id) into the run directory ``out``; ``note``
+    gets a line for each of the folder's settings that was cleared or not applied."""
     folder = locate(source)
     with tempfile.TemporaryDirectory() as scratch:
-        spec, model, tok = imported_model(folder, read_config(folder), out.name, Path(scratch))
+        spec, model, tok = imported_model(folder, read_config(folder), out.name, Path(scratch), note)
         write_run(spec, model, tok.path, source, out)
     return spec

@@ -7,19 +7,22 @@ or sep), else the usual special token of the tokenizer's (<pad>, <unk>, <s>, </s
 pad); only a missing EOS is refused (decoders stop at it).
 
 What is added around a sequence: ``source``, the tokenizer's own adding (a tokenizer.json's post-processor:
-TemplateProcessing's ``single``, BERT's and RoBERTa's [CLS] … [SEP]; tokenizer_config.json's ``add_bos_token``
-and ``add_eos_token``; a translator's tokenizer appends ``</s>``); ``target``, a decoder's row, from
+TemplateProcessing's ``single``, BERT's and RoBERTa's [CLS] … [SEP]; beside a sentencepiece model,
+tokenizer_config.json's ``add_bos_token`` and ``add_eos_token``; a translator's tokenizer appends ``</s>``);
+``target``, a decoder's row, from
 config.json's ``decoder_start_token_id`` (Marian's pad, M2M100's eos) where it has one, else from bos (eos
 where the vocabulary has no bos)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from tbuild.components.specs.special import ROLES, TEXT, Specials
 
 from .folder import UnsupportedImport, read_json
 
+Note = Callable[[str], None]  # a line for the import's report
 NAMES = {"pad": ("pad_token",), "unk": ("unk_token",), "bos": ("bos_token", "cls_token"),
          "eos": ("eos_token", "sep_token")}  # where the tokenizer's files name each role's token
 USUAL = {"pad": ("<pad>", "[PAD]"), "unk": ("<unk>", "[UNK]"), "bos": ("<s>", "[CLS]"),
@@ -69,44 +72,63 @@ def role_ids(folder: Path, config: dict, token_to_id: dict[str, int], specials: 
     return ids
 
 
-def _processor_template(processor: dict | None, ids: dict[str, int | None],
+def _role(token: object, ids: dict[str, int | None], token_to_id: dict[str, int], after: bool) -> str:
+    """The role of a token a post-processor adds (its text, or [text, id] as BertProcessing's ``cls``/``sep``),
+    ``after`` the text or before it: of roles sharing its id (opus-mt's ``</s>`` is bos and eos), eos after the
+    text, bos before it, else the first; a token that is no role's: refused."""
+    name = token[0] if isinstance(token, list) and token else token
+    found = token_to_id.get(name, -1) if isinstance(name, str) else -1
+    roles = [role for role, i in ids.items() if i is not None and i == found]
+    role = next((r for r in roles if r == ("eos" if after else "bos")), roles[0] if roles else None)
+    if role is None:
+        raise UnsupportedImport(f"tokenizer.json post_processor adds {name!r}, which is none of the "
+                                f"vocabulary's roles ({', '.join(r for r, i in ids.items() if i is not None)})")
+    return role
+
+
+def processor_template(processor: dict | None, ids: dict[str, int | None],
                         token_to_id: dict[str, int]) -> tuple[str, ...] | None:
-    """A tokenizer.json post-processor's adding to one sequence as role names around text (None: it has none
-    that tbuild reads; a token that is no role's: refused)."""
+    """A tokenizer.json post-processor's adding to one sequence as role names around text (None: it adds
+    nothing, as ByteLevel's; a token that is no role's, or another kind: refused)."""
     if not isinstance(processor, dict):
         return None
     kind = processor.get("type")
     if kind == "Sequence":
-        found = [_processor_template(p, ids, token_to_id) for p in processor.get("processors") or []]
+        found = [processor_template(p, ids, token_to_id) for p in processor.get("processors") or []]
         return next((f for f in found if f is not None), None)
-    if kind in ("BertProcessing", "RobertaProcessing"):
-        return ("bos", TEXT, "eos")
-    if kind != "TemplateProcessing":
+    if kind in ("BertProcessing", "RobertaProcessing"):  # [CLS] … [SEP]: cls and sep as [text, id]
+        return (_role(processor.get("cls"), ids, token_to_id, False), TEXT,
+                _role(processor.get("sep"), ids, token_to_id, True))
+    if kind == "ByteLevel":  # offsets only
         return None
-    role_of = {i: role for role, i in reversed(list(ids.items())) if i is not None}
+    if kind != "TemplateProcessing":
+        raise UnsupportedImport(f"tokenizer.json post_processor {kind!r}: tbuild reads TemplateProcessing, "
+                                "BertProcessing, RobertaProcessing, ByteLevel and a Sequence of them")
     parts: list[str] = []
     for piece in processor.get("single") or []:
-        if "Sequence" in piece:
-            parts.append(TEXT)
-            continue
-        token = piece.get("SpecialToken", {}).get("id")
-        role = role_of.get(token_to_id.get(token, -1))
-        if role is None:
-            raise UnsupportedImport(f"tokenizer.json post_processor adds {token!r}, which is none of the "
-                                    f"vocabulary's roles ({', '.join(r for r, i in ids.items() if i is not None)})")
-        parts.append(role)
+        parts.append(TEXT if "Sequence" in piece else
+                     _role(piece.get("SpecialToken", {}).get("id"), ids, token_to_id, TEXT in parts))
     return tuple(parts) if TEXT in parts else None
 
 
 def source_template(folder: Path, ids: dict[str, int | None], token_to_id: dict[str, int], processor: dict | None,
-                    translator: bool) -> tuple[str, ...]:
-    """What the folder's tokenizer adds around an input sequence (module docstring)."""
-    found = _processor_template(processor, ids, token_to_id)
+                    translator: bool, *, published: bool = False, note: Note = lambda _: None) -> tuple[str, ...]:
+    """What the folder's tokenizer adds around an input sequence (module docstring). ``published``: the
+    tokenizer is the folder's own tokenizer.json, whose post-processor alone decides, as transformers reads it
+    (tokenizer_config.json's add_bos_token and add_eos_token apply to a sentencepiece model only: ``note``
+    says so where they are set)."""
+    found = processor_template(processor, ids, token_to_id)
+    config = optional_json(folder / "tokenizer_config.json")
+    flags = [f for f in ("add_bos_token", "add_eos_token") if f in config]
+    if published and flags:
+        note(f"tokenizer_config.json {', '.join(f'{f} {config[f]}' for f in flags)}: not applied; tokenizer.json's "
+             f"post-processor decides what is added ({' '.join(found or (TEXT,))}), as transformers reads it")
     if found is not None:
         return found
     if translator:  # MarianTokenizer, PegasusTokenizer, M2M100Tokenizer: the source then </s>
         return (TEXT, "eos")
-    config = optional_json(folder / "tokenizer_config.json")
+    if published:
+        return (TEXT,)
     before = ("bos",) if config.get("add_bos_token") and ids["bos"] is not None else ()
     after = ("eos",) if config.get("add_eos_token") else ()
     return (*before, TEXT, *after)

@@ -20,20 +20,22 @@ import shutil
 from pathlib import Path
 
 from tbuild.builder.spec import MIN_VOCAB, Spec
-from tbuild.components.specs.special import ROLES, Specials
+from tbuild.components.specs.special import ROLES, TEXT, Specials
 
 from ..data.tokenizer import Tokenizer
 from ..data.tokenizers_file import NAME as TOKENIZERS
 from ..data.tokenizers_file import TokenizersProcessor
 from ..errors import DataError
+from .agreement import check_agreement
 from .folder import UnsupportedImport, read_json, read_spm
 from .m2m100 import m2m100_tokenizer
-from .special import USUAL, optional_json, role_ids, source_template, specials
+from .special import USUAL, Note, optional_json, processor_template, role_ids, source_template, specials
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 RECORD = "tbuild-tokenizer.json"  # beside an export's tokenizer.model: its record, pieces and first token
 SEQ2SEQ = frozenset({"marian", "pegasus", "m2m_100", "t5", "bart", "mbart"})  # their tokenizers end a source with </s>
 SPIECE = "spiece.model"  # T5Tokenizer's sentencepiece model
+CLEARED = ("padding", "truncation")  # a published tokenizer.json's settings tbuild does not keep
 
 
 def _load(path: Path, special: Specials | None = None) -> Tokenizer:
@@ -94,8 +96,9 @@ def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
                     source_template(folder, ids, pieces, None, config.get("model_type") in SEQ2SEQ))
 
 
-def _file_record(folder: Path, path: Path, config: dict) -> Specials:
-    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding."""
+def _file_record(folder: Path, path: Path, config: dict, published: bool, note: Note) -> Specials:
+    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding
+    (``published``: the folder's own tokenizer.json, not one built from its other files)."""
     try:
         tk = TokenizersProcessor(path).tk
     except DataError as e:
@@ -106,19 +109,39 @@ def _file_record(folder: Path, path: Path, config: dict) -> Specials:
     unk = tk.token_to_id(model["unk_token"]) if isinstance(model.get("unk_token"), str) else model.get("unk_id")
     vocab = tk.get_vocab(with_added_tokens=True)
     ids = role_ids(folder, config, vocab, special, unk)
-    source = source_template(folder, ids, vocab, data.get("post_processor"), config.get("model_type") in SEQ2SEQ)
+    source = source_template(folder, ids, vocab, data.get("post_processor"), config.get("model_type") in SEQ2SEQ,
+                             published=published, note=note)
     return specials(ids, config, source)
 
 
-def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Tokenizer:
+def _cleared(path: Path, scratch: Path, note: Note) -> Path:
+    """The folder's tokenizer.json, or its copy in ``scratch`` without the ``padding`` and ``truncation`` a
+    published file may set (fixed-length padding would make every word of a tagger's input that many pieces:
+    tbuild pads batches by their lengths and cuts by the model's positions), said in ``note``."""
+    data = read_json(path)
+    found = {k: data[k] for k in CLEARED if data.get(k) is not None}
+    if not found:
+        return path
+    for key, value in found.items():
+        shown = ", ".join(f"{k} {v}" for k, v in value.items() if k in ("strategy", "max_length", "direction"))
+        note(f"{path.name}: its {key} ({shown or value}) cleared: tbuild pads batches by their lengths and cuts "
+             "by the model's positions")
+    out = scratch / TOKENIZERS
+    out.write_text(json.dumps(data | dict.fromkeys(found), ensure_ascii=False), encoding="utf-8")
+    return out
+
+
+def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path, note: Note = lambda _: None) -> Tokenizer:
     """The folder's tokenizer (module docstring) with its record, every piece a row of the model's ``rows``
-    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files."""
+    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files or
+    cleared of a published file's padding and truncation (``note``: a line for the import's report each)."""
+    published = False
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
         path = _marian(folder, config, scratch)
     elif (folder / "tokenizer.model").exists():
         path = folder / "tokenizer.model"
     elif (folder / TOKENIZERS).exists():
-        path = folder / TOKENIZERS
+        path, published = _cleared(folder / TOKENIZERS, scratch, note), True
     elif (folder / SPIECE).exists() and config.get("model_type") == "t5":
         path = folder / SPIECE
     elif config.get("model_type") == "m2m_100":
@@ -130,7 +153,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
         has = f" (it has {other}, which tbuild does not run)" if other else ""
         raise UnsupportedImport(f"{folder}: no tokenizer (source.spm/target.spm, tokenizer.model or "
                                 f"tokenizer.json){has}")
-    record = _file_record(folder, path, config) if path.suffix == ".json" else _spm_record(folder, path, config)
+    record = (_file_record(folder, path, config, published, note) if path.suffix == ".json"
+              else _spm_record(folder, path, config))
     tok = _load(path, record)
     if tok.vocab_size > rows:
         raise UnsupportedImport(f"{tok.path}: {tok.vocab_size} pieces but the model has {rows} vocabulary rows")
@@ -138,6 +162,8 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path) -> Toke
         raise UnsupportedImport(f"{tok.path if tok.path.parent == folder else folder}: {tok.vocab_size} pieces for "
                                 f"config.json's vocab_size {config.get('vocab_size', rows)}; a tbuild tokenizer "
                                 f"has at least {MIN_VOCAB}")
+    if published and config.get("model_type") not in SEQ2SEQ:  # the folder's tokenizer.json, as transformers reads it
+        check_agreement(folder, tok)
     return tok
 
 
@@ -152,7 +178,7 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
     special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
     if tok.path.suffix == ".json":
-        shutil.copyfile(tok.path, out / TOKENIZERS)
+        _with_source_template(tok, out / TOKENIZERS)
         _config(out, {"tokenizer_class": "PreTrainedTokenizerFast"}, tokens, max_length)
     elif spiece:
         shutil.copyfile(tok.path, out / SPIECE)
@@ -169,6 +195,33 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
         record = {**{r: getattr(special, r) for r in ROLES}, "prepend_bos": bos_first, "vocabulary": vocabulary,
                   "special": special.model_dump(mode="json")}
         (out / RECORD).write_text(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+def _with_source_template(tok: Tokenizer, out: Path) -> None:
+    """The run's tokenizer.json at ``out``, its post-processor adding what the run adds around a source (the
+    record's ``source``, e.g. an opus-mt translator's ``</s>``) where its own adds something else, so
+    ``PreTrainedTokenizerFast`` on the folder encodes as the run does, and without padding or truncation (a run
+    imported before they were cleared); as it is (byte for byte) where nothing changes."""
+    from tokenizers import processors
+
+    special, data = tok.special, read_json(tok.path)
+    ids = {role: getattr(special, role) for role in ROLES}
+    token_to_id = tok.sp.tk.get_vocab(with_added_tokens=True)
+    try:
+        own = processor_template(data.get("post_processor"), ids, token_to_id) or (TEXT,)
+    except UnsupportedImport:  # it adds a token that is no role's: the run does not add it
+        own = None
+    if own == special.source and not any(data.get(k) is not None for k in CLEARED):
+        shutil.copyfile(tok.path, out)
+        return
+    tk = TokenizersProcessor(tok.path).tk  # a fresh copy, its padding and truncation dropped
+    if own != special.source:
+        names = {role: tok.sp.id_to_piece(i) for role, i in ids.items() if i is not None}
+        single = ["$A" if part == TEXT else names[part] for part in special.source]
+        pair = single + ["$B:1" if part == TEXT else f"{names[part]}:1" for part in special.source]
+        tk.post_processor = processors.TemplateProcessing(
+            single=single, pair=pair, special_tokens=sorted({(names[p], ids[p]) for p in special.source if p != TEXT}))
+    tk.save(str(out))
 
 
 def _config(out: Path, fields: dict, tokens: dict[str, str], max_length: int) -> None:

@@ -72,13 +72,13 @@ def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
             hf.final_logits_bias.zero_()  # type: ignore[operator] # tbuild's output has no bias
     if key in SEQ2SEQ:
         hf.generation_config = bart.generation_config(spec, max_length(hf))
-    elif hf.can_generate():  # a language model: greedy, never its pad or start (unless it is EOS, GPT-2's)
+    elif hf.can_generate():  # a language model: greedy, banning what tbuild's search bans (Specials.generating)
         from transformers import GenerationConfig
 
         special = spec.special()
         hf.generation_config = GenerationConfig(bos_token_id=special.bos, eos_token_id=special.eos,
                                                 pad_token_id=special.pad, do_sample=False, num_beams=1,
-                                                suppress_tokens=list(special.never) or None)
+                                                suppress_tokens=list(special.generating().never) or None)
     return hf
 
 

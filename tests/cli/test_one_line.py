@@ -45,7 +45,8 @@ def newline_lm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     config = transformers.GPT2Config(**(GPT2 | {"vocab_size": len(vocab), "n_positions": 64}))
     _perturbed(transformers.GPT2LMHeadModel(config)).save_pretrained(root / "hf")
-    tk.save(str(root / "hf" / "tokenizer.json"))
+    tk.save(str(root / "hf" / "tokenizer.json"))  # read as it is by transformers too (not as GPT2Tokenizer's BPE)
+    (root / "hf" / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
     _import(root / "hf", root / "run")
     return root / "run"
 

@@ -9,7 +9,7 @@ import copy
 import torch
 
 from tbuild.components.specs.special import BOS, EOS, PAD
-from tbuild.engine.decoding.lm import LanguageModelSearch
+from tbuild.engine.decoding.lm import LanguageModelSearch, prompt_ids
 from tbuild.engine.decoding.model import SearchModel
 from tbuild.engine.decoding.search import Rules, beam_search
 from tbuild.engine.decoding.translator import padded
@@ -35,9 +35,12 @@ def reference_greedy(model: torch.nn.Module, prompt: list[int], new: int) -> lis
 
 
 def search(model: torch.nn.Module, prompts: list[list[int]], new: int, **options: object) -> list:
-    src, pad = padded(prompts, PAD)
-    return beam_search(LanguageModelSearch(model), src, src_pad=pad, alpha=0.0, max_len_a=1.0, max_len_b=new + 1,
-                       rules=Rules(prefix=src, prefix_len=(~pad).sum(1)), **options)  # type: ignore[arg-type]
+    """As generate searches: each prompt as the model reads it (BOS first, tbuild's record), its first id fed
+    first, the rest forced."""
+    src, pad = padded([prompt_ids(model.special, p) for p in prompts], PAD)
+    return beam_search(LanguageModelSearch(model), src, src_pad=pad, alpha=0.0, max_len_a=1.0, max_len_b=new,
+                       rules=Rules(prefix=src[:, 1:], prefix_len=(~pad).sum(1) - 1),
+                       **options)  # type: ignore[arg-type]
 
 
 def test_the_adapter_is_a_search_model() -> None:
@@ -74,3 +77,24 @@ def test_seeded_samples_are_reproducible() -> None:
 
     assert draw(1) == draw(1)
     assert draw(1) != draw(2)
+
+
+def test_a_prompt_reads_as_its_tokenizer_adds_and_an_added_end_is_refused() -> None:
+    """tbuild's own record: BOS first; an imported one's: what its tokenizer adds (GPT-2 nothing, Llama 3 BOS);
+    a tokenizer that adds EOS after each sequence cannot continue a prompt: one line."""
+    import pytest
+
+    from tbuild.components.specs.special import DEFAULT, Specials
+    from tbuild.engine.decoding.lm import prompt_room
+    from tbuild.engine.errors import TbuildError
+
+    gpt2 = Specials(pad=None, unk=9, bos=9, eos=9, source=("text",), target=("bos", "text", "eos"))
+    llama3 = Specials(pad=None, unk=None, bos=7, eos=8, source=("bos", "text"), target=("bos", "text", "eos"))
+    assert prompt_ids(DEFAULT, [5, 6]) == [BOS, 5, 6] and prompt_ids(DEFAULT, []) == [BOS]
+    assert prompt_ids(gpt2, [5, 6]) == [5, 6] and prompt_ids(gpt2, []) == [9]
+    assert prompt_ids(llama3, [5, 6]) == [7, 5, 6]
+    assert prompt_room(gpt2, 16, 6) == prompt_room(DEFAULT, 16, 6) == 9
+    ended = llama3.model_copy(update={"source": ("bos", "text", "eos")})
+    with pytest.raises(TbuildError, match=r"adds \['bos', 'text', 'eos'\] around each sequence"):
+        prompt_room(ended, 16, 6)
+    assert gpt2.generating().never == () and DEFAULT.generating().never == DEFAULT.never == (PAD, BOS)

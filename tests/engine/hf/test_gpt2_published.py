@@ -86,7 +86,8 @@ def test_generate_and_evaluate_give_hf_text_and_perplexity(published) -> None:  
                                  "--device", "cpu"], input="\n".join(prompts) + "\n")
     assert result.exit_code == 0, result.output
     for prompt, line in zip(prompts, result.output.rstrip("\n").split("\n")[-2:], strict=True):
-        ids = [end, *tk.encode(prompt, add_special_tokens=False).ids]
+        ids = tk.encode(prompt).ids  # the tokenizer's own encoding: no BOS in front (GPT-2 adds none)
+        assert end not in ids
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
                           eos_token_id=end, pad_token_id=end)[0].tolist()
         assert len(out) > len(ids) and line == tk.decode([i for i in out if i != end])  # the prompt and more
@@ -143,6 +144,7 @@ def test_export_to_hf_is_the_published_model(published, tmp_path: Path) -> None:
     root, hf, tk, end = published
     report = _exported(root / "run", tmp_path / "hf", root / "test.txt")
     assert report["max_logit_diff"] < 1e-4 and report["identical"] == 1.0 and report["outputs"] == len(LINES)
+    assert report["encoded_differently"] == 0  # the prompts through the folder's own AutoTokenizer
     config = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert config["vocab_size"] == end + 1 and config["bos_token_id"] == config["eos_token_id"] == end
     assert config.get("pad_token_id") is None
@@ -177,6 +179,10 @@ def llama3(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - (root, H
     folder.mkdir()
     tk = _byte_level(folder, ["<|begin_of_text|>", "<|end_of_text|>"])
     begin, end = tk.token_to_id("<|begin_of_text|>"), tk.token_to_id("<|end_of_text|>")
+    tk.post_processor = tokenizers.processors.TemplateProcessing(  # as published: BOS before every sequence
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+        special_tokens=[("<|begin_of_text|>", begin)])
+    tk.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<|begin_of_text|>",
                                                               "eos_token": "<|end_of_text|>"}))
     config = {k: v for k, v in LLAMA.items() if k != "pad_token_id"} | {
@@ -207,9 +213,10 @@ def test_a_llama_3_layout_imports_in_its_own_ids(llama3) -> None:  # noqa: ANN00
     result = runner.invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6",
                                  "--device", "cpu"], input="the cat\n")
     assert result.exit_code == 0, result.output
-    ids = [begin, *tk.encode("the cat", add_special_tokens=False).ids]
+    ids = tk.encode("the cat").ids  # the tokenizer's own encoding: its post-processor puts BOS first
+    assert ids[0] == begin and special.source == ("bos", "text")
     out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
-                      eos_token_id=end, pad_token_id=end, suppress_tokens=[begin])[0].tolist()
+                      eos_token_id=end, pad_token_id=end)[0].tolist()
     ours = result.output.rstrip("\n").split("\n")[-1]  # not splitlines: random bytes may hold \x1d
     assert ours == tk.decode([i for i in out if i not in (begin, end)])
 
@@ -225,13 +232,34 @@ def test_a_llama_3_layout_exports_to_hf_in_its_own_ids(llama3, tmp_path: Path) -
     ours = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path / "hf")).eval()
     tok = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
     ids = tok(LINES[0])["input_ids"]
-    assert ids == tk.encode(LINES[0], add_special_tokens=False).ids
+    assert ids == tk.encode(LINES[0]).ids and ids[0] == begin  # the published tokenizer's encoding, BOS first
     with torch.no_grad():
-        theirs = hf(input_ids=torch.tensor([[begin, *ids]])).logits
-        assert (ours(input_ids=torch.tensor([[begin, *ids]])).logits - theirs).abs().max() < 1e-4
-    prompt = torch.tensor([[begin, *ids[:3]]])
+        theirs = hf(input_ids=torch.tensor([ids])).logits
+        assert (ours(input_ids=torch.tensor([ids])).logits - theirs).abs().max() < 1e-4
+    prompt = torch.tensor([ids[:4]])
     out = ours.generate(prompt, max_new_tokens=8, do_sample=False)[0]
-    expected = hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end, suppress_tokens=[begin])[0]
+    expected = hf.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=end)[0]
     assert out.tolist() == expected.tolist()
     (tmp_path / "run").symlink_to(root / "run")
     _assert_round_trip(tmp_path)
+
+
+def test_an_hf_export_whose_tokenizer_encodes_otherwise_fails_its_parity(published, tmp_path: Path,  # noqa: ANN001
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parity check encodes the prompts with the folder's own tokenizer: one that puts <|endoftext|> first,
+    which the run does not, fails it in one line (the folder kept to inspect)."""
+    import tbuild.engine.hf.tokenizer as written
+
+    root, _, _, end = published
+
+    def bos_first(tok, out: Path) -> None:  # noqa: ANN001
+        tk = tokenizers.Tokenizer.from_file(str(tok.path))
+        tk.post_processor = tokenizers.processors.TemplateProcessing(single=f"{END} $A", special_tokens=[(END, end)])
+        tk.save(str(out))
+
+    monkeypatch.setattr(written, "_with_source_template", bos_first)
+    result = runner.invoke(app, ["export", str(root / "run"), "--to", "hf", "-o", str(tmp_path / "hf"), "--set",
+                                 f"data.valid={root / 'test.txt'}"])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(
+        f"error: parity failed: the export's own tokenizer encodes {len(LINES)} of {len(LINES)} prompts otherwise")

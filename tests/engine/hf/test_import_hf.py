@@ -171,7 +171,7 @@ def test_seq2seq_logits_and_greedy_match_hf(family: str, overrides: dict, spm: T
     assert (ours - theirs)[tgt.ne(PAD)].abs().max().item() < 1e-4
 
 
-@pytest.mark.parametrize("family", ["marian", "m2m_100"])
+@pytest.mark.parametrize("family", ["marian", "pegasus", "m2m_100"])
 def test_decode_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tokenizer, tmp_path: Path) -> None:
     hf = seq2seq_folder(family, {}, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
@@ -350,9 +350,11 @@ def test_a_folder_without_a_tokenizer_tbuild_reads_is_refused(spm: Tokenizer, tm
              "tokenizer.json) (it has merges.txt, which tbuild does not run)")
 
 
-@pytest.mark.parametrize("family", ["gpt2", "llama"])
-def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: Tokenizer, tmp_path: Path) -> None:
-    hf = causal_folder(family, {}, spm, tmp_path / "hf")
+@pytest.mark.parametrize(("family", "overrides"), [("gpt2", {}), ("llama", {}), CAUSAL[
+    "qwen2 (Q, K, V biases; O none)"]], ids=["gpt2", "llama", "qwen2"])
+def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, overrides: dict, spm: Tokenizer,
+                                                             tmp_path: Path) -> None:
+    hf = causal_folder(family, overrides, spm, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
     prompts = ["ab ba", "cc aab bbc"]
     result = CliRunner().invoke(app, ["generate", str(tmp_path / "run"), "--beam", "1", "--max-new-tokens", "8",
@@ -360,9 +362,9 @@ def test_generate_on_the_imported_run_gives_hf_greedy_tokens(family: str, spm: T
     assert result.exit_code == 0, result.output
     ours = result.output.splitlines()[-2:]
     for prompt, line in zip(prompts, ours, strict=True):
-        ids = [BOS, *spm.encode([prompt])[0]]
+        ids = spm.encode([prompt])[0]  # the folder's tokenizer.model adds nothing (no tokenizer_config.json)
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
-                          suppress_tokens=[PAD, BOS], eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
+                          eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
         assert len(out) > len(ids) and spm.decode(out) == line
 
 

@@ -74,9 +74,9 @@ def test_generate_on_raw_text_gives_hf_greedy_tokens(imported) -> None:  # noqa:
     ours = _ok(["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "6", "--device", "cpu"],
                "\n".join(PROMPTS) + "\n").splitlines()[-len(PROMPTS):]
     for prompt, line in zip(PROMPTS, ours, strict=True):
-        ids = [BOS, *tk.encode(prompt, add_special_tokens=False).ids]
+        ids = tk.encode(prompt).ids  # the tokenizer's own encoding: it adds nothing (no post-processor)
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=6,
-                          suppress_tokens=[PAD, BOS], eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
+                          eos_token_id=EOS, pad_token_id=PAD)[0].tolist()
         assert len(out) > len(ids) and line == tk.decode([i for i in out if i not in (PAD, BOS, EOS)])
     _, model = _loaded(root / "run")
     ids = torch.tensor([[BOS, *tk.encode(LINES[0], add_special_tokens=False).ids]])

@@ -28,8 +28,9 @@ LLAMA = {"hidden_size": 16, "num_hidden_layers": 2, "num_attention_heads": 4, "i
          "max_position_embeddings": 32, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": None}
 
 
-def _folder(root: Path, tied: bool) -> Path:
-    """A random LlamaForCausalLM with a sentencepiece model numbered as sentencepiece numbers by default."""
+def _folder(root: Path, tied: bool, tokenizer_config: dict | None = None) -> Path:
+    """A random LlamaForCausalLM with a sentencepiece model numbered as sentencepiece numbers by default (and
+    ``tokenizer_config``, written as the folder's tokenizer_config.json)."""
     spm.SentencePieceTrainer.train(sentence_iterator=iter(LINES * 20), model_prefix=str(root / "sp"), vocab_size=40,
                                    model_type="bpe", character_coverage=1.0, hard_vocab_limit=False)
     sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
@@ -44,6 +45,8 @@ def _folder(root: Path, tied: bool) -> Path:
     folder = root / "hf"
     hf.eval().save_pretrained(folder)
     (folder / "tokenizer.model").write_bytes((root / "sp.model").read_bytes())
+    if tokenizer_config is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
     result = CliRunner().invoke(app, ["import", "hf", str(folder), "-o", str(root / "run")])
     assert result.exit_code == 0, result.output
     return root
@@ -74,19 +77,24 @@ def test_llama_numbering_imports_in_its_own_ids(tied: bool, tmp_path: Path) -> N
     assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
 
 
-def test_generate_on_a_llama_numbered_run_gives_hf_greedy_text(tmp_path: Path) -> None:
-    root = _folder(tmp_path, tied=False)
+@pytest.mark.parametrize("bos", [True, False], ids=["add_bos_token", "nothing_added"])
+def test_generate_on_a_llama_numbered_run_gives_hf_greedy_text(bos: bool, tmp_path: Path) -> None:
+    """The prompt is what the folder's own tokenizer gives (BOS first where tokenizer_config.json's add_bos_token
+    says so, nothing added where the folder says nothing, as transformers' AutoTokenizer reads it)."""
+    root = _folder(tmp_path, tied=False, tokenizer_config={"add_bos_token": True} if bos else None)
     hf = transformers.LlamaForCausalLM.from_pretrained(root / "hf").eval()
     sp = spm.SentencePieceProcessor(model_file=str(root / "sp.model"))
+    own = transformers.AutoTokenizer.from_pretrained(str(root / "hf"))
     prompts = ["the cat", "a dog ran"]
     result = CliRunner().invoke(app, ["generate", str(root / "run"), "--beam", "1", "--max-new-tokens", "8",
                                       "--device", "cpu"], input="\n".join(prompts) + "\n")
     assert result.exit_code == 0, result.output
     for prompt, line in zip(prompts, result.output.splitlines()[-2:], strict=True):
-        ids = [1, *sp.encode(prompt)]
+        ids = own(prompt)["input_ids"]
+        assert ids == [1] * bos + sp.encode(prompt)
         out = hf.generate(input_ids=torch.tensor([ids]), num_beams=1, do_sample=False, max_new_tokens=8,
                           eos_token_id=2, pad_token_id=0)[0].tolist()
-        assert len(out) > len(ids) and sp.decode(out) == line
+        assert len(out) > len(ids) and sp.decode(out) == line, str(out)
 
 
 def test_a_config_whose_ids_are_not_the_tokenizers_is_refused(tmp_path: Path) -> None:

@@ -170,3 +170,54 @@ def test_export_scores_as_the_run_and_imports_back(opus: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     report = json.loads(next((tmp_path / "ct2").glob("*parity*.json")).read_text())
     assert report["max_logprob_diff"] < 1e-4 and report["identical"] == 1.0
+
+
+def test_the_hf_export_s_own_tokenizer_encodes_as_the_run(opus: Path, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """AutoTokenizer on the hf folder of an imported opus-mt (a tokenizer.json over vocab.json's rows) appends
+    ``</s>`` as the run does, and the export's parity check encodes with it: a folder whose tokenizer.json adds
+    nothing (the file copied as it is) fails the check."""
+    import shutil
+
+    import tbuild.engine.hf.tokenizer as written
+
+    (tmp_path / "valid.en").write_text("the cat ran\na dog, far\n")
+    (tmp_path / "valid.de").write_text("die Katze\nein Hund\n")
+    export = ["export", str(opus / "run"), "--to", "hf", "--set", f"data.valid={tmp_path / 'valid'}", "-o"]
+    result = CliRunner().invoke(app, [*export, str(tmp_path / "hf")])
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "hf" / "parity.json").read_text())
+    assert report["encoded_differently"] == 0 and report["identical_greedy"] == 1.0
+    tok = Tokenizer.load(opus / "run" / "tokenizer.json", resolve_run(opus / "run").spec.data.tokenizer.special)
+    own = transformers.AutoTokenizer.from_pretrained(str(tmp_path / "hf"))
+    for line in ["the cat ran", "a dog, far", ">>fr<< cats and the red car"]:
+        assert own(line)["input_ids"] == tok.special.wrap(tok.encode([line])[0]) and own(line)["input_ids"][-1] == 0
+    monkeypatch.setattr(written, "_with_source_template", lambda tok, out: shutil.copyfile(tok.path, out))
+    result = CliRunner().invoke(app, [*export, str(tmp_path / "copied")])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines()[-1].startswith(
+        "error: parity failed: the export's own tokenizer encodes 2 of 2 source lines otherwise than the run")
+
+
+def test_decode_defaults_to_the_folder_s_generation_config(opus: Path, tmp_path: Path) -> None:
+    """generation_config.json as opus-mt publishes it (here greedy, max_length 9, PAD banned): `tbuild decode` with no
+    options gives `generate`'s text with the folder's own defaults on the folder's own encoding."""
+    import shutil
+
+    shutil.copytree(opus / "hf", tmp_path / "hf")
+    pad = json.loads((opus / "hf" / "config.json").read_text())["pad_token_id"]
+    (tmp_path / "hf" / "generation_config.json").write_text(json.dumps({
+        "num_beams": 1, "max_length": 9, "bad_words_ids": [[pad]], "decoder_start_token_id": pad, "eos_token_id": 0,
+        "forced_eos_token_id": 0, "pad_token_id": pad}))
+    result = CliRunner().invoke(app, ["import", "hf", str(tmp_path / "hf"), "-o", str(tmp_path / "run")])
+    assert result.exit_code == 0 and "note:" not in result.output, result.output
+    decode = resolve_run(tmp_path / "run").spec.decode
+    assert (decode.beam, decode.max_len_a, decode.max_len_b) == (1, 0.0, 8)
+    _, tokenizer = _hf(opus)
+    hf = transformers.MarianMTModel.from_pretrained(tmp_path / "hf").eval()
+    lines = ["the cat ran", "a dog, far", "cats and the red car"]
+    result = CliRunner().invoke(app, ["decode", str(tmp_path / "run"), "--device", "cpu"],
+                                input="\n".join(lines) + "\n")
+    assert result.exit_code == 0, result.output
+    theirs = [tokenizer.decode(hf.generate(**tokenizer(line, return_tensors="pt"))[0], skip_special_tokens=True)
+              for line in lines]
+    assert result.output.splitlines()[-3:] == theirs and any(theirs)

@@ -144,3 +144,37 @@ def test_a_tokenizer_without_an_eos_or_with_an_id_it_lacks_is_refused(tmp_path: 
     config = json.loads((folder / "config.json").read_text()) | {"eos_token_id": 900}
     (folder / "config.json").write_text(json.dumps(config))
     _refused([str(folder)], tmp_path / "run", "config.json eos_token_id 900: not one of the tokenizer's special tokens")
+
+
+@pytest.mark.parametrize("lower", [None, False], ids=["unset", "do_lower_case false"])
+def test_a_cased_bert_tokenizer_imports_where_transformers_reads_it_cased(lower: bool | None, tmp_path: Path) -> None:
+    """tokenizer.json's normalizer keeps case; transformers 5's BertTokenizer lowercases unless tokenizer_config.json
+    says do_lower_case false: unset, the folder's tok(text) is not its file's, refused in one line; set, imported,
+    encoding as transformers does."""
+    from tokenizers import normalizers
+
+    folder = tmp_path / "hf"
+    folder.mkdir()
+    tk = _wordpiece(folder)
+    tk.normalizer = normalizers.BertNormalizer(lowercase=False)
+    tk.save(str(folder / "tokenizer.json"))
+    if lower is not None:
+        (folder / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": lower}))
+    torch.manual_seed(0)
+    config = transformers.BertConfig(**(BERT | {"vocab_size": len(BERT_VOCAB)} | LABELS))
+    _perturbed(transformers.BertForTokenClassification(config)).save_pretrained(folder)
+    result = CliRunner().invoke(app, ["import", "hf", str(folder), "-o", str(tmp_path / "run")])
+    if lower is None:
+        assert result.exit_code == 2 and not (tmp_path / "run").exists()
+        assert result.output.strip().splitlines() == [
+            f"error: {folder}: BertTokenizer (transformers' AutoTokenizer on the folder) encodes \"The Café's NAÏVE "
+            "ﬁancée\" as [5, 8, 4, 4, 4, 4, 4, 6], its tokenizer.json as [5, 4, 4, 4, 4, 4, 4, 6]; make "
+            "tokenizer_config.json name the class and flags (do_lower_case, add_bos_token) that read the file as it "
+            "is, e.g. tokenizer_class PreTrainedTokenizerFast"]  # "the" lowercased by transformers only
+        return
+    assert result.exit_code == 0, result.output
+    special = _loaded(tmp_path / "run")[0].special()
+    ours = Tokenizer.load(tmp_path / "run" / "tokenizer.json", special)
+    theirs = transformers.AutoTokenizer.from_pretrained(str(folder))
+    for text in [*TEXTS, "The Cat"]:
+        assert special.wrap(ours.encode([text])[0]) == theirs(text)["input_ids"]

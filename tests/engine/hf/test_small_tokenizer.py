@@ -29,7 +29,8 @@ def _folder(folder: Path, words: int) -> None:
     tk.add_special_tokens(specials)
     torch.manual_seed(0)
     transformers.GPT2LMHeadModel(transformers.GPT2Config(**(GPT2 | {"vocab_size": ROWS}))).save_pretrained(folder)
-    tk.save(str(folder / "tokenizer.json"))
+    tk.save(str(folder / "tokenizer.json"))  # read as it is by transformers too (not as GPT2Tokenizer's BPE):
+    (folder / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
 
 
 def test_a_tokenizer_smaller_than_the_table_is_imported(tmp_path: Path) -> None:
