@@ -4,9 +4,8 @@ the ``tokenizers`` library reads it, with the record's adding around it; transfo
 pipeline from the class instead (transformers 5 builds ``BertTokenizer`` with ``do_lower_case`` from
 tokenizer_config.json, True where unset, whatever the file's normalizer, and ``GPT2Tokenizer`` with no
 normalizer). Probe lines (case, accents, compatibility characters, spaces, each added token) encoded both ways
-must agree; the first that does not is refused in one line. A translator's folder is not probed: its tokenizer
-puts the source language's token first (``src_lang``), which tbuild's input carries in the text
-(docs/pretrained.md); nor is a sentencepiece model (tokenizer.model), which each class converts its own way."""
+must agree; the first that does not is refused in one line. A translator's folder (its ``src_lang`` token is in
+tbuild's input text) and a sentencepiece model (each class converts it its own way) are not probed."""
 
 from __future__ import annotations
 

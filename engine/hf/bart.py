@@ -10,9 +10,6 @@ residual-stream rescaling that reaches their fixed LayerNorm eps.
 - LayerNorm eps: these classes keep nn.LayerNorm's 1e-5, with no config field. LayerNorm_ε'(c·z) =
   LayerNorm_ε(z) for c = √(ε'/ε), so an export scales the residual stream by c (each class says where); an
   import reads 1e-5.
-
-Refused in one line naming the config field: another activation than the FFN kinds, a non-zero
-``final_logits_bias`` (tbuild's output projection has no bias).
 """
 
 from __future__ import annotations
@@ -27,14 +24,14 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.components.weights import weight_tree
 
-from .family import FROM_HF, TO_HF, refuse_field
-from .maps import LAYER, Map, linear, norm, rule
+from .family import FROM_HF, TABLE_ROWS, TO_HF, refuse_field
+from .folder import UnsupportedImport
+from .maps import LAYER, Map, expanded, linear, norm, rule
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PretrainedConfig
 
 HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which these classes keep: no config field for it
-SINUSOID_ROWS = 1024  # max_position_embeddings when the model has no max_positions
 
 
 def layers(final_norms: bool, shared: bool = True) -> Map:
@@ -59,6 +56,11 @@ def layers(final_norms: bool, shared: bool = True) -> Map:
     return names
 
 
+def prenorm_names(spec: Spec, model: nn.Module, cls: str) -> Map:
+    """The map of a pre-norm class (Pegasus, M2M100): the layers and each stack's final LayerNorm."""
+    return expanded(layers(final_norms=True, shared=spec.model.tie_embeddings == "three_way"), model)
+
+
 def check_config(config: PretrainedConfig) -> None:
     """Refuse, naming the field and its value, what tbuild's encoder-decoder cannot compute."""
     if config.activation_function not in FROM_HF:
@@ -72,10 +74,7 @@ def no_output_bias(hf: nn.Module) -> None:
     """Refuse a ``final_logits_bias`` (the one output bias of these classes) that is not zero."""
     bias = getattr(hf, "final_logits_bias", torch.zeros(1)).detach()
     if bias.any():
-        raise_bias = "model weights final_logits_bias: not zero (tbuild's output projection has no bias)"
-        from .folder import UnsupportedImport
-
-        raise UnsupportedImport(raise_bias)
+        raise UnsupportedImport("model weights final_logits_bias: not zero (tbuild's output projection has no bias)")
 
 
 def tying(config: PretrainedConfig, shared: bool) -> str:
@@ -94,8 +93,6 @@ def fields(hf: nn.Module, pre_norm: bool, positional: dict, shared: bool) -> dic
     src_rows, tgt_rows = enc.embed_tokens.weight.size(0), dec.embed_tokens.weight.size(0)
     eps = {m.eps for m in hf.modules() if isinstance(m, nn.LayerNorm)}
     if len(eps) != 1:
-        from .folder import UnsupportedImport
-
         raise UnsupportedImport(f"LayerNorm eps {sorted(eps)}: tbuild's encoder-decoder has one norm eps")
     bias = {"kind": "multihead", "bias": True}
     return {
@@ -122,7 +119,7 @@ def config_fields(model: nn.Module, spec: Spec) -> dict[str, object]:
         encoder_attention_heads=view.encoder.heads, decoder_attention_heads=view.decoder.heads,
         encoder_ffn_dim=view.encoder.d_ff, decoder_ffn_dim=view.decoder.d_ff,
         activation_function=TO_HF[view.encoder.groups[0].ffn.kind],  # type: ignore[attr-defined]
-        max_position_embeddings=m.max_positions or SINUSOID_ROWS, scale_embedding=m.scale_embeddings,
+        max_position_embeddings=m.max_positions or TABLE_ROWS, scale_embedding=m.scale_embeddings,
         dropout=m.dropout.residual, attention_dropout=m.dropout.attention, activation_dropout=m.dropout.activation,
         pad_token_id=special.pad, eos_token_id=special.eos, bos_token_id=special.bos,
         decoder_start_token_id=special.start, forced_eos_token_id=special.eos,

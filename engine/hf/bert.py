@@ -14,9 +14,6 @@ XLM-RoBERTa-XL's (pre-norm). The map, both ways:
   masked LM's transform (dense, GELU, LayerNorm) as ``masked_lm`` with ``transform``. A headless class
   (``BertModel``, import only) as ``sentence_embedding``, its pooling the folder's (``pooling.py``); its
   pooler, which sentence vectors do not read, is left out.
-
-Refused on import in one line naming the config field: an activation tbuild lacks, another position scheme
-than ``absolute``, a decoder, a one-label (regression) classifier, another head class.
 """
 
 from __future__ import annotations
@@ -226,19 +223,11 @@ def extra(model: nn.Module, spec: Spec, cls: str) -> State:
             f"{base}.embeddings.token_type_embeddings.weight": torch.zeros(1, spec.model.d_model)}
 
 
-def finish(state: State, spec: Spec) -> State:
-    """§3.4's √d_model folded into the token table (the export refuses it with a tied output)."""
-    scale = scaled_tokens(spec)
-    return {n: t * scale if n.endswith("embeddings.word_embeddings.weight") and scale != 1.0 else t
-            for n, t in state.items()}
-
-
-EXPORTS_OF = {  # export key -> class (graph_targets.ENCODER_HEADS' keys)
-    **{f"bert{tail}": f"Bert{HEADS[kind].suffix}" for tail, kind in
-       (("", "token_classification"), ("_sequence", "sequence_classification"), ("_masked_lm", "masked_lm"))},
-    **{f"xlm_roberta_xl{tail}": f"XLMRobertaXL{HEADS[kind].suffix}" for tail, kind in
-       (("", "token_classification"), ("_sequence", "sequence_classification"), ("_masked_lm", "masked_lm"))}}
+TAILS = {"": "token_classification", "_sequence": "sequence_classification", "_masked_lm": "masked_lm"}
+EXPORTS_OF = {f"{key}{tail}": f"{prefix}{HEADS[kind].suffix}"  # export key -> class (graph_targets.ENCODER_HEADS')
+              for key, prefix in (("bert", "Bert"), ("xlm_roberta_xl", "XLMRobertaXL")) for tail, kind in TAILS.items()}
 
 BERT = Family(model_types=tuple(PREFIXES), hf_class=hf_class, check=check, fields=fields, names=names,
-              dataset=lambda c: HEADS[head_of(hf_class(c))].dataset, config=config, extra=extra, finish=finish,
+              dataset=lambda c: HEADS[head_of(hf_class(c))].dataset, config=config, extra=extra,
+              finish=scaled_tokens("embeddings.word_embeddings.weight"),
               exports=EXPORTS_OF, folder=folder_fields)

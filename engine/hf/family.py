@@ -1,9 +1,6 @@
-"""A Hugging Face family as tbuild reads and writes it: one ``Family`` per transformers architecture kind, each
-declared in its own module (``marian.py``, ``pegasus.py``, ``m2m100.py``, ``gpt2.py``, ``llama.py``,
-``bert.py``, ``t5.py``, ``mbart.py``), with its one weight map (``maps.py``) that export writes and import reads
-back, the config both ways, and the tensors the map does not carry (position tables). ``families.py`` lists
-them: ``FAMILIES`` finds a folder's family by config.json's ``model_type``, ``EXPORTS`` an export's by the class
-key the export check chose (``export/targets.py``, ``export/graph_targets.py``)."""
+"""A Hugging Face family as tbuild reads and writes it: one ``Family`` per transformers architecture kind, each in
+its own module (listed in ``families.py``), with its one weight map (``maps.py``) that export writes and import
+reads back, the config both ways, and the tensors the map does not carry (position tables)."""
 
 from __future__ import annotations
 
@@ -32,13 +29,10 @@ TABLE_ROWS = 1024  # a position table's rows where the model has no max_position
 
 @dataclass(frozen=True)
 class Family:
-    """How one family converts. Import: the transformers class a config.json names (``hf_class``), the
-    refusals of its config (``check``), the spec's model fields and the tensors no map name carries
-    (``fields``), those completed from the folder's other files (``folder``: a headless encoder's pooling), the
-    data set such a model trains on (``dataset``; None: a translator's pairs). Both ways:
-    the map of a model (``names``: from the spec, the built model and the transformers class). Export: the
-    class of each export key (``exports``), the config (``config``), the tensors outside the map (``extra``)
-    and any rescaling of the written tensors (``finish``)."""
+    """How one family converts. Import: ``hf_class``, ``check``, ``fields`` (the spec's model fields and the
+    tensors no map name carries), ``folder`` (fields from the folder's other files), ``dataset`` (None: a
+    translator's pairs). Both ways: ``names``, the map. Export: ``exports`` (key -> class), ``config``, ``extra``
+    (tensors outside the map) and ``finish`` (rescaling the written tensors)."""
 
     model_types: tuple[str, ...]  # config.json's model_type values it imports
     hf_class: Callable[[dict], str]
@@ -82,9 +76,16 @@ def position_table(model: nn.Module, spec: Spec, embed: str) -> torch.Tensor:
     return sinusoid_table(rows, d) if kind == "sinusoidal" else torch.zeros(rows, d)
 
 
-def scaled_tokens(spec: Spec) -> float:
-    """What a token table is multiplied by for a class without §3.4's √d_model scaling (1: none)."""
-    return math.sqrt(spec.model.d_model) if spec.model.scale_embeddings else 1.0
+def scaled_tokens(table: str) -> Callable[[State, Spec], State]:
+    """A ``finish`` folding §3.4's √d_model into the token table named ``...table``, for a class without that
+    scaling (the export refuses it with a tied output)."""
+    def finish(state: State, spec: Spec) -> State:
+        if not spec.model.scale_embeddings:
+            return state
+        scale = math.sqrt(spec.model.d_model)
+        return {n: t * scale if n.endswith(table) else t for n, t in state.items()}
+
+    return finish
 
 
 def refuse_field(field_name: str, value: object, why: str) -> None:

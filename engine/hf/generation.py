@@ -14,11 +14,9 @@ length penalty 1.0). What tbuild has no equivalent for is not applied and said i
   translator's ``max_len_a`` 0 and ``max_len_b`` max_length − 1 (transformers counts the decoder's start); a
   language model's counts the prompt too, which tbuild's limit does not: not applied;
 - ``no_repeat_ngram_size`` → ``no_repeat_ngram``;
-- ``eos_token_id`` beyond the record's eos (Llama 3's list), ``repetition_penalty``, ``bad_words_ids`` and
-  ``suppress_tokens`` other than what tbuild bans anyway, ``min_length``/``min_new_tokens``, ``typical_p``,
-  ``num_beam_groups``, ``penalty_alpha``, ``forced_bos_token_id`` (give it as the target prefix): not applied, each
-  said. Ids (pad, bos, decoder start) are the record's already; ``forced_eos_token_id`` is what tbuild does at
-  the length limit."""
+- ``eos_token_id`` beyond the record's eos (Llama 3's list), ``bad_words_ids`` and ``suppress_tokens`` other than
+  what tbuild bans anyway, and the ``UNSUPPORTED`` settings (``forced_bos_token_id``: give it as the target
+  prefix): not applied, each said. ``forced_eos_token_id`` is what tbuild does at the length limit."""
 
 from __future__ import annotations
 

@@ -7,9 +7,6 @@ a two-layer FFN (ReLU or GELU), learned positions, 1/√d_k scaling (§3.2.1). T
 - Positions: ``wpe`` holds tbuild's table (a sinusoid (§3.5) or zeros written as one; read back as
   ``sinusoidal``, ``none`` or ``learned``).
 - √d_model embedding scaling (§3.4), which GPT-2 lacks, is folded into an untied token table on export.
-
-Refused on import in one line naming the config field: an activation tbuild lacks, unscaled or layer-scaled
-attention.
 """
 
 from __future__ import annotations
@@ -79,12 +76,7 @@ def extra(model: nn.Module, spec: Spec, cls: str) -> State:
     return {"transformer.wpe.weight": position_table(model, spec, "tgt_embed")}
 
 
-def finish(state: State, spec: Spec) -> State:
-    """§3.4's √d_model folded into the token table (the export refuses it with a tied output)."""
-    scale = scaled_tokens(spec)
-    return state if scale == 1.0 else state | {"transformer.wte.weight": state["transformer.wte.weight"] * scale}
-
-
 GPT2 = Family(model_types=("gpt2",), hf_class=lambda _c: "GPT2LMHeadModel", check=check, fields=fields,
-              names=names, dataset=lambda _c: "text", config=config, extra=extra, finish=finish,
+              names=names, dataset=lambda _c: "text", config=config, extra=extra,
+              finish=scaled_tokens("transformer.wte.weight"),
               exports={"gpt2": "GPT2LMHeadModel"})

@@ -1,10 +1,7 @@
-"""``tbuild import hf``: a Hugging Face model as an ordinary tbuild run directory, in the folder's own ids. The
-folder holds the architecture as a validated spec (spec.yaml, every field written out: edit one and fine-tune;
-its ``data.tokenizer.special`` the folder's special ids and adding), the weights in tbuild's names
-(best.safetensors, stamped with the architecture hash, as training writes it) read through the family's map
-(``family.py``: the map its export writes, read backwards), and the tokenizer (``tokenizer.py``): spm.model or
-tokenizer.json. Everything is written into a temporary folder beside the output and renamed into place last: a
-refused or failed import leaves nothing behind."""
+"""``tbuild import hf``: a Hugging Face model as an ordinary tbuild run directory in the folder's own ids: a
+validated spec.yaml (every field written out), best.safetensors read through the family's map (``family.py``:
+the map its export writes, read backwards) and the tokenizer (``tokenizer.py``). Written into a temporary folder
+renamed into place last: a refused or failed import leaves nothing behind."""
 
 from __future__ import annotations
 
@@ -54,8 +51,7 @@ def _languages(folder: Path) -> dict[str, str]:
 def imported_model(folder: Path, config: dict, name: str, scratch: Path,
                    note: Note = lambda _: None) -> tuple[Spec, nn.Module, Tokenizer]:
     """The folder's model as a validated tbuild spec, the tbuild model holding its weights, and the tokenizer
-    (built into ``scratch`` where the folder's files are not one tbuild reads as they are); ``note``: a line
-    for the import's report for each setting of the folder's that was cleared or not applied."""
+    (built into ``scratch`` where needed); ``note``: a line for each setting cleared or not applied."""
     import transformers
 
     family = _family(config)

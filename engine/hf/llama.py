@@ -8,9 +8,6 @@ both ways:
 - Biases: all four projections' where ``attention_bias``; Qwen2's Q, K and V (its output projection has none:
   read as a zero bias).
 - No √d_model scaling (§3.4) in either class: the export folds it into an untied token table.
-
-Refused on import in one line naming the config field: another activation than silu, a RoPE scaling other
-than ``default`` and Llama 3's, MLP biases, Qwen2's sliding window.
 """
 
 from __future__ import annotations
@@ -22,11 +19,9 @@ from tbuild.builder.resolved import resolve
 from tbuild.builder.spec import Spec
 from tbuild.components.specs.positional import RotarySpec
 
-from .family import Family, refuse_field, scaled_tokens
+from .family import TABLE_ROWS, Family, refuse_field, scaled_tokens
 from .maps import LAYER, SAME, Map, State, Transform, expanded, linear, rule
 from .maps import norm as norm_map
-
-TABLE_ROWS = 1024
 
 
 def half_split(d_k: int) -> Transform:
@@ -121,11 +116,7 @@ def config(model: nn.Module, spec: Spec, key: str):  # noqa: ANN201 - a LlamaCon
         pad_token_id=special.pad, bos_token_id=special.bos, eos_token_id=special.eos)
 
 
-def finish(state: State, spec: Spec) -> State:
-    scale = scaled_tokens(spec)
-    return state if scale == 1.0 else state | {"model.embed_tokens.weight": state["model.embed_tokens.weight"] * scale}
-
-
 LLAMA = Family(model_types=("llama", "qwen2"), check=check, fields=fields, names=names,
                hf_class=lambda c: "Qwen2ForCausalLM" if c["model_type"] == "qwen2" else "LlamaForCausalLM",
-               dataset=lambda _c: "text", config=config, finish=finish, exports={"llama": "LlamaForCausalLM"})
+               dataset=lambda _c: "text", config=config,
+               finish=scaled_tokens("model.embed_tokens.weight"), exports={"llama": "LlamaForCausalLM"})

@@ -3,13 +3,11 @@ layers and names (``bart.layers``) with a sinusoid computed on load (tensor2tens
 cos half) counted from the padding id + 1, which §3.5's table is not: its rows from there become the
 ``learned`` table, exactly. One token table, shared by both stacks.
 
-Its own tokenizer (M2M100Tokenizer's files, as facebook/m2m100_418M ships them): sentencepiece.bpe.model (text to
-pieces), vocab.json (piece -> the model's row in fairseq's numbering: ``<s>`` 0, ``<pad>`` 1, ``</s>`` 2,
-``<unk>`` 3, then the pieces) and tokenizer_config.json, whose ``language_codes`` (``m2m100``: 100 languages,
-``wmt21``: 8) name the language tokens ``__en__``, ``__fr__``, … that M2M100Tokenizer numbers after vocab.json's
-rows. They become one tokenizers file in those ids (``vocab.py``), the language tokens matched whole and left out
-of decoded text: write the source's at the start of a line and give the target's as the target prefix. The
-decoder starts from ``</s>`` (the record's target template starts with eos)."""
+Its own tokenizer (M2M100Tokenizer's files): sentencepiece.bpe.model, vocab.json (piece -> the model's row) and
+the language tokens ``__en__``, ``__fr__``, … of tokenizer_config.json's ``language_codes``, numbered after
+vocab.json's rows, become one tokenizers file in those ids (``vocab.py``), the language tokens matched whole and
+left out of decoded text: write the source's at the start of a line and give the target's as the target prefix.
+The decoder starts from ``</s>`` (the record's target template starts with eos)."""
 
 from __future__ import annotations
 
@@ -17,19 +15,13 @@ from pathlib import Path
 
 from torch import nn
 
-from tbuild.builder.spec import Spec
-
 from . import bart
 from .family import Family
 from .folder import UnsupportedImport, read_json, read_spm
-from .maps import Map, State, expanded
+from .maps import State
 from .vocab import Codes, vocab_tokenizer, vocabulary
 
 FILES = ("sentencepiece.bpe.model", "vocab.json")  # M2M100Tokenizer's own (tokenizer_config.json: optional)
-
-
-def names(spec: Spec, model: nn.Module, cls: str) -> Map:
-    return expanded(bart.layers(final_norms=True, shared=spec.model.tie_embeddings == "three_way"), model)
 
 
 def fields(hf: nn.Module) -> tuple[dict, State]:
@@ -73,4 +65,4 @@ def m2m100_tokenizer(folder: Path, special: set[int], out: Path) -> Path:
 
 
 M2M100 = Family(model_types=("m2m_100",), hf_class=lambda _c: "M2M100ForConditionalGeneration",
-                check=bart.check_config, fields=fields, names=names)
+                check=bart.check_config, fields=fields, names=bart.prenorm_names)

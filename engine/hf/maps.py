@@ -96,9 +96,8 @@ def to_hf(names: Map, ours: State, theirs: Mapping[str, torch.Size]) -> State:
 
 
 def from_hf(names: Map, theirs: State, ours: Mapping[str, torch.Size]) -> State:
-    """tbuild's tensors of ``names`` read back from the Hugging Face ``theirs`` (the inverse of ``to_hf``);
-    ``ours``: the built model's parameter shapes, which say where a fused tensor splits (a parameter it lacks
-    is skipped; one the folder lacks, optional, is zeros)."""
+    """The inverse of ``to_hf``; ``ours``: the built model's parameter shapes, which say where a fused tensor
+    splits (a parameter it lacks is skipped; one the folder lacks, optional, is zeros)."""
     out: State = {}
     for name, r in names.items():
         wanted = [o for o in r.ours if o in ours]

@@ -21,14 +21,10 @@ from tbuild.builder.spec import Spec
 
 from . import bart
 from .family import Family, position_table, positions
-from .maps import Map, State, expanded
+from .maps import State
 
 RESIDUAL_OUTPUTS = frozenset({"out_proj", "fc2"})  # what a sub-layer adds to the residual stream
 EMBEDS = (("src_embed", "encoder"), ("tgt_embed", "decoder"))
-
-
-def names(spec: Spec, model: nn.Module, cls: str) -> Map:
-    return expanded(bart.layers(final_norms=True, shared=spec.model.tie_embeddings == "three_way"), model)
 
 
 def _factor(name: str, c: float) -> float:
@@ -70,5 +66,6 @@ def fields(hf: nn.Module) -> tuple[dict, State]:
 
 
 PEGASUS = Family(model_types=("pegasus",), hf_class=lambda _c: "PegasusForConditionalGeneration",
-                 check=bart.check_config, fields=fields, names=names, config=config, extra=extra, finish=finish,
+                 check=bart.check_config, fields=fields, names=bart.prenorm_names, config=config, extra=extra,
+                 finish=finish,
                  exports={"pegasus": "PegasusForConditionalGeneration"})

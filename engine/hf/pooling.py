@@ -1,12 +1,10 @@
 """A headless encoder's sentence vectors as the folder says to pool them: the ``sentence_embedding`` head
 (``components/specs/head.py``) of a ``BertModel``, ``RobertaModel`` or ``XLMRobertaModel`` import.
 
-A sentence-transformers folder (its layout as ``SentenceTransformer.save`` writes it) lists its modules in
-``modules.json``, in order: the ``Transformer`` at the folder's root (``path: ""``), a ``Pooling`` whose
-``config.json`` sets one ``pooling_mode_*`` key, and optionally a ``Normalize`` (no file of its own);
-``sentence_bert_config.json`` holds its ``max_seq_length`` and ``do_lower_case``. tbuild takes mean and CLS
-pooling and the normalization; anything else it refuses in one line naming the file. A folder without
-``modules.json`` pools by the mean, as sentence-transformers does when it loads a plain transformers model."""
+A sentence-transformers folder (as ``SentenceTransformer.save`` writes it) lists its modules in ``modules.json``:
+the ``Transformer`` at the folder's root, a ``Pooling`` (one ``pooling_mode_*`` key), optionally a ``Normalize``;
+``sentence_bert_config.json`` holds ``max_seq_length`` and ``do_lower_case``. A folder without ``modules.json``
+pools by the mean, as sentence-transformers does when it loads a plain transformers model."""
 
 from __future__ import annotations
 

@@ -6,12 +6,10 @@ or sep), else the usual special token of the tokenizer's (<pad>, <unk>, <s>, </s
 [SEP]). A role may share a token (GPT-2's <|endoftext|> is its bos, eos and unk) or have none (GPT-2 has no
 pad); only a missing EOS is refused (decoders stop at it).
 
-What is added around a sequence: ``source``, the tokenizer's own adding (a tokenizer.json's post-processor:
-TemplateProcessing's ``single``, BERT's and RoBERTa's [CLS] … [SEP]; beside a sentencepiece model,
-tokenizer_config.json's ``add_bos_token`` and ``add_eos_token``; a translator's tokenizer appends ``</s>``);
-``target``, a decoder's row, from
-config.json's ``decoder_start_token_id`` (Marian's pad, M2M100's eos) where it has one, else from bos (eos
-where the vocabulary has no bos)."""
+What is added around a sequence: ``source``, the tokenizer's own adding (a tokenizer.json's post-processor;
+beside a sentencepiece model, tokenizer_config.json's ``add_bos_token`` and ``add_eos_token``; a translator's
+tokenizer appends ``</s>``); ``target``, a decoder's row, from config.json's ``decoder_start_token_id`` (Marian's
+pad, M2M100's eos) where it has one, else from bos (eos where the vocabulary has no bos)."""
 
 from __future__ import annotations
 
@@ -73,9 +71,8 @@ def role_ids(folder: Path, config: dict, token_to_id: dict[str, int], specials: 
 
 
 def _role(token: object, ids: dict[str, int | None], token_to_id: dict[str, int], after: bool) -> str:
-    """The role of a token a post-processor adds (its text, or [text, id] as BertProcessing's ``cls``/``sep``),
-    ``after`` the text or before it: of roles sharing its id (opus-mt's ``</s>`` is bos and eos), eos after the
-    text, bos before it, else the first; a token that is no role's: refused."""
+    """The role of a token a post-processor adds ``after`` the text or before it: of roles sharing its id
+    (opus-mt's ``</s>`` is bos and eos), eos after the text, bos before it, else the first."""
     name = token[0] if isinstance(token, list) and token else token
     found = token_to_id.get(name, -1) if isinstance(name, str) else -1
     roles = [role for role, i in ids.items() if i is not None and i == found]
@@ -113,10 +110,8 @@ def processor_template(processor: dict | None, ids: dict[str, int | None],
 
 def source_template(folder: Path, ids: dict[str, int | None], token_to_id: dict[str, int], processor: dict | None,
                     translator: bool, *, published: bool = False, note: Note = lambda _: None) -> tuple[str, ...]:
-    """What the folder's tokenizer adds around an input sequence (module docstring). ``published``: the
-    tokenizer is the folder's own tokenizer.json, whose post-processor alone decides, as transformers reads it
-    (tokenizer_config.json's add_bos_token and add_eos_token apply to a sentencepiece model only: ``note``
-    says so where they are set)."""
+    """What the folder's tokenizer adds around an input sequence (module docstring). ``published``: the folder's
+    own tokenizer.json, whose post-processor alone decides, as transformers reads it (``note`` says so)."""
     found = processor_template(processor, ids, token_to_id)
     config = optional_json(folder / "tokenizer_config.json")
     flags = [f for f in ("add_bos_token", "add_eos_token") if f in config]

@@ -53,8 +53,7 @@ def _rows(config: dict, pieces: list[str]) -> set[int]:
 
 
 def _marian(folder: Path, config: dict, scratch: Path) -> Path:
-    """The folder's one sentencepiece model where vocab.json gives its pieces their ids (tbuild's export), else
-    a tokenizers file over vocab.json's rows in ``scratch`` (a published opus-mt folder)."""
+    """The folder's one sentencepiece model (tbuild's export), else a tokenizers file in ``scratch`` (opus-mt)."""
     source, target, vocab = (folder / n for n in ("source.spm", "target.spm", "vocab.json"))
     for path in (source, target, vocab):
         if not path.is_file():
@@ -97,8 +96,7 @@ def _spm_record(folder: Path, path: Path, config: dict) -> Specials:
 
 
 def _file_record(folder: Path, path: Path, config: dict, published: bool, note: Note) -> Specials:
-    """A tokenizers file's record: its roles (config.json, the folder's files, the usual tokens) and adding
-    (``published``: the folder's own tokenizer.json, not one built from its other files)."""
+    """A tokenizers file's record (``published``: the folder's own tokenizer.json, not one built here)."""
     try:
         tk = TokenizersProcessor(path).tk
     except DataError as e:
@@ -115,9 +113,8 @@ def _file_record(folder: Path, path: Path, config: dict, published: bool, note: 
 
 
 def _cleared(path: Path, scratch: Path, note: Note) -> Path:
-    """The folder's tokenizer.json, or its copy in ``scratch`` without the ``padding`` and ``truncation`` a
-    published file may set (fixed-length padding would make every word of a tagger's input that many pieces:
-    tbuild pads batches by their lengths and cuts by the model's positions), said in ``note``."""
+    """The folder's tokenizer.json, or its copy in ``scratch`` without a published file's ``padding`` and
+    ``truncation`` (said in ``note``: tbuild pads batches by their lengths and cuts by the model's positions)."""
     data = read_json(path)
     found = {k: data[k] for k in CLEARED if data.get(k) is not None}
     if not found:
@@ -132,9 +129,8 @@ def _cleared(path: Path, scratch: Path, note: Note) -> Path:
 
 
 def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path, note: Note = lambda _: None) -> Tokenizer:
-    """The folder's tokenizer (module docstring) with its record, every piece a row of the model's ``rows``
-    (its smallest vocabulary table); written into ``scratch`` where it is built from the folder's files or
-    cleared of a published file's padding and truncation (``note``: a line for the import's report each)."""
+    """The folder's tokenizer (module docstring) with its record, every piece a row of the model's ``rows``;
+    written into ``scratch`` where built or cleared (``note``: a line for the import's report each)."""
     published = False
     if (folder / "source.spm").exists() or (folder / "target.spm").exists():
         path = _marian(folder, config, scratch)
@@ -167,14 +163,16 @@ def find_tokenizer(folder: Path, rows: int, config: dict, scratch: Path, note: N
     return tok
 
 
+def row_names(vocabulary: list[str], rows: int) -> list[str]:
+    """One name per embedding row: the tokenizer's pieces, then ``<tbuild_unused_N>`` for rows past them."""
+    return vocabulary[:rows] + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
+
+
 def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, rows: int, marian: bool,
                     bos_first: bool, spiece: bool = False) -> None:
-    """The export's tokenizer files in ``out``, in the run's ids: a tokenizers file as tokenizer.json with the
-    tokenizer_config.json that ``PreTrainedTokenizerFast`` loads; a translator's sentencepiece model as
-    MarianTokenizer's files (``marian``; vocab.json names every one of the model's ``rows``, those past the
-    tokenizer's pieces ``<tbuild_unused_N>``); another's as tokenizer.model with tbuild-tokenizer.json (its
-    record, pieces and whether its rows start with BOS: ``bos_first``), or (``spiece``: T5) as T5Tokenizer's
-    spiece.model, with no sentinel tokens of its own (``extra_ids`` 0: every piece is the model's)."""
+    """The export's tokenizer files in ``out``, in the run's ids (module docstring): tokenizer.json, T5's spiece.model
+    (``spiece``; ``extra_ids`` 0: every piece is the model's), MarianTokenizer's files (``marian``; vocab.json names
+    the model's ``rows``) or tokenizer.model with tbuild-tokenizer.json (``bos_first``: rows start with BOS)."""
     special, vocabulary = tok.special, [tok.sp.id_to_piece(i) for i in range(tok.vocab_size)]
     tokens = {role: vocabulary[i] for role in ("unk", "eos", "pad", "bos") if (i := getattr(special, role)) is not None}
     if tok.path.suffix == ".json":
@@ -186,8 +184,8 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
     elif marian:
         for name in ("source.spm", "target.spm"):
             shutil.copyfile(tok.path, out / name)
-        names = vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
-        (out / "vocab.json").write_text(json.dumps({p: i for i, p in enumerate(names)}, ensure_ascii=False))
+        names = {p: i for i, p in enumerate(row_names(vocabulary, rows))}
+        (out / "vocab.json").write_text(json.dumps(names, ensure_ascii=False))
         _config(out, {"tokenizer_class": "MarianTokenizer", "source_lang": spec.data.source_lang,
                       "target_lang": spec.data.target_lang, "separate_vocabs": False}, tokens, max_length)
     else:
@@ -198,10 +196,8 @@ def write_tokenizer(tok: Tokenizer, spec: Spec, out: Path, max_length: int, *, r
 
 
 def _with_source_template(tok: Tokenizer, out: Path) -> None:
-    """The run's tokenizer.json at ``out``, its post-processor adding what the run adds around a source (the
-    record's ``source``, e.g. an opus-mt translator's ``</s>``) where its own adds something else, so
-    ``PreTrainedTokenizerFast`` on the folder encodes as the run does, and without padding or truncation (a run
-    imported before they were cleared); as it is (byte for byte) where nothing changes."""
+    """The run's tokenizer.json at ``out`` with a post-processor adding the record's ``source`` and without padding
+    or truncation, so ``PreTrainedTokenizerFast`` encodes as the run does; byte for byte where nothing changes."""
     from tokenizers import processors
 
     special, data = tok.special, read_json(tok.path)

@@ -1,15 +1,11 @@
 """A vocab.json over a sentencepiece model (the layout of MarianTokenizer and M2M100Tokenizer) as one tokenizers
 file in the folder's own ids (vocab.json's rows: the model's).
 
-Such a tokenizer encodes text with the sentencepiece model and looks each piece up in vocab.json (piece -> the
-model's row; a piece missing there would be ``<unk>``, so such a piece is refused); decoding joins the pieces.
-The file written here does the same with one model over the folder's tokens in their order: a Unigram scored
-as the sentencepiece model scores its pieces, or for a BPE model (``model_type: bpe``) a BPE whose merges are its
-pieces' splits in the order of their scores (as transformers' own conversions of such models do). Every other
-token (vocab.json's pieces the model lacks) is never chosen; the sentencepiece model's normalization (its
-character map, whitespace rules and word-boundary prefix) is kept, and tokens named by the caller (language
-codes) are matched whole. The folder's special tokens (``special``: its roles' rows, found by ``special.py``)
-and the sentencepiece model's control pieces are special tokens of the file."""
+Such a tokenizer encodes text with the sentencepiece model and looks each piece up in vocab.json (a piece missing
+there would be ``<unk>``, so such a piece is refused). The file written here does the same with one model over
+the folder's tokens in their order: a Unigram scored as the sentencepiece model scores its pieces, or a BPE whose
+merges are its pieces' splits in the order of their scores (as transformers' own conversions do), with the
+sentencepiece model's normalization; vocab.json's pieces the model lacks are never chosen."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A run as a Hugging Face folder: the class the export check chose (``key``: marian, pegasus, gpt2, llama, bert,
-bert_sequence, xlm_roberta_xl_masked_lm, …; ``export/targets.py``, ``export/graph_targets.py``) built from its
-family's config, its weights written through the family's map (``maps.to_hf``) with the tensors outside it
-(position tables) and the family's rescaling, the run's special ids in config.json and generation_config.json,
-and the run's tokenizer (``tokenizer.write_tokenizer``). Call the export check first: these functions assume
-what it guarantees."""
+"""A run as a Hugging Face folder of the class the export check chose (``key``: marian, gpt2, bert_sequence, …),
+through its family (``family.py``), with the run's special ids and tokenizer. Call the export check first: these
+functions assume what it guarantees."""
 
 from __future__ import annotations
 
@@ -83,9 +80,8 @@ def to_hf(model: nn.Module, spec: Spec, key: str) -> PreTrainedModel:
 
 
 def write_hf(model: nn.Module, spec: Spec, key: str, tok: Tokenizer, out: Path, *, bos_first: bool = False) -> str:
-    """Save the ``to_hf`` folder (config.json, model.safetensors, generation_config.json where it generates) and
-    the run's tokenizer files into ``out`` (``bos_first``: whether the run's task starts its rows with BOS,
-    for the tbuild-tokenizer.json beside a tokenizer.model). Returns the class."""
+    """Save the ``to_hf`` folder and the run's tokenizer files into ``out`` (``bos_first``: whether the run's
+    task starts its rows with BOS); returns the class."""
     from transformers.utils import logging
 
     hf = to_hf(model.eval(), spec, key)
@@ -100,9 +96,8 @@ def write_hf(model: nn.Module, spec: Spec, key: str, tok: Tokenizer, out: Path, 
 
 def load_for_hf(run: Run, refuse: Callable[[], object], checkpoint: Path | None, average: int | None,
                 target: str = "hf") -> tuple[nn.Module, Tokenizer, str]:
-    """``run``'s model in eval mode with its weights (``load_weights``: a checkpoint, an average or the
-    default), its tokenizer and which weights, for a Hugging Face writer: ``refuse`` raises before
-    anything is loaded, and so does a missing transformers package."""
+    """``run``'s model in eval mode with its weights (``load_weights``), its tokenizer and which weights;
+    ``refuse`` and a missing transformers package raise before anything is loaded."""
     from tbuild.builder import build_model
 
     from ..data.tokenizer import run_tokenizer
