@@ -19,8 +19,7 @@ STAMP = "tbuild-export.json"  # the cache key beside the exported model, written
 
 
 def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
-    """What an export depends on: the weights files and tokenizer (size, mtime), the quantization,
-    the architecture and the CTranslate2 version."""
+    """What an export depends on: weights, tokenizer, quantization, architecture, CTranslate2's version."""
     import ctranslate2
 
     return {"weights": [file_stamp(p) for p in files], "tokenizer": file_stamp(run.tokenizer),
@@ -30,9 +29,8 @@ def cache_key(run: Run, files: list[Path], quantization: str) -> dict:
 
 def cached_export(run: Run, *, quantization: str = "float32", checkpoint: Path | None = None,
                   average: int | None = None, notify: Callable[[str], None] = lambda _: None) -> tuple[Path, str]:
-    """``RUN/ctranslate2-<quantization>/``, exported by ``export_run`` unless its stamp holds the key of
-    the weights these options select (``weights_files``); returns the folder and which weights it holds.
-    The export is written to a temporary folder, stamped last and renamed into place."""
+    """``RUN/ctranslate2-<quantization>/``, exported again unless its stamp holds the key of the weights these
+    options select; returns the folder and which weights it holds."""
     from .ctranslate2 import QUANTIZATIONS, export_run
 
     if quantization not in QUANTIZATIONS:

@@ -1,7 +1,6 @@
-"""Write a decoder-only model as a CTranslate2 ``Generator`` folder through CTranslate2's own converter
-(``ctranslate2.converters.TransformersConverter``) from the Hugging Face class that holds it exactly
-(``engine/hf/writer.py``: GPT-2 or Llama). The converter reads the vocabulary from a tokenizer; it is handed the
-run's pieces in id order and its special tokens instead, so CTranslate2's tokens are the run's ids one to one."""
+"""Write a decoder-only model as a CTranslate2 ``Generator`` folder through CTranslate2's own converter from the
+Hugging Face class that holds it exactly (``engine/hf/writer.py``), handed the run's pieces in id order and its
+special tokens for a tokenizer, so CTranslate2's tokens are the run's ids one to one."""
 
 from __future__ import annotations
 
@@ -15,6 +14,7 @@ from torch import nn
 from tbuild.builder.spec import Spec
 from tbuild.components.specs.special import Specials
 
+from ..hf.tokenizer import row_names
 from ..hf.writer import to_hf
 
 if TYPE_CHECKING:
@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class Pieces:
-    """What the converter's loaders read from a tokenizer: the pieces by id and the special tokens (the run's
-    record's: bos, or eos where it has none; unk, or eos)."""
+    """What the converter's loaders read from a tokenizer: the run's pieces by id and its special tokens."""
 
     pieces: list[str]
     special: Specials
@@ -45,11 +44,6 @@ class Pieces:
         return self.pieces[self.special.unk if self.special.unk is not None else self.special.stop]
 
 
-def piece_names(vocabulary: list[str], rows: int) -> list[str]:
-    """One name per embedding row: the tokenizer's pieces, then placeholders for rows past it."""
-    return vocabulary + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
-
-
 def write_ct2_graph(model: nn.Module, spec: Spec, key: str, vocabulary: list[str], out: Path,
                     quantization: str = "float32") -> None:
     """Convert ``model`` (decoder-only; ``targets.check_exportable`` first) through the class of export ``key``
@@ -57,7 +51,7 @@ def write_ct2_graph(model: nn.Module, spec: Spec, key: str, vocabulary: list[str
     from ctranslate2.converters import TransformersConverter
 
     hf = to_hf(model.eval(), spec, key)
-    names, special = piece_names(vocabulary, hf.config.vocab_size), spec.special()
+    names, special = row_names(vocabulary, hf.config.vocab_size), spec.special()
     eps = getattr(hf.config, "layer_norm_epsilon", None) or hf.config.rms_norm_eps
 
     class Converter(TransformersConverter):

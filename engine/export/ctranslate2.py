@@ -1,12 +1,6 @@
-"""Write a tbuild model as a CTranslate2 model through its Python spec API (no converter script): every
-weight goes where the model kind's CTranslate2 map (``WEIGHTS``, ``components/weights.py``) names it; the
-positions are written as tables.
-
-Layout of the runtime (ctranslate2.specs.transformer_spec): each sub-layer owns its norm
-(``self_attention.layer_norm``, ``attention.layer_norm``, ``ffn.layer_norm``), applied before the
-sub-layer with ``pre_norm`` and after the residual otherwise, as tbuild's ``Residual``. Decoder
-self-attention has one fused Q|K|V projection, cross-attention Q and a fused K|V. Call
-``targets.check_exportable`` first: these functions assume what it guarantees.
+"""Write a translator as a CTranslate2 model through its Python spec API (no converter script): every weight
+where the model kind's CTranslate2 map (``WEIGHTS``, ``components/weights.py``) names it, the positions as
+tables. Call ``targets.check_exportable`` first: these functions assume what it guarantees.
 """
 
 from __future__ import annotations
@@ -25,6 +19,7 @@ from tbuild.components.specs.special import Specials
 from tbuild.components.transformer import EncoderDecoder
 from tbuild.components.weights import weight_tree
 
+from ..hf.tokenizer import row_names
 from ..run.directory import Run
 from .targets import CTRANSLATE2, UnsupportedExport, check_exportable
 
@@ -41,9 +36,8 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def set_weights(root: LayerSpec, model: nn.Module) -> None:
-    """Every weight of ``model``'s CTranslate2 map (its kind's ``WEIGHTS``) into the runtime's spec, the
-    model's tensors fused on the output axis where the map names several; a name whose tensors the model
-    lacks (a bias, RMSNorm's beta, SwiGLU's V, a final norm) is left unset."""
+    """Every weight of ``model``'s CTranslate2 map into the runtime's spec (fused on the output axis where the
+    map names several); a name whose tensors the model lacks (a bias, a final norm) is left unset."""
     tensors = dict(model.named_parameters(remove_duplicate=False))
     for name, sources in weight_tree(model).export_names(CTRANSLATE2.name, model).items():
         if all(s in tensors for s in sources):
@@ -52,8 +46,7 @@ def set_weights(root: LayerSpec, model: nn.Module) -> None:
 
 
 def set_special(config: object, special: Specials, vocabulary: list[str]) -> None:
-    """The runtime's special tokens from the run's record: unk, bos and eos where the vocabulary has them, the
-    decoder's start, and what it adds around a source (BOS before, EOS after: the only adding it knows)."""
+    """The runtime's special tokens from the run's record, and its adding around a source (BOS, EOS: all it knows)."""
     for role in ("unk", "bos", "eos"):
         if getattr(special, role) is not None:
             setattr(config, f"{role}_token", vocabulary[getattr(special, role)])
@@ -66,8 +59,7 @@ def set_special(config: object, special: Specials, vocabulary: list[str]) -> Non
 
 
 def _walk(spec: LayerSpec, path: list[str]) -> LayerSpec:
-    """The spec at ``path`` (the runtime's variable names: ``layer_3`` is ``layer[3]`` where no attribute
-    has that name)."""
+    """The spec at ``path`` (``layer_3`` is ``layer[3]`` where no attribute has that name)."""
     for part in path:
         if hasattr(spec, part):
             spec = getattr(spec, part)
@@ -78,8 +70,7 @@ def _walk(spec: LayerSpec, path: list[str]) -> LayerSpec:
 
 
 def set_positions(spec: PositionEncoderSpec, positional: nn.Module, d_model: int, rows: int) -> None:
-    """tbuild's own table, row 0 = the first token. (The runtime's built-in sinusoid concatenates
-    sin|cos halves instead of interleaving them and starts at position 1, so it is never used.)"""
+    """tbuild's own table, row 0 = the first token (the runtime's sinusoid is sin|cos halves from position 1)."""
     if isinstance(positional, Learned):
         spec.encodings = _np(positional.embedding.weight)
     elif isinstance(positional, Sinusoidal):
@@ -106,8 +97,7 @@ def _stack_options(stack: ResolvedStack, d_model: int, pre_norm: bool) -> dict:
 
 
 def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> TransformerSpec:
-    """The runtime's TransformerSpec holding ``model``'s weights; ``vocabulary`` names each id (the
-    tokenizer's pieces in id order)."""
+    """The runtime's TransformerSpec holding ``model``'s weights; ``vocabulary``: the pieces in id order."""
     from ctranslate2.specs import transformer_spec as ts
 
     check_exportable(spec, CTRANSLATE2)
@@ -128,14 +118,9 @@ def build_spec(model: EncoderDecoder, spec: Spec, vocabulary: list[str]) -> Tran
     set_special(out.config, spec.special(), vocabulary)  # tbuild's own: sources end with EOS, targets start at BOS
     # One epsilon for every norm (check_exportable refuses a mix); the runtime reads it from config.
     out.config.layer_norm_epsilon = view.encoder.groups[0].norm.eps
-    out.register_source_vocabulary(_names(vocabulary, len(enc.embeddings[0].weight)))
-    out.register_target_vocabulary(_names(vocabulary, len(dec.embeddings.weight)))
+    out.register_source_vocabulary(row_names(vocabulary, len(enc.embeddings[0].weight)))
+    out.register_target_vocabulary(row_names(vocabulary, len(dec.embeddings.weight)))
     return out
-
-
-def _names(vocabulary: list[str], rows: int) -> list[str]:
-    """One name per embedding row: the vocabulary, padded with unused names if the table is larger."""
-    return vocabulary[:rows] + [f"<tbuild_unused_{i}>" for i in range(len(vocabulary), rows)]
 
 
 def write_ctranslate2(model: EncoderDecoder, spec: Spec, vocabulary: list[str], out: Path,
@@ -150,8 +135,7 @@ def write_ctranslate2(model: EncoderDecoder, spec: Spec, vocabulary: list[str], 
 
 def export_run(run: Run, out: Path, *, quantization: str | None = None, checkpoint: Path | None = None,
                average: int | None = None) -> str:
-    """Write ``run``'s weights (``load_weights``: a checkpoint, an average or the default) as a
-    CTranslate2 model in ``out`` with the run's sentencepiece model beside it; returns which weights."""
+    """Write ``run``'s weights as a CTranslate2 model in ``out`` with its tokenizer beside it; returns which."""
     import shutil
 
     from tbuild.builder import build_model

@@ -18,11 +18,8 @@ from .cache import cached_export
 def load_engine(run: Run, engine: str = "native", *, quantization: str | None = None,
                 checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
                 notify: Callable[[str], None] = lambda _: None, compiled: bool = False) -> Engine:
-    """The run's weights (``load_weights``'s choice) behind ``engine``. ``quantization`` (default: the
-    spec's ``decode.quantization``) means the same for both engines: the weights type of the linear
-    layers; native decodes float32 or int8 (``quantize.py``), CTranslate2 also int8_float32 and int16.
-    ``notify`` hears about (re-)exports and the precision chosen. ``compiled``: the native decoder step
-    through torch.compile (``compiled.py``; CTranslate2 is compiled code already)."""
+    """The run's weights (``load_weights``'s choice) behind ``engine``; ``quantization`` (default: the spec's
+    ``decode.quantization``): the linear layers' weights type in both; ``compiled``: native's torch.compile step."""
     if engine not in ENGINES:
         raise TbuildError(f"--engine {engine!r}: choose one of {', '.join(ENGINES)}")
     if engine == "native":

@@ -1,17 +1,12 @@
 """Parity of a decoder-only or encoder-only export with tbuild: the largest logit (or, through CTranslate2,
-log-prob) difference on sample inputs, and the outputs: greedy continuations of prompts (tbuild's
-``generate`` against ``generate`` of the Hugging Face class or CTranslate2's ``Generator``), or the
-predicted labels of every position. Both sides read the run's ids (the folder's are the run's), never emit
-the vocabulary's pad or start, stop at EOS and take the same number of new tokens, so greedy outputs must be
-identical (up to float ties)."""
+log-prob) difference on sample inputs, and the greedy continuations of prompts or the predicted labels. Both
+sides read the run's ids, never emit its pad or start, stop at EOS and take the same number of new tokens, so
+greedy outputs must be identical (up to float ties)."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -98,9 +93,8 @@ def peer_continuations(peer: PreTrainedModel | Generator, prompts: list[list[int
 
 def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[str], target: str,
              decode: DecodeSpec, own: Callable[[str], list[int]] | None = None) -> GraphParity:
-    """Logit difference on the sample lines, then greedy continuations of their first pieces (``decode``:
-    the run's decode section, at beam 1), the peer's prompts encoded by ``own`` (the export's own tokenizer,
-    where transformers reads it) else as tbuild's generate encodes them."""
+    """Logit difference on the sample lines, then greedy continuations of their first pieces at beam 1, the
+    peer's prompts encoded by ``own`` (the export's own tokenizer) else as tbuild's generate encodes them."""
     rows = sample_rows(lm, lines)
     diff = lm_logit_diff(lm, peer, rows, target)
     prompts = [r[:PROMPT_TOKENS + 1] for r in rows[:PROMPTS]]
@@ -137,10 +131,3 @@ def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> G
 
 
 PARITY_FILE = "graph-parity.json"  # not parity.json: the model card's table is a translator's (BLEU)
-
-
-def save_graph_parity(report: GraphParity, folder: Path) -> None:
-    """The report as ``folder/graph-parity.json``."""
-    from ..files import atomic_write
-
-    atomic_write(folder / PARITY_FILE, (json.dumps(dataclasses.asdict(report), indent=2) + "\n").encode())

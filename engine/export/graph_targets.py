@@ -2,17 +2,12 @@
 of everything no mapped class computes. Torch-free (``validate`` and ``inspect`` call it through
 ``targets.check_exportable``).
 
-- decoder_only -> ``GPT2LMHeadModel`` (learned positions, or sinusoidal/none written as its position
-  table; LayerNorm; ReLU or exact GELU; biases, zeros where tbuild has none) or ``LlamaForCausalLM``
-  (RoPE, rotated half-split there and interleaved in tbuild: the export permutes each head's Q/K rows;
-  RMSNorm; SwiGLU; grouped K/V heads). Both are pre-norm with a final norm and 1/√d_k scaling (§3.2.1).
-- encoder_only with a token_classification head -> ``XLMRobertaXLForTokenClassification``: pre-norm
-  layers, a final LayerNorm, no LayerNorm on the embeddings, learned positions that start at row 1
-  (RoBERTa's offset: row 0 is the padding id's); or ``BertForTokenClassification``: post-norm layers, no
-  final norm, a LayerNorm on the embeddings (``model.embedding_norm``), positions from row 0; and so the
-  classes' sequence classifiers (``pooling: first``, ``dense``) and masked LMs (``transform``).
-- CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class
-  (its GPT-2 and Llama loaders); it has no encoder with a classification head.
+- decoder_only -> ``GPT2LMHeadModel`` (a position table, LayerNorm, a ReLU/GELU FFN) or ``LlamaForCausalLM``
+  (RoPE, RMSNorm, SwiGLU, grouped K/V heads); both pre-norm with a final norm and 1/√d_k scaling (§3.2.1).
+- encoder_only -> XLM-RoBERTa-XL's classes (pre-norm) or BERT's (post-norm with an embedding norm), each
+  head's (``ENCODER_HEADS``); the mappings themselves: ``engine/hf/gpt2.py``, ``llama.py``, ``bert.py``.
+- CTranslate2 takes the decoder-only models through its own converter from the Hugging Face class;
+  it has no encoder with a classification head.
 """
 
 from __future__ import annotations
@@ -29,8 +24,7 @@ TABLE_ROWS = 1024
 
 
 def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "pre") -> tuple[str, str, str]:
-    """The stack's one attention, FFN and norm kind (refusing mixes, another placement than ``want``, reordered
-    layers, a missing final norm after pre-norm layers, d_k ≠ d_v); returns (attention kind, ffn kind, norm kind)."""
+    """The stack's one (attention kind, ffn kind, norm kind), refusing what one HF config cannot hold."""
     where = f"model.{stack.name}"
     if placement != want:
         refuse(f"model.norm_placement {placement} (the mapped classes are pre-norm)")
@@ -58,9 +52,16 @@ def _uniform(stack: ResolvedStack, placement: str, refuse: Refuse, want: str = "
     return attention, ffn, norm
 
 
-def causal_lm_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
-    """``gpt2`` or ``llama``: the class that computes this decoder-only model (refusing what neither does)."""
-    model = spec.model
+def causal_lm_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
+    """``gpt2`` or ``llama``: the class that computes this decoder-only model for ``target`` (refusing what
+    neither does, or what CTranslate2's converter does not take)."""
+    model, stack = spec.model, view.stacks[0]
+    if target == "ctranslate2" and getattr(view.positional, "scaling", None) is not None:
+        refuse("model.positional.scaling llama3 (CTranslate2's Llama converter reads it from config.rope_scaling, "
+               "which transformers 5 no longer writes; --to hf keeps it)")
+    if target == "ctranslate2" and stack.d_k * stack.heads != model.d_model:
+        refuse(f"model.decoder d_k {stack.d_k} · heads {stack.heads} ≠ d_model {model.d_model} (CTranslate2's "
+               "Llama converter takes d_model/heads; --to hf keeps it)")
     if model.prefix is not None:
         refuse("model.prefix_lm (a translator packed into one sequence; export takes language models)")
     if model.embedding_norm:
@@ -103,10 +104,13 @@ def _heads_tile_width(stack: ResolvedStack, d_model: int, refuse: Refuse) -> Non
         refuse(f"model.attention kv_heads {min(kv)} (GPT-2 and XLM-RoBERTa-XL give every head its own K/V)")
 
 
-def tagger_class(spec: Spec, view: ResolvedModel, refuse: Refuse) -> str:
+def tagger_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
     """The class that computes this encoder-only model (``ENCODER_HEADS``: XLM-RoBERTa-XL's for pre-norm
     layers, BERT's for post-norm ones with an embedding norm; a tagger's, a classifier's or a masked LM's), or
-    a refusal."""
+    a refusal (CTranslate2 has no such class)."""
+    if target == "ctranslate2":
+        refuse("CTranslate2's Encoder returns hidden states and has no classification head; export it with "
+               "--to hf")
     model, stack = spec.model, view.stacks[0]
     mapped = ENCODER_HEADS.get(model.head.kind) if model.head is not None else None
     post = model.norm_placement == "post"
@@ -175,24 +179,6 @@ def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) ->
     return GRAPH_CLASSES[spec.model.kind](spec, view, target, refuse)
 
 
-def _causal_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
-    stack = view.stacks[0]
-    if target == "ctranslate2" and getattr(view.positional, "scaling", None) is not None:
-        refuse("model.positional.scaling llama3 (CTranslate2's Llama converter reads it from config.rope_scaling, "
-               "which transformers 5 no longer writes; --to hf keeps it)")
-    if target == "ctranslate2" and stack.d_k * stack.heads != spec.model.d_model:
-        refuse(f"model.decoder d_k {stack.d_k} · heads {stack.heads} ≠ d_model {spec.model.d_model} (CTranslate2's "
-               "Llama converter takes d_model/heads; --to hf keeps it)")
-    return causal_lm_class(spec, view, refuse)
-
-
-def _encoder_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
-    if target == "ctranslate2":
-        refuse("CTranslate2's Encoder returns hidden states and has no classification head; export it with "
-               "--to hf")
-    return tagger_class(spec, view, refuse)
-
-
 # model.kind -> the class its export maps to (a translator's: export/hf.py, ctranslate2.py)
 GRAPH_CLASSES: dict[str, Callable[[Spec, ResolvedModel, str, Refuse], str]] = {
-    "encoder_only": _encoder_class, "decoder_only": _causal_class}
+    "encoder_only": tagger_class, "decoder_only": causal_lm_class}

@@ -48,8 +48,7 @@ TOLERANCE = 1e-2  # largest |Δ| of a float32 export's log-probs or logits (agai
 
 
 def parity_failure(diff: float, quantization: str | None, what: str) -> str | None:
-    """Why a float32 export fails its parity check (``diff``, its largest |Δ| of ``what``, above ``TOLERANCE``:
-    it computes something else than the run), or None. An int8 export's differences are only reported."""
+    """Why a float32 export fails its parity check (``diff`` above ``TOLERANCE``), or None (int8: only reported)."""
     if quantization not in (None, "float32") or diff <= TOLERANCE:  # NaN fails too
         return None
     return (f"parity failed: max |Δ {what}| {diff:.2e} is above {TOLERANCE:g}, so the float32 export computes "
@@ -118,8 +117,7 @@ class HFPeer:
     own: Any  # the folder's tokenizer, as transformers.AutoTokenizer loads it
 
     def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
-        """Sources as the folder's own tokenizer encodes them (``tok(line)``), cut to the run's source limit as it
-        cuts them; a line with no text: none (as tbuild's)."""
+        """Sources as the folder's own tokenizer encodes them, cut to the run's source limit; an empty line: none."""
         limit = translator.max_source_tokens
         return [self.own(line, truncation=True, max_length=limit)["input_ids"] if line.strip() else []
                 for line in lines]
@@ -143,16 +141,24 @@ class HFPeer:
         return out
 
 
+def load_hf(folder: Path) -> Any:  # noqa: ANN401 - a transformers PreTrainedModel
+    """The Hugging Face export in ``folder`` on the CPU as the class its config.json names (a translator's, a
+    language model's, a tagger's, classifier's or masked LM's), in eval mode."""
+    import transformers
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()  # no load progress bars in the report
+    logging.disable_progress_bar()
+    cls = transformers.AutoConfig.from_pretrained(str(folder)).architectures[0]
+    return getattr(transformers, cls).from_pretrained(str(folder)).eval()
+
+
 def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
     """The export in ``exported`` loaded on the CPU (float32 unless it was quantized)."""
     if target == "hf":
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-        from transformers.utils import logging
+        from transformers import AutoTokenizer
 
-        logging.set_verbosity_error()  # no load progress bars in the report
-        logging.disable_progress_bar()
-        return HFPeer(AutoModelForSeq2SeqLM.from_pretrained(str(exported)).eval(), tok,  # the class config.json names
-                      AutoTokenizer.from_pretrained(str(exported)))
+        return HFPeer(load_hf(exported), tok, AutoTokenizer.from_pretrained(str(exported)))
     import ctranslate2
 
     return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)
@@ -194,8 +200,7 @@ def _share(ours: list[str], theirs: list[str]) -> float:
 def check_parity(run: Run, translator: Translator, exported: Path, sources: list[str],
                  references: list[str], *, target: str = "ctranslate2",
                  after_batch: Callable[[], None] = lambda: None) -> ParityReport:
-    """Decode ``sources`` with tbuild and with the ``target`` export in ``exported`` (CPU, float32
-    unless quantized) at the run's beam and α, and greedily, and compare (``ParityReport``)."""
+    """Decode ``sources`` with tbuild and the ``target`` export at the run's beam and α, and greedily; compare."""
     import sacrebleu
 
     decode = run.spec.decode
@@ -218,8 +223,7 @@ def check_parity(run: Run, translator: Translator, exported: Path, sources: list
 
 
 def encoding_failure(differently: int, of: int, what: str) -> str | None:
-    """Why an export fails its parity check for its tokenizer: it encodes ``differently`` of ``of`` ``what``
-    (source lines, prompts) otherwise than the run."""
+    """Why an export fails its parity check for its tokenizer (it encodes some ``what`` otherwise), or None."""
     if not differently:
         return None
     return f"parity failed: the export's own tokenizer encodes {differently} of {of} {what} otherwise than the run"
@@ -228,11 +232,12 @@ def encoding_failure(differently: int, of: int, what: str) -> str | None:
 PARITY_FILE = "parity.json"
 
 
-def save_parity(report: ParityReport, folder: Path) -> None:
-    """The report as ``folder/parity.json`` (the model card reads it)."""
+def save_parity(report: object, folder: Path, name: str = PARITY_FILE) -> None:
+    """A parity report (a dataclass) as ``folder/name``: a translator's ``parity.json``, which the model card reads,
+    or a decoder-only or encoder-only model's ``graph-parity.json``."""
     import dataclasses
     import json
 
     from ..files import atomic_write
 
-    atomic_write(folder / PARITY_FILE, (json.dumps(dataclasses.asdict(report), indent=2) + "\n").encode())
+    atomic_write(folder / name, (json.dumps(dataclasses.asdict(report), indent=2) + "\n").encode())

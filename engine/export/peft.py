@@ -23,8 +23,7 @@ from ..run.weights import weights_files
 
 
 def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
-    """Each adapted module's HF module name; refused in one line where the run exports to no Hugging Face class
-    or a module has no HF weight of its own (fused into another there)."""
+    """Each adapted module's HF module name (refused where it has no HF weight of its own, or the run no class)."""
     from .graph_targets import check_graph
     from .targets import hf_seq2seq_class
 
@@ -45,8 +44,8 @@ def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
 
 
 def write_peft(run: Run, out: Path, task_type: str | None, *, checkpoint: Path | None = None) -> int:
-    """Write the run's adapters into ``out`` in peft's format (``task_type``: peft's name for the run's task,
-    ``Task.peft_type``); returns how many modules were written."""
+    """Write the run's adapters into ``out`` in peft's format (``task_type``: ``Task.peft_type``); returns how many
+    modules were written."""
     record = read_record(run.dir.path)
     if run.spec.train.adapters is None or record is None:
         raise TbuildError(f"{run.dir.path}: not a trained adapter run (no train.adapters or adapters.json)")

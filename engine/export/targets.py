@@ -1,6 +1,5 @@
-"""What each export target can represent, keyed by the registries' ``kind`` strings, and the one
-check that refuses everything else (so a newly registered kind is refused, never mis-exported); and
-which decode profiles each target's runtime can honour."""
+"""What each export target can represent, keyed by the registries' ``kind`` strings, and the one check that
+refuses everything else (a newly registered kind is refused, never mis-exported); which decode profiles it honours."""
 
 from __future__ import annotations
 
@@ -17,8 +16,7 @@ from .graph_targets import check_graph
 
 
 class UnsupportedExport(TbuildError):
-    """The model uses something the target cannot represent (one line: what, which target, what it
-    supports). The CLI exits with code 2, as for an invalid spec."""
+    """The model uses something the target cannot represent (one line; the CLI exits with code 2)."""
 
 
 Refuse = Callable[[str], None]
@@ -41,14 +39,12 @@ def _ct2_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
         refuse(f"norms differ ({', '.join(f'{k} eps {e:g}' for k, e in sorted(norms))})")
 
 
-HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which MarianMTModel and Pegasus keep: no config field for it
+HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the BART-family classes keep: no config field for it
 
 
 def hf_seq2seq_class(spec: Spec) -> str:
-    """The Hugging Face class an encoder-decoder exports to: ``t5`` (T5ForConditionalGeneration, T5's bucketed
-    relative position bias); with a norm on the embeddings ``bart`` (BartForConditionalGeneration, post-norm) or
-    ``mbart`` (MBartForConditionalGeneration, pre-norm); else ``marian`` (MarianMTModel, post-norm) or ``pegasus``
-    (PegasusForConditionalGeneration, pre-norm with a final LayerNorm in each stack)."""
+    """The key of the Hugging Face class an encoder-decoder exports to (``engine/hf/families.py``): T5's for
+    bucketed positions, else by the embedding norm and the norm placement."""
     if resolve(spec.model).positional.kind == "bucketed":  # type: ignore[attr-defined]
         return "t5"
     post = spec.model.norm_placement == "post"
@@ -65,8 +61,7 @@ def _unscaled(view: ResolvedModel) -> str | None:
 
 
 def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """Both classes: one activation, d_model/heads-wide heads, every head its own K/V; then the limits of
-    the class the norm placement picks."""
+    """The limits every seq2seq class shares, then those of the class ``hf_seq2seq_class`` picks."""
     model = spec.model
     for stack in view.stacks:
         _check_stack(stack, model.norm_placement, refuse)  # d_k = d_v, no final norm after post-norm, one FFN kind
@@ -96,8 +91,7 @@ def _hf_structure(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
 
 
 def _bart_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """BartForConditionalGeneration and MBartForConditionalGeneration: learned positions, LayerNorm eps 1e-5 (no
-    config field, and no rescaling here), one token table for encoder, decoder and output, mBART's final norms."""
+    """BartForConditionalGeneration and MBartForConditionalGeneration (LayerNorm eps 1e-5: no rescaling here)."""
     positional, tie = view.positional.kind, spec.model.tie_embeddings  # type: ignore[attr-defined]
     if positional != "learned":
         refuse(f"model.positional {positional} (BART's and mBART's positions are a learned table)")
@@ -111,9 +105,7 @@ def _bart_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
 
 
 def _t5_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """T5ForConditionalGeneration: pre-norm RMSNorm layers with a final norm per stack, one eps, no biases, no
-    √d_model scaling, one token table for the encoder and the decoder, one width, head count and d_ff for both
-    stacks, a FFN kind T5 has (ungated without biases, or geglu/swiglu)."""
+    """T5ForConditionalGeneration (T5Config has one width, head count, d_ff and eps for both stacks)."""
     m = spec.model
     if m.norm_placement != "pre" or any(s.final_norm is None for s in view.stacks):
         refuse("T5ForConditionalGeneration's layers are pre-norm with a final norm after each stack "
@@ -138,9 +130,6 @@ def _t5_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
                        "(T5's: relu, gelu, gelu_tanh or silu with bias false; geglu; swiglu)")
 
 
-MARIAN_EPS = 1e-5  # MarianMTModel's LayerNorm eps (nn.LayerNorm's default; no config field)
-
-
 def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
     """MarianMTModel: the fixed sinusoid (§3.5), rebuilt on load, and LayerNorm eps 1e-5, which export/hf.py
     reaches by rescaling each stack's stream from its first norm on: one eps per stack."""
@@ -153,14 +142,14 @@ def _marian_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
         if len(eps) > 1:
             refuse(f"{stack.name} layer groups differ in norm eps ({', '.join(f'{e:g}' for e in sorted(eps))}; "
                    "the export rescales one residual stream per stack for one eps)")
-        if max(eps) > MARIAN_EPS:  # the first norm's error grows with eps - 1e-5 (export/hf.py)
+        if max(eps) > HF_LAYER_NORM_EPS:  # the first norm's error grows with eps - 1e-5 (export/hf.py)
             refuse(f"model.{stack.name} norm eps {max(eps):g} (above MarianMTModel's 1e-05, the first norm of a "
                    "stack, which the export cannot rescale, would move the logits by more than 1e-4)")
 
 
 def _pegasus_limits(spec: Spec, view: ResolvedModel, refuse: Refuse) -> None:
-    """PegasusForConditionalGeneration: one token table for encoder, decoder and output, a final LayerNorm
-    in each stack, one eps (export/hf_pegasus.py rescales the residual stream to reach it)."""
+    """PegasusForConditionalGeneration (one eps: ``engine/hf/pegasus.py`` rescales the residual stream to reach
+    1e-5)."""
     tie = spec.model.tie_embeddings
     if tie != "three_way":
         refuse(f"model.tie_embeddings {tie} (PegasusForConditionalGeneration shares one token table between "
@@ -272,8 +261,7 @@ def check_exportable(spec: Spec, target: Target) -> None:
 
 
 def export_targets(spec: Spec) -> dict[str, str | None]:
-    """For every target: None if ``spec`` can be exported to it, else the one-line reason it cannot.
-    Torch-free, so ``validate`` and ``inspect`` can say it before any training."""
+    """For every target: None if ``spec`` can be exported to it, else why not (torch-free: ``validate``)."""
     verdicts: dict[str, str | None] = {}
     for name, target in TARGETS.items():
         try:
@@ -307,9 +295,8 @@ def _check_stack(stack: ResolvedStack, placement: str, refuse: Refuse) -> None:
         refuse(f"{stack.name} attentions use different kv_heads ({', '.join(map(str, sorted(kv)))})")
 
 
-# Decoding settings an export target's runtime cannot honour: the decoding engines' table
-# (decoding/request.py: LACKS, the settings a decode profile can hold) and what an export format itself
-# cannot hold, per target.
+# What an export format itself cannot hold, per target, beyond the settings its runtime lacks
+# (decoding/request.py: LACKS).
 _EXPORT_LIMITS: dict[str, list[tuple[Callable[[DecodeSpec], bool], str]]] = {
     "ctranslate2": [],
     "hf": [(lambda d: d.quantization == "int8", "quantization int8 (the hf export is float32)")],
@@ -324,8 +311,7 @@ def _profile_refusal(target: str, settings: DecodeSpec) -> str | None:
 
 
 def profile_verdicts(spec: Spec) -> dict[str, dict[str, str | None]]:
-    """For every target, for the decode section (``decode``) and each named profile: None if the
-    target's runtime honours those settings, else the one-line reason it cannot."""
+    """For every target, for ``decode`` and each named profile: None if its runtime honours them, else why not."""
     profiles = {"decode": spec.decode} | {name: spec.decode.with_profile(name) for name in spec.decode.profiles}
     verdicts: dict[str, dict[str, str | None]] = {}
     for target in _EXPORT_LIMITS:
