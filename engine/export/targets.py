@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from tbuild.builder.resolved import ResolvedModel, ResolvedStack, resolve
 from tbuild.builder.spec import DecodeSpec, Spec
 from tbuild.components.specs.feedforward import TWO_LAYER
+from tbuild.components.specs.positional import BucketedSpec
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
@@ -45,7 +46,7 @@ HF_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which the BART-family classe
 def hf_seq2seq_class(spec: Spec) -> str:
     """The key of the Hugging Face class an encoder-decoder exports to (``engine/hf/families.py``): T5's for
     bucketed positions, else by the embedding norm and the norm placement."""
-    if resolve(spec.model).positional.kind == "bucketed":  # type: ignore[attr-defined]
+    if isinstance(resolve(spec.model).positional, BucketedSpec):  # type: ignore[attr-defined]
         return "t5"
     post = spec.model.norm_placement == "post"
     if spec.model.embedding_norm:  # BART's layernorm_embedding

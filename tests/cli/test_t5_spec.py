@@ -33,6 +33,7 @@ def test_a_tiny_t5_trains_decodes_and_exports(tiny_corpus: Path, tmp_path: Path)
     runner = CliRunner()
     spec = tiny_train_spec(tiny_corpus, tmp_path / "run", max_steps=4, validate_every=4, checkpoint_every=4)
     spec["model"] |= T5_MODEL
+    spec["data"]["tokenizer"] = spec["data"].get("tokenizer", {}) | {"kind": "unigram"}  # T5's spiece.model's kind
     (tmp_path / "t5.yaml").write_text(yaml.safe_dump(spec))
     trained = runner.invoke(app, ["train", str(tmp_path / "t5.yaml")])
     assert trained.exit_code == 0, trained.output

@@ -22,7 +22,7 @@ from tbuild.cli.app import app as cli  # noqa: E402
 from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.service import open_service  # noqa: E402
-from tests.cli import test_classifier, test_tagger  # noqa: E402  (their toy files)
+from tests.cli import test_classifier, toy_tagger  # noqa: E402  (their toy files)
 from tests.cli.test_lm import lm_spec  # noqa: E402
 
 runner = CliRunner()
@@ -73,7 +73,7 @@ def toy(root: Path, kind: str, data: dict, files: dict[str, str], positions: int
 @pytest.fixture(scope="module")
 def tagger_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("serve-tagger")
-    words, tags = test_tagger.TRAIN
+    words, tags = toy_tagger.TRAIN
     files = {f"{split}.{ext}": text for split in ("train", "valid", "test") for ext, text in (("words", words),
                                                                                                ("tags", tags))}
     data = {"dataset": {"kind": "tagging", "source": "files"}, "train": str(root / "train"),
