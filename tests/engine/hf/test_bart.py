@@ -18,6 +18,7 @@ from tbuild.builder.spec import DecodeSpec
 from tbuild.cli.app import app
 from tbuild.engine.data.tokenizer import Tokenizer
 from tbuild.engine.decoding.hf import hf_search
+from tests.engine.hf.language_codes import assert_decodes_as_generate
 
 from .test_import_hf import SEQ2SEQ, VOCAB, _assert_round_trip, _import, _loaded, _marian_tokenizer, _padded
 
@@ -127,18 +128,7 @@ def test_mbart_50_language_codes_decode_as_hf_generate(tmp_path: Path) -> None:
     """mBART-50 reads [src code] X </s> and generates from </s> with the target's code forced first."""
     hf, tk = _published_folder("mbart", CODES, tmp_path / "hf")
     _import(tmp_path / "hf", tmp_path / "run")
-    en, ro = (tk.token_to_id(c) for c in CODES)
-    lines = ["the cat sat", "a dog ran in the park"]
-    result = CliRunner().invoke(app, ["decode", str(tmp_path / "run"), "--beam", "1", "--device", "cpu", "--set",
-                                      "decode.max_len_a=0", "--set", "decode.max_len_b=10"],
-                                input="".join(f"en_XX {line}\tro_RO\n" for line in lines))
-    assert result.exit_code == 0, result.output
-    ours = result.output.rstrip("\n").split("\n")[-len(lines):]
-    for line, text in zip(lines, ours, strict=True):
-        src = [en, *tk.encode(line, add_special_tokens=False).ids, 2]
-        out = hf.generate(input_ids=torch.tensor([src]), forced_bos_token_id=ro, num_beams=1, do_sample=False,
-                          max_new_tokens=10)[0].tolist()  # both 10 count the code and the EOS forced at the limit
-        assert text == tk.decode(out, skip_special_tokens=True), (text, out)
+    assert_decodes_as_generate(tmp_path / "run", hf, tk, CODES, 10)  # 10 count the code and the EOS forced at the limit
 
 
 @pytest.mark.parametrize(("sets", "expected"), [

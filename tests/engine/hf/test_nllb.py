@@ -8,13 +8,11 @@ target's as the target prefix, logits and log-probabilities are HF's on every ro
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import torch
-from typer.testing import CliRunner
 
-from tbuild.cli.app import app
+from tests.engine.hf.language_codes import assert_decodes_as_generate
 
 from .test_import_hf import SEQ2SEQ, _import, _loaded, _perturbed
 
@@ -55,27 +53,4 @@ def test_logits_and_log_probabilities_are_hf_s(nllb) -> None:  # noqa: ANN001
     special = spec.special()
     assert spec.model.vocab_size == tk.get_vocab_size() and special.target == ("eos", "text", "eos")
     assert (special.bos, special.pad, special.eos, special.unk) == (0, 1, 2, 3)
-    eng, fra = (tk.token_to_id(c) for c in CODES)
-    src = [eng, *tk.encode(LINES[0], add_special_tokens=False).ids, 2]
-    tgt = [2, fra, *tk.encode(LINES[2], add_special_tokens=False).ids]
-    with torch.no_grad():
-        theirs = hf(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([tgt])).logits
-        ours = model(torch.tensor([src]), torch.tensor([tgt]))
-    assert (ours - theirs).abs().max().item() < 1e-4
-    assert (ours.log_softmax(-1) - theirs.log_softmax(-1)).abs().max().item() < 1e-4
-
-
-def test_decode_with_the_language_codes_gives_hf_generate(nllb, tmp_path: Path) -> None:  # noqa: ANN001
-    root, hf, tk = nllb
-    eng, fra = (tk.token_to_id(c) for c in CODES)
-    lines = ["the cat sat", "a dog ran in the park"]
-    result = CliRunner().invoke(app, ["decode", str(root / "run"), "--beam", "1", "--device", "cpu", "--set",
-                                      "decode.max_len_a=0", "--set", "decode.max_len_b=10"],
-                                input="".join(f"eng_Latn {line}\tfra_Latn\n" for line in lines))
-    assert result.exit_code == 0, result.output
-    ours = result.output.rstrip("\n").split("\n")[-len(lines):]
-    for line, text in zip(lines, ours, strict=True):
-        src = [eng, *tk.encode(line, add_special_tokens=False).ids, 2]
-        out = hf.generate(input_ids=torch.tensor([src]), forced_bos_token_id=fra, num_beams=1, do_sample=False,
-                          max_new_tokens=9)[0].tolist()  # tbuild's 10 count the EOS it ends with
-        assert text == tk.decode(out, skip_special_tokens=True), (text, out)
+    assert_decodes_as_generate(root / "run", hf, tk, CODES, 9)  # tbuild's 10 count the EOS it ends with
