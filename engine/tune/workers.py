@@ -86,7 +86,7 @@ class Workers:
     @property
     def patience(self) -> float:
         """How long an unknown trial is watched: the heartbeat's grace period (2 beats, after which Optuna
-        fails a silent trial) and one beat more, so that a dead one is failed before it could count."""
+        fails a trial whose heartbeat stopped) and one beat more, so that a dead one is failed before it could count."""
         return 3.0 * self.study.spec.storage.heartbeat_seconds
 
     def settle(self, optuna_study: Any) -> tuple[list[Any], list[Any]]:

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from tests.cli.toy_tagger import tagger_spec
 from tests.engine.tune.test_tune import _write_study
 
 pytest.importorskip("optuna", reason="the tune extra (Optuna) is not installed")
@@ -26,12 +27,7 @@ def _tagger_study(tmp_path: Path, extra: str = "") -> Path:
     for split in ("train", "valid"):
         (tmp_path / f"{split}.words").write_text(WORDS)
         (tmp_path / f"{split}.tags").write_text(TAGS)
-    base = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
-                      "head": {"kind": "token_classification"}},
-            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": "train", "valid": "valid",
-                     "tokenizer": {"vocab_size": 30}},
-            "train": {"max_steps": 100, "validate_every": 2, "threads": 1, "precision": "fp32",
-                      "select": {"metric": "accuracy"}, "schedule": {"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 2}}}
+    base = tagger_spec("train", "valid", max_steps=100, schedule={"kind": "inverse_sqrt", "lr": 1e-3, "warmup": 2})
     return _write_study(tmp_path, base, """\
 space:
   train.schedule.lr: {choice: [1.0e-4, 3.0e-3]}

@@ -16,6 +16,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import load_spec
+from tests.cli.toy_tagger import tagger_spec
 from tests.conftest import tiny_train_spec
 
 pytest.importorskip("optuna", reason="the tune extra (Optuna) is not installed")
@@ -187,12 +188,7 @@ def test_a_tagger_study_scores_each_trial_on_its_fitted_spec(tmp_path: Path) -> 
     for split in ("train", "valid"):
         (tmp_path / f"{split}.words").write_text(words)
         (tmp_path / f"{split}.tags").write_text(tags)
-    base = {"model": {"kind": "encoder_only", "d_model": 16, "encoder": {"layers": 1, "heads": 2, "d_ff": 32},
-                      "head": {"kind": "token_classification"}},
-            "data": {"dataset": {"kind": "tagging", "source": "files"}, "train": "train", "valid": "valid",
-                     "tokenizer": {"vocab_size": 30}},
-            "train": {"max_steps": 100, "validate_every": 2, "threads": 1, "precision": "fp32",
-                      "select": {"metric": "accuracy"}}}
+    base = tagger_spec("train", "valid", max_steps=100)
     study = _write_study(tmp_path, base, """\
 space:
   model.head.piece: {choice: [first, last]}
