@@ -40,7 +40,7 @@ def serve(
         require(package, "tbuild[serve]", "tbuild serve")
     from tbuild.engine.serving.app import create_app
     from tbuild.engine.serving.server import run_server
-    from tbuild.engine.serving.service import open_service
+    from tbuild.engine.tasks.service import open_service
 
     [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha, stopping=search.stopping,
                         precision=loading.precision)

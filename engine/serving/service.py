@@ -88,27 +88,3 @@ def service_info(service: Service) -> dict:
            if translator else {}),
         "scores": {e.split: {m: getattr(e, m) for m in metrics if getattr(e, m) is not None} for e in evals},
     }
-
-
-def open_service(run: Run, *, engine: str = "native", quantization: str | None = None, device: str = "auto",
-                 checkpoint: Any = None, average: int | None = None, batch_tokens: int | None = None,
-                 max_wait_ms: float = 10.0, batching: bool = True, timeout: float = 30.0, max_lines: int = 256,
-                 max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
-                 compiled: bool = False) -> Service:
-    """Load the run's endpoint (its task's ``serve``: the engine and the route) and put it behind a batcher."""
-    from ..errors import TbuildError
-    from ..tasks.base import Loading
-    from ..tasks.registry import task_of
-
-    for name, value in (("--batch-tokens", batch_tokens or 1), ("--max-lines", max_lines), ("--max-chars", max_chars),
-                        ("--timeout", timeout)):
-        if value <= 0:
-            raise TbuildError(f"{name} must be positive, not {value}")
-    if max_wait_ms < 0:
-        raise TbuildError(f"--max-wait-ms must be 0 or more, not {max_wait_ms}")
-    budget = batch_tokens or run.spec.decode.batch_tokens
-    task = task_of(run.spec).serve(run, budget, Loading(checkpoint, average, device, compiled, engine, quantization),
-                                   notify)
-    settings = Settings(budget, max_wait_ms / 1000, batching, timeout, Limits(max_lines, max_chars, task.max_tokens),
-                        task.endpoint)
-    return Service(task, run, settings, after_batch)

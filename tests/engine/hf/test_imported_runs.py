@@ -95,7 +95,7 @@ def test_inspect_evaluate_and_serve_work_on_the_imported_run(imported) -> None: 
 
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.serving.app import create_app
-    from tbuild.engine.serving.service import open_service
+    from tbuild.engine.tasks.service import open_service
 
     service = open_service(resolve_run(root / "run"), max_wait_ms=5, max_lines=8, max_chars=200)
     try:
@@ -154,7 +154,7 @@ def _serve(run: Path, path: str, body: dict) -> dict:
 
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.serving.app import create_app
-    from tbuild.engine.serving.service import open_service
+    from tbuild.engine.tasks.service import open_service
 
     service = open_service(resolve_run(run), max_wait_ms=5, max_lines=8, max_chars=200)
     try:

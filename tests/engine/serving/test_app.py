@@ -17,7 +17,8 @@ from tbuild.cli.app import app as cli  # noqa: E402
 from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.segments import split_to_fit  # noqa: E402
-from tbuild.engine.serving.service import Service, open_service  # noqa: E402
+from tbuild.engine.serving.service import Service  # noqa: E402
+from tbuild.engine.tasks.service import open_service  # noqa: E402
 
 LINES = ["A dog runs in the snow.", "Two men are talking.", "", "A little girl in a pink dress is climbing stairs."]
 

@@ -21,7 +21,7 @@ from typer.testing import CliRunner  # noqa: E402
 from tbuild.cli.app import app as cli  # noqa: E402
 from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
-from tbuild.engine.serving.service import open_service  # noqa: E402
+from tbuild.engine.tasks.service import open_service  # noqa: E402
 from tests.cli import test_classifier, toy_tagger  # noqa: E402  (their toy files)
 from tests.cli.test_lm import lm_spec  # noqa: E402
 

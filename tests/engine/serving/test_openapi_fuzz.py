@@ -23,7 +23,8 @@ from schemathesis.config import SchemathesisConfig  # noqa: E402
 from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.api import Limits  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
-from tbuild.engine.serving.service import Service, open_service  # noqa: E402
+from tbuild.engine.serving.service import Service  # noqa: E402
+from tbuild.engine.tasks.service import open_service  # noqa: E402
 
 MAX_LINES, MAX_CHARS, MAX_TOKENS = 8, 200, 40  # MAX_TOKENS: the tiny run's model.max_positions
 EXAMPLES = 50  # per route: a few seconds on two cores

@@ -163,7 +163,7 @@ def test_the_toy_task_trains_evaluates_decodes_and_serves(trained: Path) -> None
     from fastapi.testclient import TestClient
 
     from tbuild.engine.serving.app import create_app
-    from tbuild.engine.serving.service import open_service
+    from tbuild.engine.tasks.service import open_service
 
     assert "training_data" in CALLS and (trained / "best.safetensors").is_file()
     result = CliRunner().invoke(app, ["evaluate", str(trained)])
