@@ -9,7 +9,6 @@ from pathlib import Path
 
 from ..data.download import sha256_of
 from ..files import atomic_write
-from ..finetune.start import read_lineage
 from ..run.directory import Run
 
 PROVENANCE = "tbuild.json"
@@ -19,7 +18,7 @@ def write_provenance(run: Run, out: Path, target: str, weights: str) -> Path:
     """Write ``out/tbuild.json`` and return its path."""
     data = {"tbuild": version("tbuild"), "target": target, "name": run.spec.name,
             "run": str(run.dir.path.resolve()), "weights": weights,
-            "tokenizer_sha256": sha256_of(run.tokenizer), "lineage": read_lineage(run.dir)}
+            "tokenizer_sha256": sha256_of(run.tokenizer), "lineage": run.dir.lineage()}
     path = out / PROVENANCE
     atomic_write(path, (json.dumps(data, indent=1) + "\n").encode())
     return path

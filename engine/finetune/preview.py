@@ -17,7 +17,7 @@ from ..run.directory import RunDir, load_target, run_dir_of
 from ..tasks.registry import task_of
 from .plan import make_plan
 from .source import Source
-from .start import checked_source, init_located, read_lineage
+from .start import checked_source, init_located
 from .vocab import extend_tokenizer
 
 
@@ -34,7 +34,7 @@ def _preview(loaded: LoadedSpec) -> list[str]:
     if init is None:
         return []
     run = run_dir_of(loaded)
-    lineage = read_lineage(run)
+    lineage = run.lineage()
     if lineage is not None and run.resume_points():
         return [f"train.init: {run.path} started from {lineage['from']} ({lineage['weights']}, step "
                 f"{lineage['step']:,}); training resumes it"]

@@ -29,7 +29,6 @@ from .plan import LoadPlan, check_kinds, make_plan
 from .source import Source, load_source
 from .vocab import check_extendable, extend_tokenizer
 
-LINEAGE = "init.json"
 Log = Callable[[str], None]
 
 
@@ -120,8 +119,8 @@ def resolve_start(spec: Spec, run: RunDir, tokenizer: Tokenizer, source: Source 
         return adapter_start(spec, run, model, tokenizer, source, log, main=main)
     if source is None:  # a later call: the run started from its source before
         frozen = frozen_names(init.freeze, model)
-        lineage = read_lineage(run) or {}
-        log(f"train.init: started from {lineage.get('from')} (see {LINEAGE})"
+        lineage = run.lineage() or {}
+        log(f"train.init: started from {lineage.get('from')} (see {run.lineage_file.name})"
             f"{f'; {len(frozen)} tensors frozen' if frozen else ''}")
         return Initial(frozen=frozenset(frozen), schedule_offset=int(lineage.get("schedule_offset", 0)))
     plan = make_plan(model, source, init, tokenizer)
@@ -166,12 +165,4 @@ def _record(plan: LoadPlan, run: RunDir, offset: int) -> None:
     data = {**plan.source.lineage(), "schedule_offset": offset,
             "tensors": {e.name: e.status for e in plan.entries},
             "frozen": [e.name for e in plan.entries if e.frozen]}
-    atomic_write(run.path / LINEAGE, (json.dumps(data, indent=1) + "\n").encode())
-
-
-def read_lineage(run: RunDir) -> dict | None:
-    """A run's init.json (where it was started from), or None."""
-    try:
-        return json.loads((run.path / LINEAGE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+    atomic_write(run.lineage_file, (json.dumps(data, indent=1) + "\n").encode())

@@ -104,6 +104,17 @@ class RunDir:
         return self.path / "checkpoints"
 
     @property
+    def lineage_file(self) -> Path:
+        return self.path / "init.json"  # where a train.init run started from (finetune/start.py writes it)
+
+    def lineage(self) -> dict | None:
+        """The run's init.json (where it was started from), or None."""
+        try:
+            return json.loads(self.lineage_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    @property
     def decode_record(self) -> Path:
         return self.path / "decode_precision.json"  # CPU decoding measured once (decoding/precision_record.py)
 

@@ -13,8 +13,6 @@ from .checkpoint import read_checkpoint, save_weights
 from .directory import Run, RunDir
 from .weights import weights_files
 
-LINEAGE = "init.json"  # where the run started from: kept with the merged run
-
 
 def check_merge(run: Run, out: Path) -> dict:
     """Refuse in one line what ``merge_run`` cannot merge, before anything is written; the run's adapter record."""
@@ -44,8 +42,8 @@ def merge_run(run: Run, out: Path, *, checkpoint: Path | None = None) -> tuple[s
     shutil.copyfile(tokenizer, copy)
     if tokenizer.with_suffix(".vocab").is_file():
         shutil.copyfile(tokenizer.with_suffix(".vocab"), copy.with_suffix(".vocab"))
-    if (run.dir.path / LINEAGE).is_file():
-        shutil.copyfile(run.dir.path / LINEAGE, out / LINEAGE)
+    if run.dir.lineage_file.is_file():  # where the run started from: kept with the merged run
+        shutil.copyfile(run.dir.lineage_file, target.lineage_file)
     lora = adapters_of(record)
     save_weights(target.best, whole, {"architecture": run.spec.architecture_hash(), "step": meta.get("step", 0),
                                       "merged": {"adapters": str(path.resolve()), "base": record["base"]["run"],
