@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tbuild.components.spec_base import StrictModel
 from tbuild.components.specs.graph import with_article
@@ -18,6 +18,7 @@ from .base import FieldError
 from .data import DataSpec, ParallelFiles
 from .decode import DecodeSpec
 from .model import ModelSpec
+from .tasks import TaskDeclaration, declarations, task_name
 from .train import TrainSpec
 
 
@@ -75,10 +76,37 @@ class Spec(StrictModel):
     name: str | None = Field(None, description="Run name; default: the spec file's stem.")
     extends: str | None = Field(None, description="A spec this one extends (path relative to this file).")
     output_dir: str | None = Field(None, description="Run directory; default runs/<name> (relative to the cwd).")
+    task: str | None = Field(None, description="The task the run is (translation, language_model, prefix_lm, "
+                             "tagging, classification, masked_lm, parsing, sentence_embedding, or one a plugin "
+                             "declares); default: the one the spec's model.head, data.dataset or model.kind claims "
+                             "(translation where none does).")
     model: ModelSpec = Field(default_factory=ModelSpec, description="Architecture.")
     data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
     train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
     decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    @model_serializer(mode="wrap")
+    def _without_default_task(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """``task`` is dumped only where the spec names one, so that specs written before it resolve as they did."""
+        data = handler(self)
+        if data.get("task", "") is None:
+            del data["task"]
+        return data
+
+    @model_validator(mode="after")
+    def _task_is_declared(self) -> Spec:
+        known = declarations()
+        if self.task is not None and self.task not in known:
+            raise FieldError(("task",), f"unknown task {self.task!r}; the tasks are: {', '.join(sorted(known))}")
+        return self
+
+    def task_name(self) -> str:
+        """The run's task: ``task`` where the spec names one, else the one its claims give (``tasks.task_name``)."""
+        return task_name(self)
+
+    def declared_task(self) -> TaskDeclaration:
+        """The declaration of the run's task (its claims, metrics and spec checks)."""
+        return declarations()[self.task_name()]
 
     @model_validator(mode="after")
     def _blocks_fit_where_used(self) -> Spec:

@@ -1,0 +1,11 @@
+"""The classification task as the spec knows it (torch-free; its engine half: ``classification.py``): lines
+and their labels through an encoder with a sequence-classification head."""
+
+from __future__ import annotations
+
+from tbuild.builder.spec.tasks import TaskDeclaration
+
+from .tagging_declaration import LABELS
+
+CLASSIFICATION = TaskDeclaration("classification", "tbuild.engine.tasks.classification",
+                                 heads=("sequence_classification",), datasets=("classification",), metrics=LABELS)
