@@ -13,9 +13,12 @@ loaded once, on the first look-up (never at import). A task declared in-process 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol
+
+from .base import FieldError
 
 if TYPE_CHECKING:
     from .data import DataSpec
@@ -36,14 +39,19 @@ class Sections(Protocol):
     train: TrainSpec
 
 
+Check = Callable[[Sections], None]  # a spec check: raises FieldError naming the field at fault
+
+
 @dataclass(frozen=True)
 class TaskDeclaration:
     """A task as the spec knows it. ``heads``, ``datasets`` and ``models`` are its claims: ``model.head`` kinds,
     ``data.dataset`` kinds and model kinds (``prefix_lm``: a decoder-only translator) that make a run its own;
     ``metrics`` the validation metrics that can select its checkpoints (``train.select.metric``), each with
-    whether higher is better; ``select`` the one a spec selects on by default; ``module`` the engine module that
-    holds its ``Task`` (imported when a run of it is trained, evaluated or served). A subclass overrides
-    ``check`` with its spec checks."""
+    whether higher is better; ``select`` the one a spec selects on by default (SelectSpec's default);
+    ``module`` the engine module that holds its ``Task`` (imported when a run of it is trained, evaluated or
+    served); ``checks`` its spec checks, in order. A metric it does not offer is refused with what the task
+    offering it says the metric needs (``needs``: "f1 (EVALB) scores parse trees ..."), else with
+    ``other_metric`` (``{metric}``, ``{task}`` and ``{metrics}`` filled in)."""
 
     name: str
     module: str
@@ -52,9 +60,28 @@ class TaskDeclaration:
     models: tuple[str, ...] = ()
     metrics: dict[str, bool] = field(default_factory=lambda: {"ppl": False})
     select: str = "ppl"
+    checks: tuple[Check, ...] = ()
+    needs: dict[str, str] = field(default_factory=dict)
+    other_metric: str = "{metric} is not a metric of the {task} task: choose one of {metrics}"
 
     def check(self, spec: Sections) -> None:
-        """Refuse, with a ``FieldError`` naming the field at fault, a spec this task cannot run."""
+        """Refuse, with a ``FieldError`` naming the field at fault, a spec this task cannot run (its checks, in
+        order)."""
+        for check in self.checks:
+            check(spec)
+
+    def check_metric(self, spec: Sections) -> None:
+        """Refuse a ``train.select.metric`` that is not one of the task's."""
+        metric = spec.train.select.metric
+        if metric not in self.metrics:
+            raise FieldError(("train", "select", "metric"), self.refusal(metric))
+
+    def refusal(self, metric: str) -> str:
+        """Why this task refuses ``metric``: what the metric needs, as the task offering it says, else what this
+        task's runs are selected on."""
+        offered = (d.needs[metric] for d in declarations().values() if metric in d.needs)
+        return next(offered, None) or self.other_metric.format(metric=metric, task=self.name,
+                                                                  metrics=", ".join(self.metrics))
 
 
 _DECLARED: dict[str, TaskDeclaration] = {}
@@ -88,6 +115,12 @@ def declarations() -> dict[str, TaskDeclaration]:
                                 f"of a task named {ep.name}")
             declare(declaration)
     return _DECLARED
+
+
+def metric_fits_the_task(spec: Sections) -> None:
+    """A check of every task's (in its ``checks``, where it comes in order): ``train.select.metric`` is one of
+    the task's metrics."""
+    declarations()[task_name(spec)].check_metric(spec)
 
 
 def claim_keys(spec: Sections) -> tuple[tuple[str, str | None], ...]:

@@ -3,9 +3,7 @@ and their labels through an encoder with a sequence-classification head."""
 
 from __future__ import annotations
 
-from tbuild.builder.spec.tasks import TaskDeclaration
+from .tagging_declaration import LabelsDeclaration
 
-from .tagging_declaration import LABELS
-
-CLASSIFICATION = TaskDeclaration("classification", "tbuild.engine.tasks.classification",
-                                 heads=("sequence_classification",), datasets=("classification",), metrics=LABELS)
+CLASSIFICATION = LabelsDeclaration("classification", "tbuild.engine.tasks.classification",
+                                   heads=("sequence_classification",), datasets=("classification",))

@@ -4,8 +4,12 @@ pieces predicted right."""
 
 from __future__ import annotations
 
-from tbuild.builder.spec.tasks import TaskDeclaration
+from tbuild.builder.spec.tasks import metric_fits_the_task
 
-from .tagging_declaration import LABELS
+from .spec_checks import labels_fit_the_graph, masking_fits_the_head, one_side_of_text
+from .tagging_declaration import LabelsDeclaration
 
-MASKED_LM = TaskDeclaration("masked_lm", "tbuild.engine.tasks.masked_lm", heads=("masked_lm",), metrics=LABELS)
+# the checks of a model of plain text (the masked LM's, the sentence encoder's)
+TEXT = (labels_fit_the_graph, metric_fits_the_task, masking_fits_the_head, one_side_of_text)
+
+MASKED_LM = LabelsDeclaration("masked_lm", "tbuild.engine.tasks.masked_lm", heads=("masked_lm",), checks=TEXT)

@@ -62,3 +62,31 @@ def test_a_spec_without_task_dumps_as_before_and_names_its_task_the_same(path: s
     named = Spec.model_validate(dump | {"task": spec.task_name()})
     assert named.model_dump(mode="json") == {**dump, "task": spec.task_name()}
     assert named.architecture_hash() == spec.architecture_hash() and named.task_name() == spec.task_name()
+
+
+# train.select.metric each task takes: as before the metrics were the tasks' (the Literal and whole.py's checks)
+METRICS = {"translation": {"ppl", "bleu", "bleu_lowercase", "chrf"}, "prefix_lm": {"ppl", "bleu", "bleu_lowercase",
+           "chrf"}, "parsing": {"ppl", "bleu", "bleu_lowercase", "chrf", "f1"}, "language_model": {"ppl"},
+           **{name: {"ppl", "accuracy"} for name in ("tagging", "classification", "masked_lm", "sentence_embedding")}}
+
+
+def test_each_task_offers_the_metrics_it_took() -> None:
+    assert {name: set(declarations()[name].metrics) for name in METRICS} == METRICS
+    assert all(d.metrics[d.select] is False for d in declarations().values())  # ppl: lower is better
+
+
+def test_a_metric_the_task_does_not_offer_is_refused_at_its_line(tmp_path: Path) -> None:
+    text = "data: {train: a, valid: b}\ntrain:\n  select: {metric: %s}\n"
+    assert error_of(write(tmp_path, text % "rouge")).startswith(
+        f"{tmp_path / 's.yaml'}:3:12: train.select.metric: rouge is not a metric of the translation task: choose "
+        "one of ppl, bleu, bleu_lowercase, chrf")
+    assert "f1 (EVALB) scores parse trees" in error_of(write(tmp_path, text % "f1"))
+    assert "accuracy scores a tagger's labels" in error_of(write(tmp_path, text % "accuracy"))
+
+
+def test_a_named_task_checks_the_spec(tmp_path: Path) -> None:
+    """``task: parsing`` on data without trees takes no f1 (EVALB scores trees), as parsing by its claims would."""
+    text = "task: parsing\ndata: {train: a, valid: b}\ntrain:\n  select: {metric: f1}\n"
+    assert "train.select.metric: f1 (EVALB) scores parse trees" in error_of(write(tmp_path, text))
+    spec = load_spec(write(tmp_path, text.replace("f1", "chrf"))).spec
+    assert spec.task_name() == "parsing" and spec.declared_task().metrics["chrf"]

@@ -3,9 +3,8 @@ a sentence_embedding head, which nothing trains."""
 
 from __future__ import annotations
 
-from tbuild.builder.spec.tasks import TaskDeclaration
+from ..masked_lm_declaration import TEXT
+from ..tagging_declaration import LabelsDeclaration
 
-from ..tagging_declaration import LABELS
-
-SENTENCE_EMBEDDING = TaskDeclaration("sentence_embedding", "tbuild.engine.tasks.embedding.task",
-                                     heads=("sentence_embedding",), metrics=LABELS)
+SENTENCE_EMBEDDING = LabelsDeclaration("sentence_embedding", "tbuild.engine.tasks.embedding.task",
+                                       heads=("sentence_embedding",), checks=TEXT)
