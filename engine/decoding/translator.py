@@ -315,3 +315,28 @@ def decode_lines(data: bytes, name: str) -> list[str]:
         except UnicodeDecodeError as e:
             raise TbuildError(f"{name}: line {n} is not valid UTF-8 (byte {e.start})") from None
     return lines
+
+
+def load_native(runs: list[Run], *, quantization: str | None = None, checkpoint: Path | None = None,
+                average: int | None = None, device: str = "auto", notify: Callable[[str], None] = lambda _: None,
+                weights: list[float] | None = None, combine: str = "logprob", compiled: bool = False,
+                labels: Callable | None = None) -> Translator:
+    """The native translator of one run (``load_translator``; ``quantization`` default: the spec's
+    ``decode.quantization``) or, of several, their ensemble (``labels``: of taggers or classifiers,
+    ``load_ensemble``), checked for a shared tokenizer before any model is loaded, its combination rule told to
+    ``notify``."""
+    from .ensemble import ensemble_header, load_ensemble
+
+    def load(run: Run, checkpoint: Path | None = None) -> Translator:
+        return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify,
+                               quantization=quantization or run.spec.decode.quantization, compiled=compiled)
+
+    if len(runs) == 1:
+        if weights is not None:
+            raise TbuildError("--weights needs several runs (an ensemble)")
+        return load(runs[0], checkpoint)
+    if checkpoint is not None:
+        raise TbuildError("--checkpoint names one run's weights; an ensemble takes runs or checkpoint files")
+    translator = load_ensemble(runs, weights, combine, load=load, labels=labels)
+    notify(ensemble_header(len(runs), weights or [1.0] * len(runs), combine))
+    return translator

@@ -69,7 +69,7 @@ class Labels(Task):
         """The run's model, or several runs' ensemble (``LabelEnsemble``: their label distributions combined as
         ``--combine`` says), loaded on the native engine in float32; --src or another engine refused in one
         line."""
-        from ..decoding.engines import load_native
+        from ..decoding.translator import load_native
         from ..device.process import configure_process
 
         loading = call.loading

@@ -159,8 +159,8 @@ class Translation(Task):
         import torch
 
         from ..data.datasets import read_split
-        from ..decoding.engines import load_native
         from ..decoding.records import text_lines
+        from ..decoding.translator import load_native
 
         sources = read_split(run.spec.data, "valid", lambda _: None)[0][:timing.lines]
         translator = load_native([run], average=0 if timing.average else None)
