@@ -91,7 +91,7 @@ class TokenizerSpec(StrictModel):
         if self.sampling is None:
             return self
         if self.model is not None and self.model.endswith(".json"):
-            raise FieldError(("sampling",), f"model {self.model} is a Hugging Face tokenizers file: sampling "
+            raise FieldError(("sampling",), f"model is a Hugging Face tokenizers file ({self.model}): sampling "
                              "needs a sentencepiece bpe or unigram model")
         if self.model is None and self.kind == "bpe" and self.sampling.nbest is not None:
             raise FieldError(("sampling", "nbest"), "a bpe tokenizer samples by BPE-dropout, which has no n-best: "
