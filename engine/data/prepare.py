@@ -182,13 +182,13 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], tok: Tokenizer, workers: i
     encode while the next chunks are read; at most two chunks per worker are in flight, so memory does not grow
     with the corpus."""
     chunks = iter(lambda: list(islice(pairs, CHUNK_PAIRS)), [])
-    how = (lambda i: None) if sampled is None else sampled  # noqa: E731
+    how = (lambda i: ()) if sampled is None else (lambda i: (sampled(i),))  # encode_chunk's sampling argument
     n = workers or min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
     head = list(islice(chunks, INLINE_CHUNKS))
     if n <= 1 or len(head) < INLINE_CHUNKS:  # one worker, or a corpus too small to repay starting processes
         init_worker(str(tok.path), tok.special)
         for i, chunk in enumerate(chain(head, chunks)):
-            yield encode_chunk([s for s, _ in chunk], [t for _, t in chunk], how(i))
+            yield encode_chunk([s for s, _ in chunk], [t for _, t in chunk], *how(i))
         return
     chunks = chain(head, chunks)
     # Fork where there is one (Linux): the workers run only sentencepiece and numpy, never torch, and
@@ -199,7 +199,7 @@ def _encoded_chunks(pairs: Iterator[tuple[str, str]], tok: Tokenizer, workers: i
                              initargs=(str(tok.path), tok.special)) as pool:
         window: deque[Future[Encoded]] = deque()
         for i, chunk in enumerate(chunks):
-            window.append(pool.submit(encode_chunk, [s for s, _ in chunk], [t for _, t in chunk], how(i)))
+            window.append(pool.submit(encode_chunk, [s for s, _ in chunk], [t for _, t in chunk], *how(i)))
             if len(window) >= 2 * n:
                 yield window.popleft().result()
         while window:
