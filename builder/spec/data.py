@@ -338,8 +338,15 @@ class DataSpec(StrictModel):
 
     @model_validator(mode="after")
     def _sampled_text_only(self) -> DataSpec:
-        """Sampling encodes prepared pairs; a tagger's words and a classifier's lines are encoded otherwise."""
-        if self.tokenizer.sampling is not None and self.dataset is not None and self.dataset.labels_per is not None:
+        """Sampling encodes prepared pairs, each side on its own; a tagger's words and a classifier's lines are
+        encoded otherwise, and a lexicalized tree's words must stay the source's pieces."""
+        if self.tokenizer.sampling is None or self.dataset is None:
+            return self
+        if self.dataset.labels_per is not None:
             raise FieldError(("tokenizer", "sampling"), f"data set {self.dataset.kind!r} holds labels, whose "
                              "rows are not sampled: remove data.tokenizer.sampling")
+        if isinstance(self.dataset, TreebankDataset) and self.dataset.linearization == "words":
+            raise FieldError(("tokenizer", "sampling"), "linearization words: a tree's words are the source's "
+                             "pieces, which sampling each side on its own would split otherwise; remove "
+                             "data.tokenizer.sampling or linearize with xx or tags")
         return self

@@ -121,7 +121,7 @@ def prepare(spec: Spec, tok: Tokenizer, folder: Path, made_from: dict[str, Any],
                         f"{spec.data.max_words_ratio or '-'}")
         if read == 0:
             raise DataError(f"data.train: no lines in {files}")
-        if writer.pairs == 0:
+        if min(variants) == 0:
             raise DataError(f"data.train: no pairs left after filtering ({summary})")
         header = {**made_from, "source_pairs": read, "dropped": dropped,
                   **({"variants": variants} if sampling else {})}

@@ -21,6 +21,7 @@ def error_of(tmp: Path, text: str) -> str:
 
 
 def test_defaults_and_what_is_taken() -> None:
+    assert load_spec({"data": {"dataset": "treebank", "tokenizer": {"sampling": {}}}}).spec.data.tokenizer.sampling
     spec = load_spec({"data": {"tokenizer": {"sampling": {}}}}).spec
     assert spec.data.tokenizer.sampling == SamplingSpec(alpha=0.1, nbest=None, variants=8)
     unigram = load_spec({"data": {"tokenizer": {"kind": "unigram", "sampling": {"alpha": 1, "nbest": -1}}}}).spec
@@ -57,6 +58,8 @@ def test_off_by_default_and_absent_from_the_resolved_form() -> None:
      "4: data.tokenizer.sampling: data set 'tagging' holds labels, whose rows are not sampled"),
     ("data:\n  dataset: {kind: classification}\n  tokenizer: {sampling: {}}\n",
      "3: data.tokenizer.sampling: data set 'classification' holds labels"),
+    ("data:\n  dataset: {kind: treebank, linearization: words}\n  tokenizer: {sampling: {}}\n",
+     "3: data.tokenizer.sampling: linearization words: a tree's words are the source's pieces"),
 ])
 def test_refused_in_one_line_naming_the_field(tmp_path: Path, text: str, expected: str) -> None:
     line, what = expected.split(": ", 1)
