@@ -83,5 +83,6 @@ def prepare(
     pairs = task_of(loaded.spec).prepare(loaded.spec.model_copy(update={"name": loaded.name}), run, info,
                                          workers=workers)
     size = sum(p.stat().st_size for p in pairs.folder.iterdir())
-    info(f"{len(pairs):,} pairs, {pairs.header['tokens']['src']:,} + {pairs.header['tokens']['tgt']:,} tokens "
+    stacked = f" ({len(pairs.variants)} sampled variants stacked)" if pairs.variants else ""
+    info(f"{len(pairs):,} pairs{stacked}, {pairs.header['tokens']['src']:,} + {pairs.header['tokens']['tgt']:,} tokens "
          f"({pairs.header['dtype']}), {size / 2**20:,.1f} MiB in {pairs.folder}")

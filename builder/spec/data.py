@@ -24,6 +24,31 @@ class ParallelFiles(StrictModel):
 MIN_VOCAB = 16  # the fewest pieces a run's tokenizer has (data.tokenizer.vocab_size)
 
 
+class SamplingSpec(StrictModel):
+    """Subword regularisation of the training split (training side only): each training pair is encoded
+    ``variants`` times with sentencepiece's sampling, each variant with its own fixed seed, and epoch e reads
+    variant e mod ``variants``. A unigram model samples one segmentation from its lattice (Kudo 2018, Subword
+    Regularization, §3.1: ``nbest`` candidates, smoothed by ``alpha``); a BPE model drops each merge with
+    probability ``alpha`` (BPE-dropout, Provilkov et al. 2020, §2), where ``nbest`` means nothing. Validation,
+    test, decoding and serving encode deterministically."""
+
+    alpha: float = Field(0.1, gt=0, le=1, description="unigram: the smoothing of the sampled segmentation's "
+                         "probability (Kudo 2018: 0.1 to 0.5); bpe: each merge's dropout probability (BPE-dropout: "
+                         "0.1).")
+    nbest: int | None = Field(None, description="unigram: sample among the nbest best segmentations (Kudo 2018: "
+                              "64), or -1: among all of the lattice (None: -1); bpe: not set (BPE-dropout has "
+                              "no n-best).")
+    variants: int = Field(8, ge=1, description="Differently sampled encodings of the training split, each with "
+                          "its own seed (from train.seed and its index), read one an epoch in turn.")
+
+    @model_validator(mode="after")
+    def _nbest(self) -> SamplingSpec:
+        if self.nbest is not None and self.nbest != -1 and self.nbest < 2:
+            raise FieldError(("nbest",), f"nbest {self.nbest} samples nothing: give -1 (the whole lattice) or a "
+                             "number of candidates of at least 2")
+        return self
+
+
 class TokenizerSpec(StrictModel):
     """Subword tokenizer: sentencepiece trained on the training data (§5.1), or an existing model."""
 
@@ -45,15 +70,33 @@ class TokenizerSpec(StrictModel):
         "(components/specs/special.py); "
         "None: tbuild's own (PAD 0, UNK 1, BOS 2, EOS 3; sources text + EOS, targets BOS … EOS). Written by "
         "training and import from the tokenizer where it differs.")
+    sampling: SamplingSpec | None = Field(
+        None, description="Subword regularisation of the training split: sentencepiece sampling (unigram) or "
+        "BPE-dropout (bpe), in `variants` seeded encodings read one an epoch; None: every split is encoded "
+        "deterministically.")
 
     @model_serializer(mode="wrap")
-    def _without_default_special(self, handler: SerializerFunctionWrapHandler) -> dict:
-        """The dump without ``special`` where it is None: specs written before the record keep their resolved
-        form (and a sweep's rows their names)."""
+    def _without_defaults_added_later(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """The dump without ``special`` and ``sampling`` where they are None: specs written before these fields
+        keep their resolved form (and a sweep's rows their names)."""
         data = handler(self)
-        if data.get("special", 0) is None:
-            del data["special"]
+        for key in ("special", "sampling"):
+            if data.get(key, 0) is None:
+                del data[key]
         return data
+
+    @model_validator(mode="after")
+    def _sampling_fits(self) -> TokenizerSpec:
+        """BPE-dropout has no n-best; a Hugging Face tokenizers file samples nothing."""
+        if self.sampling is None:
+            return self
+        if self.model is not None and self.model.endswith(".json"):
+            raise FieldError(("sampling",), f"model is a Hugging Face tokenizers file ({self.model}): sampling "
+                             "needs a sentencepiece bpe or unigram model")
+        if self.model is None and self.kind == "bpe" and self.sampling.nbest is not None:
+            raise FieldError(("sampling", "nbest"), "a bpe tokenizer samples by BPE-dropout, which has no n-best: "
+                             "leave nbest unset (alpha is the dropout probability)")
+        return self
 
 
 DATASETS = Registry("dataset", plugins=False)
@@ -292,3 +335,18 @@ class DataSpec(StrictModel):
         "before tokenizing (the usual WMT filter: 175; None: keep all).")
     max_words_ratio: float | None = Field(
         None, gt=0, description="Drop training pairs whose word-count ratio exceeds this (the usual WMT filter: 1.5).")
+
+    @model_validator(mode="after")
+    def _sampled_text_only(self) -> DataSpec:
+        """Sampling encodes prepared pairs, each side on its own; a tagger's words and a classifier's lines are
+        encoded otherwise, and a lexicalized tree's words must stay the source's pieces."""
+        if self.tokenizer.sampling is None or self.dataset is None:
+            return self
+        if self.dataset.labels_per is not None:
+            raise FieldError(("tokenizer", "sampling"), f"data set {self.dataset.kind!r} holds labels, whose "
+                             "rows are not sampled: remove data.tokenizer.sampling")
+        if isinstance(self.dataset, TreebankDataset) and self.dataset.linearization == "words":
+            raise FieldError(("tokenizer", "sampling"), "linearization words: a tree's words are the source's "
+                             "pieces, which sampling each side on its own would split otherwise; remove "
+                             "data.tokenizer.sampling or linearize with xx or tags")
+        return self

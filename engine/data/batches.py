@@ -67,6 +67,17 @@ def token_batches(src_lens: Sequence[int] | np.ndarray, tgt_lens: Sequence[int] 
     return batches
 
 
+def epoch_rows(source: BatchSource, epoch: int) -> range:
+    """The rows an epoch's batches are cut from: every row, or where ``source`` stacks sampled variants of the
+    training split (``variants``: each one's rows, ``data.tokenizer.sampling``) variant epoch mod K's."""
+    variants = getattr(source, "variants", ())
+    if not variants:
+        return range(len(source))
+    k = epoch % len(variants)
+    start = sum(variants[:k])
+    return range(start, start + variants[k])
+
+
 def _cuts(src: np.ndarray, tgt: np.ndarray, budget: int) -> list[int]:
     """Where the pairs (sorted by target length) split into batches: each batch grows while
     (count · longest) ≤ budget on both sides; a pair over the budget alone is a batch of its own.

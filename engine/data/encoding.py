@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import chain
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import sentencepiece as spm
@@ -19,6 +20,15 @@ _SPECIAL: Specials | None = None  # what each side adds around its pieces
 Encoded = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # src ids, src lengths, tgt ids, tgt lengths
 
 
+class Sampled(NamedTuple):
+    """A chunk encoded with sentencepiece's sampling (``data.tokenizer.sampling``, ``sampled.py``): its ``alpha``
+    and ``nbest`` (-1: the whole lattice; a BPE model ignores it) and the seed of each side."""
+
+    alpha: float
+    nbest: int
+    seeds: tuple[int, int]  # source, target
+
+
 def init_worker(model_file: str, special: Specials) -> None:
     """Load the sentencepiece model (or an imported model's tokenizers file) once per worker process, with
     the vocabulary's special ids."""
@@ -30,13 +40,25 @@ def init_worker(model_file: str, special: Specials) -> None:
     _PROCESSOR = spm.SentencePieceProcessor(model_file=model_file)
 
 
-def encode_chunk(sources: list[str], targets: list[str]) -> Encoded:
+def encode_chunk(sources: list[str], targets: list[str], sampled: Sampled | None = None) -> Encoded:
     """Both sides' ids, flattened, with the rows' lengths (what is added counted): each source with what the
-    vocabulary adds around a source (tbuild's: EOS after it), each target followed by EOS."""
+    vocabulary adds around a source (tbuild's: EOS after it), each target followed by EOS; ``sampled``: each side
+    a sampled segmentation, drawn from its seed."""
     assert _PROCESSOR is not None and _SPECIAL is not None, "init_worker first"
     source, target = _SPECIAL.around("source"), _SPECIAL.around("target")
-    return (*_flat(_PROCESSOR.encode(sources, out_type=int), *source),
-            *_flat(_PROCESSOR.encode(targets, out_type=int), [], target[1]))
+    return (*_flat(_encode(sources, sampled, 0), *source), *_flat(_encode(targets, sampled, 1), [], target[1]))
+
+
+def _encode(texts: list[str], sampled: Sampled | None, side: int) -> list[list[int]]:
+    """The ids of ``texts``: the best segmentation, or one sampled from side ``side``'s seed. A batch call starts
+    its own threads, each seeding its generator from the seed set when it starts: one thread reads the texts in
+    order, so the ids depend on the seed alone (several would share the texts as they come)."""
+    assert _PROCESSOR is not None
+    if sampled is None:
+        return _PROCESSOR.encode(texts, out_type=int)
+    spm.set_random_generator_seed(sampled.seeds[side])
+    return _PROCESSOR.encode(texts, out_type=int, enable_sampling=True, alpha=sampled.alpha,
+                             nbest_size=sampled.nbest, num_threads=1)
 
 
 def _flat(rows: list[list[int]], before: list[int], after: list[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -23,6 +23,11 @@ class JoinedPairs:
         return len(self.source)
 
     @property
+    def variants(self) -> tuple[int, ...]:
+        """The source's sampled variants (``batches.epoch_rows``)."""
+        return getattr(self.source, "variants", ())
+
+    @property
     def src_lengths(self) -> np.ndarray:
         return self.source.src_lengths
 

@@ -3,7 +3,8 @@
 A folder holds, per side (``src``, ``tgt``), ``{side}.tokens`` (the rows' ids, each row ending with
 EOS; uint16 while the vocabulary is under 65,536, else uint32), ``{side}.offsets`` (int64, N + 1) and
 ``{side}.lengths`` (uint32, N), raw little-endian, and ``header.json`` (format, counts, dtype and
-what the data was made from). ``MappedWriter`` writes into a temporary folder and renames it into
+what the data was made from; sampled data's ``variants``: the training split encoded K times, stacked, each
+variant's pair count). ``MappedWriter`` writes into a temporary folder and renames it into
 place after an fsync, so a folder with a header is always complete.
 """
 
@@ -144,6 +145,11 @@ class MappedPairs:
 
     def __len__(self) -> int:
         return int(self.header["pairs"])
+
+    @property
+    def variants(self) -> tuple[int, ...]:
+        """Sampled data (``data.tokenizer.sampling``): each variant's pairs, stacked in that order; () otherwise."""
+        return tuple(self.header.get("variants", ()))
 
     @property
     def src_lengths(self) -> np.ndarray:

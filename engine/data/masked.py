@@ -141,7 +141,11 @@ def line_rows(tok: Tokenizer, lines: list[str], max_positions: int | None) -> li
 def encode_masked(spec: Spec, split: str, tok: Tokenizer, log: Log, *, max_length: int | None = None) -> MaskedLines:
     """A split of a masked LM's text as ``MaskedLines``: the training split in ``data.masking.copies`` masked
     copies (lines with more than ``max_length`` pieces, EOS counted, dropped), validation and test once; the
-    masks' seed is data.masking.seed, else train.seed."""
+    masks' seed is data.masking.seed, else train.seed. Its lines are masked, never sampled: data.tokenizer.sampling
+    is refused."""
+    if spec.data.tokenizer.sampling is not None:
+        raise DataError("data.tokenizer.sampling: a masked LM's training lines are masked copies, not sampled "
+                        "encodings; remove data.tokenizer.sampling (data.masking.copies varies them)")
     _, lines = read_split(spec.data, split, log)
     rows, dropped = line_rows(tok, lines, spec.model.max_positions), 0
     if max_length is not None:

@@ -64,6 +64,10 @@ def _data(run: Run) -> list[str]:
     for split in ("train", "valid", "test"):
         header = _json(run.dir.prepared(split) / "header.json")
         size = f" ({header['pairs']:,} pairs)" if header and "pairs" in header else ""
+        if header and header.get("variants"):  # data.tokenizer.sampling: the split encoded K times, stacked
+            low, high = min(header["variants"]), max(header["variants"])
+            size = f" ({low:,}{f' to {high:,}' if high > low else ''} pairs in each of {len(header['variants'])} " \
+                "sampled encodings)"
         where = getattr(data, split, None)
         shown = os.path.relpath(where, run.dir.path.resolve()) if where and Path(where).is_absolute() else where
         lines.append(f"| {split} | `{shown}`{size} |")

@@ -14,7 +14,7 @@ from torch import nn
 from tbuild.builder.spec import TrainSpec
 from tbuild.components.specs.special import Specials
 
-from ..data.batches import BatchSource, Bucketing, batch_shapes, collate, token_batches
+from ..data.batches import BatchSource, Bucketing, batch_shapes, collate, epoch_rows, token_batches
 from ..data.packing import collate_packed, pack_length, packed_batches
 from ..errors import TbuildError
 
@@ -34,11 +34,15 @@ class Batching:
         self.rows = max(1, cfg.batch_tokens // self.length) if self.length else 0
 
     def cut(self, epoch: int) -> list[np.ndarray]:
-        """The epoch's batches, a function of (seed, epoch) alone."""
-        src, tgt = self.pairs.src_lengths, self.pairs.tgt_lengths
+        """The epoch's batches, a function of (seed, epoch) alone: of every pair, or of sampled data's variant
+        epoch mod K (``epoch_rows``), cut from its lengths and given the rows' indices in the stack."""
+        rows = epoch_rows(self.pairs, epoch)
+        src, tgt = self.pairs.src_lengths[rows.start:rows.stop], self.pairs.tgt_lengths[rows.start:rows.stop]
         if self.length is None:
-            return token_batches(src, tgt, self.batch_tokens, seed=self.seed, epoch=epoch)
-        return packed_batches(src, tgt, self.length, self.rows, seed=self.seed, epoch=epoch)
+            batches = token_batches(src, tgt, self.batch_tokens, seed=self.seed, epoch=epoch)
+        else:
+            batches = packed_batches(src, tgt, self.length, self.rows, seed=self.seed, epoch=epoch)
+        return _shifted(batches, rows.start, len(self.pairs))
 
     def collate(self, batch: np.ndarray) -> tuple[torch.Tensor, ...]:
         """(src, tgt_in, tgt_out, src_pad), and for packed rows the source and target segment ids after them."""
@@ -69,3 +73,13 @@ class Batching:
             if table is not None and table < self.length:
                 raise TbuildError(f"train.packing: rows of {self.length} tokens (the longest pair) exceed the "
                                   f"{table} positions of {type(positional).__name__}; raise model.max_positions")
+
+
+def _shifted(batches: list[np.ndarray], start: int, total: int) -> list[np.ndarray]:
+    """``batches`` of rows counted from ``start``: their pair indices (a packed batch's first column) plus it."""
+    if start == 0:
+        return batches
+    dtype = np.int32 if total < 1 << 31 else np.int64
+    shift = [start, 0]  # a packed batch: (pair index, row within the batch)
+    return [b.astype(np.promote_types(b.dtype, dtype), copy=False) + (start if b.ndim == 1 else np.array(shift))
+            for b in batches]

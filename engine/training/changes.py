@@ -15,6 +15,8 @@ from ..run.directory import Run, RunDir, run_dir_of
 # (dotted prefix, kind, what the change does), first match wins.
 RULES: tuple[tuple[str, str, str], ...] = (
     ("model.", "architecture", "refused: the run's checkpoints hold the model as it was"),
+    ("data.tokenizer.sampling", "data", "the training split is encoded again, sampled as it says, and read from "
+     "the start of a new epoch"),
     ("data.tokenizer.", "tokenizer", "refused: the run keeps the tokenizer it was trained with (spm.model)"),
     ("data.valid", "evaluation", "validation reads the new split from now on"),
     ("data.test", "evaluation", "free: read by `tbuild evaluate`"),

@@ -35,7 +35,7 @@ from torch import nn
 from tbuild.builder import build_model
 from tbuild.builder.spec import Spec, TrainSpec
 
-from ..data.batches import BatchCursor, BatchSource
+from ..data.batches import BatchCursor, BatchSource, epoch_rows
 from ..data.packing import pair_indices
 from ..data.tokenizer import Tokenizer
 from ..device.policy import Policy
@@ -157,7 +157,8 @@ class Trainer:
         n_params = sum(p.numel() for p in self.model.parameters())
         procs = f"{world} processes ({self.cfg.distributed.strategy}), " if world > 1 else ""
         what = self.task.unit  # a language model's lines, or source-target pairs
-        self.info(f"{self.spec.name}: {n_params:,} parameters, {len(self.train_pairs):,} training {what}, {procs}"
+        pairs = len(epoch_rows(self.train_pairs, self.state.epoch))  # sampled data: the epoch's variant
+        self.info(f"{self.spec.name}: {n_params:,} parameters, {pairs:,} training {what}, {procs}"
                   f"device {self.policy.device.type}, {_threads(torch.get_num_threads())}")
         precision = self.policy.note or f"precision {self.policy.precision}"
         self.info(precision)
