@@ -139,6 +139,12 @@ class DatasetSpec(StrictModel):
         data holds no labels). An encoder-only model's head must label the same."""
         return None
 
+    @property
+    def unsampled(self) -> str | None:
+        """Why ``data.tokenizer.sampling`` cannot encode this data set's training pairs (None: it can): a data
+        set of labels is encoded otherwise (a tagger's words, a classifier's lines)."""
+        return None if self.labels_per is None else f"data set {self.kind!r} holds labels, whose rows are not sampled"
+
 
 @DATASETS.declare
 class Multi30kDataset(DatasetSpec):
@@ -205,6 +211,13 @@ class TreebankDataset(DatasetSpec):
     @property
     def trees(self) -> bool:
         return True
+
+    @property
+    def unsampled(self) -> str | None:
+        if self.linearization != "words":
+            return None
+        return ("linearization words: a tree's words are the source's pieces, which sampling each side on its own "
+                "would split otherwise (or linearize with xx or tags)")
 
     @model_validator(mode="after")
     def _wsj_folder(self) -> TreebankDataset:
@@ -340,13 +353,7 @@ class DataSpec(StrictModel):
     def _sampled_text_only(self) -> DataSpec:
         """Sampling encodes prepared pairs, each side on its own; a tagger's words and a classifier's lines are
         encoded otherwise, and a lexicalized tree's words must stay the source's pieces."""
-        if self.tokenizer.sampling is None or self.dataset is None:
-            return self
-        if self.dataset.labels_per is not None:
-            raise FieldError(("tokenizer", "sampling"), f"data set {self.dataset.kind!r} holds labels, whose "
-                             "rows are not sampled: remove data.tokenizer.sampling")
-        if isinstance(self.dataset, TreebankDataset) and self.dataset.linearization == "words":
-            raise FieldError(("tokenizer", "sampling"), "linearization words: a tree's words are the source's "
-                             "pieces, which sampling each side on its own would split otherwise; remove "
-                             "data.tokenizer.sampling or linearize with xx or tags")
+        why = None if self.tokenizer.sampling is None or self.dataset is None else self.dataset.unsampled
+        if why is not None:
+            raise FieldError(("tokenizer", "sampling"), f"{why}: remove data.tokenizer.sampling")
         return self
