@@ -36,7 +36,7 @@ class EvalRecord(BaseModel):
     classifier's: the same per line, and its confusion table.
     Fields in the order they are written."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")  # a task's own record (a subclass) keeps its fields
 
     split: str
     sentences: int

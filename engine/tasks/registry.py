@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 T = TypeVar("T", bound="type[Task]")
 
 BUILT_IN = ("translation", "language_model", "tagging", "classification", "masked_lm", "parsing.task",
-            "embedding.task")
+            "embedding.task", "summarization.task")
 DEFAULT = "translation"  # a run no task claims: source-target pairs
 TASKS: dict[str, type[Task]] = {}
 _loaded = False
