@@ -14,7 +14,7 @@ from tbuild.builder.spec import Spec
 
 from ...data.datasets import read_split
 from ...decoding.request import DecodeRequest
-from ...decoding.translator import Translator, load_translator
+from ...decoding.translator import Translator
 from ...training.scoring import ValidScorer
 from ..base import EvalCall, Report, Table
 from ..registry import register_task
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ...run.directory import Run
     from ...significance import Measure
 
-ROUGE_KEYS = tuple(key for key, _, _ in METRICS)
+ROUGE_KEYS = tuple(key for key, _, _ in METRICS)  # train.select.metric's and a study's ROUGE metrics
 
 
 @dataclass
@@ -50,6 +50,8 @@ class Summarization(Translation):
 
     name = "summarization"
     what = "a summarizer"
+    headline = ("rouge_l", "ROUGE-L")
+    scores = ROUGE_KEYS
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return RougeScorer.of(spec, tokenizer, policy)
@@ -62,11 +64,9 @@ class Summarization(Translation):
             return rouge_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
         return rouge_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
 
-    def study_record(self, run: Run, average: bool) -> SummaryRecord:
-        translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
-        record, hyps = summarized(run, translator, None, EvalCall(split="valid"), lambda: None)
-        self.keep_outputs(run, "valid", hyps)
-        return record
+    def split_record(self, run: Run, translator: Translator, split: str,
+                     after_batch: Callable[[], None] = lambda: None) -> tuple[SummaryRecord, list[str]]:
+        return summarized(run, translator, None, EvalCall(split=split), after_batch)
 
     def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:
