@@ -136,11 +136,12 @@ class SelectSpec(StrictModel):
     """How validation scores the model, picks best.safetensors and stops training early. The paper
     selects nothing on a metric (§6.1 averages the last checkpoints); this is the usual practice."""
 
-    metric: Literal["ppl", "bleu", "bleu_lowercase", "chrf", "f1", "accuracy"] = Field(
-        "ppl", description="The score that picks best.safetensors: ppl (validation perplexity, lower is better), "
-        "bleu, bleu_lowercase or chrf (sacreBLEU on the decoded validation sources), f1 (EVALB F1 of the "
-        "decoded trees; parsing only), or accuracy (the share of words tagged right, or of lines classified "
-        "right; a tagger or classifier only); all but ppl: higher is better."
+    metric: str = Field(
+        "ppl", description="The score that picks best.safetensors, one of the run's task's metrics (its "
+        "declaration's: builder/spec/tasks.py): ppl (validation perplexity, lower is better), bleu, bleu_lowercase "
+        "or chrf (sacreBLEU on the decoded validation sources), f1 (EVALB F1 of the decoded trees; parsing only), "
+        "or accuracy (the share of words tagged right, or of lines classified right; a tagger or classifier "
+        "only); all but ppl: higher is better."
     )
     lines: int | None = Field(None, ge=1, description="Decode only the first N validation lines for the metric "
                               "(None: all).")

@@ -1,5 +1,6 @@
-"""A whole spec: its sections, the checks across them (the data fits the model kind, the metric fits the data),
-vocabulary sizes and the architecture hash.
+"""A whole spec: its sections, its task (named, or the one its claims give: ``tasks.py``), the checks across
+the sections that are no task's (the task checks the rest: its data fit its model, its metric), vocabulary
+sizes and the architecture hash.
 """
 
 from __future__ import annotations
@@ -7,17 +8,17 @@ from __future__ import annotations
 import hashlib
 import json
 
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from tbuild.components.spec_base import StrictModel
-from tbuild.components.specs.graph import with_article
 from tbuild.components.specs.special import DEFAULT, Specials
 
 from ..resolved import resolve
 from .base import FieldError
-from .data import DataSpec, ParallelFiles
+from .data import DataSpec
 from .decode import DecodeSpec
 from .model import ModelSpec
+from .tasks import TaskDeclaration, declarations, task_name
 from .train import TrainSpec
 
 
@@ -75,10 +76,37 @@ class Spec(StrictModel):
     name: str | None = Field(None, description="Run name; default: the spec file's stem.")
     extends: str | None = Field(None, description="A spec this one extends (path relative to this file).")
     output_dir: str | None = Field(None, description="Run directory; default runs/<name> (relative to the cwd).")
+    task: str | None = Field(None, description="The task the run is (translation, language_model, prefix_lm, "
+                             "tagging, classification, masked_lm, parsing, sentence_embedding, or one a plugin "
+                             "declares); default: the one the spec's model.head, data.dataset or model.kind claims "
+                             "(translation where none does).")
     model: ModelSpec = Field(default_factory=ModelSpec, description="Architecture.")
     data: DataSpec = Field(default_factory=DataSpec, description="Data and tokenizer.")
     train: TrainSpec = Field(default_factory=TrainSpec, description="Training.")
     decode: DecodeSpec = Field(default_factory=DecodeSpec, description="Decoding.")
+
+    @model_serializer(mode="wrap")
+    def _without_default_task(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """``task`` is dumped only where the spec names one, so that specs written before it resolve as they did."""
+        data = handler(self)
+        if data.get("task", "") is None:
+            del data["task"]
+        return data
+
+    @model_validator(mode="after")
+    def _task_is_declared(self) -> Spec:
+        known = declarations()
+        if self.task is not None and self.task not in known:
+            raise FieldError(("task",), f"unknown task {self.task!r}; the tasks are: {', '.join(sorted(known))}")
+        return self
+
+    def task_name(self) -> str:
+        """The run's task: ``task`` where the spec names one, else the one its claims give (``tasks.task_name``)."""
+        return task_name(self)
+
+    def declared_task(self) -> TaskDeclaration:
+        """The declaration of the run's task (its claims, metrics and spec checks)."""
+        return declarations()[self.task_name()]
 
     @model_validator(mode="after")
     def _blocks_fit_where_used(self) -> Spec:
@@ -94,9 +122,6 @@ class Spec(StrictModel):
     @model_validator(mode="after")
     def _select_fits_the_data(self) -> Spec:
         select = self.train.select
-        if select.metric == "f1" and not _trees(self.data):
-            raise FieldError(("train", "select", "metric"), "f1 (EVALB) scores parse trees: it needs the treebank "
-                             "data set (data.dataset: treebank); for translation choose bleu, bleu_lowercase or chrf")
         if self.data.valid is None and (select.metric != "ppl" or select.patience is not None):
             what = "metric" if select.metric != "ppl" else "patience"
             raise FieldError(("train", "select", what), f"train.select.{what} scores validations, and there are "
@@ -134,88 +159,11 @@ class Spec(StrictModel):
         return self
 
     @model_validator(mode="after")
-    def _data_fits_the_graph(self) -> Spec:
-        """Pairs for a kind that translates, one side of text for a language model (and nothing that
-        compares a source with a target there)."""
-        graph, data, reads = self.model.graph, self.data, self.model.reads
-        self._labels_fit_the_graph()
-        self._masking_fits_the_head()
-        if reads == "labels":
-            return self
-        text = data.dataset is not None and data.dataset.text_only
-        given = data.dataset is not None or any(getattr(data, s) is not None for s in ("train", "valid", "test"))
-        if text and reads == "pairs" and graph.data == "text":  # a prefix LM
-            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} is one side of text; a prefix LM "  # type: ignore[union-attr]
-                             "(model.prefix_lm) translates source-target pairs: give pairs, or remove "
-                             "model.prefix_lm for a language model")
-        if text and reads == "pairs":
-            raise FieldError(("data", "dataset"), f"data.dataset {data.dataset.kind} with one side of text is a "  # type: ignore[union-attr]
-                             f"language model's data: set model.kind: decoder_only "
-                             f"({with_article(self.model.kind)} model trains on source-target pairs)")
-        if given and not text and reads == "text" and graph.data == "text":
-            raise FieldError(("model", "kind"), f"{with_article(self.model.kind)} model trains on one side of "
-                             "text (a language model): set data.dataset to text (your files) or {kind: multi30k, "
-                             "side: de}, or set model.prefix_lm: {attention: prefix} to translate pairs")
-        if not text:
-            return self
-        for split in ("train", "valid", "test"):
-            if isinstance(getattr(data, split), ParallelFiles):
-                raise FieldError(("data", split), f"a language model's data.{split} is one text file: give its path, "
-                                 "not source and target")
-        for name in ("max_length_ratio", "max_words_ratio"):
-            if getattr(data, name) is not None:
-                raise FieldError(("data", name), f"data.{name} compares source and target lengths; a language "
-                                 "model's text has one side: remove it")
-        if self.train.select.metric not in ("ppl", "accuracy" if graph.data == "labels" else "ppl"):
-            raise FieldError(("train", "select", "metric"), f"{self.train.select.metric} scores translations; a "
-                             "language model is selected on validation perplexity: use ppl")
+    def _task_fits_the_spec(self) -> Spec:
+        """The run's task checks the spec: its data fit its model, its metric is one of the task's
+        (``TaskDeclaration.check``)."""
+        self.declared_task().check(self)
         return self
-
-    def _masking_fits_the_head(self) -> None:
-        """A masked_lm head reads plain text (one side: the text data set, or a multi30k side), hidden as
-        data.masking says; data.masking means nothing to another model."""
-        data, masked = self.data, self.model.reads == "text" and self.model.graph.data == "labels"
-        if not masked:
-            if data.masking is not None:
-                raise FieldError(("data", "masking"), "data.masking hides pieces for a masked LM (model.head: "
-                                 "{kind: masked_lm}): remove it")
-            return
-        if data.dataset is None or not data.dataset.text_only:
-            what = (f"data.dataset {data.dataset.kind} is not one side of text" if data.dataset is not None
-                    else "data.dataset is not set")
-            raise FieldError(("model", "head"), f"a masked_lm head predicts hidden pieces of plain text, and {what}: "
-                             "set data.dataset to text (your files) or {kind: multi30k, side: en}")
-
-    def _labels_fit_the_graph(self) -> None:
-        """An encoder-only model (data: labels) trains on a labelled data set whose labels label what its head
-        labels (words: tagging and token_classification; lines: classification and sequence_classification),
-        no other kind does; accuracy scores labels."""
-        graph, dataset, metric = self.model.graph, self.data.dataset, self.train.select.metric
-        per = dataset.labels_per if dataset is not None else None
-        if per is not None and graph.data != "labels":
-            what = "words and their tags, a tagger's" if per == "word" else "lines and their labels, a classifier's"
-            raise FieldError(("data", "dataset"), f"data.dataset {dataset.kind} is {what} "  # type: ignore[union-attr]
-                             f"data: set model.kind: encoder_only ({with_article(self.model.kind)} model trains on "
-                             f"{'text' if graph.data == 'text' else 'source-target pairs'})")
-        if self.model.reads == "labels" and per is None:
-            raise FieldError(("data", "dataset"), f"{with_article(self.model.kind)} model trains on words and their "
-                             "tags or "
-                             "lines and their labels: set data.dataset to {kind: tagging} (the treebank sample), "
-                             "{kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")
-        head_per = getattr(self.model.head, "labels_per", None)  # a plugin head may not say
-        if head_per is not None and per is not None and head_per != per:
-            fits = "token_classification" if per == "word" else "sequence_classification"
-            raise FieldError(("model", "head"), f"a {self.model.head.kind} head labels each {head_per}, and "  # type: ignore[union-attr]
-                             f"data.dataset {dataset.kind} labels each {per}: set model.head to {{kind: {fits}}}")  # type: ignore[union-attr]
-        for split in ("train", "valid", "test"):
-            if per == "line" and isinstance(getattr(self.data, split), ParallelFiles):
-                raise FieldError(("data", split), f"a classifier's data.{split} is one LABEL<TAB>TEXT file: give "
-                                 "its path, not source and target")
-        if (metric == "accuracy") != (graph.data == "labels") and metric != "ppl":
-            why = ("accuracy scores a tagger's labels or a classifier's (model.kind encoder_only)"
-                   if metric == "accuracy" else f"{metric} scores decoded outputs; a tagger or classifier is "
-                   "selected on accuracy or ppl")
-            raise FieldError(("train", "select", "metric"), why)
 
     def vocab_size(self) -> int:
         """The target (or shared) vocabulary size, resolved from the tokenizer settings if needed."""

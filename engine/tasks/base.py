@@ -160,14 +160,10 @@ def quiet_progress(total: int) -> AbstractContextManager[Callable[[int], None]]:
 
 
 class Task:
-    """Base of the tasks. A subclass names itself (``name``), claims the spec values that make a run its
-    own (``registry.task_of``: a ``model.head`` kind, a ``data.dataset`` kind or a model kind) and
-    overrides what it takes; the rest refuses in one line."""
+    """Base of the tasks. A subclass names itself (``name``: the name of its declaration, which says what
+    makes a run its own: ``builder/spec/tasks.py``) and overrides what it takes; the rest refuses in one line."""
 
     name: ClassVar[str] = ""
-    heads: ClassVar[tuple[str, ...]] = ()  # model.head kinds that make a run this task's
-    datasets: ClassVar[tuple[str, ...]] = ()  # data.dataset kinds ...
-    models: ClassVar[tuple[str, ...]] = ()  # model kinds (``prefix_lm``: a decoder-only translator)
     what: ClassVar[str] = "a run"  # the task in words, for refusals: "a tagger"
     unit: ClassVar[str] = "pairs"  # what a training example is called
     bos_first: ClassVar[bool] = False  # whether the model's input rows start with BOS (an export says so)

@@ -32,8 +32,6 @@ class Classification(Labels):
 
     name = "classification"
     bos_first = True  # BOS (what pooling: first reads), the line's pieces, EOS
-    heads = ("sequence_classification",)
-    datasets = ("classification",)
     what = "a classifier"
 
     def fit_labels(self, spec: Spec, log: Log) -> Spec:

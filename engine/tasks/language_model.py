@@ -31,7 +31,6 @@ class LanguageModel(Task):
 
     name = "language_model"
     bos_first = True  # BOS, then the line's pieces
-    models = ("decoder_only",)
     what = "a language model"
     peft_type = "CAUSAL_LM"
     unit = "lines"
@@ -102,7 +101,6 @@ class PrefixLM(Translation):
     """A decoder-only translator (``model.prefix_lm``): decoded, evaluated and served as a translator."""
 
     name = "prefix_lm"
-    models = ("prefix_lm",)
     what = "a decoder-only translator"
     peft_type = "CAUSAL_LM"  # one decoder over the joined sequence
     commands = PREFIX_LM_COMMANDS

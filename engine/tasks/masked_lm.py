@@ -29,7 +29,6 @@ class MaskedLM(Labels):
     """Hidden pieces of plain text predicted (BERT's pretraining)."""
 
     name = "masked_lm"
-    heads = ("masked_lm",)
     what = "a masked LM"
     unit = "lines"
     commands = ("evaluate", "export")

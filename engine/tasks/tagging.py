@@ -137,8 +137,6 @@ class Tagging(Labels):
     """Words → their tags, one per word (part-of-speech tagging)."""
 
     name = "tagging"
-    heads = ("token_classification",)
-    datasets = ("tagging",)
     what = "a tagger"
 
     def fit_labels(self, spec: Spec, log: Log) -> Spec:

@@ -58,7 +58,6 @@ class Translation(Task):
     """Source-target pairs through an encoder-decoder (``model.kind: encoder_decoder``)."""
 
     name = "translation"
-    models = ("encoder_decoder",)
     what = "a translator"
     peft_type = "SEQ_2_SEQ_LM"
     commands = ("decode", "evaluate", "serve", "export", "attention", "card")

@@ -17,7 +17,6 @@ class SentenceEmbedding(Task):
     """An encoder's states pooled into one vector per input (as sentence-transformers computes them)."""
 
     name = "sentence_embedding"
-    heads = ("sentence_embedding",)
     what = "a sentence encoder"
     unit = "lines"
 

@@ -71,7 +71,6 @@ class Parsing(Translation):
     """Words → their linearized tree, on the treebank data set (``data.dataset: treebank``)."""
 
     name = "parsing"
-    datasets = ("treebank",)
     what = "a parser"
     outputs = "trees"  # eval_SPLIT.trees: the repaired trees, as EVALB scored them
     checks_decoding = False  # its metric is EVALB F1 under a step rule: CPU decoding stays as set

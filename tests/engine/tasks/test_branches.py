@@ -1,10 +1,10 @@
 """What varies by task is asked of the run's task (``engine/tasks/``), never tested elsewhere: the places
-outside ``engine/tasks/`` (and the components, which declare the kinds) that test which task or model kind a
-run is are counted, so that new ones cannot creep back in. Counted: a predicate such as ``labelled(spec)``, an
-``isinstance`` of a task's data set or head spec, and every read of ``model.kind``, a head's or a data set's
-kind, ``model.prefix_lm`` or a ``GRAPHS`` entry by kind (a comparison, a branch, a table look-up), except
-where the value is only shown (inside an f-string, or a value of a dict written out). The counter is tested on
-made-up code too.
+outside ``engine/tasks/`` and ``builder/spec/tasks.py`` (and the components, which declare the kinds) that test
+which task or model kind a run is are counted, so that new ones cannot creep back in. Counted: a predicate such
+as ``labelled(spec)``, an ``isinstance`` of a task's data set or head spec, and every read of ``model.kind``, a
+head's or a data set's kind, ``model.prefix_lm`` or a ``GRAPHS`` entry by kind (a comparison, a branch, a table
+look-up), except where the value is only shown (inside an f-string, or a value of a dict written out). The counter
+is tested on made-up code too.
 
 What the data set decides is asked of it, not tested: its file layout (one text file, LABEL<TAB>TEXT lines or
 two parallel files) is the ``Layout`` its spec declares (``data/corpus.py``'s ``layout_of``), its targets' whole
@@ -26,6 +26,7 @@ TASK_SPECS = {"TreebankDataset", "TaggingDataset", "ClassificationDataset", "Tex
               "SequenceClassificationSpec", "TokenClassificationSpec"}
 KIND_OWNERS = {"model", "head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
 FOLDERS = ("engine", "cli", "builder")
+TASKS = "builder/spec/tasks.py"  # the tasks' declarations and the one reading of their claims (``task_name``)
 SHOWN_BY = {"Row"}  # records whose fields are only shown (the inspect table's rows)
 LEFT = 5  # the registry look-ups: the model's graph and its assembly, export's Hugging Face class of a graph and
 # of an encoder's head; and the model section's one reading of model.prefix_lm (``ModelSpec.prefix``)
@@ -115,12 +116,13 @@ def _inside(node: ast.AST, parents: dict[ast.AST, ast.AST], nodes: set[ast.AST])
 
 
 def task_branches() -> list[str]:
-    """Every such place in engine/ and cli/ outside engine/tasks/, as ``path:line what``."""
+    """Every such place in engine/, cli/ and builder/ outside engine/tasks/ and the builder's tasks (``TASKS``:
+    where a spec's claims say which task it is), as ``path:line what``."""
     out = []
     for folder in FOLDERS:
         for path in sorted((REPO / folder).rglob("*.py")):
             where = path.relative_to(REPO)
-            if where.parts[:2] != ("engine", "tasks"):
+            if where.parts[:2] != ("engine", "tasks") and where.as_posix() != TASKS:
                 out += [f"{where}:{line} {what}" for line, what in branches(path.read_text())]
     return out
 

@@ -17,6 +17,7 @@ import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder.spec import DATASETS, DatasetSpec, DataSpec, Spec
+from tbuild.builder.spec.tasks import TaskDeclaration, declare, undeclare
 from tbuild.cli.app import app
 from tbuild.engine.data.corpus import split_files
 from tbuild.engine.data.datasets import read_split
@@ -67,11 +68,13 @@ class ReverseFiles:
             target.write_text("".join(" ".join(reversed(w)) + "\n" for w in lines))
 
 
+REVERSAL = TaskDeclaration("reversal", __name__, datasets=("reverse",))  # a run of the reverse data set is its
+
+
 class Reversal(Task):
     """Words → the same words reversed, by an encoder-decoder."""
 
     name = "reversal"
-    datasets = ("reverse",)
     what = "a reverser"
 
     def training_data(self, spec: Spec, tokenizer: Tokenizer, run: RunDir, log: Log
@@ -119,13 +122,16 @@ def reversed_lines(translator: Translator, spec: Spec, lines: list[str]) -> list
 
 @pytest.fixture(scope="module")
 def declared() -> Iterator[None]:
-    """The reverse data set and the reversal task, registered while this module's tests run."""
+    """The reverse data set and the reversal task (its declaration and its class), registered while this
+    module's tests run."""
     DATASETS.register(ReverseDataset)(ReverseFiles)
+    declare(REVERSAL)
     register_task(Reversal)
     try:
         yield
     finally:
         registry.TASKS.pop(Reversal.name)
+        undeclare(REVERSAL.name)
         DATASETS._specs.pop("reverse")
         DATASETS._blocks.pop("reverse")
         DATASETS.generation += 1
@@ -157,6 +163,12 @@ def test_a_spec_resolves_to_the_task_that_claims_its_data_set(declared: None) ->
     spec = Spec.model_validate({"data": {"dataset": {"kind": "reverse"}}})
     assert isinstance(task_of(spec), Reversal)
     assert task_of(Spec()).name == "translation"
+
+
+def test_a_spec_can_name_the_task_declared_in_process(declared: None) -> None:
+    """Validation knows a task declared in-process: ``task: reversal`` is taken, and names the run's task."""
+    spec = Spec.model_validate({"task": "reversal"})
+    assert isinstance(task_of(spec), Reversal) and spec.model_dump()["task"] == "reversal"
 
 
 def test_the_toy_task_trains_evaluates_decodes_and_serves(trained: Path) -> None:
