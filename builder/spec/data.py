@@ -56,7 +56,15 @@ class TokenizerSpec(StrictModel):
         return data
 
 
-DATASETS = Registry("dataset", plugins=False)
+def _declared_tasks() -> None:
+    """The tasks' declarations, loaded before the data sets are listed: a task's folder may declare its own data
+    set (summarization's scitldr)."""
+    from .tasks import declarations
+
+    declarations()
+
+
+DATASETS = Registry("dataset", plugins=False, before=_declared_tasks)
 
 
 class DatasetSpec(StrictModel):

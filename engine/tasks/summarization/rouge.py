@@ -15,10 +15,9 @@ import numpy as np
 from rouge_score import rouge_scorer, tokenizers
 
 from ...significance import Measure
+from .declaration import METRICS
 
-# the record's key, the library's name and the metric's name, in the order the tables show them
-METRICS = (("rouge1", "rouge1", "ROUGE-1"), ("rouge2", "rouge2", "ROUGE-2"), ("rouge_l", "rougeL", "ROUGE-L"))
-HEADLINE = "rouge_l"  # what a study optimizes and validation selects on by default, and a sweep's column
+HEADLINE = "rouge_l"  # the headline: first of the measures, the metric of a sweep's table
 
 
 class WordCachedTokenizer(tokenizers.Tokenizer):

@@ -19,9 +19,10 @@ from ...training.scoring import ValidScorer
 from ..base import EvalCall, Report, Table
 from ..registry import register_task
 from ..translation import Translation, examples
+from .declaration import METRICS
 from .lead import Lead, choose_lead
 from .record import SummaryRecord
-from .rouge import METRICS, Rouge, rouge_measures, signature
+from .rouge import HEADLINE, Rouge, rouge_measures, signature
 
 if TYPE_CHECKING:
     from ...data.tokenizer import Tokenizer
@@ -50,7 +51,7 @@ class Summarization(Translation):
 
     name = "summarization"
     what = "a summarizer"
-    headline = ("rouge_l", "ROUGE-L")
+    headline = (HEADLINE, "ROUGE-L")
     scores = ROUGE_KEYS
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
