@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
     from ..device.policy import Policy
+    from ..run.card import TaskCard
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
     from ..significance import Measure
@@ -253,6 +254,11 @@ class Translation(Task):
                              DecodeRequest.of(run.spec.decode))
         limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
         return Translate(loaded, run.spec, batch_tokens, limit)
+
+    def card(self, run: Run) -> TaskCard:
+        from ..run.card import TRANSLATION
+
+        return TRANSLATION
 
     def export(self, run: Run) -> str:
         return "translator"

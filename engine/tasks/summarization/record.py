@@ -4,9 +4,9 @@ the lead-N baseline scored on the same split."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
-from ...run.directory import EvalRecord
+from ...run.directory import EvalRecord, Run
 from .lead import Lead
 from .rouge import Rouge
 
@@ -33,3 +33,32 @@ class SummaryRecord(EvalRecord):
         baseline = None if lead is None or lead_rouge is None else {
             "n": lead.n, **lead_rouge.to_json(), "valid_rouge_l": lead.valid.rouge_l}
         return cls(**kept, **rouge.to_json(), rouge_signature=signature, lead=baseline)
+
+
+def summary_records(run: Run) -> list[SummaryRecord]:
+    """Every split's record that holds ROUGE, in the order of their file names."""
+    found = []
+    for record in run.dir.evals():
+        try:
+            found.append(SummaryRecord.model_validate(record.to_json()))
+        except ValidationError:
+            continue  # not scored by ROUGE
+    return found
+
+
+def card_results(run: Run) -> list[str]:
+    """The model card's results: each split's ROUGE beside the lead-N baseline's, with how it was decoded."""
+    records = summary_records(run)
+    if not records:
+        return ["Not evaluated yet: `tbuild evaluate RUN --split test` writes the scores this card shows.", ""]
+    lines = ["ROUGE F1 (×100, the mean over the outputs); lead-N: the source's first N words, N chosen on the "
+             "validation split.", "",
+             "| split | sentences | ROUGE-1 | ROUGE-2 | ROUGE-L | lead-N ROUGE-1/2/L | perplexity | beam | α "
+             "| engine |",
+             "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |"]
+    for r in records:
+        lead = f"N={r.lead['n']}: {r.lead['rouge1']:.2f} / {r.lead['rouge2']:.2f} / {r.lead['rouge_l']:.2f}" \
+            if r.lead else "–"
+        lines.append(f"| {r.split} | {r.sentences:,} | {r.rouge1:.2f} | {r.rouge2:.2f} | {r.rouge_l:.2f} | {lead} | "
+                     f"{r.perplexity:.2f} | {r.beam} | {r.alpha} | {r.engine} |")
+    return [*lines, "", f"ROUGE: {records[0].rouge_signature}", ""]

@@ -21,13 +21,14 @@ from ..registry import register_task
 from ..translation import Translation, examples
 from .declaration import METRICS
 from .lead import Lead, choose_lead
-from .record import SummaryRecord
+from .record import SummaryRecord, card_results
 from .rouge import HEADLINE, Rouge, rouge_measures, signature
 
 if TYPE_CHECKING:
     from ...data.tokenizer import Tokenizer
     from ...decoding.engines import Engine
     from ...device.policy import Policy
+    from ...run.card import TaskCard
     from ...run.directory import Run
     from ...significance import Measure
 
@@ -56,6 +57,11 @@ class Summarization(Translation):
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return RougeScorer.of(spec, tokenizer, policy)
+
+    def card(self, run: Run) -> TaskCard:
+        from ...run.card import TaskCard
+
+        return TaskCard("summarization", "summarizing {source} text", "summaries", card_results)
 
     def measures(self, run: Run, call: EvalCall) -> list[Measure]:
         """ROUGE-L, ROUGE-1 and ROUGE-2 F1 per output against the split's summaries (or ``--ref``'s)."""
