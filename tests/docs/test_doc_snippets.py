@@ -22,7 +22,7 @@ from .snippets import REPO, Snippet, all_snippets, pages
 SNIPPETS = all_snippets()
 YAML = [s for s in SNIPPETS if s.kind == "yaml" and not s.fragment]
 CLI = [s for s in SNIPPETS if s.kind == "cli" and not s.fragment]
-SPEC_KEYS = {"extends", "name", "output_dir", "model", "data", "train", "decode"}
+SPEC_KEYS = set(Spec.model_fields)  # a spec's top-level keys (task among them)
 
 
 def kind_of(data: dict) -> str:
