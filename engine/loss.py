@@ -1,9 +1,12 @@
-"""Label-smoothed cross entropy (§5.4) with the true NLL beside it, and the teacher-forced loss and
-perplexity of a set of pairs (validation during training, perplexity in evaluation)."""
+"""Label-smoothed cross entropy (§5.4) with the true NLL beside it, a training batch's loss (with R-Drop's
+consistency term), and the teacher-forced loss and perplexity of a set of pairs (validation during training,
+perplexity in evaluation). A task's ``loss`` and ``valid_loss`` (``tasks/base.py``) call these by default."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -92,6 +95,30 @@ def rdrop_kl(first: torch.Tensor, second: torch.Tensor, keep: torch.Tensor) -> t
     pa, pb = a.exp(), b.exp()  # a row no pass scores (logit -inf in both) adds 0, not NaN
     kl = (torch.where(pa > 0, pa * (a - b), 0.0) + torch.where(pb > 0, pb * (b - a), 0.0)).sum(-1)
     return 0.5 * kl.masked_fill(~keep, 0.0).sum()
+
+
+def batch_loss(model: nn.Module, tensors: Sequence[torch.Tensor], *, label_smoothing: float, rdrop: float,
+               policy: Policy, offset: int = 0, precision: AbstractContextManager | None = None
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """A training batch's label-smoothed loss sum and NLL sum (0-d tensors; ``tensors``: src, tgt_in, tgt_out and
+    the source's padding mask or packed rows' segment ids, as ``collate`` gives them; ``offset``: see
+    ``label_smoothed_nll``). With ``rdrop`` α > 0 (R-Drop, Liang et al. 2021, eq. 3) the batch goes through twice
+    (as one batch of both copies: two dropout masks) and the loss is the two passes' mean plus α/2 times their
+    symmetric KL (``rdrop_kl``), as fairseq's R-Drop criterion computes it. ``precision``: an autocast other than
+    the policy's (the precision check's timed passes)."""
+    src, tgt_in, tgt_out, *padding = tensors
+    twice = rdrop > 0
+    if twice:
+        src, tgt_in, tgt_out = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
+        padding = [torch.cat([s, s]) for s in padding]
+    with precision or policy.autocast(), policy.attention():
+        logits = model(src, tgt_in, *padding)
+    loss, nll, _ = label_smoothed_nll(logits, tgt_out, label_smoothing, offset)
+    if not twice:
+        return loss, nll
+    half = src.size(0) // 2
+    kl = rdrop_kl(logits[:half], logits[half:], tgt_out[:half].ge(offset))
+    return loss / 2 + rdrop / 2 * kl, nll / 2
 
 
 @torch.no_grad()

@@ -1,7 +1,7 @@
 """The package's layering: imports point one way (cli → engine → builder → components), decoding
-never imports training or export, data never imports a task, training imports none but their protocol
-and registry (``tasks.base``, ``tasks.registry``: it asks the run's task), the trainer never imports fine-tuning,
-the run directory, the device and the figures import none of engine's stages, no two modules import
+never imports training or export, data never imports a task nor a task training, training imports none but
+their protocol and registry (``tasks.base``, ``tasks.registry``: it asks the run's task), the trainer never
+imports fine-tuning, the run directory, the device and the figures import none of engine's stages, no two modules import
 each other (an import for annotations only, under ``if TYPE_CHECKING:``, or one inside a function counts),
 commands share options through cli/options.py, and functions in engine/ and cli/ stay short. The checker
 is tested on made-up modules too."""
@@ -22,6 +22,7 @@ LAYERS = ["tbuild.components", "tbuild.builder", "tbuild.engine", "tbuild.cli"] 
 # (importer, what it must not import): stages of the engine that sit below another
 TASK_MODULES = ("translation", "language_model", "tagging", "classification", "masked_lm", "parsing")
 FORBIDDEN = [("tbuild.engine.decoding", "tbuild.engine.training"), ("tbuild.engine.data", "tbuild.engine.tasks"),
+             ("tbuild.engine.tasks", "tbuild.engine.training"),  # the trainer asks the task: never the other way
              *(("tbuild.engine.training", f"tbuild.engine.tasks.{name}") for name in TASK_MODULES),
              ("tbuild.engine.decoding", "tbuild.engine.export"),  # export writes and loads engines from decoding
              ("tbuild.engine.hf", "tbuild.engine.export"),  # export checks a run, then writes it through hf
@@ -160,6 +161,9 @@ def test_the_checker_refuses_an_upward_import() -> None:
         "tbuild.engine.data imports tbuild.engine.tasks.parsing.evalb: data sits below tasks"]
     assert layer_errors("tbuild.engine.training.scoring", "from ..tasks.parsing.evalb import evalb\n")
     assert not layer_errors("tbuild.engine.training.run", "from ..tasks.registry import task_of\n")
+    assert layer_errors("tbuild.engine.tasks.parsing.task", "from ...training.scoring import scored\n") == [
+        "tbuild.engine.tasks.parsing.task imports tbuild.engine.training.scoring: tasks sits below training",
+        "tbuild.engine.tasks.parsing.task imports tbuild.engine.training.scoring.scored: tasks sits below training"]
     assert layer_errors("tbuild.engine.decoding.search", "from ..training import trainer\n")
     assert layer_errors("tbuild.engine.decoding.ct2", "from ..export.cache import cached_export\n")
     assert layer_errors("tbuild.engine.training.trainer", "from ..finetune.start import resolve_start\n")

@@ -4,7 +4,9 @@ evaluate``, ``decode``, ``serve``, ``tune`` and ``export`` ask the run's task (`
 test which one it is.
 
 A task says how the vocabulary's labels are fitted and the training and validation data are read, what a
-label row adds to each class, how validation decodes and scores (``valid_scorer``), how a split is evaluated
+label row adds to each class, a training batch's loss and the validation loss pass (``loss``, ``valid_loss``: the
+label-smoothed NLL of ``engine/loss.py`` unless a task overrides them), how validation decodes and scores
+(``valid_scorer``, ``valid_score``) and which way its metrics are better, how a split is evaluated
 and reported, how input lines are decoded, which endpoint serves it, the study's score and the export it
 takes. Every method a task does not take refuses the command in one line (``refuse``).
 
@@ -14,15 +16,18 @@ decoding, parsing, serving) is imported when a spec resolves to it."""
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ..errors import TbuildError
 
 if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
     from tbuild.builder.spec import Spec
 
     from ..data.batches import BatchSource
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
     from ..significance import Measure
 
 Log = Callable[[str], None]
+LOWER_IS_BETTER = frozenset({"ppl"})  # the metrics of train.select where lower is better (the default tasks')
 
 
 @dataclass
@@ -153,6 +159,18 @@ class DecodeTime:
                 "precision": self.precision, "threads": self.threads, "engine": self.engine}
 
 
+class Scorer(Protocol):
+    """What validation decodes and scores (``Task.valid_scorer``): its source lines, a share of them decoded with
+    the model being trained, and the metric of all of them (``tasks/validation.py``: ``ValidScorer``). The
+    trainer spreads the lines over its processes and gathers the outputs."""
+
+    sources: list[str]
+
+    def decode(self, model: nn.Module, indices: list[int]) -> list[str]: ...
+
+    def score(self, outputs: list[str]) -> float: ...
+
+
 def quiet_progress(total: int) -> AbstractContextManager[Callable[[int], None]]:
     """A progress display that shows nothing."""
     from contextlib import nullcontext
@@ -202,9 +220,45 @@ class Task:
         """What a target row adds to each class: 0 for tokens (a task of labels stores them above PAD)."""
         return 0
 
-    def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
+    def loss(self, model: nn.Module, batch: Sequence[torch.Tensor], spec: Spec, policy: Policy,
+             precision: AbstractContextManager | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """A training batch's loss sum and NLL sum (0-d tensors on the device, the loss differentiable; the trainer
+        normalises by the update's target tokens). ``batch``: src, tgt_in, tgt_out and the padding mask or
+        segment ids, as the task's data collate; ``precision``: an autocast other than the policy's. Here the
+        label-smoothed NLL (§5.4) of the model's logits for tgt_out, with ``train.rdrop``'s consistency term
+        (``engine/loss.py``: ``batch_loss``)."""
+        from ..loss import batch_loss
+
+        train = spec.train
+        return batch_loss(model, batch, label_smoothing=train.label_smoothing, rdrop=train.rdrop, policy=policy,
+                          offset=self.label_offset(spec), precision=precision)
+
+    def valid_loss(self, model: nn.Module, pairs: BatchSource, spec: Spec, policy: Policy) -> dict[str, float]:
+        """The validation loss pass over ``pairs`` (teacher-forced, in eval mode; the caller puts the model back
+        into training mode): its figures per target token, written to valid.jsonl (``loss``; ``nll`` and
+        ``ppl`` where the loss is a likelihood; a task of labels' ``accuracy``; ``tokens``)."""
+        from ..loss import evaluate_loss
+
+        return evaluate_loss(model, pairs, batch_tokens=spec.train.batch_tokens,
+                             label_smoothing=spec.train.label_smoothing, policy=policy, special=spec.special(),
+                             offset=self.label_offset(spec))
+
+    def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Scorer | None:
         """What validation decodes and scores for ``train.select.metric`` (None: the loss pass scores)."""
         return None
+
+    def valid_score(self, spec: Spec, figures: dict[str, float]) -> float:
+        """The score of ``train.select.metric`` that the loss pass's ``figures`` give where validation decodes
+        nothing (``valid_scorer`` is None): the figure of that name (perplexity, a tagger's accuracy)."""
+        metric = spec.train.select.metric
+        if metric not in figures:
+            raise TbuildError(f"train.select.metric {metric} is not scored by {self.what}'s validation (it gives "
+                              f"{', '.join(sorted(figures))})")
+        return figures[metric]
+
+    def lower_is_better(self, metric: str) -> bool:
+        """Whether a lower score of ``metric`` is better (perplexity); higher is, for every other metric."""
+        return metric in LOWER_IS_BETTER
 
     # evaluation and decoding ------------------------------------------------------------------------------
     def evaluate(self, runs: list[Run], call: EvalCall) -> Report:

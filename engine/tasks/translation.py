@@ -84,7 +84,7 @@ class Translation(Task):
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         """BLEU, lowercased BLEU or chrF of the decoded validation lines (None for ppl)."""
-        from ..training.scoring import ValidScorer
+        from .validation import ValidScorer
 
         return ValidScorer.of(spec, tokenizer, policy)
 

@@ -1,5 +1,6 @@
-"""The trainer (§5): token batches, label smoothing, Adam with the §5.3 schedule, validation,
-periodic atomic checkpoints and exact resume.
+"""The trainer (§5): token batches, Adam with the §5.3 schedule, validation, periodic atomic checkpoints and
+exact resume. The run's task owns the maths: a batch's loss (``Task.loss``: label smoothing, R-Drop), the
+validation loss pass and which score is better (``tasks/base.py``).
 
 One ``Trainer`` per process, made from plain values (``run.py`` prepares them: ``TrainingInputs`` with
 its ``Initial`` values, the policy, the lock). Each concern has one place: ``Rank`` says which process this
@@ -17,7 +18,6 @@ position (global batches consumed this epoch) resumes the same batch sequence on
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
 import random
@@ -40,7 +40,6 @@ from ..data.packing import pair_indices
 from ..data.tokenizer import Tokenizer
 from ..device.policy import Policy
 from ..errors import CheckpointError, TbuildError
-from ..loss import evaluate_loss, label_smoothed_nll, rdrop_kl
 from ..run.checkpoint import load_into, model_tensors, save_checkpoint, save_weights
 from ..run.directory import RunDir
 from ..run.lock import RunLock
@@ -55,7 +54,7 @@ from .feed import BatchFeed
 from .loggers import open_loggers
 from .metrics import LogWindow, MetricsLog
 from .precision_check import PrecisionCheck, autocast, cpu_key, decided, resumed
-from .scoring import lower_is_better, whole_model
+from .scoring import scored, whole_model
 from .state import StopSignal, TrainState
 
 Event = Callable[[str, dict[str, Any]], None]
@@ -75,7 +74,7 @@ class TrainingInputs:
     valid_pairs: BatchSource | None
     data_id: str | None
     initial: Initial
-    task: Task  # what a label row adds, what validation decodes and scores
+    task: Task  # a batch's loss, the validation loss pass, what validation decodes and scores
 
 
 def _sharded() -> ModuleType:
@@ -97,7 +96,6 @@ class Trainer:
         self.policy, self.rank, self.lock = policy, rank, lock or RunLock(run.path)
         self.train_pairs, self.valid_pairs, self.data_id = inputs.train_pairs, inputs.valid_pairs, inputs.data_id
         self.task = inputs.task
-        self.offset = inputs.task.label_offset(inputs.spec)  # a tagger's labels: above NO_LABEL (data/word_labels.py)
         self.model = _built(inputs.spec, inputs.initial, policy.device)
         self.saved = inputs.initial.saved  # the tensors checkpoints hold: an adapter run's adapters, else all
         # The model itself, or its DDP wrapper; FSDP2 shards self.model in place. The steps run it, or its
@@ -242,10 +240,9 @@ class Trainer:
         loss_sum = nll_sum = torch.zeros((), dtype=torch.float64, device=self.policy.device)
         timed, began = self.check is not None and self.check.timing(self.state.step), time.perf_counter()
         for i, fed in enumerate(micro):
-            src, tgt_in, tgt_out, *padding = fed.tensors  # the source's padding mask; packed rows: segment ids
             step_begins(self.compiling)
             with distributed.accumulating(self.wrapped, last=i == len(micro) - 1):
-                loss, nll = self._loss(src, tgt_in, tgt_out, padding)
+                loss, nll = self.task.loss(self.module, fed.tensors, self.spec, self.policy)
                 self.scaler.scale(loss * scale).backward()
             loss_sum, nll_sum = loss_sum + loss.detach().double(), nll_sum + nll.double()
         if timed:
@@ -262,25 +259,6 @@ class Trainer:
         return {"loss": loss_sum, "nll": nll_sum, "tokens": ntok, "grad_norm": grad_norm,
                 "lr": self.optimizer.param_groups[0]["lr"]}
 
-    def _loss(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor, padding: list[torch.Tensor],
-              precision: contextlib.AbstractContextManager | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """A batch's label-smoothed loss sum and NLL sum. With ``train.rdrop`` α (R-Drop, Liang et al. 2021, eq. 3)
-        the batch goes through twice (as one batch of both copies: two dropout masks) and the loss is the two
-        passes' mean plus α/2 times their symmetric KL (``rdrop_kl``), as fairseq's R-Drop criterion computes it.
-        ``precision``: an autocast other than the policy's (``_time_other``)."""
-        twice = self.cfg.rdrop > 0
-        if twice:
-            src, tgt_in, tgt_out = (torch.cat([t, t]) for t in (src, tgt_in, tgt_out))
-            padding = [torch.cat([s, s]) for s in padding]
-        with precision or self.policy.autocast(), self.policy.attention():
-            logits = self.module(src, tgt_in, *padding)
-        loss, nll, _ = label_smoothed_nll(logits, tgt_out, self.cfg.label_smoothing, self.offset)
-        if not twice:
-            return loss, nll
-        half = src.size(0) // 2
-        kl = rdrop_kl(logits[:half], logits[half:], tgt_out[:half].ge(self.offset))
-        return loss / 2 + self.cfg.rdrop / 2 * kl, nll / 2
-
     def _time_other(self, micro: list[Any], tokens: int) -> None:
         """The same batches' forward and backward in the other precision, timed (``precision_check.py``): their
         gradients discarded, the random streams as they were; then, once every timed step is in, the faster
@@ -290,8 +268,7 @@ class Trainer:
         with torch.random.fork_rng(devices=[]):
             began = time.perf_counter()
             for fed in micro:
-                src, tgt_in, tgt_out, *padding = fed.tensors
-                self._loss(src, tgt_in, tgt_out, padding, autocast(check.other))[0].backward()
+                self.task.loss(self.module, fed.tensors, self.spec, self.policy, autocast(check.other))[0].backward()
             check.record(check.other, time.perf_counter() - began, tokens)
         self.optimizer.zero_grad(set_to_none=True)
         if check.verdict() is not None:
@@ -317,24 +294,24 @@ class Trainer:
     # ------------------------------------------------------------------ validation and checkpoints
 
     def validate(self) -> None:
-        """Validation loss and perplexity, and the score of train.select.metric: the perplexity itself, a
-        tagger's accuracy, or the decoded validation lines' BLEU, chrF or F1 (``scoring.py``). A better score than any
-        before saves best.safetensors; another counts toward train.select.patience. Every process
-        validates (an FSDP2 forward gathers weights from all) and takes the main one's score, so all
-        decide alike; only the main one writes."""
+        """The task's validation loss pass (``Task.valid_loss``) and the score of train.select.metric: the task's
+        figure from that pass (perplexity, a tagger's accuracy: ``Task.valid_score``), or its decoded validation
+        lines' BLEU, chrF or F1 (``Task.valid_scorer``). A better score than any before (``Task.lower_is_better``)
+        saves best.safetensors; another counts toward train.select.patience. Every process validates (an FSDP2
+        forward gathers weights from all) and takes the main one's score, so all decide alike; only the main
+        one writes."""
         if self.valid_pairs is None:
             return
-        result = evaluate_loss(self.model, self.valid_pairs, batch_tokens=self.cfg.batch_tokens,
-                               label_smoothing=self.cfg.label_smoothing, policy=self.policy,
-                               special=self.spec.special(), offset=self.offset)
+        result = self.task.valid_loss(self.model, self.valid_pairs, self.spec, self.policy)
         metric = self.cfg.select.metric
-        undecoded = result["accuracy"] if metric == "accuracy" else result["ppl"]  # a tagger's, from the loss pass
-        weights, score = self._decoded_score() if self.scorer is not None else (None, undecoded)
+        weights, score = (self._decoded_score() if self.scorer is not None
+                          else (None, self.task.valid_score(self.spec, result)))
         self.model.train()
         score = distributed.from_main(self.rank, score, self.policy.device)
-        self.state.best_ppl = min(self.state.best_ppl, result["ppl"])
+        ppl = result.get("ppl")  # the perplexity, where the task's loss is a likelihood (else None)
+        self.state.best_ppl = min(self.state.best_ppl, math.inf if ppl is None else ppl)
         record = {"step": self.state.step, "epoch": self.state.epoch + 1, **result, "metric": metric, "score": score}
-        if self.state.record(score, lower_is_better=lower_is_better(metric)):
+        if self.state.record(score, lower_is_better=self.task.lower_is_better(metric)):
             record["best"] = True
             if weights is None:
                 weights = self._weights()  # a collective under FSDP2: every process takes part
@@ -342,7 +319,7 @@ class Trainer:
                 save_weights(self.run.best, {f"model.{k}": v for k, v in weights.items()
                                              if self.saved is None or k in self.saved},
                              {"architecture": self.spec.architecture_hash(), "step": self.state.step,
-                              "valid_ppl": result["ppl"], "metric": metric, "valid_score": score})
+                              "valid_ppl": ppl, "metric": metric, "valid_score": score})
         if self.metrics is not None:
             self.metrics.write_valid(record)
         self.emit("valid", record)
@@ -353,10 +330,10 @@ class Trainer:
         the main one decodes all lines with a plain copy of the model holding them."""
         assert self.scorer is not None
         if not self.sharded:
-            return None, self.scorer.scored(self.model, self.rank)
+            return None, scored(self.scorer, self.model, self.rank)
         weights = self._weights()  # a collective: every process takes part
         model = whole_model(self.spec, weights, self.policy.device) if self.rank.is_main else None
-        return weights, self.scorer.scored(model, self.rank, whole=True)
+        return weights, scored(self.scorer, model, self.rank, whole=True)
 
     def _weights(self) -> dict[str, torch.Tensor]:
         """The whole model's tensors on the CPU (gathered from the shards under FSDP2)."""

@@ -18,10 +18,10 @@ from ...data.trees import read_treebank
 from ...decoding.request import DecodeRequest
 from ...decoding.translator import Translator, load_translator
 from ...errors import DataError
-from ...training.scoring import ValidScorer
 from ..base import EvalCall, Log, Report, Table
 from ..registry import register_task
 from ..translation import Translation, examples
+from ..validation import ValidScorer
 from .evalb import collins, evalb, read_lines
 from .evaluation import describe_repairs, evaluate_parsing, nbest_trees, style_of, to_trees, tree_rule_for
 from .lexical import output_text

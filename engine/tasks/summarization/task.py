@@ -15,10 +15,10 @@ from tbuild.builder.spec import Spec
 from ...data.datasets import read_split
 from ...decoding.request import DecodeRequest
 from ...decoding.translator import Translator
-from ...training.scoring import ValidScorer
 from ..base import EvalCall, Report, Table
 from ..registry import register_task
 from ..translation import Translation, examples
+from ..validation import ValidScorer
 from .declaration import METRICS
 from .lead import Lead, choose_lead
 from .record import SummaryRecord, card_results

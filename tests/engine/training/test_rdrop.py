@@ -1,5 +1,6 @@
-"""R-Drop (train.rdrop; Liang et al. 2021): the consistency term against its definition, the step's loss against
-eq. 3 on two passes by hand, the spec check, and a training run through the CLI."""
+"""R-Drop (train.rdrop; Liang et al. 2021): the consistency term against its definition, the step's loss (the
+task's, which the trainer asks) against eq. 3 on two passes by hand, the spec check, and a training run through
+the CLI."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tbuild.cli.app import app
 from tbuild.engine.data.batches import IGNORED
 from tbuild.engine.device.policy import Policy
 from tbuild.engine.loss import label_smoothed_nll, rdrop_kl
-from tbuild.engine.training.trainer import Trainer
+from tbuild.engine.tasks.base import Task
 from tests.conftest import tiny_train_spec
 
 
@@ -52,9 +53,8 @@ def test_the_steps_loss_is_eq_3() -> None:
         return passes
 
     alpha, eps = 2.0, 0.1
-    fake = SimpleNamespace(cfg=SimpleNamespace(rdrop=alpha, label_smoothing=eps), policy=Policy(torch.device("cpu")),
-                           module=module, offset=0)
-    loss, nll = Trainer._loss(fake, src, tgt_in, tgt_out, [])  # type: ignore[arg-type]
+    spec = SimpleNamespace(train=SimpleNamespace(rdrop=alpha, label_smoothing=eps))
+    loss, nll = Task().loss(module, (src, tgt_in, tgt_out), spec, Policy(torch.device("cpu")))  # type: ignore[arg-type]
     one, nll_one, _ = label_smoothed_nll(passes[:2], tgt_out, eps)
     two, nll_two, _ = label_smoothed_nll(passes[2:], tgt_out, eps)
     consistency = rdrop_kl(passes[:2], passes[2:], tgt_out.ne(IGNORED))
