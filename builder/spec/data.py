@@ -56,15 +56,7 @@ class TokenizerSpec(StrictModel):
         return data
 
 
-def _declared_tasks() -> None:
-    """The tasks' declarations, loaded before the data sets are listed: a task's folder may declare its own data
-    set (summarization's scitldr)."""
-    from .tasks import declarations
-
-    declarations()
-
-
-DATASETS = Registry("dataset", plugins=False, before=_declared_tasks)
+DATASETS = Registry("dataset", plugins=False)  # lists its kinds after the tasks' declarations (``tasks.py``)
 
 
 class DatasetSpec(StrictModel):
