@@ -9,21 +9,16 @@ declaration declares it, so a spec naming it validates before any engine module 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 from pydantic import Field
 
-from tbuild.builder.spec import DATASETS, DatasetSpec, DataSpec, ParallelFiles
+from tbuild.builder.spec import DATASETS, DatasetSpec
 
-from ...data.corpus import SPLITS, split_files
 from ...data.download import Pinned, fetch, offline_hint, resolve_mirror, sha256_of
-from ...data.provider import Provider
 from ...errors import DataError
-from ...files import atomic_write
-
-Log = Callable[[str], None]
+from .written import Log, Pairs, WrittenPairs, one_line
 
 COMMIT = "5ccad9c00a60ad75c9e04abf7f27d0f53f983b20"  # allenai/scitldr master; the files unchanged since c382848
 URL = f"https://raw.githubusercontent.com/allenai/scitldr/{COMMIT}/SciTLDR-Data/SciTLDR-A"
@@ -54,45 +49,30 @@ class SciTldrDataset(DatasetSpec):
         return "abstract", self.target
 
 
-def pairs(path: Path, target: str) -> list[tuple[str, str]]:
+def pairs(path: Path, target: str) -> Pairs:
     """The (abstract, target) pairs of a SciTLDR-A file: each on one line, its whitespace collapsed."""
     out = []
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         try:
             record = json.loads(line)
             summary = record["title"] if target == "title" else record["target"][0]
-            out.append((" ".join(" ".join(record["source"]).split()), " ".join(summary.split())))
+            out.append((one_line(" ".join(record["source"])), one_line(summary)))
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise DataError(f"{path}:{n}: not a SciTLDR-A record ({e})") from None
     return out
 
 
 @DATASETS.register(SciTldrDataset)
-class SciTldr(Provider):
-    """Fetches a split's upstream file (into the folder of its prefix) and writes its pairs when either file of
-    the split is missing."""
+class SciTldr(WrittenPairs):
+    """Fetches a split's upstream file (into ``downloads/`` beside its prefix) and writes its pairs."""
 
-    def __init__(self, spec: SciTldrDataset, *, mirror: Path | None = None, progress: bool | None = None) -> None:
-        self.spec, self.mirror, self.progress = spec, mirror, progress
+    name = "SciTLDR-A"
 
-    def ensure(self, data: DataSpec, log: Log, splits: Sequence[str] = SPLITS) -> None:
-        for split in splits:
-            value = getattr(data, split)
-            if value is None:
-                continue
-            if isinstance(value, ParallelFiles):
-                raise DataError(f"data.{split}: the scitldr data set writes PREFIX.abstract and "
-                                f"PREFIX.{self.spec.target}: give a prefix, not source and target files")
-            files = split_files(data, split)
-            if all(p.is_file() for p in files):
-                continue
-            log(f"data.{split}: {next(p for p in files if not p.is_file())} is missing; writing SciTLDR-A's "
-                f"{split} split ({self.spec.target})")
-            found = pairs(self._fetched(split, files[0].parent), self.spec.target)
-            if len(found) != PAPERS[split]:
-                raise DataError(f"data.{split}: {len(found)} SciTLDR-A records, expected {PAPERS[split]}")
-            for path, side in zip(files, zip(*found, strict=True), strict=True):
-                atomic_write(path, "".join(line + "\n" for line in side).encode())
+    def pairs(self, split: str, dest: Path, log: Log) -> Pairs:
+        found = pairs(self._fetched(split, dest), self.spec.target)  # type: ignore[attr-defined]
+        if len(found) != PAPERS[split]:
+            raise DataError(f"data.{split}: {len(found)} SciTLDR-A records, expected {PAPERS[split]}")
+        return found
 
     def _fetched(self, split: str, dest: Path) -> Path:
         """The split's upstream file in ``dest/downloads``, fetched (or copied from the mirror) unless there and
