@@ -17,9 +17,10 @@ def card(target: Path = TARGET, output: Path | None = OUTPUT("stdout"), set_: li
     from tbuild.engine.tasks.registry import task_of
 
     run = resolve_run(target, set_)
-    task_of(run.spec).check("card", run.spec)  # a translator's card: BLEU, decoding, its drawing
+    task = task_of(run.spec)
+    task.check("card", run.spec)  # an encoder-decoder's card: its scores, decoding, its drawing
     if output is None:
-        print(model_card(run), end="")
+        print(model_card(run, task=task.card(run)), end="")
     else:
-        write_card(run, output)
+        write_card(run, output, task=task.card(run))
         console.print(f"wrote {output}", highlight=False)

@@ -73,7 +73,7 @@ def export(
     if to == "hf":  # the hub shows the folder's README.md as the model card
         from tbuild.engine.run.card import CARD, write_card
 
-        write_card(run, out / CARD, exports=(out,))
+        write_card(run, out / CARD, exports=(out,), task=task_of(run.spec).card(run))
         console.print(f"wrote {out / CARD} (model card)", highlight=False)
 
 

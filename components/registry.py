@@ -40,11 +40,13 @@ class Entry:
 
 class Registry:
     """Maps spec ``kind`` tags to spec models and the blocks that implement them. Duplicate keys are
-    refused. ``plugins``: whether listing the kinds first loads the entry-point plugins."""
+    refused. ``plugins``: whether listing the kinds first loads the entry-point plugins; ``before``: what else
+    listing them calls first (the data sets': loading the tasks' declarations, which may declare one)."""
 
-    def __init__(self, name: str, *, plugins: bool = True) -> None:
+    def __init__(self, name: str, *, plugins: bool = True, before: Callable[[], object] | None = None) -> None:
         self.name = name
         self.plugins = plugins
+        self.before = before
         self._specs: dict[str, tuple[type[BaseModel], str]] = {}
         self._blocks: dict[str, type] = {}
         self.generation = 0  # bumped by every declaration; invalidates cached unions
@@ -78,6 +80,8 @@ class Registry:
     def _all(self) -> dict[str, tuple[type[BaseModel], str]]:
         if self.plugins:
             load_plugins()  # once per process, on first need (never at import)
+        if self.before is not None:
+            self.before()
         return self._specs
 
     def __getitem__(self, key: str) -> Entry:

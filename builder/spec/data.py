@@ -99,7 +99,7 @@ class TokenizerSpec(StrictModel):
         return self
 
 
-DATASETS = Registry("dataset", plugins=False)
+DATASETS = Registry("dataset", plugins=False)  # lists its kinds after the tasks' declarations (``tasks.py``)
 
 
 class DatasetSpec(StrictModel):

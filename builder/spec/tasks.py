@@ -19,6 +19,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Protocol
 
 from .base import FieldError
+from .data import DATASETS
 
 if TYPE_CHECKING:
     from .data import DataSpec
@@ -144,3 +145,6 @@ def task_name(spec: Sections) -> str:
             if key is not None and key in getattr(declaration, claims):
                 return declaration.name
     return DEFAULT
+
+
+DATASETS.before = declarations  # a task's folder may declare its own data set (summarization's scitldr)

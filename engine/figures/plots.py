@@ -41,21 +41,22 @@ def plot_curves(run_dir: Path, output: Path) -> Path:
     return output
 
 
-def plot_sweep(table: list[dict], output: Path) -> Path:
-    """A sweep's dev BLEU per row, grouped by label (left), and the paper's own figures for the same
-    rows (right), so that each group's trend can be read side by side."""
+def plot_sweep(table: list[dict], output: Path, metric: str = "dev BLEU") -> Path:
+    """A sweep's dev BLEU (its ``metric`` column) per row, grouped by label (left), and the paper's own figures
+    for the same rows (right), so that each group's trend can be read side by side."""
     plt = _pyplot()
     labels = list(dict.fromkeys(row["label"] for row in table))
     colors = {label: f"C{i}" for i, label in enumerate(labels)}
     names = [row["row"] for row in table]
     fig, axes = plt.subplots(1, 2, figsize=(max(8.0, 0.55 * len(names) * 2), 4.2), sharex=True)
-    for ax, key, title in ((axes[0], "dev BLEU", "this sweep"), (axes[1], "paper BLEU", "the paper (Table 3)")):
+    for ax, key, title, axis in ((axes[0], metric, "this sweep", metric),
+                                 (axes[1], "paper BLEU", "the paper (Table 3)", "dev BLEU")):
         values = [row[key] if row[key] is not None else 0.0 for row in table]
         ax.bar(range(len(names)), values, color=[colors[row["label"]] for row in table])
         present = [v for row, v in zip(table, values, strict=True) if row[key] is not None]
         if present:
             ax.set_ylim(min(present) - 1.0 if min(present) > 1.0 else 0.0, max(present) + 0.5)
-        ax.set(title=title, ylabel="dev BLEU")
+        ax.set(title=title, ylabel=axis)
         ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
     handles = [plt.Rectangle((0, 0), 1, 1, color=colors[label]) for label in labels]
     fig.legend(handles, [label or "—" for label in labels], loc="upper center", ncol=len(labels), frameon=False)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,21 @@ from .directory import TOKENIZERS_FILE, TRAIN_FILE, VALID_FILE, Run, read_jsonl
 from .machine import describe_machine, read_machines
 
 CARD = "README.md"
+
+
+@dataclass(frozen=True)
+class TaskCard:
+    """What a run's task says on its card (``Task.card``): the hub's pipeline tag, what the model does
+    (``{source}`` and ``{target}``: the languages), what its outputs are called, and its results section's lines
+    (None: the translation table of sacreBLEU's scores)."""
+
+    pipeline: str = "translation"
+    does: str = "translating {source} → {target}"
+    outputs: str = "translations"
+    results: Callable[[Run], list[str]] | None = None
+
+
+TRANSLATION = TaskCard()
 
 
 def _flat(data: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -40,14 +57,15 @@ def _dataset(run: Run) -> str:
     return "its own files" if dataset is None else f"{dataset.kind}"
 
 
-def _model(run: Run) -> list[str]:
+def _model(run: Run, task: TaskCard) -> list[str]:
     spec = run.spec
     report = inspect_model(spec)
     rows = "\n".join(f"| `model.{k}` | `{v}` |" for k, v in _flat(spec.model.model_dump(mode="json")))
     return [
         "## Model", "",
-        f"A Transformer encoder-decoder (Vaswani et al., 2017) translating {spec.data.source_lang} → "
-        f"{spec.data.target_lang}, built and trained by tbuild from a YAML spec.", "",
+        f"A Transformer encoder-decoder (Vaswani et al., 2017) "
+        f"{task.does.format(source=spec.data.source_lang, target=spec.data.target_lang)}, built and trained by "
+        "tbuild from a YAML spec.", "",
         f"- parameters: {report.total:,} ({report.non_embedding:,} without embeddings)",
         f"- forward FLOPs per token (n={report.context}): {report.flops_per_token:,}",
         f"- weights: {4 * report.total / 2**20:,.1f} MiB in float32", "",
@@ -118,10 +136,12 @@ def _distinct(machines: list[dict]) -> list[dict]:
     return out
 
 
-def _results(run: Run, exports: tuple[Path, ...]) -> list[str]:
+def _results(run: Run, exports: tuple[Path, ...], task: TaskCard) -> list[str]:
     lines = ["## Results", ""]
     evals = [e for e in run.dir.evals() if e.bleu is not None]  # translation scores (a parsing run's are EVALB's)
-    if not evals:
+    if task.results is not None:
+        lines += task.results(run)
+    elif not evals:
         lines += ["Not evaluated yet: `tbuild evaluate RUN --split test` writes the scores this card shows.", ""]
     else:
         lines += ["| split | sentences | BLEU | chrF | perplexity | beam | α | engine | signature |",
@@ -140,7 +160,7 @@ def _results(run: Run, exports: tuple[Path, ...]) -> list[str]:
     return lines
 
 
-def _use(run: Run) -> list[str]:
+def _use(run: Run, task: TaskCard) -> list[str]:
     d, data = run.spec.decode, run.spec.data
     return [
         "## Decoding", "",
@@ -151,22 +171,24 @@ def _use(run: Run) -> list[str]:
         f"({_dataset(run)}); quality outside that domain is unknown and likely much lower.",
         f"- One sentence at a time, at most {run.spec.model.max_positions or 1024} source tokens; longer input is "
         "refused by the server and truncated by `tbuild decode`.",
-        "- Not for decisions about people or for safety-critical use; translations can be fluent and wrong, "
+        f"- Not for decisions about people or for safety-critical use; {task.outputs} can be fluent and wrong, "
         "and reproduce biases of the training data.", "",
     ]
 
 
-def model_card(run: Run, exports: tuple[Path, ...] = ()) -> str:
-    """The card of ``run`` as Markdown; the parity of its exports in RUN/export/ and in ``exports``."""
+def model_card(run: Run, exports: tuple[Path, ...] = (), task: TaskCard = TRANSLATION) -> str:
+    """The card of ``run`` as Markdown, as its ``task`` tells it; the parity of its exports in RUN/export/ and in
+    ``exports``."""
     spec = run.spec
-    front = ["---", f"language: [{spec.data.source_lang}, {spec.data.target_lang}]",
-             "tags: [translation, transformer, tbuild]", "pipeline_tag: translation", "---", ""]
+    front = ["---", f"language: [{', '.join(dict.fromkeys((spec.data.source_lang, spec.data.target_lang)))}]",
+             f"tags: [{task.pipeline}, transformer, tbuild]", f"pipeline_tag: {task.pipeline}", "---", ""]
     title = [f"# {spec.name or run.dir.path.name}", ""]
-    return "\n".join(front + title + _model(run) + _data(run) + _training(run) + _results(run, exports) + _use(run))
+    return "\n".join(front + title + _model(run, task) + _data(run) + _training(run) + _results(run, exports, task)
+                     + _use(run, task))
 
 
-def write_card(run: Run, path: Path, exports: tuple[Path, ...] = ()) -> None:
+def write_card(run: Run, path: Path, exports: tuple[Path, ...] = (), task: TaskCard = TRANSLATION) -> None:
     """Write ``run``'s card to ``path``."""
     from ..files import atomic_write
 
-    atomic_write(path, model_card(run, exports).encode())
+    atomic_write(path, model_card(run, exports, task).encode())

@@ -33,10 +33,11 @@ class EvalRecord(BaseModel):
     was decoded and scored, with sacreBLEU's figures (a translation run) or EVALB's (a parsing run:
     ``params``, ``all``, ``short``, ``cutoff``, ``repairs``); a language model's: its perplexity, NLL
     and tokens, nothing decoded; a tagger's: its accuracy beside the baseline's, label perplexity, words; a
-    classifier's: the same per line, and its confusion table.
+    classifier's: the same per line, and its confusion table. A task's own record (a subclass: a summarizer's
+    ROUGE) keeps its fields when read back as this one (extra fields allowed).
     Fields in the order they are written."""
 
-    model_config = ConfigDict(frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="allow")
 
     split: str
     sentences: int

@@ -13,14 +13,7 @@ from ..files import atomic_write
 RESULT = "sweep_row.json"
 
 
-@dataclass(frozen=True)
-class SplitScores:
-    """One split's scores: sacreBLEU BLEU (cased and lowercased), chrF, and perplexity."""
-
-    bleu: float
-    bleu_lowercase: float
-    chrf: float
-    ppl: float
+SplitScores = dict[str, float]  # one split's scores by their record keys (its task's: ``Task.scores``) and ppl
 
 
 @dataclass(frozen=True)
@@ -39,9 +32,8 @@ class RowResult:
     seed: int | None = None
 
     def score(self, split: str, metric: str) -> float | None:
-        """``metric`` (bleu, bleu_lowercase, chrf, ppl) of ``split``; None where it was not scored."""
-        scores = self.scores.get(split)
-        return getattr(scores, metric) if scores is not None else None
+        """``metric`` (a translation's bleu, bleu_lowercase, chrf; ppl) of ``split``; None where it was not scored."""
+        return self.scores.get(split, {}).get(metric)
 
 
 def result_file(folder: Path) -> Path:
@@ -60,7 +52,8 @@ def read_result(folder: Path) -> RowResult | None:
     """The row's result, None before it finished or if the file is unreadable or not a row's result."""
     try:
         data = json.loads(result_file(folder).read_text(encoding="utf-8"))
-        scores = {split: SplitScores(**values) for split, values in data.pop("scores").items()}
+        scores = {split: {key: float(value) for key, value in values.items()}
+                  for split, values in data.pop("scores").items()}
         return RowResult(**data, scores=scores)
     except (OSError, ValueError, TypeError, KeyError, AttributeError):
         return None

@@ -33,14 +33,17 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     result = train_spec(planned.loaded, emit, after_step=after_step)
     if result["reason"] == "interrupted":
         return RowOutcome(planned, True)
+    from ..tasks.registry import task_of
+
     run = row_run(planned)
     translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
+    key, name = task_of(run.spec).headline
     scores: dict[str, SplitScores] = {}
     for split in planned.splits:
         if getattr(run.spec.data, split) is None:
             continue
         scores[split] = score_split(run, translator, split, after_batch)
-        say(f"{planned.title}: {split} BLEU {scores[split].bleu:.2f}, perplexity {scores[split].ppl:.2f}")
+        say(f"{planned.title}: {split} {name} {scores[split][key]:.2f}, perplexity {scores[split]['ppl']:.2f}")
     write_result(planned.folder, RowResult(planned.row.name, planned.row.label, result["step"], result["elapsed"] / 60,
                                            (time.monotonic() - started) / 60, planned.params, scores, planned.seed))
     return RowOutcome(planned, bool(result.get("stop_requested")))  # Ctrl-C on the row's last step: stop after it
@@ -52,14 +55,14 @@ def row_run(planned: PlannedRow) -> Run:
 
 def score_split(run: Run, translator: Translator, split: str, after_batch: Callable[[], None] = lambda: None
                 ) -> SplitScores:
-    """A row's scores on ``split``; its outputs kept in its folder (``eval_SPLIT.out``) for the table's
-    comparisons with the reference row."""
-    from ..decoding.evaluation import evaluate
+    """A row's scores on ``split`` as its task scores it (``Task.scores``, and the perplexity); its outputs kept in
+    its folder (``eval_SPLIT.out``) for the table's comparisons with the reference row."""
     from ..tasks.registry import task_of
 
-    evaluation, _, _, hyps = evaluate(run, translator, split=split, after_batch=after_batch)
-    task_of(run.spec).keep_outputs(run, split, hyps)
-    return SplitScores(evaluation.bleu, evaluation.bleu_lowercase, evaluation.chrf, evaluation.perplexity)
+    task = task_of(run.spec)
+    evaluation, hyps = task.split_record(run, translator, split, after_batch)
+    task.keep_outputs(run, split, hyps)
+    return {key: float(getattr(evaluation, key)) for key in task.scores} | {"ppl": evaluation.perplexity}
 
 
 def row_outputs(planned: PlannedRow, split: str, say: Say) -> list[str]:

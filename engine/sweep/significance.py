@@ -20,8 +20,8 @@ Say = Callable[[str], None]
 
 def compare_rows(rows: list[PlannedRow], reference: str | None, say: Say, samples: int = SAMPLES
                  ) -> dict[str, dict[str, Comparison]]:
-    """Row name → split → the row's BLEU against the reference row's, for every row whose runs (and the
-    reference's) have all finished and scored the split; empty before the reference has."""
+    """Row name → split → the row's BLEU (its task's headline) against the reference row's, for every row whose
+    runs (and the reference's) have all finished and scored the split; empty before the reference has."""
     groups, name = by_row(rows), reference_name(rows, reference)
     base = groups.get(name, [])
     results = [p.result() for p in base]
@@ -29,7 +29,7 @@ def compare_rows(rows: list[PlannedRow], reference: str | None, say: Say, sample
         return {}
     out: dict[str, dict[str, Comparison]] = {}
     for split in [s for s in base[0].splits if all(s in r.scores for r in results if r is not None)]:
-        measure = _bleu(base[0], split)
+        measure = _headline(base[0], split)
         theirs = [measure.statistics(row_outputs(p, split, say), p.title) for p in base]
         for row, planned in groups.items():
             if row == name or any((r := p.result()) is None or split not in r.scores for p in planned):
@@ -43,7 +43,9 @@ def compare_rows(rows: list[PlannedRow], reference: str | None, say: Say, sample
     return out
 
 
-def _bleu(planned: PlannedRow, split: str) -> Measure:
-    """sacreBLEU's cased BLEU against the split's references (the table's BLEU)."""
+def _headline(planned: PlannedRow, split: str) -> Measure:
+    """The table's metric (``Task.headline``: sacreBLEU's cased BLEU of a translation) against the split's
+    references."""
     run = row_run(planned)
-    return next(m for m in task_of(run.spec).measures(run, EvalCall(split=split)) if m.key == "bleu")
+    task = task_of(run.spec)
+    return next(m for m in task.measures(run, EvalCall(split=split)) if m.key == task.headline[0])

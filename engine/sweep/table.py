@@ -1,7 +1,8 @@
 """A sweep's results as one table in the layout of the paper's Table 3, with the paper's figures
 beside ours and whether its trend held; each row's BLEU against the reference row's with its 95% interval
 and p-value (paired bootstrap, ``significance.py``); a row run over several seeds: the mean and standard
-deviation over them. Written as Markdown, CSV and JSON."""
+deviation over them. Written as Markdown, CSV and JSON. A task whose metric is not BLEU (``Task.headline``:
+summarization's ROUGE-L) names its own in the dev and test columns."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tbuild.builder.spec import Spec
 
 from ..files import atomic_write
 from ..significance import Comparison, signed
+from ..tasks.registry import task_of
 from .plan import PlannedRow, by_row, reference_name
 
 COLUMNS = ["row", "label", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", "eps_ls", "positional",
@@ -24,6 +26,7 @@ COLUMNS = ["row", "label", "N", "d_model", "d_ff", "h", "d_k", "d_v", "P_drop", 
 # shown only where some row has them: seeds, and comparisons with the reference row
 OPTIONAL = ("seeds", "dev BLEU sd", "dev Δ", "dev 95%", "dev p", "test BLEU sd", "test Δ", "test 95%", "test p")
 SPLITS = {"valid": "dev", "test": "test"}  # a split's name in the columns
+METRIC = "BLEU"  # the metric as COLUMNS name it; a task's own (``Task.headline``) takes its place in our columns
 SAME = 0.15  # BLEU: the paper calls a difference this small "nearly identical" (row E: 25.7 vs 25.8)
 
 
@@ -51,7 +54,8 @@ def results(rows: list[PlannedRow], reference: str | None = None,
     """One dict per row (its seeds' mean; None where a row has not finished), in the table's columns;
     ``compared``: each row's comparisons with the reference row by split (``significance.compare_rows``)."""
     groups, ref_name = by_row(rows), reference_name(rows, reference)
-    means = {name: _means(planned) for name, planned in groups.items()}
+    key, label = task_of(rows[0].loaded.spec).headline if rows else ("bleu", METRIC)
+    means = {name: _means(planned, key) for name, planned in groups.items()}
     ref = groups.get(ref_name, [None])[0]
     ref_paper = ref.row.paper.bleu if ref is not None and ref.row.paper else None
     out = []
@@ -64,13 +68,19 @@ def results(rows: list[PlannedRow], reference: str | None = None,
             row |= _compared((compared or {}).get(name, {}).get(split), short)
         row["trend"] = "" if name == ref_name else trend(row["dev BLEU"], row["paper BLEU"],
                                                           means.get(ref_name, {}).get("dev BLEU"), ref_paper)
-        out.append({c: row[c] for c in COLUMNS})
+        out.append({named(c, label): row[c] for c in COLUMNS})
     return out
 
 
-def _means(planned: list[PlannedRow]) -> dict:
-    """A row's figures: the mean over its runs (seeds), the standard deviation of BLEU where there are two or
-    more; None until every run has finished."""
+def named(column: str, label: str) -> str:
+    """``column``'s name in a table of the ``label`` metric: ours take its name (dev BLEU → dev ROUGE-L), the
+    paper's keep theirs."""
+    return column.replace(METRIC, label) if column.split(" ", 1)[0] in SPLITS.values() else column
+
+
+def _means(planned: list[PlannedRow], key: str) -> dict:
+    """A row's figures: the mean over its runs (seeds), the standard deviation of BLEU (the metric ``key``)
+    where there are two or more; None until every run has finished."""
     found = [r for p in planned if (r := p.result()) is not None]
     done = len(found) == len(planned)
     seeded = planned[0].seed is not None
@@ -85,7 +95,7 @@ def _means(planned: list[PlannedRow]) -> dict:
     out = {"seeds": len(found) if seeded else None, "train steps": round(steps) if steps is not None else None,
            "train min": mean([r.train_minutes for r in found])}
     for split, short in SPLITS.items():
-        bleu = [r.score(split, "bleu") for r in found]
+        bleu = [r.score(split, key) for r in found]
         out |= {f"{short} BLEU": mean(bleu), f"{short} BLEU sd": sd(bleu)}
     out["dev PPL"] = mean([r.score("valid", "ppl") for r in found])
     return out
@@ -101,8 +111,16 @@ def _compared(c: Comparison | None, short: str) -> dict:
 
 
 def columns(table: list[dict]) -> list[str]:
-    """The table's columns: the optional ones where some row has a value."""
-    return [c for c in COLUMNS if c not in OPTIONAL or any(row.get(c) is not None for row in table)]
+    """The table's columns (its rows' own names; COLUMNS for none): the optional ones where some row has a value."""
+    label = _label(table)
+    return [named(c, label) for c in COLUMNS
+            if c not in OPTIONAL or any(row.get(named(c, label)) is not None for row in table)]
+
+
+def _label(table: list[dict]) -> str:
+    """The metric the table's columns name (``METRIC`` unless its task's headline renamed them)."""
+    return next((c.removeprefix("dev ") for c in (table[0] if table else ())
+                 if c.startswith("dev ") and c.count(" ") == 1 and c not in ("dev PPL", *OPTIONAL)), METRIC)
 
 
 def cell(value: object, column: str = "") -> str:
@@ -142,4 +160,4 @@ def write(folder: Path, table: list[dict]) -> list[Path]:
              "results.json": json.dumps(table, indent=1, ensure_ascii=False) + "\n"}
     for name, body in files.items():
         atomic_write(folder / name, body.encode())
-    return [*(folder / name for name in files), plot_sweep(table, folder / "results.png")]
+    return [*(folder / name for name in files), plot_sweep(table, folder / "results.png", f"dev {_label(table)}")]

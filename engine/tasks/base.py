@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
     from ..device.policy import Policy
+    from ..run.card import TaskCard
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
     from ..significance import Measure
@@ -306,6 +307,10 @@ class Task:
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """The run's endpoint, its model loaded as ``loading`` says."""
         raise self.refuse("serve", run.spec)
+
+    def card(self, run: Run) -> TaskCard:
+        """What the run's model card says of its task (``run/card.py``: its pipeline tag, results section)."""
+        raise self.refuse("card", run.spec)
 
     def export(self, run: Run) -> str:
         """How the run is exported: ``translator`` (``--to ctranslate2``/``hf``, checked on a split or on

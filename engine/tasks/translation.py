@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
     from ..device.policy import Policy
+    from ..run.card import TaskCard
     from ..run.directory import EvalRecord, Run, RunDir
     from ..serving.endpoints import Endpoint
     from ..significance import Measure
@@ -63,6 +64,8 @@ class Translation(Task):
     commands = ("decode", "evaluate", "serve", "export", "attention", "card")
     times_decoding = True
     checks_decoding = True  # measures its CPU decoding (bf16, int8 logits) once per run on its valid BLEU
+    headline = ("bleu", "BLEU")  # the metric of a sweep's table: its key in the record, its name
+    scores = ("bleu", "bleu_lowercase", "chrf")  # the record's scores a sweep row keeps (with the perplexity)
 
     def refuse(self, command: str, spec: Spec) -> TbuildError:
         if command != "generate":
@@ -143,12 +146,19 @@ class Translation(Task):
         return translation_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        from ..decoding.evaluation import evaluate
-
         translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
-        record, _, _, hyps = evaluate(run, translator, split="valid")
+        record, hyps = self.split_record(run, translator, "valid")
         self.keep_outputs(run, "valid", hyps)
         return record
+
+    def split_record(self, run: Run, translator: Translator, split: str,
+                     after_batch: Callable[[], None] = lambda: None) -> tuple[EvalRecord, list[str]]:
+        """``split`` decoded with ``translator`` as the spec's decode section says and scored as ``tbuild
+        evaluate`` scores it, nothing printed or written (a study's trial, a sweep's row): its record and outputs."""
+        from ..decoding.evaluation import evaluate
+
+        record, _, _, hyps = evaluate(run, translator, split=split, after_batch=after_batch)
+        return record, hyps
 
     def decode_time(self, run: Run, timing: DecodeTiming) -> DecodeTime:
         """The validation sources through `tbuild decode`'s own path (the native engine loaded as it loads
@@ -244,6 +254,11 @@ class Translation(Task):
                              DecodeRequest.of(run.spec.decode))
         limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
         return Translate(loaded, run.spec, batch_tokens, limit)
+
+    def card(self, run: Run) -> TaskCard:
+        from ..run.card import TRANSLATION
+
+        return TRANSLATION
 
     def export(self, run: Run) -> str:
         return "translator"

@@ -21,7 +21,13 @@ NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+=-]*$"  # the study's name is also a folder na
 Real = float  # aliases: Param has fields named float and int
 Floats = tuple[float, float]
 Ints = tuple[int, int]
-HIGHER_IS_BETTER = {"bleu": True, "bleu_lowercase": True, "chrf": True, "f1": True, "accuracy": True, "ppl": False}
+
+
+def higher_is_better(metric: str) -> bool:
+    """Whether a higher ``metric`` is better, as the task offering it declares (``builder/spec/tasks.py``)."""
+    from tbuild.builder.spec.tasks import declarations
+
+    return next((d.metrics[metric] for d in declarations().values() if metric in d.metrics), True)
 
 
 class Param(StrictModel):
@@ -87,9 +93,10 @@ class Param(StrictModel):
 class Objective(StrictModel):
     """What a trial is scored by, on the validation split only."""
 
-    metric: Literal["bleu", "bleu_lowercase", "chrf", "ppl", "f1", "accuracy"] = Field(
-        "bleu", description="bleu, bleu_lowercase, chrf, ppl (perplexity), f1 (EVALB, a parsing spec) or accuracy "
-        "(a tagger's or classifier's: an encoder_only model).")
+    metric: str = Field(
+        "bleu", description="One of the base spec's task's metrics (as train.select.metric): bleu, bleu_lowercase, "
+        "chrf, ppl (perplexity), f1 (EVALB, a parsing spec), accuracy (a tagger's or classifier's: an encoder_only "
+        "model), rouge1, rouge2 or rouge_l (a summarizer's).")
     direction: Literal["maximize", "minimize"] | None = Field(None, description="Default: minimize ppl, maximize "
                                                                                  "the others.")
     weights: Literal["best", "average"] = Field("best", description="The weights a finished trial is scored with: "
@@ -102,7 +109,7 @@ class Objective(StrictModel):
 
     @property
     def maximize(self) -> bool:
-        return self.direction == "maximize" if self.direction else HIGHER_IS_BETTER[self.metric]
+        return self.direction == "maximize" if self.direction else higher_is_better(self.metric)
 
 
 class Speed(StrictModel):

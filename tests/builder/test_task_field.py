@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from tbuild.builder import load_spec
@@ -17,7 +18,13 @@ from tests.builder.spec_files import error_of, write
 from tests.conftest import REPO
 
 SPECS = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "specs").rglob("*.yaml")
-               if "sweeps" not in p.parts and "tune" not in p.parts)
+               if "sweeps" not in p.parts and "tune" not in p.parts
+               and "task" not in yaml.safe_load(p.read_text(encoding="utf-8")))  # a spec declaring its task: below
+
+
+def test_a_spec_declaring_its_task_keeps_it() -> None:
+    spec = load_spec(REPO / "specs/examples/summarization.yaml").spec
+    assert spec.model_dump(mode="json")["task"] == "summarization" == spec.task_name()
 
 
 def test_the_built_in_tasks_are_declared() -> None:

@@ -280,7 +280,8 @@ def test_the_table_reads_the_rows_records(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.chdir(tmp_path)
     rows = plan(load_sweep(REPO / "specs" / "sweeps" / "table3-small.yaml"), only=["base", "A-h1"])
-    scores = {"valid": SplitScores(5.0, 5.5, 30.0, 9.0), "test": SplitScores(4.0, 4.5, 29.0, 9.5)}
+    scores = {"valid": SplitScores(bleu=5.0, bleu_lowercase=5.5, chrf=30.0, ppl=9.0),
+              "test": SplitScores(bleu=4.0, bleu_lowercase=4.5, chrf=29.0, ppl=9.5)}
     write_result(rows[0].folder, RowResult("base", "base", 600, 6.0, 7.0, rows[0].params, scores))
     base, h1 = results(rows)
     assert (base["train steps"], base["dev PPL"], base["dev BLEU"], base["test BLEU"], base["train min"]) == (

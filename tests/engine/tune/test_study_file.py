@@ -59,7 +59,8 @@ def test_a_good_study_loads_with_its_defaults(tmp_path: Path) -> None:
     (GOOD.replace("budget: {trials: 3, trial_steps: 100}", "budget: {trial_steps: 100}"),
      "budget: give trials and/or minutes: the study needs a stop"),
     (GOOD + "pruner: {kind: threshold}\n", "pruner: threshold goes with kind: threshold, and only with it"),
-    (GOOD + "objective: {metric: blue}\n", "objective.metric: Input should be 'bleu'"),
+    (GOOD + "objective: {metric: blue}\n", "study.yaml:8:13: train.select.metric: blue is not a metric of the "
+                                           "translation task: choose one of ppl, bleu"),  # the task's metrics
     (GOOD + "objective: {metric: accuracy}\n", "study.yaml:8:13: train.select.metric: accuracy scores a tagger's "
                                              "labels or a classifier's"),  # the objective on a translator
     (GOOD + "speed: {lines: 10}\npruner: {kind: median}\n", "study.yaml:9:10: pruner.kind: median compares one "
