@@ -36,8 +36,8 @@ import torch
 from tbuild.builder.spec import DecodeSpec
 from tbuild.components.specs.special import PAD
 from tbuild.engine.data.datasets import read_split
+from tbuild.engine.decoding.native import NativeEngine, encode_sources, length_batches, load_native_engine
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.decoding.translator import Translator, encode_sources, length_batches, load_translator
 from tbuild.engine.device.process import configure_process
 from tbuild.engine.run.directory import Run, resolve_run
 
@@ -51,7 +51,7 @@ class Peer:
     fixed: Fixed
 
 
-def native(tr: Translator) -> Peer:
+def native(tr: NativeEngine) -> Peer:
     def real(sources: list[list[int]], spec: DecodeSpec) -> list[list[int]]:
         out: list[list[int]] = [[] for _ in sources]
         for batch in length_batches([len(s) for s in sources], spec.batch_tokens):
@@ -110,7 +110,7 @@ def ct2_peer(run: Run, quantization: str, threads: int, device: str) -> Peer:
     from tbuild.engine.export.cache import cached_export
 
     folder, _ = cached_export(run, quantization=quantization)
-    ct2 = ctranslate2.Translator(str(folder), device=device, intra_threads=threads, inter_threads=1)
+    ct2 = ctranslate2.NativeEngine(str(folder), device=device, intra_threads=threads, inter_threads=1)
     tok = Tokenizer.load(run.tokenizer)
     piece = tok.sp.id_to_piece
 
@@ -129,7 +129,7 @@ def padded(rows: list[list[int]], device: Any) -> torch.Tensor:
     return torch.tensor([r + [PAD] * (width - len(r)) for r in rows], device=device)  # (B, S)
 
 
-def load_peers(run: Run, tr: Translator, args: argparse.Namespace, device: str,
+def load_peers(run: Run, tr: NativeEngine, args: argparse.Namespace, device: str,
                folder: Path) -> tuple[list[Peer], dict[str, str]]:
     """The engines that can run here, and a reason for each that cannot."""
     peers = [native(tr)]
@@ -211,7 +211,7 @@ def main() -> None:
     args.beam = args.beam or spec.beam
     lines, refs = read_split(run.spec.data, "test", print)
     lines, refs = lines[: args.limit], refs[: args.limit]
-    tr = load_translator(run, device=device)
+    tr = load_native_engine(run, device=device)
     sources = encode_sources(tr.tokenizer, lines, tr.max_source_tokens)
     keep = [i for i, s in enumerate(sources) if s]  # every engine gives an empty line no output
     sources, refs = [sources[i] for i in keep], [refs[i] for i in keep]

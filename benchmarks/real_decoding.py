@@ -31,8 +31,8 @@ from sacrebleu.metrics import BLEU
 
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.decoding.engines import Engine
+from tbuild.engine.decoding.native import check_decoding
 from tbuild.engine.decoding.request import DecodeRequest
-from tbuild.engine.decoding.translator import check_decoding
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run.directory import Run, resolve_run

@@ -60,8 +60,8 @@ def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
     longer ones) and the translator's outputs and scores for them (one call, as `tbuild decode` on a
     file). The score tells apart sentences whose outputs read the same (an under-trained model's)."""
     from tbuild.engine.data.datasets import read_split
+    from tbuild.engine.decoding.native import DEFAULT_MAX_SOURCE
     from tbuild.engine.decoding.request import DecodeRequest
-    from tbuild.engine.decoding.translator import DEFAULT_MAX_SOURCE
     from tbuild.engine.export.engines import load_engine
     from tbuild.engine.run.directory import resolve_run
 

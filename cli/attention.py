@@ -35,7 +35,7 @@ def attention(
 ) -> None:
     """Write encoder self-, decoder self- and cross-attention heatmaps (one grid per kind)."""
     from tbuild.engine.decoding.attention_maps import attention_weights, plot_attention
-    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.decoding.native import load_native_engine
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tasks.registry import task_of
@@ -43,7 +43,7 @@ def attention(
     run = resolve_run(target, set_)
     task_of(run.spec).check("attention", run.spec)
     configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    translator = load_native_engine(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     d = run.spec.decode
     src_pieces, tgt_pieces, weights = attention_weights(translator, text, d.beam, d.alpha, d.max_len_b)
     console.print(f"translation: {translator.tokenizer.sp.decode_pieces(tgt_pieces[1:])}", highlight=False)

@@ -27,7 +27,7 @@ def embed(
     """Write one sentence vector per input line (one JSON array a line, or -o F.npy): an encoder's final states
     pooled as the run's head says (a sentence-transformers folder's pooling and normalization, kept at
     import). A line longer than the model's limit is cut as sentence-transformers cuts it, with a warning."""
-    from tbuild.engine.decoding.translator import decode_lines
+    from tbuild.engine.decoding.native import decode_lines
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write
     from tbuild.engine.run.directory import resolve_run

@@ -81,7 +81,7 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
             checkpoint: Path | None, average: int | None, device: str) -> None:
     from tbuild.engine.data.corpus import read_parallel
     from tbuild.engine.data.datasets import read_split
-    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.decoding.native import load_native_engine
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.export.parity import (
         SEARCH_DIFFERENCES,
@@ -97,7 +97,7 @@ def _parity(run: Run, to: str, out: Path, src: Path | None, ref: Path | None, qu
     else:
         sources, references = read_split(run.spec.data, "valid", lambda _: None)
     process = configure_process()
-    translator = load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    translator = load_native_engine(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
     r = check_parity(run, translator, out, sources, references, target=to, after_batch=process.after_batch)
     save_parity(r, out)
     console.print(f"parity on {r.sentences} sentences (beam {r.beam}, α {r.alpha}):", highlight=False)

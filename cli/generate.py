@@ -60,9 +60,9 @@ def generate(
     line is the prompt followed by its continuation."""
     from tbuild.engine.decoding.lm import generate as run_generation
     from tbuild.engine.decoding.lm import load_language_model
+    from tbuild.engine.decoding.native import decode_lines
     from tbuild.engine.decoding.records import jsonl_line, text_lines
     from tbuild.engine.decoding.request import DecodeRequest, Hooks
-    from tbuild.engine.decoding.translator import decode_lines
     from tbuild.engine.device.process import configure_process
     from tbuild.engine.errors import TbuildError
     from tbuild.engine.files import atomic_write

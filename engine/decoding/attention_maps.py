@@ -9,15 +9,15 @@ import torch
 
 from ..errors import TbuildError
 from ..figures.plots import _pyplot
+from .native import NativeEngine, encode_sources
 from .search import beam_search
-from .translator import Translator, encode_sources
 
 KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention",
          "cross": "encoder-decoder attention"}
 
 
 @torch.no_grad()
-def attention_weights(translator: Translator, sentence: str, beam: int, alpha: float, max_len_b: int
+def attention_weights(translator: NativeEngine, sentence: str, beam: int, alpha: float, max_len_b: int
                       ) -> tuple[list[str], list[str], dict[str, list[torch.Tensor]]]:
     """Translate ``sentence``, then re-run the model teacher-forced on its output with explicit
     attention weights. Returns source pieces, target pieces and, per kind, a (H, T, S) tensor per layer."""

@@ -12,11 +12,11 @@ from ..data.word_labels import LABEL_OFFSET, labels_of
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
+from .native import NativeEngine
 from .tagger import best_labels
-from .translator import Translator
 
 
-def classify_lines(t: Translator, labels: list[str], lines: list[str], batch_tokens: int = 4000) -> list[str]:
+def classify_lines(t: NativeEngine, labels: list[str], lines: list[str], batch_tokens: int = 4000) -> list[str]:
     """Each line's best label (an empty line: an empty string). Lines are text alone: one holding a tab (a
     LABEL<TAB>TEXT example) is an error naming it. Text past the model's positions is cut, as in training."""
     for n, line in enumerate(lines, 1):
@@ -45,14 +45,14 @@ def confusion(labels: list[str], gold: list[str], predicted: list[str]) -> dict[
     return table
 
 
-def evaluate_classifier(run: Run, t: Translator, split: str) -> EvalRecord:
+def evaluate_classifier(run: Run, t: NativeEngine, split: str) -> EvalRecord:
     """The split's accuracy (each line's best label), label perplexity and confusion table, and the
     majority-class baseline's accuracy from the training split; a label outside the model's labels is an
     error naming its file and line."""
     return classify_split(run, t, split)[0]
 
 
-def classify_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, list[str]]:
+def classify_split(run: Run, t: NativeEngine, split: str) -> tuple[EvalRecord, list[str]]:
     """``evaluate_classifier``'s record and the label it predicted for each line."""
     spec, started = run.spec, time.perf_counter()
     labels = labels_of(spec)

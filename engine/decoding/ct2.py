@@ -1,6 +1,6 @@
 """Decoding through CTranslate2: the run's export (``RUN/ctranslate2-<quantization>/``, cached by
 ``export/cache.py``) searched under tbuild's conventions, so that its input and output behave as the
-native engine's (``translator.py``).
+native engine's (``native.py``).
 
 tbuild's conventions in CTranslate2's search (what still differs: ``engine/export/parity.py``):
 - Length penalty: CTranslate2 runs with length_penalty 0 (raw log-probs) and returns its ``beam``
@@ -21,9 +21,9 @@ from ..data.tokenizer import Tokenizer, run_tokenizer
 from ..errors import TbuildError
 from ..extras import require
 from ..run.directory import Run
+from .native import DEFAULT_MAX_SOURCE, encode_constraints, encode_sources, limited_batches
 from .request import NO_HOOKS, DecodeRequest, Hooks, check_request
 from .search import Hypothesis, length_penalty
-from .translator import DEFAULT_MAX_SOURCE, encode_constraints, encode_sources, limited_batches
 
 
 def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeRequest, max_output_len: int | None,
@@ -32,7 +32,7 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeR
                prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
                token_scores: bool = False) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
-    from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
+    from a ``ctranslate2.NativeEngine``, in input order, batched by length (module docstring).
 
     The runtime takes one length limit per call, tbuild one per sentence. Beam search runs each batch
     once at its largest limit; a row whose hypotheses all stay below its own limit got what a run at
@@ -129,10 +129,10 @@ def _token_log_probs(steps: list[Any], ids: list[int], stop: int) -> list[float]
 
 
 @dataclass
-class CTranslate2Translator:
-    """A run's CTranslate2 export, with the native ``Translator``'s ``translate`` shape."""
+class CTranslate2Engine:
+    """A run's CTranslate2 export, with the native ``NativeEngine``'s ``translate`` shape."""
 
-    ct2: Any  # ctranslate2.Translator
+    ct2: Any  # ctranslate2.NativeEngine
     tokenizer: Tokenizer
     weights: str  # which weights were exported, for reports
     quantization: str
@@ -190,12 +190,12 @@ def ct2_device(device: str) -> str:
 
 
 def open_ct2_translator(run: Run, folder: Path, weights: str, *, quantization: str,
-                        device: str) -> CTranslate2Translator:
+                        device: str) -> CTranslate2Engine:
     """The run's CTranslate2 export in ``folder`` (holding ``weights``) loaded on ``device`` (``ct2_device``)."""
     import ctranslate2
 
     max_positions = run.spec.model.max_positions
-    return CTranslate2Translator(ctranslate2.Translator(str(folder), device=device),
+    return CTranslate2Engine(ctranslate2.NativeEngine(str(folder), device=device),
                                  run_tokenizer(folder / run.dir.tokenizer.name, run.spec), weights, quantization,
                                  device,
                                  max_positions or DEFAULT_MAX_SOURCE, max_positions)

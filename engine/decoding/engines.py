@@ -1,4 +1,4 @@
-"""Decoding engines: tbuild's own beam search (``native``, ``translator.py``) or the run exported to
+"""Decoding engines: tbuild's own beam search (``native``, ``native.py``) or the run exported to
 CTranslate2 (``ctranslate2``, ``ct2.py``). Both take the same lines and ``DecodeRequest`` to the same
 n-best hypotheses: empty lines give none, over-long lines are truncated with a warning, input order is
 kept. Loading one (the CTranslate2 export cached first): ``export/engines.py``; what each honours: the

@@ -19,11 +19,11 @@ from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
 from ..significance import Measure
 from .engines import Engine
+from .native import NativeEngine, encode_sources
 from .request import DecodeRequest, Hooks
-from .translator import Translator, encode_sources
 
 
-def evaluate(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
+def evaluate(run: Run, translator: NativeEngine, *, engine: Engine | None = None, split: str = "test",
              src: Path | None = None, ref: Path | None = None, after_batch: Callable[[], None] = lambda: None,
              request: DecodeRequest | None = None) -> tuple[EvalRecord, list[str], list[str], list[str]]:
     """Decode the split (or src) with ``engine`` (default: ``translator``) as ``request`` asks (default:

@@ -1,6 +1,6 @@
 """Decoding a run's Hugging Face export (``export/hf.py``: MarianMTModel or PegasusForConditionalGeneration)
 with ``generate`` under tbuild's conventions, so that its output compares with the native engine's
-(``translator.py``, ``search.py``):
+(``native.py``, ``search.py``):
 
 - Length penalty: ``generate`` runs with length_penalty 0 (raw log-probs; HF divides by |Y|^α, tbuild by
   ((5+|Y|)/6)^α), returns its ``beam`` finished hypotheses, and they are re-ranked with tbuild's lp.
@@ -23,9 +23,9 @@ import torch
 
 from tbuild.components.specs.special import Specials
 
+from .native import limited_batches
 from .request import DecodeRequest
 from .search import Hypothesis, length_penalty
-from .translator import limited_batches
 
 
 def _tokens(row: list[int], stop: int) -> list[int]:

@@ -29,9 +29,9 @@ from ..data.pairs import load_pairs
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
+from .native import NativeEngine, length_batches, load_native_engine, padded, sampler
 from .request import DecodeRequest, Hooks
 from .search import Hypothesis, Rules, beam_search
-from .translator import Translator, length_batches, load_translator, padded, sampler
 
 PREFIX_LM_COMMANDS = ("decode", "evaluate", "serve")  # what a decoder-only translator's run takes (tasks/)
 DEFAULT_MAX_POSITIONS = 1024  # prompt tokens kept when the model has no max_positions
@@ -72,7 +72,7 @@ class LanguageModelSearch:
 class LanguageModel:
     """A trained language model: its weights on the decoding policy's device, tokenizer and position limit."""
 
-    translator: Translator  # the native loading (weights, device, precision, int8, packing) it shares
+    translator: NativeEngine  # the native loading (weights, device, precision, int8, packing) it shares
 
     @property
     def max_positions(self) -> int | None:
@@ -82,9 +82,9 @@ class LanguageModel:
 def load_language_model(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                         device: str = "auto", quantization: str = "float32",
                         notify: Callable[[str], None] = lambda _: None) -> LanguageModel:
-    """The run's language model, loaded as ``load_translator`` loads a translator (the same weights
+    """The run's language model, loaded as ``load_native_engine`` loads a translator (the same weights
     choice, device, precision and int8 linears)."""
-    return LanguageModel(load_translator(run, checkpoint=checkpoint, average=average, device=device,
+    return LanguageModel(load_native_engine(run, checkpoint=checkpoint, average=average, device=device,
                                          quantization=quantization, notify=notify))
 
 

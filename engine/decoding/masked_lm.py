@@ -11,12 +11,12 @@ from ..data.masked import encode_masked
 from ..data.word_labels import LABEL_OFFSET
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
-from .translator import Translator
+from .native import NativeEngine
 
 MASKED_LM_COMMANDS = ("train", "evaluate", "export", "inspect")  # what a masked LM's run takes
 
 
-def evaluate_masked_lm(run: Run, t: Translator, split: str) -> EvalRecord:
+def evaluate_masked_lm(run: Run, t: NativeEngine, split: str) -> EvalRecord:
     """The split's perplexity and accuracy over its hidden pieces (the original piece's probability, and
     whether it scores best, at each chosen position), the split masked once with the run's seed."""
     spec, started = run.spec, time.perf_counter()

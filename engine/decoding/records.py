@@ -57,7 +57,7 @@ def _phrases(cell: str, name: str, line: int) -> tuple[str, ...]:
 def read_constraints(data: bytes, name: str, count: int) -> list[LineConstraints]:
     """``--constraints-file``: one JSON object per input line, ``{"include": [phrases], "exclude":
     [phrases]}`` (either key may be left out; an empty line: no constraints)."""
-    from .translator import decode_lines
+    from .native import decode_lines
 
     lines = decode_lines(data, name)
     if len(lines) != count:
@@ -79,7 +79,7 @@ def read_constraints(data: bytes, name: str, count: int) -> list[LineConstraints
 
 def read_prefixes(data: bytes, name: str, count: int) -> list[str]:
     """``--prefix-file``: one target prefix per input line (empty: none)."""
-    from .translator import decode_lines
+    from .native import decode_lines
 
     prefixes = decode_lines(data, name)
     if len(prefixes) != count:

@@ -28,18 +28,18 @@ from ..data.word_labels import (
 from ..errors import TbuildError
 from ..loss import evaluate_loss
 from ..run.directory import EvalRecord, Run
-from .translator import Translator, length_batches, load_translator, padded
+from .native import NativeEngine, length_batches, load_native_engine, padded
 
 
 def load_tagger(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
-                notify: Callable[[str], None] = lambda _: None) -> Translator:
-    """The run's tagger or classifier with its weights, loaded as ``load_translator`` loads a translator (the
+                notify: Callable[[str], None] = lambda _: None) -> NativeEngine:
+    """The run's tagger or classifier with its weights, loaded as ``load_native_engine`` loads a translator (the
     same weights choice, device and precision)."""
-    return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
+    return load_native_engine(run, checkpoint=checkpoint, average=average, device=device, notify=notify)
 
 
 @torch.no_grad()
-def tag_lines(t: Translator, spec: Spec, lines: list[str], batch_tokens: int = 4000) -> list[list[str]]:
+def tag_lines(t: NativeEngine, spec: Spec, lines: list[str], batch_tokens: int = 4000) -> list[list[str]]:
     """Each line's tags, one per whitespace-separated word (an empty line: none): the head's best label (of
     ``spec``'s labels) at each word's first or last piece (``model.head.piece``, as it was trained). A line
     longer than the model's positions is an error naming it."""
@@ -62,7 +62,7 @@ def tag_lines(t: Translator, spec: Spec, lines: list[str], batch_tokens: int = 4
 
 
 @torch.no_grad()
-def best_labels(t: Translator, rows: list[list[int]], batch_tokens: int = 4000) -> list[torch.Tensor]:
+def best_labels(t: NativeEngine, rows: list[list[int]], batch_tokens: int = 4000) -> list[torch.Tensor]:
     """Each source row's best label id at every position the head scores (a tagger: each piece; a
     sequence classifier: one, the whole row), in the rows' order, batched by length."""
     out: list[torch.Tensor] = [torch.empty(0, dtype=torch.long)] * len(rows)
@@ -112,14 +112,14 @@ class Baseline:
                      for g in (groups[True], groups[False]))
 
 
-def evaluate_tagger(run: Run, t: Translator, split: str) -> EvalRecord:
+def evaluate_tagger(run: Run, t: NativeEngine, split: str) -> EvalRecord:
     """The split's token accuracy (each word's best label at its ``model.head.piece`` piece: the label rows
     of ``encode_tagged``) and label perplexity, and the baseline's accuracy from the training split; a tag
     outside the model's labels is an error naming its file and line."""
     return tag_split(run, t, split)[0]
 
 
-def tag_split(run: Run, t: Translator, split: str) -> tuple[EvalRecord, list[list[str]]]:
+def tag_split(run: Run, t: NativeEngine, split: str) -> tuple[EvalRecord, list[list[str]]]:
     """``evaluate_tagger``'s record and the tags it predicted, one list per sentence."""
     spec, started = run.spec, time.perf_counter()
     labels_of(spec)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from ..decoding.ct2 import ct2_device, open_ct2_translator
 from ..decoding.engines import ENGINES, Engine
+from ..decoding.native import load_native
 from ..decoding.request import check_ensemble
-from ..decoding.translator import load_native
 from ..errors import TbuildError
 from ..run.directory import Run
 from .cache import cached_export

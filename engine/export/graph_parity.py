@@ -14,8 +14,8 @@ import torch
 from tbuild.builder.spec import DecodeSpec
 
 from ..decoding.lm import LanguageModel, generate, prompt_ids
+from ..decoding.native import NativeEngine, padded
 from ..decoding.request import DecodeRequest
-from ..decoding.translator import Translator, padded
 from .graph_targets import TABLE_ROWS
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def check_lm(lm: LanguageModel, peer: PreTrainedModel | Generator, lines: list[s
     return GraphParity(target, len(rows), diff, len(prompts), same / max(1, len(prompts)), differently)
 
 
-def check_tagger(t: Translator, hf: PreTrainedModel, rows: list[list[int]]) -> GraphParity:
+def check_tagger(t: NativeEngine, hf: PreTrainedModel, rows: list[list[int]]) -> GraphParity:
     """Logit difference and identical labels at every non-padding position of ``rows`` (batched): a tagger's
     and a masked LM's at each position, a classifier's once per row."""
     worst, same, total = 0.0, 0, 0

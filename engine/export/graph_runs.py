@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from tbuild.builder.resolved import resolve
 
 from ..decoding.lm import load_language_model
+from ..decoding.native import NativeEngine
 from ..decoding.tagger import load_tagger
-from ..decoding.translator import Translator
 from ..extras import require
 from ..hf.writer import load_for_hf, write_hf
 from ..run.directory import TOKENIZERS_FILE, Run
@@ -81,8 +81,8 @@ def lm_parity(run: Run, to: str, out: Path, *, checkpoint: Path | None = None, a
     return report
 
 
-def encoder_parity(run: Run, to: str, out: Path, rows_of: Callable[[Translator], list[list[int]]], *,
-                   load: Callable[..., Translator] = load_tagger, checkpoint: Path | None = None,
+def encoder_parity(run: Run, to: str, out: Path, rows_of: Callable[[NativeEngine], list[list[int]]], *,
+                   load: Callable[..., NativeEngine] = load_tagger, checkpoint: Path | None = None,
                    average: int | None = None, device: str = "cpu",
                    notify: Callable[[str], None] = lambda _: None) -> GraphParity:
     """Compare an encoder-only export in ``out`` with tbuild on the validation rows ``rows_of`` the loaded model

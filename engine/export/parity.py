@@ -31,8 +31,8 @@ from tbuild.builder.spec import DecodeSpec
 from ..data.tokenizer import Tokenizer
 from ..decoding.ct2 import ct2_search
 from ..decoding.hf import hf_search
+from ..decoding.native import NativeEngine, encode_sources, translate
 from ..decoding.request import DecodeRequest, Hooks
-from ..decoding.translator import Translator, encode_sources, translate
 from ..hf.writer import max_length
 from ..run.directory import Run
 
@@ -76,28 +76,28 @@ class ParityReport:
 class Peer(Protocol):
     """An exported model as the check sees it."""
 
-    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]: ...
+    def translate(self, translator: NativeEngine, lines: list[str], decode: DecodeSpec) -> list[str]: ...
 
     def log_probs(self, src_ids: list[list[int]], tgt_ids: list[list[int]]) -> list[torch.Tensor]:
         """Per sentence, log p of each target token then of EOS, teacher-forced (sources as the vocabulary adds
         around them: tbuild's end with EOS)."""
         ...
 
-    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+    def encode(self, translator: NativeEngine, lines: list[str]) -> list[list[int]]:
         """Source ids as the export encodes them (its own tokenizer, where it has one)."""
         ...
 
 
 @dataclass
 class Ct2Peer:
-    ct2: Any  # ctranslate2.Translator
+    ct2: Any  # ctranslate2.NativeEngine
     tok: Tokenizer
 
-    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+    def encode(self, translator: NativeEngine, lines: list[str]) -> list[list[int]]:
         """The run's encoding: CTranslate2 reads the run's pieces, it has no tokenizer of its own."""
         return encode_sources(self.tok, lines, translator.max_source_tokens)
 
-    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
+    def translate(self, translator: NativeEngine, lines: list[str], decode: DecodeSpec) -> list[str]:
         """The best line each under tbuild's conventions (``decoding/ct2.py``)."""
         sources = self.encode(translator, lines)
         hyps = ct2_search(self.ct2, self.tok, sources, decode, translator.max_output_len)
@@ -116,13 +116,13 @@ class HFPeer:
     tok: Tokenizer
     own: Any  # the folder's tokenizer, as transformers.AutoTokenizer loads it
 
-    def encode(self, translator: Translator, lines: list[str]) -> list[list[int]]:
+    def encode(self, translator: NativeEngine, lines: list[str]) -> list[list[int]]:
         """Sources as the folder's own tokenizer encodes them, cut to the run's source limit; an empty line: none."""
         limit = translator.max_source_tokens
         return [self.own(line, truncation=True, max_length=limit)["input_ids"] if line.strip() else []
                 for line in lines]
 
-    def translate(self, translator: Translator, lines: list[str], decode: DecodeSpec) -> list[str]:
+    def translate(self, translator: NativeEngine, lines: list[str], decode: DecodeSpec) -> list[str]:
         """The best line each under tbuild's conventions (``decoding/hf.py``), from the folder's own encoding."""
         sources = self.encode(translator, lines)
         rows = max_length(self.hf)  # the HF tables do not extrapolate as tbuild's (T5's: relative positions)
@@ -161,10 +161,10 @@ def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
         return HFPeer(load_hf(exported), tok, AutoTokenizer.from_pretrained(str(exported)))
     import ctranslate2
 
-    return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)
+    return Ct2Peer(ctranslate2.NativeEngine(str(exported), device="cpu"), tok)
 
 
-def teacher_forced_diff(peer: Peer, translator: Translator, sources: list[str], references: list[str]) -> float:
+def teacher_forced_diff(peer: Peer, translator: NativeEngine, sources: list[str], references: list[str]) -> float:
     """Largest |log p_tbuild - log p_export| over every reference token (EOS included)."""
     tok, model = translator.tokenizer, translator.model
     pairs = [(s, r) for s, r in zip(sources, references, strict=True) if s.strip() and r.strip()]
@@ -185,7 +185,7 @@ def teacher_forced_diff(peer: Peer, translator: Translator, sources: list[str], 
     return worst
 
 
-def _outputs(translator: Translator, peer: Peer, sources: list[str], decode: DecodeSpec,
+def _outputs(translator: NativeEngine, peer: Peer, sources: list[str], decode: DecodeSpec,
              after_batch: Callable[[], None]) -> tuple[list[str], list[str]]:
     """The best line each from tbuild and from the export."""
     hyps = translate(translator, sources, DecodeRequest.of(decode), Hooks(after_batch=after_batch))
@@ -197,7 +197,7 @@ def _share(ours: list[str], theirs: list[str]) -> float:
     return sum(a == b for a, b in zip(ours, theirs, strict=True)) / max(1, len(ours))
 
 
-def check_parity(run: Run, translator: Translator, exported: Path, sources: list[str],
+def check_parity(run: Run, translator: NativeEngine, exported: Path, sources: list[str],
                  references: list[str], *, target: str = "ctranslate2",
                  after_batch: Callable[[], None] = lambda: None) -> ParityReport:
     """Decode ``sources`` with tbuild and the ``target`` export at the run's beam and α, and greedily; compare."""

@@ -17,10 +17,10 @@ from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines
 from ..decoding.engines import Engine
 from ..decoding.lm import DEFAULT_MAX_POSITIONS, LanguageModel, generate
+from ..decoding.native import NativeEngine
 from ..decoding.request import DecodeRequest, InvalidRequest
 from ..decoding.search import Hypothesis
 from ..decoding.tagger import tag_lines
-from ..decoding.translator import Translator
 from .api import (
     ClassifyRequest,
     ClassifyResponse,
@@ -41,7 +41,7 @@ ENDPOINTS = {"translate": "a translator", "generate": "a language model", "class
 class Endpoint(Protocol):
     endpoint: str  # translate, generate or classify
     request: type[LinesRequest]  # the endpoint's body (its limits added by ``api.request_model``)
-    engine: Engine | Translator  # name, tokenizer, weights, precision (for /info)
+    engine: Engine | NativeEngine  # name, tokenizer, weights, precision (for /info)
     max_tokens: int  # the model's limit (``Limits.max_tokens``)
 
     def lengths(self, body: Any, lines: list[str]) -> list[int]: ...
@@ -133,7 +133,7 @@ class Generation:
     request: type[LinesRequest] = GenerateRequest
 
     @property
-    def engine(self) -> Translator:
+    def engine(self) -> NativeEngine:
         return self.lm.translator
 
     @property
@@ -170,7 +170,7 @@ class Generation:
 class Labelling:
     """``/classify`` for a tagger: texts to their tags (one per word), as ``tbuild decode`` tags lines."""
 
-    engine: Translator
+    engine: NativeEngine
     spec: Spec
     batch_tokens: int
     endpoint: str = "classify"

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..decoding.translator import Translator
+from ..decoding.native import NativeEngine
 from ..run.directory import Run, RunDir
 from ..training.run import train_spec
 from ..training.trainer import Event
@@ -27,7 +27,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
             after_step: Callable[[int], None] = lambda step: None) -> RowOutcome:
     """Train one row to its budget and score it (``sweep_row.json``, and each split's outputs); stop early
     on Ctrl-C."""
-    from ..decoding.translator import load_translator
+    from ..decoding.native import load_native_engine
 
     started = time.monotonic()
     result = train_spec(planned.loaded, emit, after_step=after_step)
@@ -36,7 +36,7 @@ def run_row(planned: PlannedRow, emit: Event, say: Say, after_batch: Callable[[]
     from ..tasks.registry import task_of
 
     run = row_run(planned)
-    translator = load_translator(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
+    translator = load_native_engine(run)  # best.safetensors: Table 3 averages no checkpoints (§6.2)
     key, name = task_of(run.spec).headline
     scores: dict[str, SplitScores] = {}
     for split in planned.splits:
@@ -53,7 +53,7 @@ def row_run(planned: PlannedRow) -> Run:
     return Run(planned.loaded.spec, RunDir(planned.folder))
 
 
-def score_split(run: Run, translator: Translator, split: str, after_batch: Callable[[], None] = lambda: None
+def score_split(run: Run, translator: NativeEngine, split: str, after_batch: Callable[[], None] = lambda: None
                 ) -> SplitScores:
     """A row's scores on ``split`` as its task scores it (``Task.scores``, and the perplexity); its outputs kept in
     its folder (``eval_SPLIT.out``) for the table's comparisons with the reference row."""
@@ -68,14 +68,14 @@ def score_split(run: Run, translator: Translator, split: str, after_batch: Calla
 def row_outputs(planned: PlannedRow, split: str, say: Say) -> list[str]:
     """A finished row's outputs on ``split`` as its scoring kept them; a row scored before outputs were kept is
     decoded again (its best checkpoint, as when it was scored)."""
-    from ..decoding.translator import load_translator
+    from ..decoding.native import load_native_engine
     from ..tasks.registry import task_of
 
     run = row_run(planned)
     kept = task_of(run.spec).kept_outputs(run, split)
     if kept is None:
         say(f"{planned.title}: decoding {split} again (its outputs were not kept)")
-        score_split(run, load_translator(run), split)
+        score_split(run, load_native_engine(run), split)
         kept = task_of(run.spec).kept_outputs(run, split) or []
     return kept
 

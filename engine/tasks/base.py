@@ -40,7 +40,6 @@ if TYPE_CHECKING:
     from ..significance import Measure
 
 Log = Callable[[str], None]
-LOWER_IS_BETTER = frozenset({"ppl"})  # the metrics of train.select where lower is better (the default tasks')
 
 
 @dataclass
@@ -255,10 +254,6 @@ class Task:
             raise TbuildError(f"train.select.metric {metric} is not scored by {self.what}'s validation (it gives "
                               f"{', '.join(sorted(figures))})")
         return figures[metric]
-
-    def lower_is_better(self, metric: str) -> bool:
-        """Whether a lower score of ``metric`` is better (perplexity); higher is, for every other metric."""
-        return metric in LOWER_IS_BETTER
 
     # evaluation and decoding ------------------------------------------------------------------------------
     def evaluate(self, runs: list[Run], call: EvalCall) -> Report:

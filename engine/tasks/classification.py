@@ -12,8 +12,8 @@ from tbuild.builder.spec import Spec
 from ..data.line_labels import encode_classified, read_classified, text_rows
 from ..data.word_labels import labels_of
 from ..decoding.classifier import classify_lines, classify_split
+from ..decoding.native import NativeEngine, load_native_engine
 from ..decoding.tagger import load_tagger
-from ..decoding.translator import Translator, load_translator
 from .base import EvalCall, Loading, Log, Report, Table, scores_table
 from .registry import register_task
 from .tagging import Labels, fitted
@@ -73,12 +73,12 @@ class Classification(Labels):
         return [accuracy_measure([[label] for label in read_classified(run.spec.data, call.split).labels],
                                  lambda line: [line])]
 
-    def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
+    def label_lines(self, t: NativeEngine, spec: Spec, lines: list[str]) -> list[str]:
         """Each line's label (its text alone, no label column)."""
         return classify_lines(t, labels_of(spec), lines, spec.decode.batch_tokens)
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        record, predicted = classify_split(run, load_translator(run, average=0 if average else None), "valid")
+        record, predicted = classify_split(run, load_native_engine(run, average=0 if average else None), "valid")
         self.keep_outputs(run, "valid", predicted)
         return record
 
@@ -90,6 +90,6 @@ class Classification(Labels):
         return Classifying(load_tagger(run, checkpoint=loading.checkpoint, average=loading.average,
                                        device=loading.device, notify=notify), run.spec, batch_tokens)
 
-    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+    def parity_rows(self, run: Run, t: NativeEngine) -> list[list[int]]:
         """The valid split's lines as the classifier reads them (BOS, pieces, EOS)."""
         return text_rows(t.tokenizer, read_classified(run.spec.data, "valid").texts, t.max_output_len)

@@ -12,7 +12,7 @@ from tbuild.builder.spec import Spec
 
 from ..data.masked import encode_masked, line_rows
 from ..decoding.masked_lm import MASKED_LM_COMMANDS, evaluate_masked_lm
-from ..decoding.translator import Translator, load_translator
+from ..decoding.native import NativeEngine, load_native_engine
 from ..errors import TbuildError
 from .base import DecodeCall, EvalCall, Log, Report, scores_table
 from .registry import register_task
@@ -62,11 +62,11 @@ class MaskedLM(Labels):
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
         raise self.refuse("decode", runs[0].spec)
 
-    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+    def parity_rows(self, run: Run, t: NativeEngine) -> list[list[int]]:
         """The valid split's lines, unmasked, as the model reads them."""
         from ..data.datasets import read_split
 
         return line_rows(t.tokenizer, read_split(run.spec.data, "valid", lambda _: None)[1], t.max_output_len)
 
-    def parity_loader(self) -> Callable[..., Translator]:
-        return load_translator  # no labels: the encoder and its head over the vocabulary
+    def parity_loader(self) -> Callable[..., NativeEngine]:
+        return load_native_engine  # no labels: the encoder and its head over the vocabulary

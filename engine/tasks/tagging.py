@@ -22,8 +22,8 @@ from ..data.word_labels import (
     word_pieces,
     word_row,
 )
+from ..decoding.native import NativeEngine, decode_lines, load_native_engine
 from ..decoding.tagger import load_tagger, tag_lines, tag_split
-from ..decoding.translator import Translator, decode_lines, load_translator
 from ..errors import DataError, TbuildError
 from .base import DecodeCall, EvalCall, Loading, Log, Report, Task, scores_table
 from .registry import register_task, task_of
@@ -65,11 +65,11 @@ class Labels(Task):
     def label_offset(self, spec: Spec) -> int:
         return LABEL_OFFSET
 
-    def loaded(self, runs: list[Run], call: EvalCall | DecodeCall) -> Translator:
+    def loaded(self, runs: list[Run], call: EvalCall | DecodeCall) -> NativeEngine:
         """The run's model, or several runs' ensemble (``LabelEnsemble``: their label distributions combined as
         ``--combine`` says), loaded on the native engine in float32; --src or another engine refused in one
         line."""
-        from ..decoding.translator import load_native
+        from ..decoding.native import load_native
         from ..device.process import configure_process
 
         loading = call.loading
@@ -92,7 +92,7 @@ class Labels(Task):
         lines = decode_lines(call.read(), call.name)
         return self.label_lines(self.loaded(runs, call), runs[0].spec, lines)
 
-    def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
+    def label_lines(self, t: NativeEngine, spec: Spec, lines: list[str]) -> list[str]:
         raise NotImplementedError
 
     def export(self, run: Run) -> str:
@@ -101,7 +101,7 @@ class Labels(Task):
     def starts_with_bos(self, spec: Spec) -> bool:
         return word_bos(spec)
 
-    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+    def parity_rows(self, run: Run, t: NativeEngine) -> list[list[int]]:
         """The rows an export is compared on: the valid split as the model reads it."""
         raise NotImplementedError
 
@@ -112,7 +112,7 @@ class Labels(Task):
                               checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
                               notify=notify)
 
-    def parity_loader(self) -> Callable[..., Translator]:
+    def parity_loader(self) -> Callable[..., NativeEngine]:
         """How the export's peer in tbuild is loaded: a tagger or classifier with its labels."""
         return load_tagger
 
@@ -177,16 +177,16 @@ class Tagging(Labels):
 
         return [accuracy_measure(read_tagged(run.spec.data, call.split).tags)]
 
-    def label_lines(self, t: Translator, spec: Spec, lines: list[str]) -> list[str]:
+    def label_lines(self, t: NativeEngine, spec: Spec, lines: list[str]) -> list[str]:
         """Each line's tags, one per whitespace-separated word, space-separated (the format of PREFIX.tags)."""
         return [" ".join(tags) for tags in tag_lines(t, spec, lines, spec.decode.batch_tokens)]
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        record, predicted = tag_split(run, load_translator(run, average=0 if average else None), "valid")
+        record, predicted = tag_split(run, load_native_engine(run, average=0 if average else None), "valid")
         self.keep_outputs(run, "valid", [" ".join(tags) for tags in predicted])
         return record
 
-    def parity_rows(self, run: Run, t: Translator) -> list[list[int]]:
+    def parity_rows(self, run: Run, t: NativeEngine) -> list[list[int]]:
         """The valid split's words' pieces, compared at every piece."""
         pieces = word_pieces(t.tokenizer, read_tagged(run.spec.data, "valid").words)
         return [word_row(p, word_piece(run.spec), t.tokenizer.special, word_bos(run.spec))[0] for p in pieces]

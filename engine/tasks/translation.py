@@ -17,9 +17,9 @@ from tbuild.components.specs.graph import with_article
 from ..data.joined import for_model
 from ..data.pairs import load_pairs
 from ..data.prepare import prepared_train
+from ..decoding.native import NativeEngine, check_decoding, load_native_engine
 from ..decoding.records import one_line
 from ..decoding.request import DecodeRequest, Hooks
-from ..decoding.translator import Translator, check_decoding, load_translator
 from ..device.process import configure_process
 from ..errors import TbuildError
 from .base import (
@@ -98,11 +98,11 @@ class Translation(Task):
         self.check_decoding(runs, call.loading, call.notify)
         same = call.loading.engine == "native" and quantization == "float32" and len(runs) == 1
         decoder = None if same or call.load_decoder is None else call.load_decoder()
-        translator = load_translator(run, checkpoint=call.loading.checkpoint, average=call.loading.average,
+        translator = load_native_engine(run, checkpoint=call.loading.checkpoint, average=call.loading.average,
                                      device=call.loading.device, notify=call.notify, compiled=call.loading.compiled)
         return self.scored(run, translator, decoder, call, process.after_batch)
 
-    def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
+    def scored(self, run: Run, translator: NativeEngine, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:
         """sacreBLEU's BLEU (cased and lowercased, the headline first as ``call.lowercase`` asks), chrF and
         the perplexity of the references, with the signatures; writes eval_SPLIT.json."""
@@ -127,7 +127,7 @@ class Translation(Task):
         report.append(table)
         used = decoder or translator
         report.append(f"[dim]decoded in {used.precision}: "
-                      f"{used.note if isinstance(used, Translator) else f'the {used.name} engine'}[/]")
+                      f"{used.note if isinstance(used, NativeEngine) else f'the {used.name} engine'}[/]")
         for name, sig in (("BLEU", result.bleu_signature), ("BLEU lowercased", result.bleu_lowercase_signature),
                           ("chrF", result.chrf_signature)):
             report.append(f"[dim]{name} signature: {sig}[/]")
@@ -146,12 +146,12 @@ class Translation(Task):
         return translation_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
+        translator = load_native_engine(run, average=0 if average else None, quantization=run.spec.decode.quantization)
         record, hyps = self.split_record(run, translator, "valid")
         self.keep_outputs(run, "valid", hyps)
         return record
 
-    def split_record(self, run: Run, translator: Translator, split: str,
+    def split_record(self, run: Run, translator: NativeEngine, split: str,
                      after_batch: Callable[[], None] = lambda: None) -> tuple[EvalRecord, list[str]]:
         """``split`` decoded with ``translator`` as the spec's decode section says and scored as ``tbuild
         evaluate`` scores it, nothing printed or written (a study's trial, a sweep's row): its record and outputs."""
@@ -169,8 +169,8 @@ class Translation(Task):
         import torch
 
         from ..data.datasets import read_split
+        from ..decoding.native import load_native
         from ..decoding.records import text_lines
-        from ..decoding.translator import load_native
 
         sources = read_split(run.spec.data, "valid", lambda _: None)[0][:timing.lines]
         translator = load_native([run], average=0 if timing.average else None)
@@ -218,7 +218,7 @@ class Translation(Task):
                                                                                    request.nbest)
 
     def check_decoding(self, runs: list[Run], loading: Loading, notify: Log) -> None:
-        """One run's CPU decoding check, made once and recorded (``decoding/translator.py: check_decoding``),
+        """One run's CPU decoding check, made once and recorded (``decoding/native.py: check_decoding``),
         before the native engine loads it; none for a task whose metric is not its valid BLEU, nor for an
         ensemble (its members decode as their own records say: the ensemble is checked for a shared
         tokenizer before any member is read)."""
@@ -240,7 +240,7 @@ class Translation(Task):
     # serving and export -----------------------------------------------------------------------------------
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/translate`` behind either engine, compiled before the first request when asked."""
-        from ..decoding.translator import DEFAULT_MAX_SOURCE
+        from ..decoding.native import DEFAULT_MAX_SOURCE
         from ..export.engines import load_engine
         from ..serving.endpoints import Translation as Translate
 
@@ -281,8 +281,8 @@ def prepared_pairs(spec: Spec, run: RunDir, log: Log, workers: int | None = None
 def read_input(call: DecodeCall) -> tuple[list[str], list[str] | None, list | None]:
     """The input's lines with their target prefixes and lexical constraints, from its columns or from the
     side files."""
+    from ..decoding.native import decode_lines
     from ..decoding.records import read_constraints, read_prefixes, split_columns
-    from ..decoding.translator import decode_lines
 
     lines, prefixes, constraints = split_columns(decode_lines(call.read(), call.name), call.name)
     if call.prefix_file is not None:

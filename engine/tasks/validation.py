@@ -1,5 +1,5 @@
 """Validation by the task's metric (``train.select``): the first ``lines`` validation sources decoded
-with the model being trained (``Translator`` around it, beam ``select.beam``, length penalty and
+with the model being trained (``NativeEngine`` around it, beam ``select.beam``, length penalty and
 maximum length from the spec's ``decode`` section) and scored as ``tbuild evaluate`` scores a split:
 sacreBLEU BLEU, lowercased BLEU or chrF against the references (``decoding/evaluation.py``). A task with
 outputs of its own (a parser's trees, scored by EVALB F1) gives a subclass (``ValidScorer.step_rule``,
@@ -21,8 +21,8 @@ from tbuild.builder.spec import Spec
 
 from ..data.datasets import read_split
 from ..data.tokenizer import Tokenizer
+from ..decoding.native import NativeEngine, max_source
 from ..decoding.request import DecodeRequest
-from ..decoding.translator import Translator, max_source
 from ..device.policy import Policy
 
 
@@ -48,7 +48,7 @@ class ValidScorer:
         sources, references = read_split(spec.data, "valid", lambda _: None)
         return cls(spec, tokenizer, policy, select.metric, sources[: select.lines], references[: select.lines])
 
-    def step_rule(self, translator: Translator, lines: list[str]) -> Any:
+    def step_rule(self, translator: NativeEngine, lines: list[str]) -> Any:
         """What keeps each step's tokens within the task's outputs (None: any token)."""
         return None
 
@@ -56,7 +56,7 @@ class ValidScorer:
         """The text of an output (``tokens``) of the source ``line``: the tokenizer's."""
         return self.tokenizer.decode(tokens)
 
-    def request(self, translator: Translator, lines: list[str]) -> DecodeRequest:
+    def request(self, translator: NativeEngine, lines: list[str]) -> DecodeRequest:
         """The decode section's lengths and length penalty with ``select.beam``, one best output, no
         sampling (and the task's ``step_rule``, as ``tbuild evaluate`` decodes)."""
         return DecodeRequest.of(self.spec.decode, beam=self.spec.train.select.beam, nbest=1, sampling=None,
@@ -69,7 +69,7 @@ class ValidScorer:
         if not lines:
             return []
         max_positions = self.spec.model.max_positions
-        translator = Translator(model, self.tokenizer, self.policy, "training", max_source(self.spec), max_positions)
+        translator = NativeEngine(model, self.tokenizer, self.policy, "training", max_source(self.spec), max_positions)
         model.eval()
         with torch.no_grad():
             results = translator.translate(lines, self.request(translator, lines))

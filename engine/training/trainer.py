@@ -297,10 +297,10 @@ class Trainer:
     def validate(self) -> None:
         """The task's validation loss pass (``Task.valid_loss``) and the score of train.select.metric: the task's
         figure from that pass (perplexity, a tagger's accuracy: ``Task.valid_score``), or its decoded validation
-        lines' BLEU, chrF or F1 (``Task.valid_scorer``). A better score than any before (``Task.lower_is_better``)
-        saves best.safetensors; another counts toward train.select.patience. Every process validates (an FSDP2
-        forward gathers weights from all) and takes the main one's score, so all decide alike; only the main
-        one writes."""
+        lines' BLEU, chrF or F1 (``Task.valid_scorer``). A better score than any before (which way is better: the
+        task's declaration) saves best.safetensors; another counts toward train.select.patience. Every process
+        validates (an FSDP2 forward gathers weights from all) and takes the main one's score, so all decide alike;
+        only the main one writes."""
         if self.valid_pairs is None:
             return
         result = self.task.valid_loss(self.model, self.valid_pairs, self.spec, self.policy)
@@ -312,7 +312,7 @@ class Trainer:
         ppl = result.get("ppl")  # the perplexity, where the task's loss is a likelihood (else None)
         self.state.best_ppl = min(self.state.best_ppl, math.inf if ppl is None else ppl)
         record = {"step": self.state.step, "epoch": self.state.epoch + 1, **result, "metric": metric, "score": score}
-        if self.state.record(score, lower_is_better=self.task.lower_is_better(metric)):
+        if self.state.record(score, lower_is_better=not self.spec.declared_task().metrics[metric]):
             record["best"] = True
             if weights is None:
                 weights = self._weights()  # a collective under FSDP2: every process takes part

@@ -76,7 +76,7 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     import torch
 
     from tbuild.engine.decoding.attention_maps import attention_weights
-    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.decoding.native import load_native_engine
     from tbuild.engine.run.directory import resolve_run
 
     result = runner.invoke(app, ["attention", str(tiny_run), "--text", "A dog runs.", "--layers", "0",
@@ -84,7 +84,7 @@ def test_attention_maps(tiny_run: Path, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     for kind in ("encoder", "decoder", "cross"):
         assert (tmp_path / f"{kind}.png").read_bytes()[:4] == b"\x89PNG"
-    translator = load_translator(resolve_run(tiny_run))
+    translator = load_native_engine(resolve_run(tiny_run))
     src, tgt, weights = attention_weights(translator, "A dog runs.", beam=2, alpha=0.6, max_len_b=5)
     cross = weights["cross"][0]
     assert cross.shape == (2, len(tgt), len(src))

@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.components.specs.special import BOS, EOS
+from tbuild.engine.decoding.native import encode_sources, load_native_engine
 from tbuild.engine.decoding.search import length_penalty
-from tbuild.engine.decoding.translator import encode_sources, load_translator
 from tbuild.engine.run.directory import resolve_run
 
 runner = CliRunner()
@@ -67,7 +67,7 @@ def test_jsonl_scores_are_the_teacher_forced_log_probs(run: Path) -> None:
     records = [json.loads(line) for line in out.splitlines()]
     assert [r["source"] for r in records] == TEXT.splitlines()
     assert records[1]["output"] == "" and records[1]["nbest"] == []
-    translator = load_translator(resolve_run(run), device="cpu")
+    translator = load_native_engine(resolve_run(run), device="cpu")
     tok = translator.tokenizer
     for record in (records[0], records[2]):
         source = encode_sources(tok, [record["source"]], translator.max_source_tokens)[0]

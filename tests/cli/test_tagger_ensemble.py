@@ -56,11 +56,11 @@ def members(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 def _word_probs(run: Path) -> list[torch.Tensor]:
     """Each test sentence's label probabilities at each word's first piece, the member alone."""
     from tbuild.engine.data.word_labels import word_piece, word_pieces, word_row
-    from tbuild.engine.decoding.translator import load_translator
+    from tbuild.engine.decoding.native import load_native_engine
     from tbuild.engine.run.directory import resolve_run
 
     r = resolve_run(run)
-    t = load_translator(r)
+    t = load_native_engine(r)
     out = []
     for pieces in word_pieces(t.tokenizer, [line.split() for line in TEST[0].splitlines()]):
         src, at = word_row(pieces, word_piece(r.spec), t.tokenizer.special)

@@ -25,7 +25,7 @@ from tbuild.components.specs.graph import with_article
 from tbuild.components.specs.head import SentenceEmbeddingSpec
 
 from ...data.tokenizer import run_tokenizer
-from ...decoding.translator import encode_sources, length_batches, max_source, padded
+from ...decoding.native import encode_sources, length_batches, max_source, padded
 from ...device.policy import choose_device
 from ...errors import TbuildError
 from ...run.directory import Run

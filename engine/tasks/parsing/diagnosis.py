@@ -17,7 +17,7 @@ from ...data.batches import collate, token_batches
 from ...data.linearize import linearize
 from ...data.pairs import Pairs
 from ...data.trees import Tree, read_treebank
-from ...decoding.translator import Translator, encode_sources
+from ...decoding.native import NativeEngine, encode_sources
 from ...device.policy import Policy
 from ...run.directory import Run
 from .constrained import TreeVocab
@@ -153,7 +153,7 @@ def _number(x: float) -> float | None:
     return None if math.isnan(x) else x
 
 
-def diagnose(run: Run, translator: Translator, gold: list[str], tests: list[str], scored: Evalb) -> dict:
+def diagnose(run: Run, translator: NativeEngine, gold: list[str], tests: list[str], scored: Evalb) -> dict:
     """Every figure above for one evaluated split: F1 by length bin for the model and the floor, the
     teacher-forced token accuracy by kind, and the span errors; a JSON-ready dict."""
     gold_trees = [next(read_treebank(line, f"gold tree {i}")) for i, line in enumerate(gold, 1)]

@@ -16,9 +16,9 @@ from ...data.pairs import Pairs
 from ...data.treebank import gold_file
 from ...data.trees import read_treebank
 from ...decoding.engines import Engine
+from ...decoding.native import NativeEngine, encode_sources
 from ...decoding.request import DecodeRequest, Hooks
 from ...decoding.search import Hypothesis
-from ...decoding.translator import Translator, encode_sources
 from ...errors import DataError
 from ...loss import evaluate_loss
 from ...run.directory import EvalRecord, Run
@@ -129,7 +129,7 @@ def gold_lines(run: Run, split: str, src: Path | None, ref: Path | None) -> tupl
     return split, sources, gold
 
 
-def evaluate_parsing(run: Run, translator: Translator, *, engine: Engine | None = None, split: str = "test",
+def evaluate_parsing(run: Run, translator: NativeEngine, *, engine: Engine | None = None, split: str = "test",
                      src: Path | None = None, ref: Path | None = None, params: Params | None = None,
                      params_name: str = "COLLINS.prm", after_batch: Callable[[], None] = lambda: None,
                      ) -> tuple[EvalRecord, list[str], list[str], list[str], Evalb]:

@@ -15,8 +15,8 @@ from tbuild.builder.spec import Spec
 from ...data.datasets import read_split
 from ...data.treebank import gold_file
 from ...data.trees import read_treebank
+from ...decoding.native import NativeEngine, load_native_engine
 from ...decoding.request import DecodeRequest
-from ...decoding.translator import Translator, load_translator
 from ...errors import DataError
 from ..base import EvalCall, Log, Report, Table
 from ..registry import register_task
@@ -53,7 +53,7 @@ class ParseScorer(ValidScorer):
         tags = [next(read_treebank(line, f"gold tree {i}")).tags() for i, line in enumerate(gold, 1)]
         return cls(spec, tokenizer, policy, "f1", sources, gold, tags)
 
-    def step_rule(self, translator: Translator, lines: list[str]) -> Any:
+    def step_rule(self, translator: NativeEngine, lines: list[str]) -> Any:
         return tree_rule_for(self.spec, translator, lines)
 
     def text(self, tokens: list[int], line: str) -> str:
@@ -98,7 +98,7 @@ class Parsing(Translation):
         return out_lines
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
-        translator = load_translator(run, average=0 if average else None, quantization=run.spec.decode.quantization)
+        translator = load_native_engine(run, average=0 if average else None, quantization=run.spec.decode.quantization)
         record, _, _, trees, _ = evaluate_parsing(run, translator, split="valid")
         self.keep_outputs(run, "valid", trees)
         return record
@@ -111,7 +111,7 @@ class Parsing(Translation):
         params = read_params(call.params) if call.params is not None else None
         return [f1_measure(gold_lines(run, call.split, call.src, call.ref)[2], params)]
 
-    def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
+    def scored(self, run: Run, translator: NativeEngine, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:
         """EVALB's figures (COLLINS.prm or ``call.params``) and the repairs; writes eval_SPLIT.json, the
         repaired trees (eval_SPLIT.trees) and EVALB's full report (eval_SPLIT.evalb)."""
@@ -148,7 +148,7 @@ class Parsing(Translation):
         return report
 
 
-def diagnosis(run: Run, translator: Translator, gold: list[str], tests: list[str], scored: Any,
+def diagnosis(run: Run, translator: NativeEngine, gold: list[str], tests: list[str], scored: Any,
               base: Path) -> Report:
     """``--diagnose``: where the points go (``diagnosis.py``); writes eval_SPLIT.diagnosis.json."""
     import json

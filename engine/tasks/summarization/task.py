@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from tbuild.builder.spec import Spec
 
 from ...data.datasets import read_split
+from ...decoding.native import NativeEngine
 from ...decoding.request import DecodeRequest
-from ...decoding.translator import Translator
 from ..base import EvalCall, Report, Table
 from ..registry import register_task
 from ..translation import Translation, examples
@@ -71,11 +71,11 @@ class Summarization(Translation):
             return rouge_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
         return rouge_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
 
-    def split_record(self, run: Run, translator: Translator, split: str,
+    def split_record(self, run: Run, translator: NativeEngine, split: str,
                      after_batch: Callable[[], None] = lambda: None) -> tuple[SummaryRecord, list[str]]:
         return summarized(run, translator, None, EvalCall(split=split), after_batch)
 
-    def scored(self, run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
+    def scored(self, run: Run, translator: NativeEngine, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None]) -> Report:
         """ROUGE-1/2/L F1 of the outputs and of the lead-N baseline, the perplexity of the references and the
         decoding's speed; writes eval_SPLIT.json and the outputs (eval_SPLIT.out)."""
@@ -100,7 +100,7 @@ class Summarization(Translation):
         return report
 
 
-def summarized(run: Run, translator: Translator, decoder: Engine | None, call: EvalCall,
+def summarized(run: Run, translator: NativeEngine, decoder: Engine | None, call: EvalCall,
                after_batch: Callable[[], None], report: Report | None = None) -> tuple[SummaryRecord, list[str]]:
     """The split (or ``--src``/``--ref``) decoded as a translation's evaluation decodes it, scored by ROUGE
     beside the lead-N baseline (N chosen on data.valid); ``report`` gets the first ``call.show`` examples."""

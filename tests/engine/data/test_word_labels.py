@@ -128,8 +128,8 @@ class ByPiece(torch.nn.Module):
 
 
 def test_decode_and_evaluate_read_each_word_at_the_same_piece(tmp_path: Path) -> None:
+    from tbuild.engine.decoding.native import NativeEngine
     from tbuild.engine.decoding.tagger import evaluate_tagger, tag_lines
-    from tbuild.engine.decoding.translator import Translator
     from tbuild.engine.device.policy import Policy
     from tbuild.engine.run.directory import Run, RunDir
 
@@ -138,7 +138,7 @@ def test_decode_and_evaluate_read_each_word_at_the_same_piece(tmp_path: Path) ->
     labels = ["DT", "JJ", "NN", "VB"]
     table = torch.full((tok.vocab_size,), 3)  # VB (wrong) everywhere but at the pieces of "the" and "cat",
     table[pieces[0]], table[pieces[2]], table[pieces[1][-1]] = 0, 2, 1  # and at unbelievable's last
-    t = Translator(ByPiece(table, len(labels)), tok, Policy(torch.device("cpu")), "toy", 64, None)
+    t = NativeEngine(ByPiece(table, len(labels)), tok, Policy(torch.device("cpu")), "toy", 64, None)
     for piece, tags, accuracy in (("first", ["DT", "VB", "NN"], 2 / 3), ("last", ["DT", "JJ", "NN"], 1.0)):
         spec = spec_of(tmp_path, labels, piece)
         assert tag_lines(t, spec, ["the unbelievable cat", ""]) == [tags, []]

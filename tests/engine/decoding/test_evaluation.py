@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 
 from tbuild.engine.decoding.evaluation import evaluate
-from tbuild.engine.decoding.translator import load_translator
+from tbuild.engine.decoding.native import load_native_engine
 from tbuild.engine.run.directory import resolve_run
 
 
 def test_perplexity_uses_the_decoding_policy(tiny_run: Path) -> None:
     def perplexity(train: str, decode: str) -> tuple[float, str]:
         run = resolve_run(tiny_run, [f"train.precision={train}", f"decode.precision={decode}", "decode.beam=1"])
-        result, *_ = evaluate(run, load_translator(run), split="test")
+        result, *_ = evaluate(run, load_native_engine(run), split="test")
         return result.perplexity, result.precision
 
     fp32, bf16_training = perplexity("fp32", "fp32"), perplexity("bf16", "fp32")
@@ -25,6 +25,6 @@ def test_perplexity_uses_the_decoding_policy(tiny_run: Path) -> None:
 
 
 def test_translator_model_is_on_the_policy_device(tiny_run: Path) -> None:
-    translator = load_translator(resolve_run(tiny_run), device="cpu")
+    translator = load_native_engine(resolve_run(tiny_run), device="cpu")
     assert {p.device.type for p in translator.model.parameters()} == {"cpu"}
     assert not translator.model.training

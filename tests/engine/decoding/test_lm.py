@@ -11,8 +11,8 @@ import torch
 from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.decoding.lm import LanguageModelSearch, prompt_ids
 from tbuild.engine.decoding.model import SearchModel
+from tbuild.engine.decoding.native import padded
 from tbuild.engine.decoding.search import Rules, beam_search
-from tbuild.engine.decoding.translator import padded
 
 from ...conftest import TINY, tiny_model
 

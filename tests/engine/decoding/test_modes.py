@@ -10,9 +10,9 @@ import torch
 
 from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.engine.decoding.ensemble import Ensemble
+from tbuild.engine.decoding.native import sampler as translator_sampler
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import Rules, Sampling, beam_search, greedy_search, top_p
-from tbuild.engine.decoding.translator import sampler as translator_sampler
 from tests.conftest import tiny_model
 from tests.engine.decoding.test_search import A, B, C, TableModel, toy_src
 

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from tbuild.components.transformer import DecoderCache
+from tbuild.engine.decoding.native import load_native_engine
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search, log_softmax_
-from tbuild.engine.decoding.translator import load_translator
 from tbuild.engine.run.directory import resolve_run
 from tests.conftest import tiny_model
 
@@ -79,10 +79,10 @@ def test_translator_packs_on_cpu_float32_only(tiny_run: Path) -> None:
     """The translator packs in float32 on the CPU and translates exactly as the unpacked model;
     int8 keeps its quantized layers (its float32 output projection packed)."""
     run = resolve_run(tiny_run)
-    fp32 = load_translator(run, device="cpu")
+    fp32 = load_native_engine(run, device="cpu")
     assert any(isinstance(m, PackedLinear) for m in fp32.model.modules())
     plain = copy.copy(fp32)
-    plain.model = load_translator(run, device="cpu").model
+    plain.model = load_native_engine(run, device="cpu").model
     for parent in list(plain.model.modules()):  # unpack: the same weights through F.linear
         for name, child in parent.named_children():
             if isinstance(child, PackedLinear):
@@ -91,5 +91,5 @@ def test_translator_packs_on_cpu_float32_only(tiny_run: Path) -> None:
                 setattr(parent, name, linear)
     spec = DecodeRequest.of(run.spec.decode)
     assert [h[0].tokens for h in fp32.translate(LINES, spec)] == [h[0].tokens for h in plain.translate(LINES, spec)]
-    int8 = load_translator(run, quantization="int8")  # no record: float32 logits, on packed weights
+    int8 = load_native_engine(run, quantization="int8")  # no record: float32 logits, on packed weights
     assert [m for m in int8.model.modules() if isinstance(m, PackedLinear)] == [int8.model.output]

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.engine.decoding import precision_record
+from tbuild.engine.decoding.native import NativeEngine, check_decoding, load_native_engine
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
 from tbuild.engine.decoding.precision_record import (
     FLOAT_LOGITS,
@@ -32,7 +33,6 @@ from tbuild.engine.decoding.precision_record import (
 from tbuild.engine.decoding.quantize import Int8Linear
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import Hypothesis
-from tbuild.engine.decoding.translator import Translator, check_decoding, load_translator
 from tbuild.engine.run.directory import Run, resolve_run
 from tbuild.engine.run.weights import weights_files
 from tests.conftest import tiny_model
@@ -104,12 +104,12 @@ def checked(tiny_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 
 
-def counting(run: Run, calls: list[str]) -> Callable[[str], Translator]:
+def counting(run: Run, calls: list[str]) -> Callable[[str], NativeEngine]:
     """The check's loader (real translators), each mode it loads noted in ``calls``."""
-    def load(mode: str) -> Translator:
+    def load(mode: str) -> NativeEngine:
         calls.append(mode)
         int8 = mode not in ("fp32", "bf16")
-        return load_translator(run, device="cpu", quantization="int8" if int8 else "float32",
+        return load_native_engine(run, device="cpu", quantization="int8" if int8 else "float32",
                                precision="fp32" if int8 else mode, int8_logits=mode == INT8_LOGITS)
 
     return load
@@ -168,11 +168,11 @@ def test_decoding_follows_the_record_and_fp32_is_one_flag_away(checked: Path,
     record = json.loads(run.dir.decode_record.read_text())
     record["precision"]["chosen"] = "bf16"  # as if bf16 had won here
     run.dir.decode_record.write_text(json.dumps(record))
-    bf16 = load_translator(run, device="cpu")
+    bf16 = load_native_engine(run, device="cpu")
     assert bf16.precision == "bf16" and bf16.note.startswith("precision auto → bf16 (valid split: bf16 ")
     dtypes = {m.dtype for m in bf16.model.modules() if isinstance(m, PackedLinear) and m is not bf16.model.output}
     assert dtypes == {torch.bfloat16} and bf16.model.output.dtype == torch.float32  # float32 logits
-    assert load_translator(run, device="cpu", precision="fp32").precision == "fp32"
+    assert load_native_engine(run, device="cpu", precision="fp32").precision == "fp32"
     said = runner.invoke(app, ["decode", str(checked), "--device", "cpu", "--precision", "fp32"], input="A dog.\n")
     assert said.exit_code == 0, said.output
     assert "precision fp32 (set in the spec)" in said.stderr and "checking" not in said.stderr
@@ -203,7 +203,7 @@ def test_bf16_products_stay_close_to_float32_and_the_cache_equals_the_full_pass(
 @needs_onednn
 def test_bf16_translations_mostly_agree_with_float32(tiny_run: Path) -> None:
     run = resolve_run(tiny_run)
-    fp32, bf16 = (load_translator(run, device="cpu", precision=p) for p in ("fp32", "bf16"))
+    fp32, bf16 = (load_native_engine(run, device="cpu", precision=p) for p in ("fp32", "bf16"))
     assert bf16.precision == "bf16"
     request = DecodeRequest.of(run.spec.decode)
     same = [a[0].tokens == b[0].tokens for a, b in zip(fp32.translate(LINES, request), bf16.translate(LINES, request),

@@ -14,9 +14,9 @@ from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache, padding_mask
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.model import Single
+from tbuild.engine.decoding.native import NativeEngine, length_batches, searched
 from tbuild.engine.decoding.prefix_lm import PrefixLMSearch, left_padded
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.decoding.translator import Translator, length_batches, searched
 from tbuild.engine.errors import TbuildError
 
 from ...components.test_prefix_lm import plm
@@ -158,6 +158,6 @@ def test_the_translator_searches_the_module_built() -> None:
     assert searched(both) is both
     with pytest.raises(TbuildError, match="an ensemble of decoder-only translators"):
         searched(Ensemble([translator, prefix_lm], [1.0, 1.0], "prob"))
-    t = Translator(prefix_lm, None, None, "test", 8, None)  # type: ignore[arg-type]
+    t = NativeEngine(prefix_lm, None, None, "test", 8, None)  # type: ignore[arg-type]
     with pytest.raises(TbuildError, match="a decoder-only translator .* has none"):
         t.alignments(["a b"], [[]])

@@ -14,10 +14,10 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.components.transformer import DecoderCache
+from tbuild.engine.decoding.native import load_native_engine
 from tbuild.engine.decoding.quantize import check_quantization, quantize_model
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import beam_search
-from tbuild.engine.decoding.translator import load_translator
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.run.directory import resolve_run
 from tests.conftest import tiny_model
@@ -68,8 +68,8 @@ def test_int8_translator_mostly_agrees_with_float32(tiny_run: Path) -> None:
     """On the tiny trained run, int8 greedy and beam outputs match float32's on most lines; the spec's
     decode.quantization selects int8 when the CLI does not."""
     run = resolve_run(tiny_run)
-    fp32 = load_translator(run, device="cpu")
-    int8 = load_translator(run, quantization="int8")  # device auto -> the CPU
+    fp32 = load_native_engine(run, device="cpu")
+    int8 = load_native_engine(run, quantization="int8")  # device auto -> the CPU
     assert int8.precision == "int8" and fp32.precision == "fp32" and int8.policy.device.type == "cpu"
     for beam in (1, 3):
         spec = run.spec.decode.model_copy(update={"beam": beam})

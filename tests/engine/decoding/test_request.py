@@ -10,6 +10,7 @@ import torch
 from tbuild.builder.spec import DecodeSpec, Spec
 from tbuild.engine.decoding.ensemble import Ensemble
 from tbuild.engine.decoding.model import SearchModel, Single, search_model
+from tbuild.engine.decoding.native import sampler
 from tbuild.engine.decoding.request import (
     LACKS,
     DecodeRequest,
@@ -20,7 +21,6 @@ from tbuild.engine.decoding.request import (
     runtime_lacks,
 )
 from tbuild.engine.decoding.search import beam_search, greedy_search
-from tbuild.engine.decoding.translator import sampler
 from tbuild.engine.errors import TbuildError
 from tbuild.engine.export.targets import describe_profiles, profile_verdicts
 from tests.conftest import tiny_model

@@ -102,11 +102,11 @@ def test_parser_with_a_pointer_is_unchanged(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_trained_translator_is_unchanged(tiny_run: Path, multi30k: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A run trained on a Multi30k slice translating the first 12 sentences of test2016 at beam 4, 2-best."""
+    from tbuild.engine.decoding.native import load_native_engine
     from tbuild.engine.decoding.request import DecodeRequest
-    from tbuild.engine.decoding.translator import load_translator
     from tbuild.engine.run.directory import resolve_run
 
-    translator = load_translator(resolve_run(tiny_run, []), device="cpu")
+    translator = load_native_engine(resolve_run(tiny_run, []), device="cpu")
     request = DecodeRequest(beam=4, nbest=2, alpha=0.6, max_len_a=1.0, max_len_b=5, format="jsonl")
     lines = multi30k_lines(multi30k, "test2016.en.gz", 12)
     out, new, old = _both(lambda: translator.translate(lines, request), monkeypatch)

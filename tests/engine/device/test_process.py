@@ -14,7 +14,7 @@ PROBE = r"""
 import sys, torch, yaml
 from tbuild.builder import load_spec
 from tbuild.engine.decoding.request import DecodeRequest
-from tbuild.engine.decoding.translator import load_translator, translate
+from tbuild.engine.decoding.native import load_native_engine, translate
 from tbuild.engine.run.directory import resolve_run
 from tbuild.engine.training.run import train_spec as train
 
@@ -25,7 +25,7 @@ def state():
 torch.set_num_threads(1)
 before = state()
 train(load_spec(yaml.safe_load(open(sys.argv[1]))), lambda kind, data: None)
-translate(load_translator(resolve_run(__import__("pathlib").Path(sys.argv[2]))), ["A dog."],
+translate(load_native_engine(resolve_run(__import__("pathlib").Path(sys.argv[2]))), ["A dog."],
           DecodeRequest.of(load_spec(yaml.safe_load(open(sys.argv[1]))).spec.decode))
 print(before, state())
 assert state() == before == (1, True), (before, state())

@@ -23,8 +23,8 @@ from tbuild.engine.data.corpus import split_files
 from tbuild.engine.data.datasets import read_split
 from tbuild.engine.data.joined import for_model
 from tbuild.engine.data.pairs import load_pairs
+from tbuild.engine.decoding.native import NativeEngine, decode_lines, load_native_engine
 from tbuild.engine.decoding.request import DecodeRequest
-from tbuild.engine.decoding.translator import Translator, decode_lines, load_translator
 from tbuild.engine.loss import evaluate_loss
 from tbuild.engine.run.directory import EvalRecord, Run, resolve_run
 from tbuild.engine.tasks import registry
@@ -86,7 +86,7 @@ class Reversal(Task):
         CALLS.append("evaluate")
         run, spec = runs[0], runs[0].spec
         sources, references = read_split(spec.data, call.split, call.notify)
-        t = load_translator(run, checkpoint=call.loading.checkpoint, device=call.loading.device)
+        t = load_native_engine(run, checkpoint=call.loading.checkpoint, device=call.loading.device)
         outputs = reversed_lines(t, spec, sources)
         exact = sum(o == r for o, r in zip(outputs, references, strict=True)) / len(references)
         pairs = for_model(spec, load_pairs(spec, call.split, t.tokenizer, call.notify))
@@ -103,18 +103,18 @@ class Reversal(Task):
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
         CALLS.append("decode")
         lines = decode_lines(call.read(), call.name)
-        t = load_translator(runs[0], checkpoint=call.loading.checkpoint, device=call.loading.device)
+        t = load_native_engine(runs[0], checkpoint=call.loading.checkpoint, device=call.loading.device)
         return [f"{line} => {out}" for line, out in zip(lines, reversed_lines(t, runs[0].spec, lines), strict=True)]
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         from tbuild.engine.serving.endpoints import Translation
 
         CALLS.append("serve")
-        translator = load_translator(run, checkpoint=loading.checkpoint, device=loading.device)
+        translator = load_native_engine(run, checkpoint=loading.checkpoint, device=loading.device)
         return Translation(translator, run.spec, batch_tokens, 64)
 
 
-def reversed_lines(translator: Translator, spec: Spec, lines: list[str]) -> list[str]:
+def reversed_lines(translator: NativeEngine, spec: Spec, lines: list[str]) -> list[str]:
     """The model's greedy output for each line."""
     results = translator.translate(lines, DecodeRequest.of(spec.decode, beam=1))
     return [translator.tokenizer.decode(h[0].tokens) if h else "" for h in results]

@@ -19,8 +19,8 @@ from sacrebleu.metrics import BLEU
 from tbuild.builder import SpecError, build_model, load_spec
 from tbuild.engine.data.corpus import read_parallel
 from tbuild.engine.data.tokenizer import Tokenizer
+from tbuild.engine.decoding.native import NativeEngine, translate
 from tbuild.engine.decoding.request import DecodeRequest
-from tbuild.engine.decoding.translator import Translator, translate
 from tbuild.engine.device.policy import Policy
 from tbuild.engine.run.checkpoint import load_model_weights, read_checkpoint
 from tbuild.engine.run.directory import RunDir, read_jsonl
@@ -49,7 +49,7 @@ def _bleu_of(run: Path, weights: Path, sources: list[str], references: list[str]
     spec = load_spec(run / "spec.yaml").spec
     model = build_model(spec)
     load_model_weights(model, read_checkpoint(weights)[0], weights)
-    translator = Translator(model.eval(), Tokenizer.load(run / "spm.model"), Policy(torch.device("cpu")), "test",
+    translator = NativeEngine(model.eval(), Tokenizer.load(run / "spm.model"), Policy(torch.device("cpu")), "test",
                             1024, None)
     d = spec.decode
     request = DecodeRequest(beam=beam, alpha=d.alpha, max_len_a=d.max_len_a, max_len_b=d.max_len_b)
@@ -173,7 +173,7 @@ def test_f1_scores_the_decoded_trees_as_evaluate_does(tmp_path: Path) -> None:
     loaded = load_spec(run / "spec.yaml").spec
     model = build_model(loaded)
     load_model_weights(model, read_checkpoint(run / "best.safetensors")[0], "best")
-    translator = Translator(model.eval(), Tokenizer.load(run / "spm.model"), Policy(torch.device("cpu")), "best",
+    translator = NativeEngine(model.eval(), Tokenizer.load(run / "spm.model"), Policy(torch.device("cpu")), "best",
                             1024, None)
     scored = evaluate_parsing(Run(loaded, RunDir(run)), translator, src=tmp_path / "src", ref=tmp_path / "ref")[0]
     assert scored.all["sentences"] == 6 and record["score"] == pytest.approx(scored.all["f1"], abs=1e-9)

@@ -187,4 +187,3 @@ def test_a_metric_the_loss_pass_does_not_give_is_refused_in_one_line() -> None:
     with pytest.raises(TbuildError, match=r"^train\.select\.metric accuracy is not scored by a run's validation "
                                           r"\(it gives loss, nll, ppl\)$"):
         Task().valid_score(spec, {"loss": 1.0, "nll": 1.0, "ppl": 2.7})  # type: ignore[arg-type]
-    assert Task().lower_is_better("ppl") and not Translation().lower_is_better("bleu")

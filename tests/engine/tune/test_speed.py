@@ -135,21 +135,21 @@ def test_the_median_of_the_repeats_is_the_objective() -> None:
 def test_the_decode_time_is_taken_on_tbuild_decodes_own_path(tiny_run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each repeat is one whole decode of the lines by the engine `tbuild decode` loads (the spec's request and
     quantization), not an estimate: the spy sees every call, and every repeat lasts at least as long as it."""
-    from tbuild.engine.decoding.translator import Translator
+    from tbuild.engine.decoding.native import NativeEngine
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.tasks.translation import Translation
 
     calls: list[tuple[Any, ...]] = []
-    real = Translator.translate
+    real = NativeEngine.translate
 
-    def spy(self: Translator, lines: list[str], request: Any, *rest: Any) -> Any:
+    def spy(self: NativeEngine, lines: list[str], request: Any, *rest: Any) -> Any:
         started = time.perf_counter()
         out = real(self, lines, request, *rest)
         calls.append((len(lines), request.beam, request.alpha, request.batch_tokens, self.quantization,
                       time.perf_counter() - started))
         return out
 
-    monkeypatch.setattr(Translator, "translate", spy)
+    monkeypatch.setattr(NativeEngine, "translate", spy)
     run = resolve_run(tiny_run)
     timed = Translation().decode_time(run, DecodeTiming(lines=7, repeats=3))
     assert [c[:5] for c in calls] == [(7, 3, 0.6, 4000, "float32")] * 3  # tiny_run decodes at beam 3

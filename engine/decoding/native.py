@@ -1,4 +1,6 @@
-"""Translate lines with a trained run: weights selection, length-sorted batches, beam search."""
+"""The native engine: a trained run of any model kind loaded for decoding (its weights selected, its linears
+packed or quantized, its decoder step compiled if asked), decoding lines in length-sorted batches by beam search,
+sampling or greedy search (``NativeEngine``; ``load_native`` for one run or an ensemble)."""
 
 from __future__ import annotations
 
@@ -33,7 +35,10 @@ NO_INT8_RECORD = "no int8 check recorded for this run on this CPU; tbuild decode
 
 
 @dataclass
-class Translator:
+class NativeEngine:
+    """A run loaded for decoding (an encoder-decoder, a prefix LM, a tagger or classifier, or an ensemble of
+    them): the ``Engine`` protocol of ``engines.py`` named ``native``."""
+
     model: EncoderDecoder | Ensemble  # searched through its ``SearchModel`` (model.py)
     tokenizer: Tokenizer
     policy: Policy  # device and precision of decoding (and of evaluation's perplexity)
@@ -67,10 +72,10 @@ class Translator:
                 for source, hyps in zip(sources, results, strict=True)]
 
 
-def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
+def load_native_engine(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                     device: str = "auto", quantization: str = "float32",
                     notify: Callable[[str], None] = lambda _: None, compiled: bool = False,
-                    precision: str | None = None, int8_logits: bool | None = None) -> Translator:
+                    precision: str | None = None, int8_logits: bool | None = None) -> NativeEngine:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
     CPU for it and fp32 compute; ``int8_logits``: the output projection in int8 too, default as the
@@ -106,7 +111,7 @@ def load_translator(run: Run, *, checkpoint: Path | None = None, average: int | 
     elif policy.autocast_dtype is None:
         pack_linears(model, policy.products or torch.float32)  # CPU float32 weights only; elsewhere a no-op
     max_positions = run.spec.model.max_positions
-    return Translator(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization, note)
+    return NativeEngine(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization, note)
 
 
 def quantize_run_model(model: nn.Module, run: Run, files: list[Path], int8_logits: bool | None) -> str:
@@ -144,9 +149,9 @@ def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | N
     if what is None:
         return
 
-    def load(mode: str) -> Translator:
+    def load(mode: str) -> NativeEngine:
         int8 = mode not in ("fp32", "bf16")
-        return load_translator(run, checkpoint=checkpoint, average=average, device="cpu",
+        return load_native_engine(run, checkpoint=checkpoint, average=average, device="cpu",
                                quantization="int8" if int8 else "float32", precision="fp32" if int8 else mode,
                                int8_logits=mode == INT8_LOGITS)
 
@@ -202,7 +207,7 @@ def limited_batches(sources: list[list[int]], spec: DecodeRequest,
         yield rows, max_lengths(pad, spec.max_len_a, spec.max_len_b, max_output_len).tolist()
 
 
-def translate(translator: Translator, lines: list[str], request: DecodeRequest,
+def translate(translator: NativeEngine, lines: list[str], request: DecodeRequest,
               hooks: Hooks = NO_HOOKS) -> list[list[Hypothesis]]:
     """n-best hypotheses for each line, in input order. Empty lines give an empty hypothesis list;
     lines over the model's source limit are truncated with a warning. The request's ``prefixes`` (one
@@ -257,7 +262,7 @@ def searched(model: nn.Module) -> SearchModel:
     return model
 
 
-def output_cap(translator: Translator, source: torch.Tensor | None) -> int | torch.Tensor | None:
+def output_cap(translator: NativeEngine, source: torch.Tensor | None) -> int | torch.Tensor | None:
     """The longest output (EOS included) the model's positions allow: max_positions, or for a prefix LM
     (``source`` (B,): each row's source length, EOS included) what each row's prefix (BOS, source) leaves."""
     cap = translator.max_output_len
@@ -320,15 +325,15 @@ def decode_lines(data: bytes, name: str) -> list[str]:
 def load_native(runs: list[Run], *, quantization: str | None = None, checkpoint: Path | None = None,
                 average: int | None = None, device: str = "auto", notify: Callable[[str], None] = lambda _: None,
                 weights: list[float] | None = None, combine: str = "logprob", compiled: bool = False,
-                labels: Callable | None = None) -> Translator:
-    """The native translator of one run (``load_translator``; ``quantization`` default: the spec's
+                labels: Callable | None = None) -> NativeEngine:
+    """The native translator of one run (``load_native_engine``; ``quantization`` default: the spec's
     ``decode.quantization``) or, of several, their ensemble (``labels``: of taggers or classifiers,
     ``load_ensemble``), checked for a shared tokenizer before any model is loaded, its combination rule told to
     ``notify``."""
     from .ensemble import ensemble_header, load_ensemble
 
-    def load(run: Run, checkpoint: Path | None = None) -> Translator:
-        return load_translator(run, checkpoint=checkpoint, average=average, device=device, notify=notify,
+    def load(run: Run, checkpoint: Path | None = None) -> NativeEngine:
+        return load_native_engine(run, checkpoint=checkpoint, average=average, device=device, notify=notify,
                                quantization=quantization or run.spec.decode.quantization, compiled=compiled)
 
     if len(runs) == 1:
