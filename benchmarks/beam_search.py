@@ -128,9 +128,9 @@ def ct2_runs(ours: torch.nn.Module, args: argparse.Namespace, src: torch.Tensor,
     for quantization in ("float32", "int8"):
         out = folder / quantization
         write_ctranslate2(ours, tbuild_spec(args), vocabulary, out, quantization)
-        translator = ctranslate2.NativeEngine(str(out), device="cpu", intra_threads=args.threads, inter_threads=1)
+        translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=args.threads, inter_threads=1)
 
-        def run(beams: int, translator: ctranslate2.NativeEngine = translator) -> Callable[[], int]:
+        def run(beams: int, translator: ctranslate2.Translator = translator) -> Callable[[], int]:
             def go() -> int:
                 results = translator.translate_batch(
                     pieces, beam_size=beams, length_penalty=0.6 if beams > 1 else 0.0, max_batch_size=0,

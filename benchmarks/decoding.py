@@ -124,7 +124,7 @@ def ct2_engines(model: torch.nn.Module, run: DecodeRun, policy: Policy, folder: 
     engines: dict[str, Engine | str] = {}
     for label, (quantization, compute) in kinds.items():
         write_ctranslate2(model, spec, names, folder / label, quantization)
-        translator = ctranslate2.NativeEngine(str(folder / label), device=policy.device.type, compute_type=compute,
+        translator = ctranslate2.Translator(str(folder / label), device=policy.device.type, compute_type=compute,
                                             intra_threads=run.threads, inter_threads=1)
         try:  # a CUDA build finds its GPU libraries (cuBLAS 12) only at the first translation
             translator.translate_batch([[names[FIRST_ID]]], max_decoding_length=1)
@@ -134,7 +134,7 @@ def ct2_engines(model: torch.nn.Module, run: DecodeRun, policy: Policy, folder: 
     return engines
 
 
-def _ct2_run(translator, names: list[str]) -> Engine:  # noqa: ANN001 - ctranslate2.NativeEngine
+def _ct2_run(translator, names: list[str]) -> Engine:  # noqa: ANN001 - ctranslate2.Translator
     banned = [[names[PAD]], ["<s>"]]
 
     def run(src: torch.Tensor, beam: int, out: int) -> list[int]:

@@ -110,7 +110,7 @@ def ct2_peer(run: Run, quantization: str, threads: int, device: str) -> Peer:
     from tbuild.engine.export.cache import cached_export
 
     folder, _ = cached_export(run, quantization=quantization)
-    ct2 = ctranslate2.NativeEngine(str(folder), device=device, intra_threads=threads, inter_threads=1)
+    ct2 = ctranslate2.Translator(str(folder), device=device, intra_threads=threads, inter_threads=1)
     tok = Tokenizer.load(run.tokenizer)
     piece = tok.sp.id_to_piece
 

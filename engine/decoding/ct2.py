@@ -32,7 +32,7 @@ def ct2_search(ct2: Any, tok: Tokenizer, sources: list[list[int]], spec: DecodeR
                prefixes: list[list[int]] | None = None, banned: list[list[int]] = (),
                token_scores: bool = False) -> list[list[Hypothesis]]:
     """The ``spec.nbest`` best hypotheses per source (ids ending with EOS; an empty source gives none)
-    from a ``ctranslate2.NativeEngine``, in input order, batched by length (module docstring).
+    from a ``ctranslate2.Translator``, in input order, batched by length (module docstring).
 
     The runtime takes one length limit per call, tbuild one per sentence. Beam search runs each batch
     once at its largest limit; a row whose hypotheses all stay below its own limit got what a run at
@@ -130,9 +130,9 @@ def _token_log_probs(steps: list[Any], ids: list[int], stop: int) -> list[float]
 
 @dataclass
 class CTranslate2Engine:
-    """A run's CTranslate2 export, with the native ``NativeEngine``'s ``translate`` shape."""
+    """A run's CTranslate2 export, with the ``NativeEngine``'s ``translate`` shape."""
 
-    ct2: Any  # ctranslate2.NativeEngine
+    ct2: Any  # ctranslate2.Translator
     tokenizer: Tokenizer
     weights: str  # which weights were exported, for reports
     quantization: str
@@ -195,7 +195,7 @@ def open_ct2_translator(run: Run, folder: Path, weights: str, *, quantization: s
     import ctranslate2
 
     max_positions = run.spec.model.max_positions
-    return CTranslate2Engine(ctranslate2.NativeEngine(str(folder), device=device),
+    return CTranslate2Engine(ctranslate2.Translator(str(folder), device=device),
                                  run_tokenizer(folder / run.dir.tokenizer.name, run.spec), weights, quantization,
                                  device,
                                  max_positions or DEFAULT_MAX_SOURCE, max_positions)

@@ -90,7 +90,7 @@ class Peer(Protocol):
 
 @dataclass
 class Ct2Peer:
-    ct2: Any  # ctranslate2.NativeEngine
+    ct2: Any  # ctranslate2.Translator
     tok: Tokenizer
 
     def encode(self, translator: NativeEngine, lines: list[str]) -> list[list[int]]:
@@ -161,7 +161,7 @@ def load_peer(target: str, exported: Path, tok: Tokenizer) -> Peer:
         return HFPeer(load_hf(exported), tok, AutoTokenizer.from_pretrained(str(exported)))
     import ctranslate2
 
-    return Ct2Peer(ctranslate2.NativeEngine(str(exported), device="cpu"), tok)
+    return Ct2Peer(ctranslate2.Translator(str(exported), device="cpu"), tok)
 
 
 def teacher_forced_diff(peer: Peer, translator: NativeEngine, sources: list[str], references: list[str]) -> float:

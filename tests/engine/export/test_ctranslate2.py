@@ -48,7 +48,7 @@ def _export(overrides: list[str], tmp_path: Path):  # noqa: ANN202
     spec = load_spec(TINY, overrides).spec
     model = build_model(spec).eval()
     write_ctranslate2(model, spec, VOCAB, tmp_path / "ct2")
-    return spec, model, ctranslate2.NativeEngine(str(tmp_path / "ct2"), device="cpu")
+    return spec, model, ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu")
 
 
 def _batch(src_vocab: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -80,7 +80,7 @@ def test_layer_norm_epsilon_is_honoured(tmp_path: Path) -> None:
     spec, model, _ = _export(["model.norm={kind: layernorm, eps: 0.5}"], tmp_path)
     wrong = load_spec(TINY, ["model.norm={kind: layernorm, eps: 1.0e-6}"]).spec
     write_ctranslate2(model, wrong, VOCAB, tmp_path / "wrong")
-    right, bad = (ctranslate2.NativeEngine(str(tmp_path / d), device="cpu") for d in ("ct2", "wrong"))
+    right, bad = (ctranslate2.Translator(str(tmp_path / d), device="cpu") for d in ("ct2", "wrong"))
     src, tgt = [["w5", "w6", "w7"]], [["w8", "w9"]]
     diff = abs(right.score_batch(src, tgt)[0].log_probs[0] - bad.score_batch(src, tgt)[0].log_probs[0])
     assert diff > 1e-3
