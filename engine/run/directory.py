@@ -242,7 +242,7 @@ def is_run_dir(path: Path) -> bool:
         data = yaml.safe_load(RunDir(path).spec_file.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
-    return isinstance(data, dict) and set(Spec.model_fields) - {"extends"} <= set(data)
+    return isinstance(data, dict) and set(Spec.model_fields) - {"extends", "task"} <= set(data)  # task: where set
 
 
 def delete_run(path: Path) -> None:

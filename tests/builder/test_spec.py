@@ -50,7 +50,8 @@ def test_json_schema_lists_registered_kinds_with_discriminator() -> None:
     assert set(schedule["discriminator"]["mapping"]) == set(SCHEDULES) == {"noam", "inverse_sqrt", "constant"}
     dataset = json.dumps(defs["DataSpec"]["properties"]["dataset"])
     assert '"multi30k": "#/$defs/Multi30kDataset"' in dataset
-    assert '"enum": ["multi30k", "wmt14", "files", "treebank", "text", "tagging", "classification"]' in dataset
+    assert ('"enum": ["multi30k", "wmt14", "files", "treebank", "text", "tagging", "classification", "aeslc", '
+            '"scitldr"]') in dataset  # the last two: the summarization task's, declared with it
 
 
 # ----------------------------------------------------------------------------- schedules (§5.3)
@@ -105,7 +106,8 @@ def test_dataset_shorthand_and_mapping(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as info:
         load_spec(p)
     assert str(info.value) == (f"{p}:2:3: data.dataset.kind: unknown kind 'wmt99' (did you mean 'wmt14'?); "
-                               "registered kinds: multi30k, wmt14, files, treebank, text, tagging, classification")
+                               "registered kinds: multi30k, wmt14, files, treebank, text, tagging, classification, "
+                               "aeslc, scitldr")
     p.write_text("data:\n  dataset: {kind: multi30k, year: 2016}\n")
     with pytest.raises(SpecError, match="data.dataset.year: unknown key 'year'; allowed: kind"):
         load_spec(p)

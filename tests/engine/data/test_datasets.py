@@ -15,7 +15,7 @@ from tests.engine.data.test_corpus import data_spec
 
 def test_every_declared_data_set_has_a_provider() -> None:
     assert [e.key for e in DATASETS.entries()] == ["multi30k", "wmt14", "files", "treebank", "text", "tagging",
-                                                "classification"]
+                                                "classification", "aeslc", "scitldr"]  # the last two: a task's
     assert all(e.block is not None and hasattr(e.block, "ensure") for e in DATASETS.entries())
 
 
