@@ -102,7 +102,7 @@ def test_the_server_summarizes_as_decode_does(run: Path) -> None:
 
     from tbuild.engine.run.directory import resolve_run
     from tbuild.engine.serving.app import create_app
-    from tbuild.engine.serving.service import open_service
+    from tbuild.engine.tasks.service import open_service
 
     docs = lines(run.parent / "test.doc")[:4]
     decoded = runner.invoke(app, ["decode", str(run)], input="".join(d + "\n" for d in docs))
