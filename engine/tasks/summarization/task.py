@@ -110,11 +110,11 @@ def summarized(run: Run, translator: NativeEngine, decoder: Engine | None, call:
                                                   ref=call.ref, after_batch=after_batch,
                                                   request=DecodeRequest.of(run.spec.decode))
     lead = lead_of(run.spec) if run.spec.data.valid is not None else None
-    lead_rouge = Rouge.of(lead.summaries(sources), references) if lead is not None else None
+    leads = lead.summaries(sources) if lead is not None else None
+    lead_rouge = Rouge.of(leads, references) if leads is not None else None
     if report is not None:
-        leads = lead.summaries(sources) if lead is not None else [""] * len(sources)
         report += examples(("[dim]src[/] ", "[dim]ref[/] ", "[bold]hyp[/] ", "[dim]lead[/]"),
-                           zip(sources, references, hyps, leads, strict=True), call.show)
+                           zip(sources, references, hyps, leads or [""] * len(sources), strict=True), call.show)
     return SummaryRecord.of(decoded, Rouge.of(hyps, references), signature(), lead, lead_rouge), hyps
 
 
