@@ -27,11 +27,50 @@ class RequestError(Exception):
         self.status, self.message = status, message
 
 
+class Hyp(BaseModel):
+    text: str
+    score: float
+
+
+class TranslateResponse(BaseModel):
+    translations: list[str]
+    scores: list[float] | None = None
+    nbest: list[list[Hyp]] | None = None
+    split: list[int] | None = Field(
+        None, description="The indices of the sentences longer than the model's positions, each translated in "
+                          "pieces (split after sentence ends, else between words, else within a word) whose best "
+                          "translations are joined by a space (its score the pieces' summed; its n-best list that "
+                          "one); absent when no sentence was split.")
+
+
+class GenerateResponse(BaseModel):
+    outputs: list[str] = Field(description="Each prompt followed by its continuation, as tbuild generate prints it.")
+    scores: list[float] | None = None
+    nbest: list[list[Hyp]] | None = None
+
+
+class ClassifyResponse(BaseModel):
+    tags: list[list[str]] | None = Field(None, description="A tagger's: each text's tags, one per "
+                                                           "whitespace-separated word.")
+    labels: list[str] | None = Field(None, description="A sequence classifier's: each text's label.")
+
+
 class LinesRequest(BaseModel):
     """A request's lines (the field ``LINES``, ``NOUN`` in messages) and its options: the base of each
-    endpoint's request, so that one set of limits and messages covers them all."""
+    endpoint's request, so that one set of limits and messages covers them all. The class states its route
+    too (``POST /ROUTE``, answered with ``RESPONSE``; ``SUMMARY`` and ``DESCRIPTION`` go into the OpenAPI
+    document), so that a task brings its endpoint whole and the app serves whichever it is given."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # JSON's types as the document states them: no 0 for false
+    ROUTE: ClassVar[str] = "translate"
+    RESPONSE: ClassVar[type[BaseModel]] = TranslateResponse
+    SERVED_BY: ClassVar[str] = "a translator"  # who answers at the route, in messages
+    SUMMARY: ClassVar[str] = "Translate ``src`` (in order), with the run's decoding options or the request's."
+    # the lines' description in the document, with the server's limits: {lines}, {chars}, {tokens}
+    DESCRIPTION: ClassVar[str] = (
+        "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); one "
+        "over the model's {tokens} tokens is translated in pieces (the response's split); an empty sentence gives "
+        "an empty output.")
     LINES: ClassVar[str] = "src"
     NOUN: ClassVar[str] = "sentences"
     EXAMPLE: ClassVar[str] = '{"src": ["a sentence"]}'
@@ -60,22 +99,6 @@ class TranslateRequest(LinesRequest):
     scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
 
 
-class Hyp(BaseModel):
-    text: str
-    score: float
-
-
-class TranslateResponse(BaseModel):
-    translations: list[str]
-    scores: list[float] | None = None
-    nbest: list[list[Hyp]] | None = None
-    split: list[int] | None = Field(
-        None, description="The indices of the sentences longer than the model's positions, each translated in "
-                          "pieces (split after sentence ends, else between words, else within a word) whose best "
-                          "translations are joined by a space (its score the pieces' summed; its n-best list that "
-                          "one); absent when no sentence was split.")
-
-
 Sampling = Literal["topk", "topp", "temperature"]
 
 
@@ -83,6 +106,15 @@ class GenerateRequest(LinesRequest):
     """``POST /generate`` (a language model): prompts to continue and, optionally, the options of ``tbuild
     generate`` for this request."""
 
+    ROUTE: ClassVar[str] = "generate"
+    RESPONSE: ClassVar[type[BaseModel]] = GenerateResponse
+    SERVED_BY: ClassVar[str] = "a language model"
+    SUMMARY: ClassVar[str] = ("Continue each of ``prompts`` (in order) as ``tbuild generate`` does: beam search "
+                              "(beam 1: greedy) or sampling with a seed, with the run's options or the request's.")
+    DESCRIPTION: ClassVar[str] = (
+        "Prompts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either), and tokens that "
+        "leave room for max_new_tokens in the model's {tokens} positions (413 above); an empty prompt generates "
+        "from nothing.")
     LINES: ClassVar[str] = "prompts"
     NOUN: ClassVar[str] = "prompts"
     EXAMPLE: ClassVar[str] = '{"prompts": ["Ein Mann"]}'
@@ -107,26 +139,23 @@ class GenerateRequest(LinesRequest):
     scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
 
 
-class GenerateResponse(BaseModel):
-    outputs: list[str] = Field(description="Each prompt followed by its continuation, as tbuild generate prints it.")
-    scores: list[float] | None = None
-    nbest: list[list[Hyp]] | None = None
-
-
 class ClassifyRequest(LinesRequest):
     """``POST /classify`` (an encoder-only model): texts to label, one per item."""
 
+    ROUTE: ClassVar[str] = "classify"
+    RESPONSE: ClassVar[type[BaseModel]] = ClassifyResponse
+    SERVED_BY: ClassVar[str] = "a tagger or classifier"
+    SUMMARY: ClassVar[str] = ("Label each of ``texts`` (in order) as ``tbuild decode`` does: a tagger's tags, one "
+                              "per word, or a sequence classifier's label.")
+    DESCRIPTION: ClassVar[str] = (
+        "Texts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); a tagger's at most "
+        "{tokens} pieces (413 above), a classifier's cut there as in training; an empty text gets no tags or an "
+        "empty label.")
     LINES: ClassVar[str] = "texts"
     NOUN: ClassVar[str] = "texts"
     EXAMPLE: ClassVar[str] = '{"texts": ["a text"]}'
     texts: list[str] = Field(min_length=1, description="Texts, one per item (at least one); an empty text gets "
                                                        "no tags (a tagger) or an empty label (a classifier).")
-
-
-class ClassifyResponse(BaseModel):
-    tags: list[list[str]] | None = Field(None, description="A tagger's: each text's tags, one per "
-                                                           "whitespace-separated word.")
-    labels: list[str] | None = Field(None, description="A sequence classifier's: each text's label.")
 
 
 class ErrorBody(BaseModel):
@@ -142,7 +171,8 @@ class Health(BaseModel):
     status: Literal["ok", "draining"]
     kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
                       "encoder_only.")
-    endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
+    endpoint: str = Field(description="The route that decodes (its task's): /translate, /generate, /classify, "
+                                      "/summarize.")
     pending: int = Field(description="Jobs (requests) queued, not yet decoded.")
     batches: int = Field(description="Engine calls.")
     requests: int
@@ -158,7 +188,8 @@ class Info(BaseModel):
     name: str
     kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
                       "encoder_only.")
-    endpoint: str = Field(description="The route that decodes: /translate, /generate or /classify.")
+    endpoint: str = Field(description="The route that decodes (its task's): /translate, /generate, /classify, "
+                                      "/summarize.")
     params: int
     source_lang: str | None = Field(None, description="A translator's source language.")
     target_lang: str | None = Field(None, description="A translator's target language.")
@@ -172,8 +203,9 @@ class Info(BaseModel):
     bleu: dict[str, dict[str, Any]] | None = Field(
         None, description="A translator's, per evaluated split: bleu, bleu_signature, chrf.")
     scores: dict[str, dict[str, float]] = Field(
-        description="Per evaluated split, what tbuild evaluate scored: bleu and chrf (a translator), perplexity, "
-                    "accuracy and baseline_accuracy (a tagger or classifier).")
+        description="Per evaluated split, what tbuild evaluate scored: perplexity, and the metrics of the run's task "
+                    "(a translator's bleu, bleu_lowercase and chrf; a tagger's or classifier's accuracy and "
+                    "baseline_accuracy; a summarizer's rouge1, rouge2 and rouge_l).")
 
 
 @dataclass(frozen=True)
@@ -183,26 +215,12 @@ class Limits:
     max_tokens: int  # source tokens per sentence (EOS included): the model's limit
 
 
-DESCRIPTIONS = {
-    "src": "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); "
-           "one over the model's {tokens} tokens is translated in pieces (the response's split); an empty sentence "
-           "gives an empty output.",
-    "prompts": "Prompts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either), and "
-               "tokens that leave room for max_new_tokens in the model's {tokens} positions (413 above); an empty "
-               "prompt generates from nothing.",
-    "texts": "Texts, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); a tagger's at "
-             "most {tokens} pieces (413 above), a classifier's cut there as in training; an empty text gets no "
-             "tags or an empty label.",
-}
-
-
 def request_model(limits: Limits, base: type[LinesRequest] = TranslateRequest) -> type[LinesRequest]:
     """``base`` (an endpoint's request) with a server's line and character limits on its lines, so that
     they are checked by the model and stated in the OpenAPI document (the token limit needs the tokenizer:
     ``check_lengths``)."""
     sentence = Annotated[str, Field(max_length=limits.max_chars)]
-    description = DESCRIPTIONS[base.LINES].format(lines=limits.max_lines, chars=limits.max_chars,
-                                                  tokens=limits.max_tokens)
+    description = base.DESCRIPTION.format(lines=limits.max_lines, chars=limits.max_chars, tokens=limits.max_tokens)
     lines = (list[sentence], Field(min_length=1, max_length=limits.max_lines, description=description))
     return create_model(base.__name__, __base__=base, __doc__=base.__doc__, **{base.LINES: lines})
 

@@ -1,5 +1,6 @@
-"""The FastAPI app over a ``Service``: its kind's one decoding route (``POST /translate``, ``/generate``
-or ``/classify``: ``endpoints.py``), ``GET /health``, ``GET /info``. Another kind's route is a 404 that names
+"""The FastAPI app over a ``Service``: the one decoding route of the run's task (``POST /translate``,
+``/generate``, ``/classify``, ``/summarize``: the endpoint's request class names it, its answer and its
+document), ``GET /health``, ``GET /info``. A POST to a route not served (another task's) is a 404 that names
 the one served (the document lists only the routes this server has). FastAPI validates the body against
 the request model (``api.request_model``: the server's limits are in it, so
 the OpenAPI document states them) and the document declares every status a route answers. Every error
@@ -21,37 +22,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from .api import (
-    ClassifyRequest,
-    ClassifyResponse,
-    ErrorBody,
-    GenerateRequest,
-    GenerateResponse,
-    Health,
-    Info,
-    LinesRequest,
-    RequestError,
-    TranslateRequest,
-    TranslateResponse,
-    request_model,
-    validation_error,
-)
-from .endpoints import ENDPOINTS
+from .api import ErrorBody, Health, Info, LinesRequest, RequestError, request_model, validation_error
 from .service import Service
 
 log = logging.getLogger("tbuild.serve")
-
-# each endpoint: its request body, its answer and what its route's docstring says
-ROUTES: dict[str, tuple[type[LinesRequest], type, str]] = {
-    "translate": (TranslateRequest, TranslateResponse,
-                  "Translate ``src`` (in order), with the run's decoding options or the request's."),
-    "generate": (GenerateRequest, GenerateResponse,
-                 "Continue each of ``prompts`` (in order) as ``tbuild generate`` does: beam search (beam 1: "
-                 "greedy) or sampling with a seed, with the run's options or the request's."),
-    "classify": (ClassifyRequest, ClassifyResponse,
-                 "Label each of ``texts`` (in order) as ``tbuild decode`` does: a tagger's tags, one per word, or "
-                 "a sequence classifier's label."),
-}
 
 STATUSES = {
     400: "The body is not valid UTF-8, or not valid JSON.",
@@ -74,10 +48,10 @@ def responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"model": ErrorBody, "description": STATUSES[status]} for status in statuses}
 
 
-def add_error_handlers(app: FastAPI, endpoint: str = "translate") -> None:
-    """Every error as ``{"error": "..."}``: the client's (4xx, with the exception's headers; another kind's
-    route a 404 naming the ``endpoint`` served) and the server's (500, the traceback to the log)."""
-    request_type = ROUTES[endpoint][0]
+def add_error_handlers(app: FastAPI, request_type: type[LinesRequest]) -> None:
+    """Every error as ``{"error": "..."}``: the client's (4xx, with the exception's headers; a POST to a route not
+    served, another task's say, a 404 naming the one served) and the server's (500, the traceback to the log)."""
+    route, served_by = request_type.ROUTE, request_type.SERVED_BY
 
     @app.exception_handler(RequestError)
     async def _request_error(_: Request, e: RequestError) -> JSONResponse:
@@ -87,10 +61,9 @@ def add_error_handlers(app: FastAPI, endpoint: str = "translate") -> None:
     async def _http_error(request: Request, e: HTTPException) -> JSONResponse:
         if isinstance(e.__cause__, UnicodeDecodeError):  # FastAPI's 400 for a body it could not decode
             return error(400, f"the body is not valid UTF-8 (byte {e.__cause__.start})", e.headers)
-        other = request.url.path.strip("/")
-        if e.status_code == 404 and other in ROUTES:  # another kind's endpoint
-            return error(404, f"/{other} is not served here: this server serves {ENDPOINTS[endpoint]} at "
-                              f"POST /{endpoint} (one endpoint per model kind; GET /info names it)", e.headers)
+        if e.status_code == 404 and request.method == "POST":  # another task's endpoint, say
+            return error(404, f"{request.url.path} is not served here: this server serves {served_by} at "
+                              f"POST /{route} (one endpoint per model kind; GET /info names it)", e.headers)
         return error(e.status_code, str(e.detail), e.headers)
 
     @app.exception_handler(RequestValidationError)
@@ -114,9 +87,8 @@ def create_app(service: Service) -> FastAPI:
         await asyncio.to_thread(service.close)
 
     app = FastAPI(title="tbuild serve", lifespan=lifespan, version="1")
-    endpoint = service.settings.endpoint
-    add_error_handlers(app, endpoint)
-    add_route(app, service, endpoint)
+    add_error_handlers(app, service.task.request)
+    add_route(app, service)
 
     @app.get("/health", response_model=Health, responses=responses(500))
     async def health() -> dict:
@@ -132,10 +104,12 @@ def create_app(service: Service) -> FastAPI:
     return app
 
 
-def add_route(app: FastAPI, service: Service, endpoint: str) -> None:
-    """``POST /<endpoint>``: the body checked against its model (with the server's limits), its lines
-    queued for the batcher, the answer in their order (503 after the server's timeout)."""
-    base, answer, summary = ROUTES[endpoint]
+def add_route(app: FastAPI, service: Service) -> None:
+    """``POST /<route>`` of the service's endpoint (its request class names the route and the answer): the body
+    checked against its model (with the server's limits), its lines queued for the batcher, the answer in their
+    order (503 after the server's timeout)."""
+    base = service.task.request
+    answer = base.RESPONSE
     body_type = request_model(service.settings.limits, base)
 
     async def decode(body: body_type) -> answer:  # type: ignore[valid-type]
@@ -148,6 +122,6 @@ def add_route(app: FastAPI, service: Service, endpoint: str) -> None:
                                     f"cancelled; try again, or with fewer {base.NOUN}") from None
         return service.respond(body, results)
 
-    decode.__doc__, decode.__name__ = summary, endpoint
-    app.post(f"/{endpoint}", response_model=answer, response_model_exclude_none=True,
+    decode.__doc__, decode.__name__ = base.SUMMARY, base.ROUTE
+    app.post(f"/{base.ROUTE}", response_model=answer, response_model_exclude_none=True,
              responses=responses(400, *(() if base.SPLITS else (413,)), 422, 500, 503))(decode)

@@ -1,9 +1,10 @@
-"""The endpoints a run is served at (its task's ``serve`` chooses one: ``tasks/``): a translator
-``/translate`` (an encoder-decoder, or a decoder-only prefix LM), a language model ``/generate``
-(``decoding/lm.py``), a tagger or sequence classifier ``/classify`` (``decoding/tagger.py``,
+"""The endpoints a run is served at (its task's ``serve`` chooses one: ``tasks/``; a task may bring its own, as
+summarization does): a translator ``/translate`` (an encoder-decoder, or a decoder-only prefix LM), a language
+model ``/generate`` (``decoding/lm.py``), a tagger or sequence classifier ``/classify`` (``decoding/tagger.py``,
 ``decoding/classifier.py``). An endpoint turns a request's lines into the batcher's job (their lengths,
-checked against the model's limit, and a ``DecodeRequest``), decodes a gathered batch, and answers;
-``service.py`` holds the batcher, the limits and ``/info`` common to all."""
+checked against the model's limit, and a ``DecodeRequest``), decodes a gathered batch, and answers; its
+request class (``api.py``) names its route and answer; ``service.py`` holds the batcher, the limits and
+``/info`` common to all."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from ..decoding.native import NativeEngine
 from ..decoding.request import DecodeRequest, InvalidRequest
 from ..decoding.search import Hypothesis
 from ..decoding.tagger import tag_lines
+from ..run.directory import EvalRecord
 from .api import (
     ClassifyRequest,
     ClassifyResponse,
@@ -35,14 +37,14 @@ from .api import (
 )
 from .segments import Pieces, grouped, split_to_fit
 
-ENDPOINTS = {"translate": "a translator", "generate": "a language model", "classify": "a tagger or classifier"}
-
 
 class Endpoint(Protocol):
-    endpoint: str  # translate, generate or classify
-    request: type[LinesRequest]  # the endpoint's body (its limits added by ``api.request_model``)
+    request: type[LinesRequest]  # the endpoint's body (its limits added by ``api.request_model``), route, answer
     engine: Engine | NativeEngine  # name, tokenizer, weights, precision (for /info)
     max_tokens: int  # the model's limit (``Limits.max_tokens``)
+
+    @property
+    def endpoint(self) -> str: ...  # the route: its request's ROUTE
 
     def lengths(self, body: Any, lines: list[str]) -> list[int]: ...
 
@@ -52,8 +54,25 @@ class Endpoint(Protocol):
 
     def respond(self, body: Any, results: list[Any]) -> Any: ...
 
+    def info(self, evals: list[EvalRecord]) -> dict[str, Any]:
+        """What ``/info`` says of this endpoint beyond what every one has (a translator's languages)."""
+        ...
 
-def _request(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRequest:
+
+@dataclass
+class Served:
+    """What every endpoint has: its route (its request's) and nothing of its own in ``/info``."""
+
+    @property
+    def endpoint(self) -> str:
+        """The route (``translate``, ``generate``...), as its request class names it."""
+        return self.request.ROUTE  # type: ignore[attr-defined]
+
+    def info(self, evals: list[EvalRecord]) -> dict[str, Any]:
+        return {}
+
+
+def request_of(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRequest:
     """The spec's decoding options with the request's (those given), 422 if they clash. An ``nbest`` above
     the beam widens the beam to it (the N best of a beam search need a beam of N), so every ``nbest`` the
     request schema allows is answered."""
@@ -67,7 +86,7 @@ def _request(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> DecodeRe
         raise RequestError(422, str(e)) from None
 
 
-def _texts(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], body: Any
+def texts_of(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], body: Any
            ) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
     """Each line's best text, with its score and n-best list where ``body`` (scores, nbest) asks for them
     (an empty text and score 0 where a line has no output)."""
@@ -75,20 +94,19 @@ def _texts(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], 
 
 
 def _answer(hyps: list[list[Hyp]], body: Any) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
-    """``_texts`` of n-best lists already decoded."""
+    """``texts_of`` of n-best lists already decoded."""
     return ([t[0].text if t else "" for t in hyps], [t[0].score if t else 0.0 for t in hyps] if body.scores else None,
             hyps if body.nbest else None)
 
 
 @dataclass
-class Translation:
+class Translation(Served):
     """``/translate``: source sentences to their translations, through either engine."""
 
     engine: Engine
     spec: Spec
     batch_tokens: int
     max_tokens: int
-    endpoint: str = "translate"
     request: type[LinesRequest] = TranslateRequest
 
     def _added(self) -> int:
@@ -106,12 +124,17 @@ class Translation:
         return [min(len(ids) + added, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
 
     def decode_request(self, body: TranslateRequest) -> DecodeRequest:
-        return _request(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
+        return request_of(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis] | Pieces]:
         pieces = [split_to_fit(line, self.fits) for line in lines]
         results = self.engine.translate([piece for split in pieces for piece in split], request)
         return grouped(results, [len(split) for split in pieces])
+
+    def info(self, evals: list[EvalRecord]) -> dict[str, Any]:
+        """The languages, and sacreBLEU's scores and signatures per evaluated split."""
+        return {"source_lang": self.spec.data.source_lang, "target_lang": self.spec.data.target_lang,
+                "bleu": {e.split: {"bleu": e.bleu, "bleu_signature": e.bleu_signature, "chrf": e.chrf} for e in evals}}
 
     def respond(self, body: TranslateRequest, results: list[list[Hypothesis] | Pieces]) -> TranslateResponse:
         decode = self.engine.tokenizer.decode
@@ -123,13 +146,12 @@ class Translation:
 
 
 @dataclass
-class Generation:
+class Generation(Served):
     """``/generate``: prompts to the prompts and their continuations, as ``tbuild generate`` writes them."""
 
     lm: LanguageModel
     spec: Spec
     batch_tokens: int
-    endpoint: str = "generate"
     request: type[LinesRequest] = GenerateRequest
 
     @property
@@ -156,24 +178,23 @@ class Generation:
     def decode_request(self, body: GenerateRequest) -> DecodeRequest:
         options = {name: getattr(body, name) for name in ("beam", "alpha", "nbest", "sampling", "topk", "topp",
                                                           "temperature", "seed")}
-        return _request(self.spec, self.batch_tokens, options | {"max_len_b": body.max_new_tokens})
+        return request_of(self.spec, self.batch_tokens, options | {"max_len_b": body.max_new_tokens})
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
         return generate(self.lm, lines, request, request.max_len_b)  # max_len_b: the new tokens
 
     def respond(self, body: GenerateRequest, results: list[list[Hypothesis]]) -> GenerateResponse:
-        texts, scores, nbest = _texts(self.engine.tokenizer.decode, results, body)
+        texts, scores, nbest = texts_of(self.engine.tokenizer.decode, results, body)
         return GenerateResponse(outputs=texts, scores=scores, nbest=nbest)
 
 
 @dataclass
-class Labelling:
+class Labelling(Served):
     """``/classify`` for a tagger: texts to their tags (one per word), as ``tbuild decode`` tags lines."""
 
     engine: NativeEngine
     spec: Spec
     batch_tokens: int
-    endpoint: str = "classify"
     request: type[LinesRequest] = ClassifyRequest
 
     def __post_init__(self) -> None:
@@ -192,7 +213,7 @@ class Labelling:
         return lengths
 
     def decode_request(self, body: ClassifyRequest) -> DecodeRequest:
-        return _request(self.spec, self.batch_tokens, {})
+        return request_of(self.spec, self.batch_tokens, {})
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[Any]:
         return tag_lines(self.engine, self.spec, lines, request.batch_tokens)
@@ -223,13 +244,13 @@ class Classifying(Labelling):
         return ClassifyResponse(labels=results)
 
 
-def native_only(spec: Spec, endpoint: str, engine: str, compiled: bool, quantization: str | None = None,
+def native_only(spec: Spec, request: type[LinesRequest], engine: str, compiled: bool, quantization: str | None = None,
                 quantized: bool = True) -> None:
     """Refuse, in one line, another engine, ``--compile`` or (unless ``quantized``) a quantization other
-    than float32 for a model served at ``endpoint`` by the native engine alone."""
+    than float32 for a model served at ``request``'s route by the native engine alone."""
     from ..errors import TbuildError
 
-    what = f"{ENDPOINTS[endpoint]} ({spec.model.called}, served at /{endpoint})"
+    what = f"{request.SERVED_BY} ({spec.model.called}, served at /{request.ROUTE})"
     for given, option in ((engine != "native", f"--engine {engine}"), (compiled, "--compile")):
         if given:
             raise TbuildError(f"{option}: {what} is served by the native engine, uncompiled")

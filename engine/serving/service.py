@@ -22,7 +22,7 @@ class Settings:
     batching: bool  # gather requests (False: each request decoded alone)
     timeout: float  # seconds before a request is answered 503
     limits: Limits
-    endpoint: str = "translate"  # the one route that decodes (endpoints.py): translate, generate or classify
+    endpoint: str = "translate"  # the one route that decodes (its endpoint's request's ROUTE)
 
 
 class Service:
@@ -65,18 +65,17 @@ class Service:
 
 
 def service_info(service: Service) -> dict:
-    """``GET /info``: the model, its kind and endpoint, its engine, its tokenizer and its scores where
-    evaluated."""
+    """``GET /info``: the model, its kind and endpoint, its engine, its tokenizer, what its endpoint adds (a
+    translator's languages and BLEU signatures) and its scores where evaluated: perplexity and its task's
+    metrics."""
     from tbuild.builder.inspect import inspect_model
 
     run, spec, s = service.run, service.run.spec, service.settings
     evals = run.dir.evals()
-    translator = service.task.endpoint == "translate"
-    metrics = ("bleu", "chrf", "perplexity", "accuracy", "baseline_accuracy")
+    metrics = ("perplexity", *(m for m in spec.declared_task().metrics if m != "ppl"), "baseline_accuracy")
     return {
         "name": spec.name, **service.serves,
         "params": inspect_model(spec).total,
-        **({"source_lang": spec.data.source_lang, "target_lang": spec.data.target_lang} if translator else {}),
         "engine": service.engine.name, "precision": service.engine.precision, "weights": service.engine.weights,
         "tokenizer_sha256": hashlib.sha256(run.tokenizer.read_bytes()).hexdigest(),
         "decode": spec.decode.model_dump(),
@@ -84,7 +83,7 @@ def service_info(service: Service) -> dict:
                      "timeout_s": s.timeout},
         "limits": {"max_lines": s.limits.max_lines, "max_chars": s.limits.max_chars,
                    "max_tokens": s.limits.max_tokens},
-        **({"bleu": {e.split: {"bleu": e.bleu, "bleu_signature": e.bleu_signature, "chrf": e.chrf} for e in evals}}
-           if translator else {}),
-        "scores": {e.split: {m: getattr(e, m) for m in metrics if getattr(e, m) is not None} for e in evals},
+        **service.task.info(evals),
+        "scores": {e.split: {m: v for m in metrics if isinstance(v := getattr(e, m, None), float | int)}
+                   for e in evals},
     }

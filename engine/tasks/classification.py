@@ -84,9 +84,10 @@ class Classification(Labels):
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's label, on the native engine in float32."""
+        from ..serving.api import ClassifyRequest
         from ..serving.endpoints import Classifying, native_only
 
-        native_only(run.spec, "classify", loading.engine, loading.compiled, loading.quantization, quantized=False)
+        native_only(run.spec, ClassifyRequest, loading.engine, loading.compiled, loading.quantization, quantized=False)
         return Classifying(load_tagger(run, checkpoint=loading.checkpoint, average=loading.average,
                                        device=loading.device, notify=notify), run.spec, batch_tokens)
 

@@ -78,9 +78,10 @@ class LanguageModel(Task):
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/generate`` on the native engine, uncompiled."""
+        from ..serving.api import GenerateRequest
         from ..serving.endpoints import Generation, native_only
 
-        native_only(run.spec, "generate", loading.engine, loading.compiled)
+        native_only(run.spec, GenerateRequest, loading.engine, loading.compiled)
         return Generation(load_language_model(run, checkpoint=loading.checkpoint, average=loading.average,
                                               device=loading.device, notify=notify,
                                               quantization=loading.quantization or run.spec.decode.quantization),

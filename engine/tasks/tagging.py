@@ -193,8 +193,9 @@ class Tagging(Labels):
 
     def serve(self, run: Run, batch_tokens: int, loading: Loading, notify: Log) -> Endpoint:
         """``/classify``: each text's tags, on the native engine in float32."""
+        from ..serving.api import ClassifyRequest
         from ..serving.endpoints import Labelling, native_only
 
-        native_only(run.spec, "classify", loading.engine, loading.compiled, loading.quantization, quantized=False)
+        native_only(run.spec, ClassifyRequest, loading.engine, loading.compiled, loading.quantization, quantized=False)
         return Labelling(load_tagger(run, checkpoint=loading.checkpoint, average=loading.average,
                                      device=loading.device, notify=notify), run.spec, batch_tokens)

@@ -242,7 +242,6 @@ class Translation(Task):
         """``/translate`` behind either engine, compiled before the first request when asked."""
         from ..decoding.native import DEFAULT_MAX_SOURCE
         from ..export.engines import load_engine
-        from ..serving.endpoints import Translation as Translate
 
         self.check_decoding([run], loading, notify)
         loaded = load_engine(run, loading.engine, quantization=loading.quantization, checkpoint=loading.checkpoint,
@@ -253,7 +252,13 @@ class Translation(Task):
             loaded.translate(["A warm-up sentence.", "Two short ones", "and a third, somewhat longer than the others."],
                              DecodeRequest.of(run.spec.decode))
         limit = getattr(loaded, "max_source_tokens", run.spec.model.max_positions or DEFAULT_MAX_SOURCE)
-        return Translate(loaded, run.spec, batch_tokens, limit)
+        return self.endpoint(loaded, run.spec, batch_tokens, limit)
+
+    def endpoint(self, engine: Engine, spec: Spec, batch_tokens: int, max_tokens: int) -> Endpoint:
+        """The route the loaded engine is served at: ``/translate``."""
+        from ..serving.endpoints import Translation as Translate
+
+        return Translate(engine, spec, batch_tokens, max_tokens)
 
     def card(self, run: Run) -> TaskCard:
         from ..run.card import TRANSLATION

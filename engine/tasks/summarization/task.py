@@ -1,8 +1,8 @@
 """Summarization as a task: a translation (the same encoder-decoder over source-target pairs, its batching,
-beam search, decoding and ``/translate`` endpoint) whose outputs are summaries or headlines, declared with
-``task: summarization``. Validation may select on ROUGE (``train.select.metric``: rouge1, rouge2, rouge_l),
-``tbuild evaluate`` reports ROUGE-1/2/L F1 beside the lead-N baseline on the same split (N chosen on the
-validation split), and ``evaluate --against``, sweeps and studies compare ROUGE per output."""
+beam search and decoding) whose outputs are summaries or headlines, declared with ``task: summarization`` and
+served at its own ``/summarize`` (``endpoint.py``). Validation may select on ROUGE (``train.select.metric``:
+rouge1, rouge2, rouge_l), ``tbuild evaluate`` reports ROUGE-1/2/L F1 beside the lead-N baseline on the same split
+(N chosen on the validation split), and ``evaluate --against``, sweeps and studies compare ROUGE per output."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..registry import register_task
 from ..translation import Translation, examples
 from ..validation import ValidScorer
 from .declaration import METRICS
+from .endpoint import Summarize
 from .lead import Lead, choose_lead
 from .record import SummaryRecord, card_results
 from .rouge import HEADLINE, Rouge, rouge_measures, signature
@@ -57,6 +58,10 @@ class Summarization(Translation):
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return RougeScorer.of(spec, tokenizer, policy)
+
+    def endpoint(self, engine: Engine, spec: Spec, batch_tokens: int, max_tokens: int) -> Summarize:
+        """``/summarize``: a long text truncated, not split (``endpoint.py``)."""
+        return Summarize(engine, spec, batch_tokens, max_tokens)
 
     def card(self, run: Run) -> TaskCard:
         from ...run.card import TaskCard

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings  # noqa: E402
 from schemathesis.config import SchemathesisConfig  # noqa: E402
 
 from tbuild.engine.run.directory import resolve_run  # noqa: E402
-from tbuild.engine.serving.api import Limits  # noqa: E402
+from tbuild.engine.serving.api import Limits, TranslateRequest  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.service import Service  # noqa: E402
 from tbuild.engine.tasks.service import open_service  # noqa: E402
@@ -65,7 +65,8 @@ def app(service: Service) -> FastAPI:
 def document() -> dict[str, Any]:
     """The server's OpenAPI document at these limits (it depends on them alone: no model is loaded)."""
     settings = SimpleNamespace(limits=Limits(MAX_LINES, MAX_CHARS, MAX_TOKENS), endpoint="translate")
-    return create_app(cast(Service, SimpleNamespace(settings=settings))).openapi()
+    task = SimpleNamespace(request=TranslateRequest)
+    return create_app(cast(Service, SimpleNamespace(settings=settings, task=task))).openapi()
 
 
 schema = schemathesis.openapi.from_dict(document(), config=SchemathesisConfig.from_dict(CONFIG))

@@ -1,7 +1,7 @@
 """A summarizer through the CLI alone (``task: summarization``, a tiny model, a few steps, synthetic files whose
 summary is the source's first three words): train selects on ROUGE-L; evaluate reports ROUGE-1/2/L beside the
 lead-N baseline (N = 3 chosen on valid) and keeps them in its record; decode writes what evaluate scored; the
-server's /translate answers as decode; evaluate --against compares ROUGE by paired bootstrap; the card shows
+server's /summarize answers as decode; evaluate --against compares ROUGE by paired bootstrap; the card shows
 ROUGE; a sweep's table and a study's objective are ROUGE-L."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def write_pairs(root: Path) -> None:
 def summarizer_spec(root: Path, **train: object) -> dict:
     """A tiny summarizer over the files in ``root`` (selected on ROUGE-L of 6 valid lines)."""
     return {"task": "summarization",
-            "model": {"d_model": 32, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
+            "model": {"d_model": 32, "max_positions": 64, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
                       "decoder": {"layers": 1, "heads": 2, "d_ff": 64}},
             "data": {"source_lang": "doc", "target_lang": "sum", "train": str(root / "train"),
                      "valid": str(root / "valid"), "test": str(root / "test"), "tokenizer": {"vocab_size": 60}},
@@ -105,17 +105,26 @@ def test_the_server_summarizes_as_decode_does(run: Path) -> None:
     from tbuild.engine.tasks.service import open_service
 
     docs = lines(run.parent / "test.doc")[:4]
-    decoded = runner.invoke(app, ["decode", str(run)], input="".join(d + "\n" for d in docs))
+    long = " ".join(docs * 40)[:1900]  # over the model's positions
+    decoded = runner.invoke(app, ["decode", str(run)], input="".join(d + "\n" for d in [*docs, long]))
     service = open_service(resolve_run(run), max_wait_ms=5)
     try:
         with TestClient(create_app(service)) as client:
-            response = client.post("/translate", json={"src": docs})
+            response = client.post("/summarize", json={"texts": docs})
+            truncated = client.post("/summarize", json={"texts": [docs[0], long], "scores": True})
+            translate = client.post("/translate", json={"src": docs})
             info = client.get("/info").json()
+            paths = set(client.get("/openapi.json").json()["paths"])
     finally:
         service.close()
     assert response.status_code == 200, response.text
-    assert response.json() == {"translations": decoded.stdout.splitlines()}
-    assert info["endpoint"] == "/translate"
+    assert response.json() == {"summaries": decoded.stdout.splitlines()[:4]}
+    answer = truncated.json()  # a long text summarized from its first tokens, as decode reads it, and named
+    assert (answer["summaries"], answer["truncated"]) == (decoded.stdout.splitlines()[::4], [1])
+    assert translate.status_code == 404 and "serves a summarizer at POST /summarize" in translate.json()["error"]
+    assert info["endpoint"] == "/summarize" and "bleu" not in info and "source_lang" not in info
+    assert set(info["scores"]["test"]) >= {"rouge1", "rouge2", "rouge_l", "perplexity"}
+    assert paths == {"/summarize", "/health", "/info"}
 
 
 def test_evaluate_against_compares_rouge_and_keeps_the_record(run: Path) -> None:
