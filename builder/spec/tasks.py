@@ -133,18 +133,33 @@ def claim_keys(spec: Sections) -> tuple[tuple[str, str | None], ...]:
     return (("heads", head), ("datasets", dataset), ("models", model))
 
 
+def claimant(claims: str, key: str | None) -> TaskDeclaration | None:
+    """The task claiming ``key`` among its ``claims`` (heads, datasets, models): the most recently declared first,
+    so a task declared later can claim a built-in kind."""
+    found = (d for d in reversed(declarations().values()) if key is not None and key in getattr(d, claims))
+    return next(found, None)
+
+
+def claims_fit_the_task(spec: Sections) -> None:
+    """A spec naming its task may not hold a head or data set that makes it another task (``task: translation``
+    over a tagging data set); a model kind is shared (a summarizer is an encoder-decoder): only a head's or a data
+    set's claim counts, the head's first, as without ``task:``."""
+    fields = {"heads": "model.head kind", "datasets": "data.dataset kind"}
+    claimed = ((claims, key, claimant(claims, key)) for claims, key in claim_keys(spec)[:2])
+    claims, key, other = next(((c, k, d) for c, k, d in claimed if d is not None), ("", None, None))
+    if spec.task is not None and other is not None and other.name != spec.task:
+        raise FieldError(("task",), f"{spec.task} does not fit {fields[claims]} {key!r}, which makes the run the "
+                                    f"{other.name} task: name task {other.name}, or leave task out")
+
+
 def task_name(spec: Sections) -> str:
     """The spec's task: the one ``task:`` names, else the one claiming its ``model.head`` kind, else its
     ``data.dataset`` kind, else its model kind (the most recently declared first, so a task declared later can
     claim a built-in kind); translation where none does."""
     if spec.task is not None:
         return spec.task
-    found = list(declarations().values())[::-1]
-    for claims, key in claim_keys(spec):
-        for declaration in found:
-            if key is not None and key in getattr(declaration, claims):
-                return declaration.name
-    return DEFAULT
+    found = (claimant(claims, key) for claims, key in claim_keys(spec))
+    return next((declaration.name for declaration in found if declaration is not None), DEFAULT)
 
 
 DATASETS.before = declarations  # a task's folder may declare its own data set (summarization's scitldr)

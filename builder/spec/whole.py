@@ -18,7 +18,7 @@ from .base import FieldError
 from .data import DataSpec
 from .decode import DecodeSpec
 from .model import ModelSpec
-from .tasks import TaskDeclaration, declarations, task_name
+from .tasks import TaskDeclaration, claims_fit_the_task, declarations, task_name
 from .train import TrainSpec
 
 
@@ -98,6 +98,7 @@ class Spec(StrictModel):
         known = declarations()
         if self.task is not None and self.task not in known:
             raise FieldError(("task",), f"unknown task {self.task!r}; the tasks are: {', '.join(sorted(known))}")
+        claims_fit_the_task(self)
         return self
 
     def task_name(self) -> str:

@@ -97,3 +97,18 @@ def test_a_named_task_checks_the_spec(tmp_path: Path) -> None:
     assert "train.select.metric: f1 (EVALB) scores parse trees" in error_of(write(tmp_path, text))
     spec = load_spec(write(tmp_path, text.replace("f1", "chrf"))).spec
     assert spec.task_name() == "parsing" and spec.declared_task().metrics["chrf"]
+
+
+def test_a_named_task_may_not_hold_another_tasks_data_set_or_head(tmp_path: Path) -> None:
+    """A head or a data set makes a run its task; naming another task is refused at the line of ``task``. A model
+    kind does not: a summarizer is an encoder-decoder, as a translator is."""
+    tagging = "task: translation\nmodel: {kind: encoder_only, head: {kind: token_classification}}\n" \
+              "data: {dataset: {kind: tagging}}\n"
+    assert error_of(write(tmp_path, tagging)) == (
+        f"{tmp_path / 's.yaml'}:1:1: task: translation does not fit model.head kind 'token_classification', "
+        "which makes the run the tagging task: name task tagging, or leave task out")
+    assert "data.dataset kind 'treebank', which makes the run the parsing task" in error_of(
+        write(tmp_path, "task: summarization\ndata: {dataset: {kind: treebank}}\n"))
+    assert load_spec(write(tmp_path, "task: summarization\nmodel: {kind: encoder_decoder}\n")).spec.task_name() == (
+        "summarization")
+    assert load_spec(write(tmp_path, tagging.replace("translation", "tagging"))).spec.task_name() == "tagging"
