@@ -177,9 +177,9 @@ def _encoder_only(spec: Spec) -> nn.Module:
     assert encoder is not None and model.head is not None  # the kind's stack and head (schema)
     tokens = nn.Embedding(spec.src_vocab_size(), model.d_model, padding_idx=spec.special().pad)  # the source side's
     positional = _positional(model, view.positional, encoder)
-    vocab_sized = getattr(model.head, "vocab_sized", False)  # a masked LM's head: a score per piece
+    vocab_sized = model.head.vocab_sized  # a masked LM's head: a score per piece
     shared = {"vocab_size": spec.src_vocab_size()} if vocab_sized else {}
-    if getattr(model.head, "transform", False):  # a masked LM's dense-GELU-norm transform: model.norm's norm
+    if model.head.norm_transform():  # a masked LM's dense-GELU-norm transform: model.norm's norm
         shared["norm"] = model.norm
     head = HEAD.build(model.head, d_model=model.d_model, **shared)
     if vocab_sized and model.tie_embeddings != "none":

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tbuild.components.spec_base import ComponentSpec
+from tbuild.components.specs.head import HeadBase
 
 from .inspect import Report
 from .resolved import ResolvedStack, resolve
@@ -66,10 +67,10 @@ def diagram(spec: Spec, report: Report, name: str | None = None) -> Diagram:
     return Diagram(name or spec.name or "model", stacks.get("encoder", ()), stacks.get("decoder", ()), output, notes)
 
 
-def _head_lines(head: ComponentSpec) -> tuple[str, ...]:
+def _head_lines(head: HeadBase) -> tuple[str, ...]:
     """A head's labels (counted, not listed) and its other settings."""
-    labels = getattr(head, "labels", None)
-    if getattr(head, "vocab_sized", False):  # a masked LM's head: a score per vocabulary piece
+    labels = head.label_set()
+    if head.vocab_sized:  # a masked LM's head: a score per vocabulary piece
         return ("a score per vocabulary piece",)
     count = f"{len(labels)} labels" if isinstance(labels, list) else "labels from the data"
     others = head.model_dump(exclude={"kind", "labels"})

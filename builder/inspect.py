@@ -145,7 +145,7 @@ def inspect_model(spec: Spec, net: nn.Module | None = None, context: int = 64) -
     out = count(output)
     linear = isinstance(output, nn.Linear)  # a sentence vector's pooling has no layer (components/heads.py)
     if spec.model.head is not None:  # an encoder-only model's head over the final encoder states
-        vocab = getattr(spec.model.head, "vocab_sized", False)  # a masked LM's: a score per piece
+        vocab = spec.model.head.vocab_sized  # a masked LM's: a score per piece
         note = (f"{output.weight.size(0):,} pieces" + (", tied to the token embedding" if tied != "none" else "")
                 if vocab else f"{output.weight.size(0)} labels" if linear else "pooled into one vector per input")
         rows.append(Row("output head", spec.model.head.kind, out, note))

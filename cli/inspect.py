@@ -37,7 +37,7 @@ def inspect(
     from tbuild.engine.export.targets import describe_targets, export_targets
 
     loaded = load(spec, set_)
-    if loaded.spec.model.head is not None:  # a tagger's labels: from_data is counted in the training split
+    if loaded.spec.model.output_head.label_set() == "from_data":  # a tagger's: counted in the training split
         from tbuild.engine.tasks.registry import task_of
 
         loaded = replace(loaded, spec=task_of(loaded.spec).fit_labels(loaded.spec, notify))

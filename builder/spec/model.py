@@ -14,6 +14,7 @@ from tbuild.components.spec_base import ComponentSpec, StrictModel
 from tbuild.components.specs.attention import MultiHeadSpec
 from tbuild.components.specs.feedforward import ReLUFFNSpec
 from tbuild.components.specs.graph import GRAPHS, Graph, with_article
+from tbuild.components.specs.head import NO_HEAD, HeadBase
 from tbuild.components.specs.norm import LayerNormSpec
 from tbuild.components.specs.order import PRESETS, check_order, order_problem
 from tbuild.components.specs.positional import SinusoidalSpec
@@ -25,7 +26,7 @@ PositionalSpec = POSITIONAL.field(ComponentSpec)
 FFNSpec = FFN.field(ComponentSpec)
 NormSpec = NORM.field(ComponentSpec)
 PointerSpec = POINTER.field(ComponentSpec)
-HeadSpec = HEAD.field(ComponentSpec)
+HeadSpec = HEAD.field(HeadBase)
 CharInputSpec = CHAR_INPUT.field(ComponentSpec)
 GraphKind = Literal[tuple(GRAPHS)]  # type: ignore[valid-type]  # the declared model kinds (components/specs/graph.py)
 
@@ -286,12 +287,18 @@ class ModelSpec(StrictModel):
         return GRAPHS[self.kind]
 
     @property
+    def output_head(self) -> HeadBase:
+        """The head to ask what it does (its labels, the pieces it reserves...): ``head``, or for a model without
+        one (an output projection) the head that does none of it."""
+        return self.head if self.head is not None else NO_HEAD
+
+    @property
     def reads(self) -> str:
         """What the model trains on: its graph's data (pairs, text or labels), except source-target pairs for
         a prefix LM and plain text for a head that reads text (a masked LM)."""
         if self.prefix is not None:
             return "pairs"
-        return "text" if getattr(self.head, "reads_text", False) else self.graph.data
+        return "text" if self.output_head.reads_text else self.graph.data
 
     @property
     def prefix(self) -> tuple[str, str] | None:

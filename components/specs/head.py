@@ -15,13 +15,45 @@ LabelsPer = Literal["word", "line"]
 Piece = Literal["first", "last"]
 
 
-class LabelHeadSpec(ComponentSpec):
-    """Base of the built-in heads: a label set and a linear layer from d_model to it. ``labels: from_data``
+class HeadBase(ComponentSpec):
+    """What every head answers, so that the builder, the data and the export ask it rather than probe its kind or
+    its fields: whether its outputs are the vocabulary's pieces (``vocab_sized``, the builder then passes
+    ``vocab_size``), the pieces it reserves in the tokenizer (``controls``), whether it trains on plain text
+    (``reads_text``), its label set, the piece and BOS of a word's label, and whether it wants a norm before its
+    output layer. A head declared elsewhere (a plugin's) subclasses it."""
+
+    labels_per: ClassVar[LabelsPer | None] = None  # what one label labels (a word, a line), None without labels
+    vocab_sized: ClassVar[bool] = False
+    controls: ClassVar[tuple[str, ...]] = ()
+    reads_text: ClassVar[bool] = False
+
+    def label_set(self) -> Literal["from_data"] | list[str] | None:
+        """Its labels (``from_data`` before the run fits them), None for a head without labels."""
+        return None
+
+    def word_piece(self) -> Piece:
+        """Which of a word's subword pieces holds the word's label (first unless the head says last)."""
+        return "first"
+
+    def word_bos(self) -> bool:
+        """Whether a sentence's row starts with BOS (an imported BERT's or RoBERTa's tagger)."""
+        return False
+
+    def norm_transform(self) -> bool:
+        """Whether a dense layer, GELU and ``model.norm`` come before its output layer (BERT's masked LM's)."""
+        return False
+
+
+NO_HEAD = HeadBase(kind="none")  # what a model without a head answers (``ModelSpec.output_head``): nothing of a head's
+
+
+class LabelHeadSpec(HeadBase):
+    """Base of the label heads: a label set and a linear layer from d_model to it. ``labels: from_data``
     is fitted to the training split's labels when a run starts (its spec.yaml then lists them, sorted), as
     ``vocab_size: from_tokenizer`` is fitted to the tokenizer. ``labels_per``: what one label labels (the
     data set must label the same: a tagger's words, a classifier's lines)."""
 
-    labels_per: ClassVar[LabelsPer] = "word"
+    labels_per: ClassVar[LabelsPer | None] = "word"
     labels: Literal["from_data"] | list[str] = Field(
         "from_data", description="The label set: from_data (the training split's labels, sorted) or the labels "
         "themselves (a fitted run's spec lists them; an evaluation label outside them is an error).")
@@ -36,6 +68,9 @@ class LabelHeadSpec(ComponentSpec):
             if len(set(v)) != len(v):
                 raise ValueError("labels must be distinct")
         return v
+
+    def label_set(self) -> Literal["from_data"] | list[str]:
+        return self.labels
 
     def label_count(self) -> int:
         """The number of labels (the head's outputs); the spec must be fitted to its data first."""
@@ -60,6 +95,12 @@ class TokenClassificationSpec(LabelHeadSpec):
         False, description="Each sentence's row starts with BOS, as BERT's and RoBERTa's taggers read [CLS] or <s> "
         "first (what `tbuild import hf` sets for them); none by default.")
 
+    def word_piece(self) -> Piece:
+        return self.piece
+
+    def word_bos(self) -> bool:
+        return self.bos
+
 
 @HEAD.declare
 class SequenceClassificationSpec(LabelHeadSpec):
@@ -70,7 +111,7 @@ class SequenceClassificationSpec(LabelHeadSpec):
     next-sentence prediction), and the mean passes the loss's gradient to every position; ``first`` takes
     the first position's state (the BOS each input starts with), as BERT's [CLS] does."""
 
-    labels_per: ClassVar[LabelsPer] = "line"
+    labels_per: ClassVar[LabelsPer | None] = "line"
     kind: Literal["sequence_classification"] = "sequence_classification"
     pooling: Literal["mean", "first"] = Field(
         "mean", description="mean: the mean of the final states over the non-padding positions; first: the "
@@ -93,7 +134,7 @@ MASK_PIECE = "[MASK]"  # the masked-LM's mask token: a sentencepiece control sym
 
 
 @HEAD.declare
-class MaskedLMSpec(ComponentSpec):
+class MaskedLMSpec(HeadBase):
     """A masked language model's head (BERT's pretraining, Devlin et al. 2019 §3.1 "Task #1: Masked LM"): the
     final state of every position mapped to scores over the vocabulary by one linear layer (d_model ->
     vocabulary), tied to the token embedding unless ``model.tie_embeddings: none`` (as BERT's output layer is).
@@ -110,9 +151,12 @@ class MaskedLMSpec(ComponentSpec):
         False, description="BERT's prediction transform before the output layer: a dense layer (d_model -> "
         "d_model), GELU and a norm (model.norm's kind and eps); none by default.")
 
+    def norm_transform(self) -> bool:
+        return self.transform
+
 
 @HEAD.declare
-class SentenceEmbeddingSpec(ComponentSpec):
+class SentenceEmbeddingSpec(HeadBase):
     """No label and no weight: the final states pooled into one vector per input, a sentence vector (what
     `tbuild embed` writes), as sentence-transformers' ``Pooling`` module computes it (Reimers & Gurevych 2019
     §3): ``mean`` averages the states of the input's positions ([CLS] and [SEP] included, padding not), ``cls``

@@ -163,7 +163,7 @@ def prepare_tokenizer(spec: Spec, run: RunDir, log: Log) -> Tokenizer:
         + (f"; {len(whole)} target tokens kept whole" if whole else ""))
     run.path.mkdir(parents=True, exist_ok=True)
     tmp_prefix = run.path / f".spm.{os.getpid()}"
-    controls = list(getattr(spec.model.head, "controls", ()))  # pieces a head reserves (a masked LM's [MASK])
+    controls = list(spec.model.output_head.controls)  # pieces a head reserves (a masked LM's [MASK])
     Tokenizer.train(source + target, tspec, tmp_prefix, seed=spec.train.seed, whole=whole, controls=controls)
     for ext in (".vocab", ".model"):  # .model last: its presence means the pair is complete
         os.replace(f"{tmp_prefix}{ext}", run.tokenizer.with_suffix(ext))

@@ -72,10 +72,10 @@ def read_tagged(data: DataSpec, split: str, log: Log = lambda _: None) -> Tagged
 
 def labels_of(spec: Spec) -> list[str]:
     """The fitted spec's label set (model.head.labels)."""
-    head = spec.model.head
-    if head is None or not isinstance(head.labels, list):
+    labels = spec.model.output_head.label_set()
+    if not isinstance(labels, list):
         raise DataError("model.head.labels is not fitted: train the run first (tbuild train fits it to the data)")
-    return head.labels
+    return labels
 
 
 def word_pieces(tok: Tokenizer, sentences: list[list[str]]) -> list[list[list[int]]]:
@@ -92,12 +92,12 @@ def word_pieces(tok: Tokenizer, sentences: list[list[str]]) -> list[list[list[in
 def word_piece(spec: Spec) -> Piece:
     """Which of each word's pieces holds its label (``model.head.piece``, first unless a token_classification
     head says last): resolved here alone, for training, validation, evaluation, decoding, serving and export."""
-    return getattr(spec.model.head, "piece", "first")
+    return spec.model.output_head.word_piece()
 
 
 def word_bos(spec: Spec) -> bool:
     """Whether a sentence's row starts with BOS (``model.head.bos``: an imported BERT's or RoBERTa's tagger)."""
-    return getattr(spec.model.head, "bos", False)
+    return spec.model.output_head.word_bos()
 
 
 def word_row(pieces: list[list[int]], piece: Piece, special: Specials, bos: bool = False

@@ -112,10 +112,10 @@ def tagger_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -
         refuse("CTranslate2's Encoder returns hidden states and has no classification head; export it with "
                "--to hf")
     model, stack = spec.model, view.stacks[0]
-    mapped = ENCODER_HEADS.get(model.head.kind) if model.head is not None else None
+    mapped = ENCODER_HEADS.get(model.output_head.kind)
     post = model.norm_placement == "post"
     if mapped is None:
-        refuse(f"model.head {model.head and model.head.kind} (the mapped classes' heads: "
+        refuse(f"model.head {model.output_head.kind} (the mapped classes' heads: "
                f"{', '.join(ENCODER_HEADS)})")
     name = "BERT" if post else "XLM-RoBERTa-XL"
     if model.embedding_norm != post:

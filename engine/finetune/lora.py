@@ -49,8 +49,8 @@ def check_adapters(spec: Spec) -> None:
     run writes anything (a head's labels ``from_data`` stand in as two: the head is never adapted)."""
     if spec.train.adapters is None:
         return
-    head = spec.model.head
-    if head is not None and getattr(head, "labels", None) == "from_data":
+    head = spec.model.output_head
+    if head.label_set() == "from_data":
         spec = spec.model_copy(update={"model": spec.model.model_copy(
             update={"head": head.model_copy(update={"labels": ["_", "__"]})})})
     adapters_of(spec, meta_model(spec))

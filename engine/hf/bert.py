@@ -199,7 +199,7 @@ def config(model: nn.Module, spec: Spec, key: str):  # noqa: ANN201 - a BertConf
 
     m, stack = spec.model, resolve(spec.model).stacks[0]
     group, special, cls = stack.groups[0], spec.special(), EXPORTS_OF[key]
-    labels = list(getattr(m.head, "labels", None) or ["LABEL_0", "LABEL_1"])  # a masked LM has none
+    labels = list(m.output_head.label_set() or ["LABEL_0", "LABEL_1"])  # a masked LM has none
     fields = {"id2label": dict(enumerate(labels)), "label2id": {x: i for i, x in enumerate(labels)},
               "tbuild_word_piece": word_piece(spec),  # which of a word's pieces to read its label at
               "tbuild_word_bos": word_bos(spec),  # whether a sentence's row starts with BOS

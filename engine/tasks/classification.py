@@ -36,7 +36,7 @@ class Classification(Labels):
 
     def fit_labels(self, spec: Spec, log: Log) -> Spec:
         """``model.head.labels: from_data``: the training split's labels, sorted."""
-        if getattr(spec.model.head, "labels", None) != "from_data":
+        if spec.model.output_head.label_set() != "from_data":
             return spec
         examples = read_classified(spec.data, "train", log)
         return fitted(spec, set(examples.labels), examples.file, "labels", log)

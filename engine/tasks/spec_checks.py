@@ -29,7 +29,7 @@ def labels_fit_the_graph(spec: Sections) -> None:
         raise FieldError(("data", "dataset"), f"{with_article(spec.model.kind)} model trains on words and their "
                          "tags or lines and their labels: set data.dataset to {kind: tagging} (the treebank "
                          "sample), {kind: tagging, source: files} or {kind: classification} (LABEL<TAB>TEXT files)")
-    head_per = getattr(spec.model.head, "labels_per", None)  # a plugin head may not say
+    head_per = spec.model.output_head.labels_per
     if head_per is not None and per is not None and head_per != per:
         fits = "token_classification" if per == "word" else "sequence_classification"
         raise FieldError(("model", "head"), f"a {spec.model.head.kind} head labels each {head_per}, and "  # type: ignore[union-attr]

@@ -120,8 +120,8 @@ class Labels(Task):
 def fitted(spec: Spec, found: set[str], where: Path, what: str, log: Log) -> Spec:
     """The spec with ``model.head.labels: from_data`` replaced by ``found`` sorted (read from ``where``); a
     list given in the spec is kept (labels outside it are refused when a split is encoded)."""
-    head = spec.model.head
-    if head is None or getattr(head, "labels", None) != "from_data":
+    head = spec.model.output_head
+    if head.label_set() != "from_data":
         return spec
     labels = sorted(found)
     if len(labels) < 2:
@@ -141,7 +141,7 @@ class Tagging(Labels):
 
     def fit_labels(self, spec: Spec, log: Log) -> Spec:
         """``model.head.labels: from_data``: the training split's tags, sorted."""
-        if getattr(spec.model.head, "labels", None) != "from_data":
+        if spec.model.output_head.label_set() != "from_data":
             return spec
         train = read_tagged(spec.data, "train", log)
         return fitted(spec, {t for tags in train.tags for t in tags}, train.tags_file, "tags", log)

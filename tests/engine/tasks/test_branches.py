@@ -3,16 +3,19 @@ outside ``engine/tasks/`` and ``builder/spec/tasks.py`` (and the components, whi
 which task or model kind a run is are counted, so that new ones cannot creep back in. Counted: a predicate such
 as ``labelled(spec)``, an ``isinstance`` of a task's data set or head spec, and every read of ``model.kind``, a
 head's or a data set's kind, ``model.prefix_lm`` or a ``GRAPHS`` entry by kind (a comparison, a branch, a table
-look-up), except where the value is only shown (inside an f-string, or a value of a dict written out). The counter
-is tested on made-up code too.
+look-up), except where the value is only shown (inside an f-string, or a value of a dict written out); and the
+derived probes: a graph's ``translates`` or ``data`` read, and a ``getattr`` with a default on a head, a data set
+or a spec (a head answers what it does through ``HeadBase``, ``model.output_head`` for a model without one). The
+counter is tested on made-up code too.
 
 What the data set decides is asked of it, not tested: its file layout (one text file, LABEL<TAB>TEXT lines or
 two parallel files) is the ``Layout`` its spec declares (``data/corpus.py``'s ``layout_of``), its targets' whole
 tokens and tree leaves are its provider's (``data/provider.py``, the treebank's in ``data/treebank.py``). What
 the model section decides is asked of it (``ModelSpec.graph``, ``scores_source``, ``source_positions``); the
 pieces a head reserves are its ``controls``; a module built is searched as its class says (``SEARCHES``). The
-places left (``LEFT``) are export's two look-ups of the Hugging Face class a graph or an encoder's head maps
-to (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks."""
+places left (``LEFT``) are export's look-ups of the Hugging Face class a graph or an encoder's head maps
+to (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks, export's choices between a
+translator's classes and the others' (``graph.translates``), and the model section's own readings of its kind."""
 
 from __future__ import annotations
 
@@ -24,12 +27,15 @@ PREDICATES = {"labelled", "classifier", "tagger", "classified", "masked_lm", "is
               "text_only", "is_prefix_lm", "require_kind", "refuse_masked_lm"}
 TASK_SPECS = {"TreebankDataset", "TaggingDataset", "ClassificationDataset", "TextDataset", "MaskedLMSpec",
               "SequenceClassificationSpec", "TokenClassificationSpec"}
-KIND_OWNERS = {"model", "head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
+KIND_OWNERS = {"model", "head", "output_head", "dataset"}  # spec.model.kind, model.head.kind, data.dataset.kind
+PROBED = {"head", "dataset", "spec"}  # getattr(<one of these>, name, default) probes which kind of it a run has
 FOLDERS = ("engine", "cli", "builder")
 TASKS = "builder/spec/tasks.py"  # the tasks' declarations and the one reading of their claims (``task_name``)
 SHOWN_BY = {"Row"}  # records whose fields are only shown (the inspect table's rows)
-LEFT = 5  # the registry look-ups: the model's graph and its assembly, export's Hugging Face class of a graph and
-# of an encoder's head; and the model section's one reading of model.prefix_lm (``ModelSpec.prefix``)
+LEFT = 10  # the registry look-ups: the model's graph and its assembly, export's Hugging Face class of a graph and
+# of an encoder's head; the model section's one reading of model.prefix_lm (``ModelSpec.prefix``) and of its
+# graph's data (``ModelSpec.reads``); export's four choices between a translator's classes and the other graphs'
+# (``graph.translates``)
 
 
 def _names(node: ast.expr) -> set[str]:
@@ -90,6 +96,8 @@ def branches(source: str) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if _read(node) and not _shown(node, parents) and not _inside(node, parents, compared):
             found.append((node.lineno, ast.unparse(node)))
+        if _derived(node) and not _shown(node, parents):
+            found.append((node.lineno, ast.unparse(node)))
         if isinstance(node, ast.Call):
             name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
             if name in PREDICATES:
@@ -102,6 +110,18 @@ def branches(source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, ast.unparse(node)))
                 compared.add(node)
     return sorted(set(found))
+
+
+def _derived(node: ast.AST) -> bool:
+    """Whether ``node`` reads the task through what a kind implies: a graph's ``translates`` or ``data``
+    (``model.graph.translates``), or a probe of a head's, data set's or spec's fields with a default
+    (``getattr(head, "vocab_sized", False)``: a head answers through ``HeadBase``)."""
+    if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Load):
+        graph = isinstance(node.value, ast.Attribute) and node.value.attr == "graph"
+        return node.attr == "translates" or (node.attr == "data" and graph)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr":
+        return len(node.args) == 3 and bool(_names(node.args[0]) & PROBED)
+    return False
 
 
 def _inside(node: ast.AST, parents: dict[ast.AST, ast.AST], nodes: set[ast.AST]) -> bool:
@@ -153,5 +173,10 @@ def test_the_counter_finds_each_kind_of_test() -> None:
               "h = {'task': TASKS.get(run.spec.model.kind)}\n"
               "i = getattr(spec.model, 'prefix_lm', None)\n"
               "j = getattr(spec.model.head, 'kind', None) == 'masked_lm'\n"
-              "k = getattr(spec.model, 'bias', None)\n")
-    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5, 7, 9, 10, 13, 14, 15]
+              "k = getattr(spec.model, 'bias', None)\n"
+              "m = spec.model.graph.translates\n"
+              "n = model.graph.data == 'labels'\n"
+              "o = getattr(model.head, 'vocab_sized', False)\n"
+              "p = spec.model.output_head.vocab_sized\n"
+              "q = ENCODER_HEADS[spec.model.output_head.kind]\n")
+    assert [line for line, _ in branches(source)] == [1, 2, 3, 4, 5, 7, 9, 10, 13, 14, 15, 16, 17, 18, 19, 21]
