@@ -296,9 +296,7 @@ class ModelSpec(StrictModel):
     def reads(self) -> str:
         """What the model trains on: its graph's data (pairs, text or labels), except source-target pairs for
         a prefix LM and plain text for a head that reads text (a masked LM)."""
-        if self.prefix is not None:
-            return "pairs"
-        return "text" if self.output_head.reads_text else self.graph.data
+        return self.graph.reads(self.output_head.reads_text, self.prefix is not None)
 
     @property
     def prefix(self) -> tuple[str, str] | None:

@@ -25,10 +25,10 @@ class Graph:
     data: Literal["pairs", "text", "labels"]
     summary: str
 
-    @property
-    def translates(self) -> bool:
-        """Whether it maps a source to a target (``decode``, ``export``, ``serve``, attention maps)."""
-        return self.data == "pairs"
+    def reads(self, head_reads_text: bool, prefix: bool) -> Literal["pairs", "text", "labels"]:
+        """What a model of this kind trains on: its data, except source-target pairs for a prefix LM (``prefix``)
+        and plain text for a head that reads text (a masked LM's)."""
+        return "pairs" if prefix else "text" if head_reads_text else self.data
 
 
 GRAPHS: dict[str, Graph] = {}

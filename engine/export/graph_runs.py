@@ -16,9 +16,8 @@ from ..extras import require
 from ..hf.writer import load_for_hf, write_hf
 from ..run.directory import TOKENIZERS_FILE, Run
 from .graph_parity import PARITY_FILE, GraphParity, check_lm, check_tagger
-from .graph_targets import check_graph
 from .parity import load_hf, save_parity
-from .targets import HF, TARGETS, check_exportable, hf_seq2seq_class
+from .targets import HF, TARGETS, check_exportable, export_class, hf_seq2seq_class
 
 if TYPE_CHECKING:
     from ctranslate2 import Generator
@@ -32,7 +31,7 @@ def export_graph(run: Run, to: str, out: Path, *, bos_first: bool, quantization:
     from .ct2_graphs import write_ct2_graph
 
     model, tok, weights = load_for_hf(run, lambda: check_exportable(run.spec, TARGETS[to]), checkpoint, average, to)
-    key = check_graph(run.spec, resolve(run.spec.model), to, lambda what: None)  # the class: the check's choice
+    key = export_class(run.spec, resolve(run.spec.model), to, lambda what: None)  # the class: the check's choice
     if to == "hf":
         write_hf(model, run.spec, key, tok, out, bos_first=bos_first)
     else:

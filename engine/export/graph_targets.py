@@ -173,12 +173,6 @@ ENCODER_HEADS = {"token_classification": EncoderHead(("xlm_roberta_xl", "bert"))
                  "masked_lm": EncoderHead(("xlm_roberta_xl_masked_lm", "bert_masked_lm"), _masked_lm_head)}
 
 
-def check_graph(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
-    """The Hugging Face class a decoder-only or encoder-only ``spec`` exports to for ``target`` (hf or
-    ctranslate2), or a refusal naming the field."""
-    return GRAPH_CLASSES[spec.model.kind](spec, view, target, refuse)
-
-
-# model.kind -> the class its export maps to (a translator's: export/hf.py, ctranslate2.py)
+# model.kind -> the class its export maps to (a translator's: targets.py's translator_class)
 GRAPH_CLASSES: dict[str, Callable[[Spec, ResolvedModel, str, Refuse], str]] = {
     "encoder_only": tagger_class, "decoder_only": causal_lm_class}

@@ -24,15 +24,13 @@ from ..run.weights import weights_files
 
 def hf_modules(run: Run, modules: tuple[str, ...]) -> dict[str, str]:
     """Each adapted module's HF module name (refused where it has no HF weight of its own, or the run no class)."""
-    from .graph_targets import check_graph
-    from .targets import hf_seq2seq_class
+    from .targets import export_class
 
     def refuse(what: str) -> None:
         raise TbuildError(f"--peft: {run.spec.model.called} has no Hugging Face class: {what}")
 
     spec = run.spec
-    key = hf_seq2seq_class(spec) if spec.model.graph.translates else check_graph(spec, resolve(spec.model), "hf",
-                                                                                   refuse)
+    key = export_class(spec, resolve(spec.model), "hf", refuse)
     with torch.device("meta"):
         model = build_model(spec)
     names = EXPORTS[key].names(spec, model, EXPORTS[key].exports[key])

@@ -13,7 +13,7 @@ from tbuild.components.specs.positional import BucketedSpec
 
 from ..decoding.request import DecodeRequest, runtime_lacks, unsupported
 from ..errors import TbuildError
-from .graph_targets import check_graph
+from .graph_targets import GRAPH_CLASSES
 
 
 class UnsupportedExport(TbuildError):
@@ -209,9 +209,29 @@ def _supports(target: Target, registry: str) -> str:
 
 
 def check_exportable(spec: Spec, target: Target) -> None:
-    """Raise ``UnsupportedExport`` naming the first thing ``target`` cannot represent."""
+    """Raise ``UnsupportedExport`` naming the first thing ``target`` cannot represent: what no target has a place
+    for, then what the class of the model's graph cannot hold (``export_class``)."""
     model = spec.model
     view = resolve(model)
+    if model.char_input is not None:
+        raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
+                                f"pools each piece's characters into its embedding, which {target.name} has no place "
+                                "for; export a model without a character input")
+    unscaled = _unscaled(view)  # only T5's class computes them (the other graphs' classes refuse bucketed positions)
+    if unscaled is not None and not (target.name == "hf" and hf_seq2seq_class(spec) == "t5"):
+        raise UnsupportedExport(f"cannot export to {target.name}: {unscaled} scaled false (unscaled scores, T5's); "
+                                "only T5ForConditionalGeneration (--to hf, positional bucketed) computes them")
+
+    def refuse_graph(what: str) -> None:
+        raise UnsupportedExport(f"cannot export {model.called} to {target.name}: {what}")
+
+    export_class(spec, view, target.name, refuse_graph)
+
+
+def translator_class(spec: Spec, view: ResolvedModel, target_name: str, refuse_graph: Refuse) -> str:
+    """An encoder-decoder's checks for the target (the kinds it represents, the paper's layer order, no pointer,
+    its structure: ``Target.check``) and the Hugging Face class it maps to (``hf_seq2seq_class``)."""
+    target, model = TARGETS[target_name], spec.model
 
     def refuse(what: str, registry: str | None = None) -> None:
         tail = _supports(target, registry) if registry else f"{target.name} needs {target.notes}"
@@ -222,23 +242,9 @@ def check_exportable(spec: Spec, target: Target) -> None:
         if name not in target.kinds[registry]:
             refuse(f"{registry} kind {name!r} ({where})", registry)
 
-    if model.char_input is not None:
-        raise UnsupportedExport(f"cannot export to {target.name}: model.char_input ({model.char_input.kind}) "
-                                f"pools each piece's characters into its embedding, which {target.name} has no place "
-                                "for; export a model without a character input")
-    if model.embedding_norm and model.graph.translates and target.name != "hf":  # hf: BART's classes
+    if model.embedding_norm and target.name != "hf":  # hf: BART's classes
         raise UnsupportedExport(f"cannot export to {target.name}: model.embedding_norm true (a norm on the "
                                 f"embedding sum, which {target.name}'s classes for {model.called} have no place for)")
-    unscaled = _unscaled(view)
-    if unscaled is not None and not (target.name == "hf" and model.graph.translates and hf_seq2seq_class(spec) == "t5"):
-        raise UnsupportedExport(f"cannot export to {target.name}: {unscaled} scaled false (unscaled scores, T5's); "
-                                "only T5ForConditionalGeneration (--to hf, positional bucketed) computes them")
-    if not model.graph.translates:  # decoder_only, encoder_only: their own classes (graph_targets.py)
-        def refuse_graph(what: str) -> None:
-            raise UnsupportedExport(f"cannot export {model.called} to {target.name}: {what}")
-
-        check_graph(spec, view, target.name, refuse_graph)
-        return
     if model.decoder.pointer is not None:
         raise UnsupportedExport(f"cannot export to {target.name}: model.decoder.pointer "
                                 f"({model.decoder.pointer.kind}) adds the encoder output to the decoder's input, "
@@ -259,6 +265,18 @@ def check_exportable(spec: Spec, target: Target) -> None:
         if stack.final_norm is not None:
             kind("norm", stack.final_norm, f"{stack.name} final norm")
     target.check(spec, view, refuse)
+    return hf_seq2seq_class(spec)
+
+
+# model.kind -> the check of what its export's class holds, returning the class (GRAPH_CLASSES: the other graphs')
+EXPORT_CLASSES: dict[str, Callable[[Spec, ResolvedModel, str, Refuse], str]] = {
+    "encoder_decoder": translator_class, **GRAPH_CLASSES}
+
+
+def export_class(spec: Spec, view: ResolvedModel, target: str, refuse: Refuse) -> str:
+    """The class ``spec`` exports to for ``target`` (hf or ctranslate2; a translator's: its Hugging Face class,
+    from which CTranslate2 converts), or a refusal naming the field."""
+    return EXPORT_CLASSES[spec.model.kind](spec, view, target, refuse)
 
 
 def export_targets(spec: Spec) -> dict[str, str | None]:

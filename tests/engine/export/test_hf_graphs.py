@@ -14,8 +14,7 @@ import torch
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.resolved import resolve
 from tbuild.components.specs.special import BOS, EOS, PAD
-from tbuild.engine.export.graph_targets import check_graph
-from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, describe_targets
+from tbuild.engine.export.targets import HF, UnsupportedExport, check_exportable, describe_targets, export_class
 from tbuild.engine.hf.llama import half_split
 from tbuild.engine.hf.writer import to_hf
 
@@ -52,7 +51,7 @@ def _perturbed(spec):  # noqa: ANN001, ANN202
 
 def to_hf_graph(model: torch.nn.Module, spec):  # noqa: ANN001, ANN201 - a PreTrainedModel
     """The in-memory export of the class the export check chooses."""
-    return to_hf(model, spec, check_graph(spec, resolve(spec.model), "hf", lambda what: None))
+    return to_hf(model, spec, export_class(spec, resolve(spec.model), "hf", lambda what: None))
 
 
 def _lm(overrides: dict):  # noqa: ANN202
@@ -108,7 +107,7 @@ def test_decoder_only_to_ctranslate2(overrides: dict, tmp_path: Path) -> None:
 
     spec, model = _lm(overrides)
     pieces = ["<pad>", "<unk>", "<s>", "</s>"] + [f"p{i}" for i in range(4, 40)]
-    write_ct2_graph(model, spec, check_graph(spec, resolve(spec.model), "ctranslate2", lambda what: None), pieces,
+    write_ct2_graph(model, spec, export_class(spec, resolve(spec.model), "ctranslate2", lambda what: None), pieces,
                     tmp_path / "ct2")
     generator = ctranslate2.Generator(str(tmp_path / "ct2"), device="cpu")
     seq = [BOS, 5, 6, 7, 8, 9, 10]

@@ -10,8 +10,7 @@ import torch
 
 from tbuild.builder import build_model, load_spec
 from tbuild.builder.resolved import resolve
-from tbuild.engine.export.graph_targets import check_graph
-from tbuild.engine.export.targets import hf_seq2seq_class
+from tbuild.engine.export.targets import export_class
 from tbuild.engine.hf.families import EXPORTS
 from tbuild.engine.hf.family import shapes, tensors
 from tbuild.engine.hf.maps import from_hf, to_hf
@@ -43,9 +42,7 @@ SPECS = {
 
 
 def _key(spec) -> str:  # noqa: ANN001
-    if spec.model.graph.translates:
-        return hf_seq2seq_class(spec)
-    return check_graph(spec, resolve(spec.model), "hf", lambda what: pytest.fail(what))
+    return export_class(spec, resolve(spec.model), "hf", lambda what: pytest.fail(what))
 
 
 @pytest.mark.parametrize("name", SPECS)

@@ -14,8 +14,8 @@ tokens and tree leaves are its provider's (``data/provider.py``, the treebank's 
 the model section decides is asked of it (``ModelSpec.graph``, ``scores_source``, ``source_positions``); the
 pieces a head reserves are its ``controls``; a module built is searched as its class says (``SEARCHES``). The
 places left (``LEFT``) are export's look-ups of the Hugging Face class a graph or an encoder's head maps
-to (``GRAPH_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks, export's choices between a
-translator's classes and the others' (``graph.translates``), and the model section's own readings of its kind."""
+to (``EXPORT_CLASSES``, ``ENCODER_HEADS``), as the builder looks up blocks, and the model section's reading of
+``model.prefix_lm``."""
 
 from __future__ import annotations
 
@@ -32,10 +32,8 @@ PROBED = {"head", "dataset", "spec"}  # getattr(<one of these>, name, default) p
 FOLDERS = ("engine", "cli", "builder")
 TASKS = "builder/spec/tasks.py"  # the tasks' declarations and the one reading of their claims (``task_name``)
 SHOWN_BY = {"Row"}  # records whose fields are only shown (the inspect table's rows)
-LEFT = 10  # the registry look-ups: the model's graph and its assembly, export's Hugging Face class of a graph and
-# of an encoder's head; the model section's one reading of model.prefix_lm (``ModelSpec.prefix``) and of its
-# graph's data (``ModelSpec.reads``); export's four choices between a translator's classes and the other graphs'
-# (``graph.translates``)
+LEFT = 5  # the registry look-ups: the model's graph and its assembly, export's class of a graph and of an encoder's
+# head; and the model section's one reading of model.prefix_lm (``ModelSpec.prefix``)
 
 
 def _names(node: ast.expr) -> set[str]:
