@@ -1,0 +1,120 @@
+"""A grapheme-to-phoneme model through the CLI alone (``task: g2p`` over files, a tiny model, a few steps, synthetic
+words whose phones are their letters in capitals): train selects on the phone error rate (lower is better);
+evaluate reports PER and WER and keeps them in its record; decode takes plain words and writes what evaluate
+scored; the server's /phonemize answers as decode, and another task's route names it; evaluate --against
+compares PER by paired bootstrap; the card shows the rates."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from tbuild.cli.app import app
+from tbuild.engine.tasks.g2p.rates import Rates
+
+runner = CliRunner()
+SIZES = {"train": 80, "valid": 12, "test": 10}
+
+
+def write_words(root: Path) -> list[str]:
+    """PREFIX.word (a word's letters, space-separated) and PREFIX.phones (the letters in capitals); the test
+    split's words."""
+    rng = random.Random(3)
+    test = []
+    for split, n in SIZES.items():
+        words = ["".join(rng.choice("abcdefg") for _ in range(rng.randint(2, 6))) for _ in range(n)]
+        (root / f"{split}.word").write_text("".join(" ".join(w) + "\n" for w in words))
+        (root / f"{split}.phones").write_text("".join(" ".join(w.upper()) + "\n" for w in words))
+        test = words
+    return test
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The model trained through `tbuild train` (4 steps, checkpoints at 2 and 4, selected on PER) and the test
+    split's words."""
+    root = tmp_path_factory.mktemp("g2p")
+    words = write_words(root)
+    spec = {"task": "g2p", "output_dir": str(root / "run"),
+            "model": {"d_model": 32, "max_positions": 32, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
+                      "decoder": {"layers": 1, "heads": 2, "d_ff": 64}},
+            "data": {"source_lang": "word", "target_lang": "phones", "train": str(root / "train"),
+                     "valid": str(root / "valid"), "test": str(root / "test"),
+                     "tokenizer": {"vocab_size": 26, "target_tokens": "whole"}},
+            "train": {"max_steps": 4, "validate_every": 2, "checkpoint_every": 2, "checkpoint_minutes": None,
+                      "batch_tokens": 400, "threads": 1, "precision": "fp32", "log_every": 1,
+                      "select": {"metric": "per", "lines": 6}},
+            "decode": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2, "precision": "fp32"}}
+    (root / "spec.yaml").write_text(yaml.safe_dump(spec))
+    result = runner.invoke(app, ["train", str(root / "spec.yaml")])
+    assert result.exit_code == 0, result.output
+    assert "per" in result.output
+    return root / "run", words
+
+
+def evaluated(run: Path, *args: str) -> str:
+    result = runner.invoke(app, ["evaluate", str(run), "--split", "test", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def test_evaluate_reports_the_error_rates_and_decode_writes_what_it_scored(trained: tuple[Path, list[str]]) -> None:
+    run, words = trained
+    output = evaluated(run, "--show", "2")
+    assert "PER" in output and "WER" in output
+    record = json.loads((run / "eval_test.json").read_text())
+    hyps = (run / "eval_test.out").read_text().splitlines()
+    references = (run.parent / "test.phones").read_text().splitlines()
+    rates = Rates.of(hyps, references)
+    assert (record["per"], record["wer"]) == (pytest.approx(rates.per), pytest.approx(rates.wer))
+    assert "bleu" not in record
+    decoded = runner.invoke(app, ["decode", str(run)], input="".join(w + "\n" for w in words))  # plain words
+    assert decoded.exit_code == 0, decoded.output
+    assert decoded.stdout.splitlines() == hyps
+
+
+def test_the_server_phonemizes_as_decode_does(trained: tuple[Path, list[str]]) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from tbuild.engine.run.directory import resolve_run
+    from tbuild.engine.serving.app import create_app
+    from tbuild.engine.tasks.service import open_service
+
+    run, words = trained
+    decoded = runner.invoke(app, ["decode", str(run)], input="".join(w + "\n" for w in words[:4]))
+    service = open_service(resolve_run(run), max_wait_ms=5)
+    try:
+        with TestClient(create_app(service)) as client:
+            response = client.post("/phonemize", json={"words": words[:4]})
+            other = client.post("/translate", json={"src": words[:4]})
+            info = client.get("/info").json()
+    finally:
+        service.close()
+    assert response.status_code == 200, response.text
+    assert response.json() == {"phonemes": decoded.stdout.splitlines()}
+    assert other.status_code == 404 and "serves a grapheme-to-phoneme model at POST /phonemize" in other.text
+    assert info["endpoint"] == "/phonemize"
+
+
+def test_evaluate_against_compares_per_and_the_card_shows_the_rates(trained: tuple[Path, list[str]]) -> None:
+    run, _ = trained
+    other = run / "checkpoints" / "step_00000002.safetensors"
+    assert "paired bootstrap" in evaluated(run, "--against", str(other), "--bootstrap", "50", "--show", "0")
+    record = json.loads((run / "eval_test.json").read_text())
+    assert list(record["comparison"]["metrics"]) == ["PER", "WER"]
+    assert record["comparison"]["metrics"]["PER"]["score"] == pytest.approx(record["per"])
+    card = runner.invoke(app, ["card", str(run)])
+    assert card.exit_code == 0, card.output
+    assert f"| test | {SIZES['test']} | {record['per']:.2f} | {record['wer']:.2f} |" in card.output
+
+
+def test_a_rate_needs_the_task(tmp_path: Path) -> None:
+    (tmp_path / "spec.yaml").write_text("data: {train: a, valid: b}\ntrain:\n  select: {metric: per}\n")
+    result = runner.invoke(app, ["validate", str(tmp_path / "spec.yaml")])
+    assert result.exit_code == 2 and "per (phone error rate) scores a grapheme-to-phoneme model" in result.output
