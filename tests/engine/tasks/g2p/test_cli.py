@@ -2,7 +2,8 @@
 words whose phones are their letters in capitals): train selects on the phone error rate (lower is better);
 evaluate reports PER and WER and keeps them in its record; decode takes plain words and writes what evaluate
 scored; the server's /phonemize answers as decode, and another task's route names it; evaluate --against
-compares PER by paired bootstrap; the card shows the rates."""
+compares PER by paired bootstrap; the card shows the rates; a sweep's table and a study's objective (minimised)
+are PER."""
 
 from __future__ import annotations
 
@@ -34,13 +35,9 @@ def write_words(root: Path) -> list[str]:
     return test
 
 
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
-    """The model trained through `tbuild train` (4 steps, checkpoints at 2 and 4, selected on PER) and the test
-    split's words."""
-    root = tmp_path_factory.mktemp("g2p")
-    words = write_words(root)
-    spec = {"task": "g2p", "output_dir": str(root / "run"),
+def g2p_spec(root: Path) -> dict:
+    """A tiny G2P model over the files in ``root`` (selected on the PER of 6 valid words)."""
+    return {"task": "g2p",
             "model": {"d_model": 32, "max_positions": 32, "encoder": {"layers": 1, "heads": 2, "d_ff": 64},
                       "decoder": {"layers": 1, "heads": 2, "d_ff": 64}},
             "data": {"source_lang": "word", "target_lang": "phones", "train": str(root / "train"),
@@ -50,6 +47,15 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
                       "batch_tokens": 400, "threads": 1, "precision": "fp32", "log_every": 1,
                       "select": {"metric": "per", "lines": 6}},
             "decode": {"beam": 2, "max_len_a": 1.0, "max_len_b": 2, "precision": "fp32"}}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """The model trained through `tbuild train` (4 steps, checkpoints at 2 and 4, selected on PER) and the test
+    split's words."""
+    root = tmp_path_factory.mktemp("g2p")
+    words = write_words(root)
+    spec = g2p_spec(root) | {"output_dir": str(root / "run")}
     (root / "spec.yaml").write_text(yaml.safe_dump(spec))
     result = runner.invoke(app, ["train", str(root / "spec.yaml")])
     assert result.exit_code == 0, result.output
@@ -118,3 +124,27 @@ def test_a_rate_needs_the_task(tmp_path: Path) -> None:
     (tmp_path / "spec.yaml").write_text("data: {train: a, valid: b}\ntrain:\n  select: {metric: per}\n")
     result = runner.invoke(app, ["validate", str(tmp_path / "spec.yaml")])
     assert result.exit_code == 2 and "per (phone error rate) scores a grapheme-to-phoneme model" in result.output
+
+
+def test_a_sweep_tabulates_per_and_a_study_minimizes_it(tmp_path: Path) -> None:
+    pytest.importorskip("optuna")
+    write_words(tmp_path)
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(g2p_spec(tmp_path)))
+    (tmp_path / "sweep.yaml").write_text(
+        f"base: base.yaml\noutput_dir: {tmp_path / 'out'}\nset: {{train.max_steps: 2}}\nrows:\n"
+        "  - {name: base, label: base}\n  - {name: ls0, label: A, set: {train.label_smoothing: 0.0}}\n")
+    result = runner.invoke(app, ["sweep", str(tmp_path / "sweep.yaml")], env={"COLUMNS": "250"})
+    assert result.exit_code == 0, result.output
+    table = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert [r["row"] for r in table] == ["base", "ls0"] and "dev BLEU" not in table[0]
+    assert table[1]["dev Δ"] == pytest.approx(table[1]["dev PER"] - table[0]["dev PER"])
+    (tmp_path / "study.yaml").write_text(
+        f"base: base.yaml\noutput_dir: {tmp_path / 'study'}\nspace:\n  model.dropout.residual: {{choice: [0.0, 0.1]}}\n"
+        "objective: {metric: per, lines: 6}\nbudget: {trials: 2, trial_steps: 2}\n"
+        "sampler: {kind: random, seed: 3}\npruner: {kind: none}\n")
+    result = runner.invoke(app, ["tune", str(tmp_path / "study.yaml")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "objective: validation per, minimize" in result.output
+    for folder in sorted((tmp_path / "study" / "trials").iterdir()):
+        trial = json.loads((folder / "trial.json").read_text())
+        assert trial["value"] == pytest.approx(json.loads((folder / "eval_valid.json").read_text())["per"])
