@@ -51,13 +51,23 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--modes", default="on,off", help="batching modes to measure: on, off or both")
     parser.add_argument("--compile", action="store_true", help="the server's --compile (it compiles before it "
                         "listens)")
+    parser.add_argument("--engine", default="native", help="the server's --engine: native or ctranslate2")
+    parser.add_argument("--quantization", help="the server's --quantization (int8...); default: the run's")
+    parser.add_argument("--stopping", help="the server's --stopping (exact or beam); default: the run's")
+    parser.add_argument("--average", action="store_true", help="the server's --average (the run's last checkpoints)")
     parser.add_argument("--json", type=Path, help="also write the rows here")
     return parser.parse_args(argv)
 
 
-def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
+def serve_options(args: argparse.Namespace) -> list[str]:
+    """The engine options the server is started with, and the reference decoded with."""
+    return ["--engine", args.engine, *(["--quantization", args.quantization] if args.quantization else []),
+            *(["--stopping", args.stopping] if args.stopping else []), *(["--average"] if args.average else [])]
+
+
+def reference(run: Path, n: int, args: argparse.Namespace) -> tuple[list[str], list[tuple[str, float]]]:
     """The first ``n`` non-empty test sentences within the model's source limit (the server refuses
-    longer ones) and the translator's outputs and scores for them (one call, as `tbuild decode` on a
+    longer ones) and the outputs and scores of the server's engine for them (one call, as `tbuild decode` on a
     file). The score tells apart sentences whose outputs read the same (an under-trained model's)."""
     from tbuild.engine.data.datasets import read_split
     from tbuild.engine.decoding.native import DEFAULT_MAX_SOURCE
@@ -66,13 +76,15 @@ def reference(run: Path, n: int) -> tuple[list[str], list[tuple[str, float]]]:
     from tbuild.engine.run.directory import resolve_run
 
     loaded = resolve_run(run)
-    engine = load_engine(loaded)
+    engine = load_engine(loaded, args.engine, quantization=args.quantization, average=0 if args.average else None)
     limit = loaded.spec.model.max_positions or DEFAULT_MAX_SOURCE
     split = [line.strip() for line in read_split(loaded.spec.data, "test", lambda _: None)[0]]
     lines = [line for line, ids in zip(split, engine.tokenizer.encode(split), strict=True)
              if line and len(ids) < limit][:n]
     outputs = [(engine.tokenizer.decode(h[0].tokens), h[0].score) if h else ("", 0.0)
-               for h in engine.translate(lines, DecodeRequest.of(loaded.spec.decode))]
+               for h in engine.translate(lines, DecodeRequest.of(loaded.spec.decode,
+                                                                 **({"stopping": args.stopping} if args.stopping
+                                                                    else {})))]
     return lines, outputs
 
 
@@ -93,14 +105,14 @@ def call(url: str, body: dict | None = None, timeout: float = 300) -> tuple[int,
         return e.code, json.loads(e.read() or b"{}")
 
 
-def start_server(run: Path, batching: bool, max_wait_ms: float, compiled: bool = False
+def start_server(run: Path, batching: bool, max_wait_ms: float, compiled: bool = False, options: list[str] = ()
                  ) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind((HOST, 0))
         port = s.getsockname()[1]
     args = [sys.executable, "-m", "tbuild.cli", "serve", str(run), "--host", HOST, "--port", str(port),
             "--max-wait-ms", str(max_wait_ms), "--timeout", "600", "--batching" if batching else "--no-batching",
-            *(["--compile"] if compiled else [])]
+            *(["--compile"] if compiled else []), *options]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://{HOST}:{port}"
     for _ in range(3000):  # at most 600 s to load (and compile)
@@ -166,10 +178,10 @@ def table(rows: list[Level]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
-    lines, want = reference(args.run, args.lines)
+    lines, want = reference(args.run, args.lines, args)
     rows: list[Level] = []
     for mode in args.modes.split(","):
-        process, url = start_server(args.run, mode == "on", args.max_wait_ms, args.compile)
+        process, url = start_server(args.run, mode == "on", args.max_wait_ms, args.compile, serve_options(args))
         try:
             for clients in (int(c) for c in args.clients.split(",")):
                 rows.append(load(url, clients, lines, want, args.requests, args.seconds, mode))
