@@ -85,18 +85,28 @@ class LinesRequest(BaseModel):
         return [line.rstrip("\r").strip() for line in self.lines]
 
 
-class TranslateRequest(LinesRequest):
+class SearchRequest(LinesRequest):
+    """A request of an encoder-decoder's endpoint: its lines (a subclass's field) and the beam search's options
+    for this request."""
+
+    beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
+    alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
+    nbest: Count | None = Field(None, description="Also return the N best of each line (N above the beam widens "
+                                "the beam to N).")
+    scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
+
+    def options(self) -> dict[str, Any]:
+        """The options given, for ``DecodeRequest.of`` (None: the spec's)."""
+        return {"beam": self.beam, "alpha": self.alpha, "nbest": self.nbest}
+
+
+class TranslateRequest(SearchRequest):
     """``POST /translate``: source sentences and, optionally, decoding options for this request."""
 
     SPLITS: ClassVar[bool] = True
 
     src: list[str] = Field(min_length=1, description="Source sentences, one per item (at least one); an empty "
                                                      "sentence gives an empty output.")
-    beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
-    alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
-    nbest: Count | None = Field(None, description="Also return the N best of each sentence (N above the beam "
-                                "widens the beam to N).")
-    scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
 
 
 Sampling = Literal["topk", "topp", "temperature"]

@@ -124,7 +124,7 @@ class Translation(Served):
         return [min(len(ids) + added, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
 
     def decode_request(self, body: TranslateRequest) -> DecodeRequest:
-        return request_of(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
+        return request_of(self.spec, self.batch_tokens, body.options())
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis] | Pieces]:
         pieces = [split_to_fit(line, self.fits) for line in lines]

@@ -137,13 +137,9 @@ class Translation(Task):
 
     def measures(self, run: Run, call: EvalCall) -> list[Measure]:
         """sacreBLEU's BLEU, lowercased BLEU and chrF of the split's references (or ``--ref``'s)."""
-        from ..data.corpus import read_parallel
-        from ..data.datasets import read_split
         from ..decoding.evaluation import translation_measures
 
-        if call.src is not None and call.ref is not None:
-            return translation_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
-        return translation_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
+        return translation_measures(scored_references(run, call))
 
     def study_record(self, run: Run, average: bool) -> EvalRecord:
         translator = load_native_engine(run, average=0 if average else None, quantization=run.spec.decode.quantization)
@@ -281,6 +277,16 @@ def prepared_pairs(spec: Spec, run: RunDir, log: Log, workers: int | None = None
     from ..data.tokenizer import prepare_tokenizer
 
     return prepared_train(spec, prepare_tokenizer(spec, run, log), run, log, workers=workers)
+
+
+def scored_references(run: Run, call: EvalCall) -> list[str]:
+    """The references an evaluation scores against: ``--ref``'s (with ``--src``), else the split's targets."""
+    from ..data.corpus import read_parallel
+    from ..data.datasets import read_split
+
+    if call.src is not None and call.ref is not None:
+        return read_parallel(call.src, call.ref, "--src/--ref")[1]
+    return read_split(run.spec.data, call.split, lambda _: None)[1]
 
 
 def read_input(call: DecodeCall) -> tuple[list[str], list[str] | None, list | None]:

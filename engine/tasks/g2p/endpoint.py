@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field
 from ...decoding.engines import Engine
 from ...decoding.request import DecodeRequest
 from ...decoding.search import Hypothesis
-from ...serving.api import Count, Hyp, LinesRequest, check_lengths
+from ...serving.api import Hyp, LinesRequest, SearchRequest, check_lengths
 from ...serving.endpoints import Served, request_of, texts_of
 from .cmudict import spelled
 
@@ -22,7 +22,7 @@ class PhonemizeResponse(BaseModel):
     nbest: list[list[Hyp]] | None = None
 
 
-class PhonemizeRequest(LinesRequest):
+class PhonemizeRequest(SearchRequest):
     """``POST /phonemize``: words to pronounce and, optionally, decoding options for this request."""
 
     ROUTE: ClassVar[str] = "phonemize"
@@ -37,11 +37,6 @@ class PhonemizeRequest(LinesRequest):
     EXAMPLE: ClassVar[str] = '{"words": ["hello"]}'
 
     words: list[str] = Field(min_length=1, description="Words, one per item (at least one).")
-    beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
-    alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
-    nbest: Count | None = Field(None, description="Also return the N best of each word (N above the beam widens "
-                                "the beam to N).")
-    scores: bool = Field(False, description="Also return each output's score (log-probability, length-penalised).")
 
 
 @dataclass
@@ -63,7 +58,7 @@ class Phonemize(Served):
         return lengths
 
     def decode_request(self, body: PhonemizeRequest) -> DecodeRequest:
-        return request_of(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
+        return request_of(self.spec, self.batch_tokens, body.options())
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
         return self.engine.translate([spelled(line) for line in lines], request)

@@ -13,12 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from tbuild.builder.spec import Spec
 
-from ...data.datasets import read_split
 from ...decoding.native import NativeEngine
 from ...decoding.request import DecodeRequest
 from ..base import DecodeCall, EvalCall, Report, Table
 from ..registry import register_task
-from ..translation import Translation, examples
+from ..translation import Translation, examples, scored_references
 from ..validation import ValidScorer
 from .cmudict import spelled
 from .declaration import RATES
@@ -88,11 +87,7 @@ class GraphemeToPhoneme(Translation):
 
     def measures(self, run: Run, call: EvalCall) -> list[Measure]:
         """PER and WER per word against the split's phones (or ``--ref``'s)."""
-        from ...data.corpus import read_parallel
-
-        if call.src is not None and call.ref is not None:
-            return rate_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
-        return rate_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
+        return rate_measures(scored_references(run, call))
 
     def split_record(self, run: Run, translator: NativeEngine, split: str,
                      after_batch: Callable[[], None] = lambda: None) -> tuple[PhonesRecord, list[str]]:

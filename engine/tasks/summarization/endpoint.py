@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from ...decoding.engines import Engine
 from ...decoding.request import DecodeRequest
 from ...decoding.search import Hypothesis
-from ...serving.api import Count, Hyp, LinesRequest
+from ...serving.api import Hyp, LinesRequest, SearchRequest
 from ...serving.endpoints import Served, request_of, texts_of
 
 
@@ -26,7 +26,7 @@ class SummarizeResponse(BaseModel):
                           "first tokens; absent when none was.")
 
 
-class SummarizeRequest(LinesRequest):
+class SummarizeRequest(SearchRequest):
     """``POST /summarize``: texts to summarize and, optionally, decoding options for this request."""
 
     ROUTE: ClassVar[str] = "summarize"
@@ -44,11 +44,6 @@ class SummarizeRequest(LinesRequest):
 
     texts: list[str] = Field(min_length=1, description="Texts, one per item (at least one); an empty text gives an "
                                                        "empty summary.")
-    beam: Count | None = Field(None, description="Beam size (default: the spec's decode.beam).")
-    alpha: float | None = Field(None, ge=0, le=10, description="Length penalty α (default: decode.alpha).")
-    nbest: Count | None = Field(None, description="Also return the N best of each text (N above the beam widens "
-                                "the beam to N).")
-    scores: bool = Field(False, description="Also return each summary's score (log-probability, length-penalised).")
 
 
 @dataclass
@@ -71,7 +66,7 @@ class Summarize(Served):
         return [min(n, self.max_tokens) for n in self._lengths(lines)]
 
     def decode_request(self, body: SummarizeRequest) -> DecodeRequest:
-        return request_of(self.spec, self.batch_tokens, {"beam": body.beam, "alpha": body.alpha, "nbest": body.nbest})
+        return request_of(self.spec, self.batch_tokens, body.options())
 
     def decode(self, lines: list[str], request: DecodeRequest) -> list[list[Hypothesis]]:
         """The engine's n-best lists (it reads a long text's first tokens, as ``decode`` does)."""

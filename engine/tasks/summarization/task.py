@@ -17,7 +17,7 @@ from ...decoding.native import NativeEngine
 from ...decoding.request import DecodeRequest
 from ..base import EvalCall, Report, Table
 from ..registry import register_task
-from ..translation import Translation, examples
+from ..translation import Translation, examples, scored_references
 from ..validation import ValidScorer
 from .declaration import METRICS
 from .endpoint import Summarize
@@ -70,11 +70,7 @@ class Summarization(Translation):
 
     def measures(self, run: Run, call: EvalCall) -> list[Measure]:
         """ROUGE-L, ROUGE-1 and ROUGE-2 F1 per output against the split's summaries (or ``--ref``'s)."""
-        from ...data.corpus import read_parallel
-
-        if call.src is not None and call.ref is not None:
-            return rouge_measures(read_parallel(call.src, call.ref, "--src/--ref")[1])
-        return rouge_measures(read_split(run.spec.data, call.split, lambda _: None)[1])
+        return rouge_measures(scored_references(run, call))
 
     def split_record(self, run: Run, translator: NativeEngine, split: str,
                      after_batch: Callable[[], None] = lambda: None) -> tuple[SummaryRecord, list[str]]:
