@@ -62,15 +62,11 @@ class LinesRequest(BaseModel):
     document), so that a task brings its endpoint whole and the app serves whichever it is given."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # JSON's types as the document states them: no 0 for false
-    ROUTE: ClassVar[str] = "translate"
-    RESPONSE: ClassVar[type[BaseModel]] = TranslateResponse
-    SERVED_BY: ClassVar[str] = "a translator"  # who answers at the route, in messages
-    SUMMARY: ClassVar[str] = "Translate ``src`` (in order), with the run's decoding options or the request's."
-    # the lines' description in the document, with the server's limits: {lines}, {chars}, {tokens}
-    DESCRIPTION: ClassVar[str] = (
-        "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); one "
-        "over the model's {tokens} tokens is translated in pieces (the response's split); an empty sentence gives "
-        "an empty output.")
+    ROUTE: ClassVar[str]  # each endpoint's request says these five
+    RESPONSE: ClassVar[type[BaseModel]]
+    SERVED_BY: ClassVar[str]  # who answers at the route, in messages
+    SUMMARY: ClassVar[str]
+    DESCRIPTION: ClassVar[str]  # the lines' description in the document, with the limits: {lines}, {chars}, {tokens}
     LINES: ClassVar[str] = "src"
     NOUN: ClassVar[str] = "sentences"
     EXAMPLE: ClassVar[str] = '{"src": ["a sentence"]}'
@@ -103,6 +99,14 @@ class SearchRequest(LinesRequest):
 class TranslateRequest(SearchRequest):
     """``POST /translate``: source sentences and, optionally, decoding options for this request."""
 
+    ROUTE: ClassVar[str] = "translate"
+    RESPONSE: ClassVar[type[BaseModel]] = TranslateResponse
+    SERVED_BY: ClassVar[str] = "a translator"
+    SUMMARY: ClassVar[str] = "Translate ``src`` (in order), with the run's decoding options or the request's."
+    DESCRIPTION: ClassVar[str] = (
+        "Source sentences, one per item: 1 to {lines}, each of at most {chars} characters (422 past either); one "
+        "over the model's {tokens} tokens is translated in pieces (the response's split); an empty sentence gives "
+        "an empty output.")
     SPLITS: ClassVar[bool] = True
 
     src: list[str] = Field(min_length=1, description="Source sentences, one per item (at least one); an empty "
