@@ -24,7 +24,7 @@ from .constraints import Phrases
 from .ensemble import Ensemble
 from .model import SearchModel, search_model
 from .packed import pack_linears
-from .precision_record import INT8_LOGITS, ensure_record, recorded
+from .precision_record import INT8_LOGITS, CheckMetric, ensure_record, recorded
 from .prefix_lm import PrefixLMSearch
 from .quantize import check_quantization, quantize_model
 from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
@@ -139,10 +139,12 @@ def decoding_policy(run: Run, precision: str, device: str, files: list[Path], qu
 
 
 def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | None = None, device: str = "auto",
-                   quantization: str = "float32", notify: Callable[[str], None] = lambda _: None) -> None:
+                   quantization: str = "float32", notify: Callable[[str], None] = lambda _: None,
+                   metric: CheckMetric | None = None) -> None:
     """Before a command decodes with the native engine on a CPU: the run's record of the precision
     (``decode.precision: auto``) or of int8's output projection (int8 asked for) measured and written if it
-    has none for these weights on this CPU (``precision_record.py``)."""
+    has none for these weights on this CPU (``precision_record.py``), the modes compared by ``metric`` (the
+    task's; a translation's by default)."""
     if choose_device("cpu" if quantization == "int8" and device == "auto" else device).type != "cpu":
         return
     what = "int8" if quantization == "int8" else "precision" if run.spec.decode.precision == "auto" else None
@@ -155,7 +157,7 @@ def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | N
                                quantization="int8" if int8 else "float32", precision="fp32" if int8 else mode,
                                int8_logits=mode == INT8_LOGITS)
 
-    ensure_record(run, what, load, checkpoint=checkpoint, average=average, notify=notify)
+    ensure_record(run, what, load, checkpoint=checkpoint, average=average, notify=notify, metric=metric)
 
 
 def max_source(spec: Spec) -> int:

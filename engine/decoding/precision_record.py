@@ -98,10 +98,12 @@ def bf16_native() -> str | None:
 
 
 def ensure_record(run: Run, what: str, load: Load, *, checkpoint: Path | None = None, average: int | None = None,
-                  notify: Log = lambda _: None) -> None:
+                  notify: Log = lambda _: None, metric: CheckMetric | None = None) -> None:
     """Measure and record ``what`` ("precision" or "int8") for the run on this CPU unless its record has it
     (module docstring); ``load(mode)`` gives a translator decoding in that mode ("fp32", "bf16", or an
-    int8 mode). A folder that cannot be written is reported: the check runs again next time."""
+    int8 mode); ``metric``: the task's (default: a translation's, ``score_of``). A folder that cannot be written
+    is reported: the check runs again next time."""
+    metric = metric or score_of(run)
     files = weights_files(run, checkpoint=checkpoint, average=average)
     record = read_record(run, files)
     if what in record:
@@ -116,8 +118,8 @@ def ensure_record(run: Run, what: str, load: Load, *, checkpoint: Path | None = 
         modes = ["fp32", "bf16"] if what == "precision" else ["fp32", FLOAT_LOGITS, INT8_LOGITS]
         notify(f"checking {' and '.join(modes[1:])} against fp32 on {len(sources)} valid lines, once for this run "
                f"on this CPU (recorded in {run.dir.decode_record})")
-        measured = compare(run, modes, load, sources, references)
-        entry = choose(what, measured) | {"measured": {m: vars(v) for m, v in measured.items()}}
+        measured = compare(run, modes, load, sources, references, metric)
+        entry = choose(what, measured, metric.higher) | {"measured": {m: vars(v) for m, v in measured.items()}}
     entry |= {"lines": len(sources), "when": time.strftime("%Y-%m-%d %H:%M:%S"), "load": _load()}
     record = {"key": record_key(run, files), **read_record(run, files), what: entry}
     try:
@@ -138,16 +140,15 @@ def valid_lines(run: Run) -> tuple[list[str], list[str]]:
     return sources[:CHECK_LINES], references[:CHECK_LINES]
 
 
-def compare(run: Run, modes: list[str], load: Load, sources: list[str], references: list[str]
-            ) -> dict[str, Measured]:
+def compare(run: Run, modes: list[str], load: Load, sources: list[str], references: list[str],
+            metric: CheckMetric) -> dict[str, Measured]:
     """Each mode's metric and decoding seconds on the lines, interleaved chunk by chunk (the first mode,
     fp32, the reference); a mode under ``GIVE_UP`` × fp32's speed after two chunks is left out."""
     request = DecodeRequest.of(run.spec.decode)
     translators = {mode: load(mode) for mode in modes}
     with one_thread():
         outputs, seconds, done = _interleave(translators, modes, request, sources)
-    metric = score_of(run)
-    return {m: Measured(metric(texts, references[:done]) if len(texts) == done else None,  # dropped: no score
+    return {m: Measured(metric.score(texts, references[:done]) if len(texts) == done else None,  # dropped: no score
                         seconds[m] * done / len(texts)) for m, texts in outputs.items()}
 
 
@@ -188,22 +189,32 @@ def _interleave(translators: dict[str, Engine], modes: list[str], request: Decod
     return outputs, seconds, done
 
 
-def score_of(run: Run) -> Callable[[list[str], list[str]], float]:
-    """The run's validation metric of outputs against references: ``train.select``'s when it decodes text
+@dataclass(frozen=True)
+class CheckMetric:
+    """What a decoding check compares the modes by: outputs against references (``score``) and whether a
+    higher score is better (a task's error rate: lower). A task gives its own (``Task.check_metric``)."""
+
+    score: Callable[[list[str], list[str]], float]
+    higher: bool = True
+
+
+def score_of(run: Run) -> CheckMetric:
+    """A translation's validation metric of outputs against references: ``train.select``'s when it decodes text
     (bleu, bleu_lowercase, chrf), sacreBLEU BLEU otherwise."""
     metric = run.spec.train.select.metric
     scorer = {"bleu_lowercase": BLEU(lowercase=True), "chrf": CHRF()}.get(metric, BLEU())
-    return lambda hyps, refs: scorer.corpus_score(hyps, [refs]).score
+    return CheckMetric(lambda hyps, refs: scorer.corpus_score(hyps, [refs]).score)
 
 
-def choose(what: str, measured: dict[str, Measured]) -> dict:
-    """The chosen mode and why: the fastest candidate within ``MAX_LOSS`` of fp32's metric (bf16 also at
-    least ``MIN_SPEEDUP`` × fp32); else fp32 (precision) or float32 logits (int8)."""
+def choose(what: str, measured: dict[str, Measured], higher: bool = True) -> dict:
+    """The chosen mode and why: the fastest candidate within ``MAX_LOSS`` of fp32's metric (``higher``: whether a
+    higher one is better; bf16 also at least ``MIN_SPEEDUP`` × fp32); else fp32 (precision) or float32 logits
+    (int8)."""
     base = measured["fp32"]
     fallback = "fp32" if what == "precision" else FLOAT_LOGITS
     assert base.score is not None  # the reference always decodes every line
     candidates = [m for m, v in measured.items() if m != "fp32" and v.score is not None
-                  and v.score >= base.score - MAX_LOSS
+                  and (v.score >= base.score - MAX_LOSS if higher else v.score <= base.score + MAX_LOSS)
                   and (what != "precision" or base.seconds >= MIN_SPEEDUP * v.seconds)]
     chosen = min(candidates, key=lambda m: measured[m].seconds) if candidates else fallback
     shown = [m for m in measured if m != "fp32"]

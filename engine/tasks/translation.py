@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from ..data.batches import BatchSource
     from ..data.tokenizer import Tokenizer
     from ..decoding.engines import Engine
+    from ..decoding.precision_record import CheckMetric
     from ..device.policy import Policy
     from ..run.card import TaskCard
     from ..run.directory import EvalRecord, Run, RunDir
@@ -222,7 +223,13 @@ class Translation(Task):
             return
         run = runs[0]
         check_decoding(run, checkpoint=loading.checkpoint, average=loading.average, device=loading.device,
+                       metric=self.check_metric(run.spec),
                        quantization=loading.quantization or run.spec.decode.quantization, notify=notify)
+
+    def check_metric(self, spec: Spec) -> CheckMetric | None:
+        """What the decoding check compares precisions by (None: a translation's BLEU, lowercased BLEU or chrF,
+        as ``train.select`` says)."""
+        return None
 
     def step_rule(self, spec: Spec, translator: Engine, lines: list[str]) -> Any:
         """What keeps each step's tokens within the task's outputs (None: any token)."""

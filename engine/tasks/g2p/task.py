@@ -28,6 +28,7 @@ from .record import PhonesRecord, card_results
 if TYPE_CHECKING:
     from ...data.tokenizer import Tokenizer
     from ...decoding.engines import Engine
+    from ...decoding.precision_record import CheckMetric
     from ...device.policy import Policy
     from ...run.card import TaskCard
     from ...run.directory import Run
@@ -70,6 +71,14 @@ class GraphemeToPhoneme(Translation):
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return RateScorer.of(spec, tokenizer, policy)
+
+    def check_metric(self, spec: Spec) -> CheckMetric:
+        """The decoding check compares precisions by an error rate (lower is better): ``train.select``'s, else
+        PER."""
+        from ...decoding.precision_record import CheckMetric
+
+        key = spec.train.select.metric if spec.train.select.metric in RATES else "per"
+        return CheckMetric(lambda hyps, refs: getattr(Rates.of(hyps, refs), key), higher=False)
 
     def decode(self, runs: list[Run], call: DecodeCall) -> list[str]:
         """Each input word's phones (the words spelled first)."""

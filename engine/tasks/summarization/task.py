@@ -28,6 +28,7 @@ from .rouge import HEADLINE, Rouge, rouge_measures, signature
 if TYPE_CHECKING:
     from ...data.tokenizer import Tokenizer
     from ...decoding.engines import Engine
+    from ...decoding.precision_record import CheckMetric
     from ...device.policy import Policy
     from ...run.card import TaskCard
     from ...run.directory import Run
@@ -58,6 +59,13 @@ class Summarization(Translation):
 
     def valid_scorer(self, spec: Spec, tokenizer: Tokenizer, policy: Policy) -> Any:
         return RougeScorer.of(spec, tokenizer, policy)
+
+    def check_metric(self, spec: Spec) -> CheckMetric:
+        """The decoding check compares precisions by ROUGE F1: ``train.select``'s, else ROUGE-L."""
+        from ...decoding.precision_record import CheckMetric
+
+        key = spec.train.select.metric if spec.train.select.metric in ROUGE_KEYS else HEADLINE
+        return CheckMetric(lambda hyps, refs: getattr(Rouge.of(hyps, refs), key))
 
     def endpoint(self, engine: Engine, spec: Spec, batch_tokens: int, max_tokens: int) -> Summarize:
         """``/summarize``: a long text truncated, not split (``endpoint.py``)."""

@@ -29,6 +29,7 @@ from tbuild.engine.decoding.precision_record import (
     compare,
     ensure_record,
     recorded,
+    score_of,
 )
 from tbuild.engine.decoding.quantize import Int8Linear
 from tbuild.engine.decoding.request import DecodeRequest
@@ -66,6 +67,15 @@ def test_int8_logits_are_kept_only_where_the_metric_holds() -> None:
     assert chosen(29.0, 29.0) == FLOAT_LOGITS  # neither holds: the one closest to float32's arithmetic
 
 
+def test_a_lower_is_better_metric_holds_within_its_loss_upward() -> None:
+    """An error rate (a G2P task's PER, ``CheckMetric(higher=False)``): bf16 may be up to 0.1 above fp32's."""
+    def chosen(bf16: float) -> str:
+        return choose("precision", {"fp32": Measured(10.0, 10.0), "bf16": Measured(bf16, 8.0)}, higher=False)["chosen"]
+
+    assert chosen(10.05) == "bf16" and chosen(9.0) == "bf16"  # 0.05 worse; better
+    assert chosen(10.15) == "fp32"  # 0.15 worse
+
+
 class Clocked:
     """A stand-in translator that takes ``cost`` seconds of a shared fake clock per call."""
 
@@ -89,7 +99,8 @@ def test_modes_are_interleaved_and_a_far_slower_one_is_left_out(tiny_run: Path, 
     costs = {"fp32": 1.0, "bf16": 0.5, "slow": 2.0}
     lines = [f"line {i}" for i in range(80)]
     measured = compare(resolve_run(tiny_run), ["fp32", "bf16", "slow"],
-                       lambda mode: Clocked(mode, costs[mode], clock, calls), lines, lines)
+                       lambda mode: Clocked(mode, costs[mode], clock, calls), lines, lines,
+                       score_of(resolve_run(tiny_run)))
     assert calls[:6] == ["fp32", "bf16", "slow", "slow", "bf16", "fp32"]  # A B C, then C B A
     assert "slow" not in calls[6:] and len(calls) == 6 + 6 * 2  # dropped after two chunks, the others go on
     assert measured["fp32"].seconds == pytest.approx(80.0) and measured["bf16"].seconds == pytest.approx(40.0)

@@ -148,3 +148,12 @@ def test_a_sweep_tabulates_per_and_a_study_minimizes_it(tmp_path: Path) -> None:
     for folder in sorted((tmp_path / "study" / "trials").iterdir()):
         trial = json.loads((folder / "trial.json").read_text())
         assert trial["value"] == pytest.approx(json.loads((folder / "eval_valid.json").read_text())["per"])
+
+
+def test_the_decoding_check_compares_precisions_by_the_phone_error_rate(tmp_path: Path) -> None:
+    from tbuild.builder.spec import Spec
+    from tbuild.engine.tasks.registry import task_of
+
+    spec = Spec.model_validate(g2p_spec(tmp_path))
+    metric = task_of(spec).check_metric(spec)
+    assert not metric.higher and metric.score(["A B"], ["A C"]) == pytest.approx(50.0)
