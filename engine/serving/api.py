@@ -185,8 +185,8 @@ class Health(BaseModel):
     status: Literal["ok", "draining"]
     kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
                       "encoder_only.")
-    endpoint: str = Field(description="The route that decodes (its task's): /translate, /generate, /classify, "
-                                      "/summarize.")
+    endpoint: str = Field(description="The route that decodes, its task's: /translate for a translator, "
+                                      "another task's own (GET /openapi.json lists it).")
     pending: int = Field(description="Jobs (requests) queued, not yet decoded.")
     batches: int = Field(description="Engine calls.")
     requests: int
@@ -202,8 +202,8 @@ class Info(BaseModel):
     name: str
     kind: str = Field(description="The model's graph, as the spec names it: encoder_decoder, decoder_only or "
                       "encoder_only.")
-    endpoint: str = Field(description="The route that decodes (its task's): /translate, /generate, /classify, "
-                                      "/summarize.")
+    endpoint: str = Field(description="The route that decodes, its task's: /translate for a translator, "
+                                      "another task's own (GET /openapi.json lists it).")
     params: int
     source_lang: str | None = Field(None, description="A translator's source language.")
     target_lang: str | None = Field(None, description="A translator's target language.")
