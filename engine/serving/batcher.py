@@ -1,7 +1,7 @@
 """Cross-request dynamic batching: the sentences of concurrent requests are gathered, up to a token
 budget or a maximum wait after the first one, decoded together in one call of the engine (which
-sorts them by length) and split back to their requests. One worker thread decodes; requests wait on
-futures, so a request that gives up (a timeout) only drops its own job."""
+sorts them by length) and split back to their requests. One worker thread (a ``Worker``, the one that loaded
+the model) decodes; requests wait on futures, so a request that gives up (a timeout) only drops its own job."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,22 +46,53 @@ class BatchStats:
 _STOP = object()
 
 
+class Worker:
+    """A daemon thread that runs calls one after another, each answered on a future. A server loads its model
+    and decodes on one such thread: torch's CPU threads (libgomp) keep a team per calling thread, and once the
+    process's teams outnumber the cores every team waits by sleeping, so a model loaded (its team started) on
+    the main thread decodes 2-3× slower on another (docs/benchmarks.md, "The server")."""
+
+    def __init__(self, name: str = "tbuild-engine") -> None:
+        self._calls: queue.Queue = queue.Queue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def call(self, fn: Callable[[], Any]) -> Future:
+        """Run ``fn`` on the thread after the calls before it; its result (or exception) on the future."""
+        future: Future = Future()
+        self._calls.put((fn, future))
+        return future
+
+    def close(self) -> None:
+        """End the thread once the calls before this one are done."""
+        self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, future = item
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(fn())
+                except BaseException as e:  # the caller gets it
+                    future.set_exception(e)
+
+
 class Batcher:
     """Gathers jobs into batches of at most ``budget`` source tokens, counted as the engine counts its
     batches (longest source · sentences, padding included: a gathered batch is one engine batch),
     waiting at most ``max_wait`` seconds after a batch's first job for others (``enabled=False``: one
-    job per batch, no wait)."""
+    job per batch, no wait). It decodes on ``worker`` (the thread that loaded the model; default: its own)."""
 
     def __init__(self, decode: Decode, *, budget: int, max_wait: float, enabled: bool = True,
-                 after_batch: Callable[[], None] = lambda: None) -> None:
+                 after_batch: Callable[[], None] = lambda: None, worker: Worker | None = None) -> None:
         self.decode, self.budget, self.max_wait, self.enabled = decode, budget, max_wait, enabled
         self.after_batch = after_batch
         self.stats = BatchStats()
         self._queue: queue.Queue = queue.Queue()
         self._held: Job | None = None  # a job that did not fit the last batch: it opens the next
-        self._thread = threading.Thread(target=self._run, name="tbuild-batcher", daemon=True)
+        self._worker = worker or Worker("tbuild-batcher")
         self._closed = False
-        self._thread.start()
+        self._running = self._worker.call(self._run)
 
     def submit(self, job: Job) -> Future:
         if self._closed:
@@ -77,7 +108,8 @@ class Batcher:
         if not self._closed:
             self._closed = True
             self._queue.put(_STOP)
-        self._thread.join(timeout)
+            self._worker.close()
+        wait([self._running], timeout)
 
     def _run(self) -> None:
         while True:

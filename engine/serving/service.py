@@ -11,7 +11,7 @@ from typing import Any
 
 from ..run.directory import Run
 from .api import Limits, LinesRequest, RequestError
-from .batcher import Batcher, Job
+from .batcher import Batcher, Job, Worker
 from .endpoints import Endpoint
 
 
@@ -27,13 +27,14 @@ class Settings:
 
 class Service:
     """The endpoint of a run (its engine: ``endpoints.py``), its decoding defaults and the batcher that
-    feeds it."""
+    feeds it (on ``worker``, the thread that loaded the engine)."""
 
-    def __init__(self, task: Endpoint, run: Run, settings: Settings, after_batch: Any = lambda: None) -> None:
+    def __init__(self, task: Endpoint, run: Run, settings: Settings, after_batch: Any = lambda: None,
+                 worker: Worker | None = None) -> None:
         self.task, self.engine, self.run, self.settings = task, task.engine, run, settings
         self.serves = {"kind": run.spec.model.kind, "endpoint": f"/{task.endpoint}"}  # named by /health, /info
         self.batcher = Batcher(task.decode, budget=settings.batch_tokens, max_wait=settings.max_wait,
-                               enabled=settings.batching, after_batch=after_batch)
+                               enabled=settings.batching, after_batch=after_batch, worker=worker)
         self.closing = False
 
     def submit(self, request: LinesRequest) -> Future:

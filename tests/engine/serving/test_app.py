@@ -4,6 +4,7 @@ a failing engine a 500 with no traceback."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from tbuild.engine.run.directory import resolve_run  # noqa: E402
 from tbuild.engine.serving.app import create_app  # noqa: E402
 from tbuild.engine.serving.segments import split_to_fit  # noqa: E402
 from tbuild.engine.serving.service import Service  # noqa: E402
+from tbuild.engine.tasks.registry import task_of  # noqa: E402
 from tbuild.engine.tasks.service import open_service  # noqa: E402
 
 LINES = ["A dog runs in the snow.", "Two men are talking.", "", "A little girl in a pink dress is climbing stairs."]
@@ -143,3 +145,32 @@ def test_an_engine_failure_is_a_500_without_traceback(tiny_run: Path, monkeypatc
         response = client.post("/translate", json={"src": ["A dog."]})
         assert response.status_code == 500 and "secret" not in response.text and "Traceback" not in response.text
         assert client.get("/health").json()["status"] == "ok"
+
+
+def test_the_model_is_loaded_and_decoded_on_one_thread_not_the_main_one(tiny_run: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch's CPU threads (libgomp) sleep at every barrier once two threads' teams outnumber the cores, so the
+    server's one engine thread must be the one that loaded the model (docs/benchmarks.md, "The server")."""
+    run = resolve_run(tiny_run)
+    task = type(task_of(run.spec))
+    threads: dict[str, list[int]] = {"load": [], "decode": []}
+    serve = task.serve
+
+    def recorded_serve(self: object, *args: object) -> object:
+        threads["load"].append(threading.get_ident())
+        endpoint = serve(self, *args)
+        decode = endpoint.decode
+
+        def recorded_decode(*a: object) -> object:
+            threads["decode"].append(threading.get_ident())
+            return decode(*a)
+
+        endpoint.decode = recorded_decode
+        return endpoint
+
+    monkeypatch.setattr(task, "serve", recorded_serve)
+    service = open_service(run, max_wait_ms=0)
+    with TestClient(create_app(service)) as client:
+        assert client.post("/translate", json={"src": ["A dog.", "Two men."]}).status_code == 200
+    assert len(threads["load"]) == 1 and set(threads["decode"]) == set(threads["load"])
+    assert threads["load"][0] != threading.get_ident()

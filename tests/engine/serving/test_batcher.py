@@ -10,7 +10,7 @@ import pytest
 
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.decoding.search import Hypothesis
-from tbuild.engine.serving.batcher import Batcher, Job
+from tbuild.engine.serving.batcher import Batcher, Job, Worker
 
 SPEC = DecodeRequest()
 
@@ -108,3 +108,31 @@ def test_a_job_decoded_alone_is_never_merged() -> None:
         f.result(timeout=5)
     batcher.close()
     assert sorted(engine.batches) == [["a", "d"], ["b"], ["c"]]
+
+
+def test_a_worker_runs_calls_in_order_on_one_thread_and_passes_errors_on() -> None:
+    worker = Worker()
+    seen: list[tuple[int, int]] = []
+    futures = [worker.call(lambda n=n: seen.append((n, threading.get_ident())) or n) for n in range(5)]
+    assert [f.result(timeout=5) for f in futures] == list(range(5))
+    assert [n for n, _ in seen] == list(range(5)) and len({ident for _, ident in seen}) == 1
+    assert seen[0][1] != threading.get_ident()
+    with pytest.raises(ZeroDivisionError):
+        worker.call(lambda: 1 / 0).result(timeout=5)
+    worker.close()
+
+
+def test_the_batcher_decodes_on_the_worker_it_is_given() -> None:
+    """The server's engine decodes on the thread that loaded it (libgomp throttles a second thread's team)."""
+    worker = Worker()
+    loader = worker.call(threading.get_ident).result(timeout=5)
+    decoders: list[int] = []
+
+    def decode(lines: list[str], spec: DecodeRequest) -> list[list[Hypothesis]]:
+        decoders.append(threading.get_ident())
+        return Recorder()(lines, spec)
+
+    batcher = Batcher(decode, budget=1000, max_wait=0.0, worker=worker)
+    batcher.submit(job("a", "bb")).result(timeout=5)
+    batcher.close(timeout=5)
+    assert decoders == [loader]
