@@ -17,6 +17,8 @@ first chunks is dropped there. A valid split under
 ``MIN_LINES`` lines is too small for a 0.1 difference to mean anything: nothing is measured and fp32
 (int8: float32 logits) stays. The record holds the CPU (model, flags, torch, threads) and the weights
 (path, size, time) it was made with; another CPU or other weights make it stale, and it is measured again.
+The file keeps the last ``KEPT`` such records (``{"entries": [...]}``), so alternating the best checkpoint and
+an average (or two CPUs sharing a folder) measures each once.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ MIN_SPEEDUP = 1.1  # bf16 must be clearly faster: not within noise
 MAX_LOSS = 0.1  # metric points a faster mode may lose against fp32: "equal quality"
 GIVE_UP = 0.7  # a mode slower than this × fp32 over the first two chunks is not measured further
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # a CPU with either computes bf16 natively
+KEPT = 8  # records (weights × CPU) one run's file keeps, the most recent
 INT8_LOGITS, FLOAT_LOGITS = "int8", "int8, float32 logits"  # the int8 modes
 
 Load = Callable[[str], Engine]  # mode -> a translator decoding in it
@@ -69,16 +72,29 @@ def record_key(run: Run, files: list[Path]) -> dict:
             "architecture": run.spec.architecture_hash()}
 
 
+def records(run: Run) -> list[dict]:
+    """The records in the run's file, oldest first (a file written before it kept several is one record;
+    none when missing or damaged)."""
+    try:
+        data = json.loads(run.dir.decode_record.read_text())
+    except (OSError, ValueError):
+        return []
+    entries = data.get("entries", [data]) if isinstance(data, dict) else []
+    return [e for e in entries if isinstance(e, dict)] if isinstance(entries, list) else []
+
+
 def read_record(run: Run, files: list[Path]) -> dict:
     """The run's record for these weights on this CPU (its ``precision`` and ``int8`` entries: each
     ``chosen``, ``why``, the measurements); empty when missing, damaged or made elsewhere."""
-    try:
-        record = json.loads(run.dir.decode_record.read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(record, dict) or record.get("key") != record_key(run, files):
-        return {}
-    return record
+    key = record_key(run, files)
+    return next((r for r in reversed(records(run)) if r.get("key") == key), {})
+
+
+def write_record(run: Run, record: dict) -> None:
+    """Keep ``record`` in the run's file, replacing the one of its key; the oldest go past ``KEPT``."""
+    others = [r for r in records(run) if r.get("key") != record["key"]]
+    data = {"entries": [*others[max(0, len(others) - KEPT + 1):], record]}
+    atomic_write(run.dir.decode_record, (json.dumps(data, indent=1, ensure_ascii=False) + "\n").encode())
 
 
 def recorded(run: Run, files: list[Path], what: str) -> tuple[str, str] | None:
@@ -123,7 +139,7 @@ def ensure_record(run: Run, what: str, load: Load, *, checkpoint: Path | None = 
     entry |= {"lines": len(sources), "when": time.strftime("%Y-%m-%d %H:%M:%S"), "load": _load()}
     record = {"key": record_key(run, files), **read_record(run, files), what: entry}
     try:
-        atomic_write(run.dir.decode_record, (json.dumps(record, indent=1, ensure_ascii=False) + "\n").encode())
+        write_record(run, record)
     except OSError as e:
         notify(f"warning: could not record the decoding check in {run.dir.decode_record} ({e.strerror}): "
                "it runs again next time")

@@ -28,6 +28,8 @@ from tbuild.engine.decoding.precision_record import (
     choose,
     compare,
     ensure_record,
+    read_record,
+    record_key,
     recorded,
     score_of,
 )
@@ -135,8 +137,7 @@ def test_the_record_is_written_once_reused_and_stale_on_another_cpu_or_weights(
     monkeypatch.setattr(precision_record, "cpu_model_and_flags", lambda: ("a bf16 CPU", {"avx512_bf16"}))
     ensure_record(run, "precision", load)
     assert sorted(calls) == ["bf16", "fp32"]
-    record = json.loads(run.dir.decode_record.read_text())
-    entry = record["precision"]
+    entry = read_record(run, files)["precision"]
     assert entry["chosen"] in ("fp32", "bf16") and entry["lines"] == 40
     assert set(entry["measured"]) == {"fp32", "bf16"} and entry["measured"]["fp32"]["score"] >= 0
     assert recorded(run, files, "precision") == (entry["chosen"], f"{entry['why']}; recorded in decode_precision.json")
@@ -144,7 +145,7 @@ def test_the_record_is_written_once_reused_and_stale_on_another_cpu_or_weights(
     assert len(calls) == 2
     ensure_record(run, "int8", load)  # the int8 entry joins the precision one
     assert sorted(calls[2:]) == sorted(["fp32", FLOAT_LOGITS, INT8_LOGITS])
-    assert {"precision", "int8"} <= json.loads(run.dir.decode_record.read_text()).keys()
+    assert {"precision", "int8"} <= read_record(run, files).keys()
     elsewhere = {**precision_record.cpu_identity(), "cpu": "another CPU"}
     monkeypatch.setattr(precision_record, "cpu_identity", lambda: elsewhere)
     assert recorded(run, files, "precision") is None  # made on another CPU: not trusted
@@ -152,6 +153,32 @@ def test_the_record_is_written_once_reused_and_stale_on_another_cpu_or_weights(
     assert len(calls) == 7
     os.utime(files[0], ns=(1, 1))  # other weights (the file changed)
     assert recorded(run, files, "precision") is None
+
+
+@needs_onednn
+def test_the_best_checkpoint_and_an_average_keep_a_record_each(checked: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run, calls = resolve_run(checked), []
+    load = counting(run, calls)
+    monkeypatch.setattr(precision_record, "cpu_model_and_flags", lambda: ("a bf16 CPU", {"avx512_bf16"}))
+    best, average = weights_files(run), weights_files(run, average=2)
+    assert best != average
+    ensure_record(run, "precision", load)
+    ensure_record(run, "precision", load, average=2)
+    assert len(calls) == 4
+    ensure_record(run, "precision", load)  # alternating measures nothing again
+    ensure_record(run, "precision", load, average=2)
+    assert len(calls) == 4 and recorded(run, best, "precision") and recorded(run, average, "precision")
+    monkeypatch.setattr(precision_record, "KEPT", 1)  # the oldest go past KEPT
+    ensure_record(run, "int8", load)
+    assert recorded(run, best, "int8") and recorded(run, average, "precision") is None
+
+
+def test_a_record_written_before_the_file_kept_several_is_read(checked: Path) -> None:
+    run = resolve_run(checked)
+    files = weights_files(run)
+    old = {"key": record_key(run, files), "precision": {"chosen": "bf16", "why": "as measured"}}
+    run.dir.decode_record.write_text(json.dumps(old))  # the layout of RECORD_VERSION 1 files until 2026-11-29
+    assert recorded(run, files, "precision") == ("bf16", "as measured; recorded in decode_precision.json")
 
 
 def test_a_cpu_without_bf16_instructions_is_recorded_fp32_unmeasured(checked: Path,
@@ -176,9 +203,9 @@ def test_decoding_follows_the_record_and_fp32_is_one_flag_away(checked: Path,
     run = resolve_run(checked)
     monkeypatch.setattr(precision_record, "cpu_model_and_flags", lambda: ("a bf16 CPU", {"avx512_bf16"}))
     check_decoding(run, device="cpu")
-    record = json.loads(run.dir.decode_record.read_text())
+    record = read_record(run, weights_files(run))
     record["precision"]["chosen"] = "bf16"  # as if bf16 had won here
-    run.dir.decode_record.write_text(json.dumps(record))
+    precision_record.write_record(run, record)
     bf16 = load_native_engine(run, device="cpu")
     assert bf16.precision == "bf16" and bf16.note.startswith("precision auto → bf16 (valid split: bf16 ")
     dtypes = {m.dtype for m in bf16.model.modules() if isinstance(m, PackedLinear) and m is not bf16.model.output}
