@@ -62,6 +62,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                         help="train-real: where its run directories (tokenizer, prepared data) are kept")
     parser.add_argument("--run", type=Path, help="a trained run: its test split through every decoding engine as "
                                                  "`tbuild decode` runs them (benchmarks/real_decoding.py)")
+    parser.add_argument("--average", action="store_true", help="with --run: decode the average of the run's last "
+                        "checkpoints (decode --average, as scripts/multi30k.sh evaluates), not the best")
     parser.add_argument("--lines", type=int, help="with --run: the split's first N lines (default: all)")
     parser.add_argument("--shapes", help=f"comma-separated, from {', '.join(SHAPES)} (default tiny,base; "
                                          "--quick: tiny)")
@@ -221,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         device_part(args, hw, device, out)
     if args.run is not None and args.only in (None, "decode", "real"):
-        out["real"] = run_real(RealRun(args.run, "test", args.lines, args.warmup, args.repeats))
+        out["real"] = run_real(RealRun(args.run, "test", args.lines, args.warmup, args.repeats,
+                                           0 if args.average else None))
     report.show(out)
     if args.json is not None:
         report.write_json(out, args.json)

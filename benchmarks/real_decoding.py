@@ -51,6 +51,8 @@ class RealRun:
     lines: int | None  # the split's first N lines (None: all)
     warmup: int
     repeats: int
+    average: int | None = None  # the run's last N checkpoints averaged (0: train.average_last, decode --average);
+    # None: the best
 
 
 @dataclass
@@ -63,12 +65,12 @@ class _Timing:
     precision: str = ""
 
 
-def _loader(run: Run, engine: str, quantization: str) -> Callable[[], Engine]:
-    return lambda: load_engine(run, engine, quantization=quantization, device="cpu")
+def _loader(run: Run, engine: str, quantization: str, average: int | None) -> Callable[[], Engine]:
+    return lambda: load_engine(run, engine, quantization=quantization, device="cpu", average=average)
 
 
-def _usable(path: Path, names: list[str]) -> tuple[dict[str, tuple[Callable[[], Engine], DecodeRequest]],
-                                                 dict[str, str]]:
+def _usable(path: Path, names: list[str], average: int | None
+            ) -> tuple[dict[str, tuple[Callable[[], Engine], DecodeRequest]], dict[str, str]]:
     """The engines that can decode this run here, each with its request (each loaded once: CTranslate2's
     export is made and cached now, and the native engine's decoding check, ``check_decoding``, made if the
     run has none for this CPU, untimed), and a one-line reason for each that cannot."""
@@ -76,10 +78,10 @@ def _usable(path: Path, names: list[str]) -> tuple[dict[str, tuple[Callable[[], 
     for name in names:
         engine, quantization = ENGINES[name]
         run = resolve_run(path, FORCED.get(name, []))
-        load = _loader(run, engine, quantization)
+        load = _loader(run, engine, quantization, average)
         try:
             if engine == "native":
-                check_decoding(run, device="cpu", quantization=quantization)
+                check_decoding(run, device="cpu", quantization=quantization, average=average)
             load()
         except (TbuildError, ImportError) as e:
             skipped[name] = str(e).splitlines()[0]
@@ -112,7 +114,7 @@ def run_real(real: RealRun, names: list[str] | None = None) -> dict:
     run = resolve_run(real.run, [])
     lines, refs = read_split(run.spec.data, real.split, lambda _: None)
     lines, refs = lines[: real.lines], refs[: real.lines]
-    loaders, skipped = _usable(real.run, names or list(ENGINES))
+    loaders, skipped = _usable(real.run, names or list(ENGINES), real.average)
     timings = {name: _Timing([], [], []) for name in loaders}
     for r in range(real.warmup + real.repeats):
         for name, (load, request) in loaders.items():
@@ -125,7 +127,7 @@ def run_real(real: RealRun, names: list[str] | None = None) -> dict:
     decode = run.spec.decode
     return {"run": str(run.dir.path), "split": real.split, "sentences": len(lines), "beam": decode.beam,
             "alpha": decode.alpha, "batch_tokens": decode.batch_tokens, "repeats": real.repeats,
-            "warmup": real.warmup, "rows": rows, "skipped": skipped}
+            "warmup": real.warmup, "weights": "best" if real.average is None else "average", "rows": rows, "skipped": skipped}
 
 
 def _row(name: str, t: _Timing, refs: list[str], sentences: int) -> dict:
@@ -142,7 +144,8 @@ def table(report: dict):  # noqa: ANN201 - rich.table.Table, imported late
     from rich.table import Table
 
     out = Table(title=f"real workload: {report['run']}, {report['split']} ({report['sentences']} lines), beam "
-                      f"{report['beam']}, alpha {report['alpha']}, {report['batch_tokens']} batch tokens; medians "
+                      f"{report['beam']}, alpha {report['alpha']}, {report['batch_tokens']} batch tokens, "
+                      f"{report.get('weights', 'best')} weights; medians "
                       f"of {report['repeats']} interleaved rounds after {report['warmup']} warm-up",
                 title_justify="left")
     for name in ("engine", "precision", "startup s", "first output s", "decode s", "sentences/s", "tokens/s",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.__main__ import main, parse
+from benchmarks.real_decoding import RealRun, run_real
 from tbuild.engine.decoding.request import DecodeRequest
 from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run.directory import resolve_run
@@ -47,3 +48,14 @@ def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Pa
 def test_only_real_needs_a_run() -> None:
     with pytest.raises(SystemExit):
         parse(["--only", "real"])
+
+
+def test_average_decodes_what_decode_average_gives(tiny_run: Path, tmp_path: Path) -> None:
+    """`--average`: the rows decode the run's averaged checkpoints, as `scripts/multi30k.sh` evaluates."""
+    run_dir = Path(shutil.copytree(tiny_run, tmp_path / "run"))
+    real = run_real(RealRun(run_dir, "test", 6, 0, 1, average=2), ["native fp32"])
+    assert real["weights"] == "average"
+    run = resolve_run(run_dir, ["decode.precision=fp32"])
+    lines = [line.strip() for line in (Path(run.spec.data.test + ".en")).read_text().splitlines()][:6]
+    results = load_engine(run, "native", device="cpu", average=2).translate(lines, DecodeRequest.of(run.spec.decode))
+    assert sum(len(h[0].tokens) + 1 for h in results) == real["rows"][0]["output_tokens"]
