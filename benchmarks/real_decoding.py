@@ -127,7 +127,8 @@ def run_real(real: RealRun, names: list[str] | None = None) -> dict:
     decode = run.spec.decode
     return {"run": str(run.dir.path), "split": real.split, "sentences": len(lines), "beam": decode.beam,
             "alpha": decode.alpha, "batch_tokens": decode.batch_tokens, "repeats": real.repeats,
-            "warmup": real.warmup, "weights": "best" if real.average is None else "average", "rows": rows, "skipped": skipped}
+            "warmup": real.warmup, "weights": "best" if real.average is None else "average", "rows": rows,
+            "skipped": skipped}
 
 
 def _row(name: str, t: _Timing, refs: list[str], sentences: int) -> dict:
