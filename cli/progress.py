@@ -74,7 +74,7 @@ class Reporter:
     def on_end(self, r: dict[str, Any]) -> None:
         if self.progress is not None:
             self.progress.stop()
-        best = f", best validation ppl {r['best_ppl']:.2f}" if math.isfinite(r["best_ppl"]) else ""
+        best = "".join(f", best validation {name} {value:.2f}" for name, value in _bests(r))
         self.print(f"stopped at step {r['step']}: {r['why']} ({r['elapsed_call'] / 60:.1f} min this time, "
                    f"{r['elapsed'] / 60:.1f} in all{best})")
 
@@ -87,6 +87,16 @@ class Reporter:
 
     def on_other(self, r: dict[str, Any]) -> None:
         pass
+
+
+def _bests(r: dict[str, Any]) -> list[tuple[str, float]]:
+    """The run's best validation scores: by ``train.select``'s metric (where not ppl), then perplexity."""
+    bests = []
+    if r.get("metric", "ppl") != "ppl" and r.get("best_score") is not None:
+        bests.append((r["metric"], r["best_score"]))
+    if r.get("best_ppl") is not None and math.isfinite(r["best_ppl"]):
+        bests.append(("ppl", r["best_ppl"]))
+    return bests
 
 
 class Quiet:
