@@ -86,6 +86,13 @@ def request_of(spec: Spec, batch_tokens: int, options: dict[str, Any]) -> Decode
         raise RequestError(422, str(e)) from None
 
 
+def source_lengths(engine: Engine, lines: list[str]) -> list[int]:
+    """Each line's source row length as the engine builds it, untruncated: its pieces and what the vocabulary
+    adds around a source (EOS, or a template's); 0 for an empty line."""
+    added = sum(map(len, engine.tokenizer.special.around("source")))
+    return [len(ids) + added if ids else 0 for ids in engine.tokenizer.encode(lines)]
+
+
 def texts_of(decode: Callable[[list[int]], str], results: list[list[Hypothesis]], body: Any
            ) -> tuple[list[str], list[float] | None, list[list[Hyp]] | None]:
     """Each line's best text, with its score and n-best list where ``body`` (scores, nbest) asks for them
@@ -109,19 +116,14 @@ class Translation(Served):
     max_tokens: int
     request: type[LinesRequest] = TranslateRequest
 
-    def _added(self) -> int:
-        """How many ids the vocabulary adds around a source (EOS, or a template's)."""
-        return sum(map(len, self.engine.tokenizer.special.around("source")))
-
     def fits(self, line: str) -> bool:
         """Whether ``line``'s source row (its pieces and what is added around them) fits the model's positions."""
-        return len(self.engine.tokenizer.encode([line])[0]) + self._added() <= self.max_tokens
+        return source_lengths(self.engine, [line])[0] <= self.max_tokens
 
     def lengths(self, body: TranslateRequest, lines: list[str]) -> list[int]:
         """Each line's source row length (with what the vocabulary adds around a source: EOS), at most the
         model's limit: a longer line is translated in pieces that each fit (``segments.py``)."""
-        added = self._added()
-        return [min(len(ids) + added, self.max_tokens) if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
+        return [min(n, self.max_tokens) for n in source_lengths(self.engine, lines)]
 
     def decode_request(self, body: TranslateRequest) -> DecodeRequest:
         return request_of(self.spec, self.batch_tokens, body.options())

@@ -12,7 +12,7 @@ from ...decoding.engines import Engine
 from ...decoding.request import DecodeRequest
 from ...decoding.search import Hypothesis
 from ...serving.api import Hyp, LinesRequest, SearchRequest, check_lengths
-from ...serving.endpoints import Served, request_of, texts_of
+from ...serving.endpoints import Served, request_of, source_lengths, texts_of
 from .cmudict import spelled
 
 
@@ -51,9 +51,7 @@ class Phonemize(Served):
 
     def lengths(self, body: PhonemizeRequest, lines: list[str]) -> list[int]:
         """Each word's source row length (its letters and EOS); 413 past the model's positions."""
-        added = sum(map(len, self.engine.tokenizer.special.around("source")))
-        spelt = [spelled(line) for line in lines]
-        lengths = [len(ids) + added if ids else 0 for ids in self.engine.tokenizer.encode(spelt)]
+        lengths = source_lengths(self.engine, [spelled(line) for line in lines])
         check_lengths(lengths, self.max_tokens, "words")
         return lengths
 

@@ -14,7 +14,7 @@ from ...decoding.engines import Engine
 from ...decoding.request import DecodeRequest
 from ...decoding.search import Hypothesis
 from ...serving.api import Hyp, LinesRequest, SearchRequest
-from ...serving.endpoints import Served, request_of, texts_of
+from ...serving.endpoints import Served, request_of, source_lengths, texts_of
 
 
 class SummarizeResponse(BaseModel):
@@ -56,14 +56,9 @@ class Summarize(Served):
     max_tokens: int
     request: type[LinesRequest] = SummarizeRequest
 
-    def _lengths(self, lines: list[str]) -> list[int]:
-        """Each text's source row length untruncated: its pieces and what the vocabulary adds (EOS)."""
-        added = sum(map(len, self.engine.tokenizer.special.around("source")))
-        return [len(ids) + added if ids else 0 for ids in self.engine.tokenizer.encode(lines)]
-
     def lengths(self, body: SummarizeRequest, lines: list[str]) -> list[int]:
         """Each text's source row length as the engine reads it: at most the model's limit."""
-        return [min(n, self.max_tokens) for n in self._lengths(lines)]
+        return [min(n, self.max_tokens) for n in source_lengths(self.engine, lines)]
 
     def decode_request(self, body: SummarizeRequest) -> DecodeRequest:
         return request_of(self.spec, self.batch_tokens, body.options())
@@ -74,5 +69,5 @@ class Summarize(Served):
 
     def respond(self, body: SummarizeRequest, results: list[list[Hypothesis]]) -> SummarizeResponse:
         texts, scores, nbest = texts_of(self.engine.tokenizer.decode, results, body)
-        truncated = [n for n, length in enumerate(self._lengths(body.read())) if length > self.max_tokens]
+        truncated = [n for n, length in enumerate(source_lengths(self.engine, body.read())) if length > self.max_tokens]
         return SummarizeResponse(summaries=texts, scores=scores, nbest=nbest, truncated=truncated or None)
