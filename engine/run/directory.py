@@ -8,7 +8,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -21,6 +21,7 @@ from ..files import atomic_write
 
 SPM_FILE = "spm.model"  # a run's sentencepiece model
 TOKENIZERS_FILE = "tokenizer.json"  # a run's Hugging Face tokenizers file (a model imported with one)
+Record = TypeVar("Record", bound=BaseModel)  # a task's eval record type (``RunDir.evals_as``)
 
 _STEP = re.compile(r"^step_(\d+)\.safetensors$")
 _SHARDED = re.compile(r"^step_(\d+)\.dcp$")  # a sharded (FSDP) checkpoint: a directory, see training/sharded.py
@@ -139,6 +140,16 @@ class RunDir:
         """Every split's scores, in the order of their file names (unreadable files left out)."""
         records = (_read_eval(p) for p in sorted(self.path.glob("eval_*.json")))
         return [r for r in records if r is not None]
+
+    def evals_as(self, record: type[Record]) -> list[Record]:
+        """``evals()`` read as a task's record type; those it does not fit (another task's scores) left out."""
+        found = []
+        for scores in self.evals():
+            try:
+                found.append(record.model_validate(scores.to_json()))
+            except ValidationError:
+                continue
+        return found
 
     def prepared(self, split: str) -> Path:
         return self.path / "prepared" / split  # memory-mapped encoded pairs (engine/data/mapped.py)

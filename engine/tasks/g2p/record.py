@@ -4,7 +4,7 @@ place of sacreBLEU's scores; and the model card's results."""
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ...run.directory import EvalRecord, Run
 from ..summarization.record import TRANSLATION_ONLY
@@ -26,12 +26,7 @@ class PhonesRecord(EvalRecord):
 
 def card_results(run: Run) -> list[str]:
     """The model card's results: each split's PER and WER, with how it was decoded."""
-    records = []
-    for record in run.dir.evals():
-        try:
-            records.append(PhonesRecord.model_validate(record.to_json()))
-        except ValidationError:
-            continue  # not scored by error rates
+    records = run.dir.evals_as(PhonesRecord)
     if not records:
         return ["Not evaluated yet: `tbuild evaluate RUN --split test` writes the scores this card shows.", ""]
     lines = ["Phone error rate (PER: edit distance over the reference phones) and word error rate (WER: words with "

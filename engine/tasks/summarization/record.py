@@ -4,7 +4,7 @@ the lead-N baseline scored on the same split."""
 
 from __future__ import annotations
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from ...run.directory import EvalRecord, Run
 from .lead import Lead
@@ -37,13 +37,7 @@ class SummaryRecord(EvalRecord):
 
 def summary_records(run: Run) -> list[SummaryRecord]:
     """Every split's record that holds ROUGE, in the order of their file names."""
-    found = []
-    for record in run.dir.evals():
-        try:
-            found.append(SummaryRecord.model_validate(record.to_json()))
-        except ValidationError:
-            continue  # not scored by ROUGE
-    return found
+    return run.dir.evals_as(SummaryRecord)
 
 
 def card_results(run: Run) -> list[str]:
