@@ -50,12 +50,27 @@ class Registry:
         self._specs: dict[str, tuple[type[BaseModel], str]] = {}
         self._blocks: dict[str, type] = {}
         self.generation = 0  # bumped by every declaration; invalidates cached unions
+        self.base: type[BaseModel] | None = None  # what every spec must subclass (``require``)
+
+    def require(self, base: type[BaseModel]) -> None:
+        """Refuse, from now on, a spec that does not subclass ``base`` (a head's ``HeadBase``: what the builder
+        and the tasks ask every head)."""
+        self.base = base
+        for spec, origin in self._specs.values():
+            self._check(spec, origin)
+
+    def _check(self, spec: type[BaseModel], origin: str) -> None:
+        if self.base is not None and not issubclass(spec, self.base):
+            raise TypeError(f"{self.name} kind {spec_kind(spec)!r} ({origin}): {spec.__name__} must subclass "
+                            f"{self.base.__module__}.{self.base.__name__}, which answers what every {self.name} "
+                            "is asked")
 
     def declare(self, spec: S, *, origin: str = "tbuild") -> S:
         """Declare a spec model (no block yet); usable as a class decorator."""
         key = spec_kind(spec)
         if key in self._specs:
             raise ValueError(f"{self.name} kind {key!r} is already registered by {self._specs[key][1]}")
+        self._check(spec, origin)
         self._specs[key] = (spec, origin)
         self.generation += 1
         return spec

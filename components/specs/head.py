@@ -44,6 +44,7 @@ class HeadBase(ComponentSpec):
         return False
 
 
+HEAD.require(HeadBase)  # a plugin head answers the same questions
 NO_HEAD = HeadBase(kind="none")  # what a model without a head answers (``ModelSpec.output_head``): nothing of a head's
 
 

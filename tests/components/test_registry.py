@@ -233,3 +233,29 @@ def test_plugin_registered_after_schema_import_joins_the_schema(tmp_path: Path) 
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["before: True", "built: Late (1, 1, 30)", "schema: True"]
+
+
+def test_a_registry_that_requires_a_base_refuses_a_spec_without_it() -> None:
+    """A plugin head must subclass HeadBase: the builder and the tasks ask every head what it does."""
+    from typing import Literal
+
+    from tbuild.components.registry import HEAD
+    from tbuild.components.specs.head import HeadBase
+
+    class PlainSpec(ComponentSpec):
+        kind: Literal["plain"] = "plain"
+
+    class AnsweringSpec(HeadBase):
+        kind: Literal["answering"] = "answering"
+
+    assert HEAD.base is HeadBase
+    reg = Registry("head", plugins=False)
+    reg.declare(PlainSpec)
+    with pytest.raises(TypeError, match="head kind 'plain' \\(tbuild\\): PlainSpec must subclass .*HeadBase"):
+        reg.require(HeadBase)  # the ones declared before are checked too
+    reg = Registry("head", plugins=False)
+    reg.require(HeadBase)
+    reg.declare(AnsweringSpec)
+    with pytest.raises(TypeError, match="PlainSpec must subclass"):
+        reg.register(PlainSpec, origin="a plugin")(dict)
+    assert list(reg) == ["answering"]
