@@ -20,7 +20,7 @@ def open_service(run: Run, *, engine: str = "native", quantization: str | None =
                  max_chars: int = 2000, after_batch: Any = lambda: None, notify: Any = lambda _: None,
                  compiled: bool = False) -> Service:
     """Load the run's endpoint (its task's ``serve``: the engine and the route) and put it behind a batcher,
-    both on one thread (``Worker``: a model decoded on another thread than loaded it is 2-3× slower)."""
+    both on one thread (``Worker``: a model decoded on another thread than loaded it is about 2× slower)."""
     for name, value in (("--batch-tokens", batch_tokens or 1), ("--max-lines", max_lines), ("--max-chars", max_chars),
                         ("--timeout", timeout)):
         if value <= 0:
