@@ -20,7 +20,8 @@ from ..errors import TbuildError
 from ..files import atomic_write
 from .significance import significance_section
 from .spec import Study
-from .trial import read_trial, state_of
+from .trial import state_of
+from .workers import read_trial
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,8 @@ from ..training.run import train_spec
 from ..training.trainer import Event
 from .front import so_far
 from .spec import Speed, Study
-from .workers import claim
+from .workers import TRIAL_FILE, claim, read_trial
 
-TRIAL_FILE = "trial.json"
 FOLDER_OF = "folder_trial"  # user attribute: the trial whose folder a try trains in (a retry: the first)
 INTERRUPTED = "interrupted"  # user attribute: Ctrl-C stopped the try (optuna's state says failed)
 SEEDS_FOLDER = "seeds"  # a trial's runs of its other seeds: TRIAL_FOLDER/seeds/seed-S
@@ -239,14 +238,6 @@ class TrialRecord:
     def write(self, state: str, **fields: Any) -> None:
         self.data.update(state=state, **fields)
         atomic_write(self.path, (json.dumps(self.data, indent=1) + "\n").encode())
-
-
-def read_trial(folder: Path) -> dict[str, Any] | None:
-    """A trial folder's ``trial.json``, or None (none yet, or unreadable)."""
-    try:
-        return json.loads((folder / TRIAL_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
 
 
 def _short(value: Any) -> str:

@@ -8,6 +8,7 @@ and a worker whose budget hinges on it waits that long rather than end the study
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -44,14 +45,43 @@ def claim(trial: Any, folder: Path) -> RunLock:
     return lock
 
 
+TRIAL_FILE = "trial.json"  # a trial folder's record (``trial.TrialRecord``)
+ENDED = ("complete", "pruned", "failed", "interrupted")  # a record's states once its worker is done with it
+
+
+def read_trial(folder: Path) -> dict[str, Any] | None:
+    """A trial folder's ``trial.json``, or None (none yet, or unreadable)."""
+    try:
+        return json.loads((folder / TRIAL_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def liveness(trial: Any, machine: str) -> str:
     """``alive`` or ``dead`` where the trial's worker ran on ``machine`` (its lock held by its process, or
     not); ``unknown`` where it ran elsewhere or has not said (a retry carries the record of the try it
-    repeats, which names that try's number)."""
+    repeats, which names that try's number). A worker records its trial's end, then frees the lock, then Optuna
+    stores the state: a free lock whose record has ended and whose process lives is a trial being stored, alive."""
     worker = trial.user_attrs.get(WORKER)
     if not isinstance(worker, dict) or worker.get("trial") != trial.number or worker.get("machine") != machine:
         return "unknown"
-    return "alive" if held_by(Path(worker["lock"])) == str(worker["pid"]) else "dead"
+    lock = Path(worker["lock"])
+    if held_by(lock) == str(worker["pid"]):
+        return "alive"
+    record = read_trial(lock.parent) or {}
+    ending = record.get("trial") == trial.number and record.get("state") in ENDED and _lives(int(worker["pid"]))
+    return "alive" if ending else "dead"
+
+
+def _lives(pid: int) -> bool:
+    """Whether a process of this id runs on this machine."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's: it exists
+        return True
+    return True
 
 
 def where(trial: Any, machine: str) -> str:

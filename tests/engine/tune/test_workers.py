@@ -156,3 +156,19 @@ pruner: {kind: none}
     assert [t.state.name for t in trials] == ["COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
     assert trials[2].user_attrs["folder_trial"] == 1 and trials[2].user_attrs["steps"] == 20
     assert (run / "trial.json").read_text().count('"state": "complete"') == 1
+
+
+def test_a_trial_whose_worker_recorded_its_end_and_freed_its_lock_is_being_stored_not_dead(tmp_path: Path) -> None:
+    """Its worker records the end, frees the lock, then Optuna stores the state: another worker looking in
+    between must not fail it and retry it in the same folder (two processes sharing a study once did)."""
+    from tbuild.engine.tune.trial import TrialRecord
+    from tbuild.engine.tune.workers import claim, liveness, this_machine
+
+    study, optuna_study = _open(tmp_path, 3)
+    trial = _running(optuna_study)
+    folder = tmp_path / "study" / "trials" / "trial-000"
+    claim(trial, folder).release()
+    stored = optuna_study.trials[trial.number]
+    assert liveness(stored, this_machine()) == "dead"  # no end recorded: its worker died
+    TrialRecord(folder, "study", trial.number, trial.number, {}).write("complete")
+    assert liveness(stored, this_machine()) == "alive"  # ended, its process alive: being stored
