@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..errors import DataError
+from ..files import process_alive
 
 FORMAT = 1
 SIDES = ("src", "tgt")
@@ -93,18 +94,8 @@ def _remove_leftovers(final: Path) -> None:
         return
     for path in final.parent.glob(f".{final.name}.*-*"):
         pid = path.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def read_header(folder: Path) -> dict[str, Any] | None:

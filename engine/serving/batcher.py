@@ -50,7 +50,8 @@ class Worker:
     """A daemon thread that runs calls one after another, each answered on a future. A server loads its model
     and decodes on one such thread: torch's CPU threads (libgomp) keep a team per calling thread, and once the
     process's teams outnumber the cores every team waits by sleeping, so a model loaded (its team started) on
-    the main thread decodes about 2× slower on another (docs/benchmarks.md, "The server's thread")."""
+    the main thread decodes about 2× slower on another (docs/benchmarks.md, "The server's thread"). A daemon,
+    not a ``ThreadPoolExecutor``, whose threads are joined at exit: a decode loop left open would hang it."""
 
     def __init__(self, name: str = "tbuild-engine") -> None:
         self._calls: queue.Queue = queue.Queue()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import process_alive
 from ..run.lock import RunLock, held_by
 from .spec import Study
 
@@ -69,19 +70,8 @@ def liveness(trial: Any, machine: str) -> str:
     if held_by(lock) == str(worker["pid"]):
         return "alive"
     record = read_trial(lock.parent) or {}
-    ending = record.get("trial") == trial.number and record.get("state") in ENDED and _lives(int(worker["pid"]))
+    ending = record.get("trial") == trial.number and record.get("state") in ENDED and process_alive(int(worker["pid"]))
     return "alive" if ending else "dead"
-
-
-def _lives(pid: int) -> bool:
-    """Whether a process of this id runs on this machine."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's: it exists
-        return True
-    return True
 
 
 def where(trial: Any, machine: str) -> str:
