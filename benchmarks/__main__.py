@@ -28,7 +28,7 @@ from tbuild.engine.errors import TbuildError
 
 from . import hardware, report
 from .decoding import DecodeRun, run_decoding
-from .real_decoding import RealRun, run_real
+from .real_decoding import ENGINES, RealRun, run_real
 from .real_lengths import draw
 from .training import TrainRun, run_training
 from .training_real import RealTrain, run_training_real
@@ -65,6 +65,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--average", action="store_true", help="with --run: decode the average of the run's last "
                         "checkpoints (decode --average, as scripts/multi30k.sh evaluates), not the best")
     parser.add_argument("--lines", type=int, help="with --run: the split's first N lines (default: all)")
+    parser.add_argument("--engines", help="with --run: comma-separated rows, from " + ", ".join(ENGINES)
+                        + " (default: all)")
     parser.add_argument("--shapes", help=f"comma-separated, from {', '.join(SHAPES)} (default tiny,base; "
                                          "--quick: tiny)")
     parser.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated, from {', '.join(PEERS)}")
@@ -97,6 +99,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--warmup must be 0 or more")
     if args.only == "real" and args.run is None:
         parser.error("--only real needs --run RUN")
+    unknown = [] if args.engines is None else sorted({n.strip() for n in args.engines.split(",")} - set(ENGINES))
+    if unknown:
+        parser.error(f"--engines: no engine {', '.join(unknown)} (choose from {', '.join(ENGINES)})")
     return args
 
 
@@ -223,8 +228,9 @@ def main(argv: list[str] | None = None) -> None:
             continue
         device_part(args, hw, device, out)
     if args.run is not None and args.only in (None, "decode", "real"):
+        names = None if args.engines is None else [n.strip() for n in args.engines.split(",")]
         out["real"] = run_real(RealRun(args.run, "test", args.lines, args.warmup, args.repeats,
-                                           0 if args.average else None))
+                                           0 if args.average else None), names)
     report.show(out)
     if args.json is not None:
         report.write_json(out, args.json)

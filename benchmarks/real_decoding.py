@@ -14,8 +14,9 @@ medians of the timed rounds:
   output tokens/s (EOS counted);
 - **BLEU** (sacreBLEU, cased and lowercased) of the outputs: a faster engine that changes the output
   shows it here.
-"native stop=beam" is the default engine with ``decode.stopping: beam`` (a sentence stops once beam
-hypotheses have finished, CTranslate2's and fairseq's rule).
+"native exact", "native patience" and "native stop=beam" are the default engine with ``decode.stopping`` exact,
+patience (``decode.patience`` × beam finished hypotheses) and beam (a sentence stops once beam hypotheses have
+finished, CTranslate2's and fairseq's rule).
 The CTranslate2 export is made (and cached in the run) before any timing. Python's start and imports
 are the same for every engine and are not counted."""
 
@@ -38,10 +39,12 @@ from tbuild.engine.export.engines import load_engine
 from tbuild.engine.run.directory import Run, resolve_run
 
 ENGINES = {"native fp32": ("native", "float32"), "native default": ("native", "float32"),
+           "native exact": ("native", "float32"), "native patience": ("native", "float32"),
            "native stop=beam": ("native", "float32"), "native int8": ("native", "int8"),
            "CT2 float32": ("ctranslate2", "float32"), "CT2 int8": ("ctranslate2", "int8")}
 # what an engine's row changes in the run's decode section (the others decode as the run says)
-FORCED = {"native fp32": ["decode.precision=fp32"], "native stop=beam": ["decode.stopping=beam"]}
+FORCED = {"native fp32": ["decode.precision=fp32"], "native exact": ["decode.stopping=exact"],
+          "native patience": ["decode.stopping=patience"], "native stop=beam": ["decode.stopping=beam"]}
 
 
 @dataclass(frozen=True)

@@ -71,8 +71,9 @@ def decode(
 
     DecodeRequest(format=format_, align=align)  # a bad --format or --align is refused before any run is read
     runs = decode_runs(targets, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
-                       stopping=search.stopping, nbest=nbest, sampling=sampling, topk=topk, topp=topp,
-                       temperature=temperature, seed=seed, no_repeat_ngram=no_repeat_ngram, precision=loading.precision)
+                       stopping=search.stopping, patience=search.patience, nbest=nbest, sampling=sampling, topk=topk,
+                       topp=topp, temperature=temperature, seed=seed, no_repeat_ngram=no_repeat_ngram,
+                       precision=loading.precision)
     name = str(input_) if input_ else "stdin"
 
     def warn(message: str) -> None:

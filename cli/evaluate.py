@@ -67,7 +67,8 @@ def evaluate(
 
     def side(paths: list[Path]) -> Side:
         runs = decode_runs(paths, set_, ensembling.profile, beam=search.beam, alpha=search.alpha,
-                           stopping=search.stopping, no_repeat_ngram=no_repeat_ngram, precision=loading.precision)
+                           stopping=search.stopping, patience=search.patience, no_repeat_ngram=no_repeat_ngram,
+                           precision=loading.precision)
         call = EvalCall(split=split, src=src, ref=ref, lowercase=lowercase, show=show, loading=engine,
                         load_decoder=lambda: load_decoder(runs, engine, notify), notify=notify,
                         params=params, diagnose=diagnose)

@@ -51,8 +51,11 @@ COMPILE = typer.Option(False, "--compile", help="Native engine: compile the deco
                        "for long inputs; docs/decoding.md).")
 BEAM = typer.Option(None, "--beam", "-k", help="Beam size (default: the spec's decode.beam).")
 ALPHA = typer.Option(None, "--alpha", help="Length penalty α (default: decode.alpha).")
-STOPPING = typer.Option(None, "--stopping", help="When a sentence's beam search stops: exact, or beam (once beam "
-                        "hypotheses have finished, as fairseq and CTranslate2: faster; default: decode.stopping).")
+STOPPING = typer.Option(None, "--stopping", help="When a sentence's beam search stops: exact, beam (once beam "
+                        "hypotheses have finished, as fairseq and CTranslate2: faster) or patience (once --patience "
+                        "× beam have; default: decode.stopping).")
+PATIENCE = typer.Option(None, "--patience", help="--stopping patience: finished hypotheses that stop a sentence, "
+                        "as a multiple of the beam (default: decode.patience, 2).")
 ENGINE = typer.Option(
     "native", "--engine", help="native (tbuild's beam search) or ctranslate2 (the run exported once into "
     "RUN/ctranslate2-QUANTIZATION/, re-exported when the weights change; same beam, α and lengths).",
@@ -94,6 +97,7 @@ class Search:
     beam: int | None = BEAM
     alpha: float | None = ALPHA
     stopping: str | None = STOPPING
+    patience: float | None = PATIENCE
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def serve(
     from tbuild.engine.tasks.service import open_service
 
     [run] = decode_runs([target], set_, beam=search.beam, alpha=search.alpha, stopping=search.stopping,
-                        precision=loading.precision)
+                        patience=search.patience, precision=loading.precision)
     process = configure_process()
     service = open_service(run, engine=loading.engine, quantization=loading.quantization, device=loading.device,
                            checkpoint=loading.checkpoint, average=loading.average, batch_tokens=batch_tokens,

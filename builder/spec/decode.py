@@ -19,10 +19,13 @@ class DecodeSpec(StrictModel):
     max_len_a: float = Field(1.0, ge=0, description="Max output length = a · source length + b (§6.1: a=1).")
     max_len_b: int = Field(50, ge=0, description="Max output length = a · source length + b (§6.1: b=50).")
     nbest: int = Field(1, ge=1, description="Hypotheses printed per sentence.")
-    stopping: Literal["exact", "beam"] = Field(
+    stopping: Literal["exact", "beam", "patience"] = Field(
         "exact", description="When a sentence's search stops: exact (once no live beam can still enter its n-best: "
-        "the outputs of a search run to the maximum length) or beam (once beam hypotheses have finished, as fairseq, "
-        "CTranslate2 and Hugging Face's early_stopping do: fewer steps, docs/decoding.md).")
+        "the outputs of a search run to the maximum length), beam (once beam hypotheses have finished, as fairseq, "
+        "CTranslate2 and Hugging Face's early_stopping do: fewer steps) or patience (once patience × beam have "
+        "finished, Kasai et al. 2022); beam and patience also stop where exact would (docs/decoding.md).")
+    patience: float = Field(2.0, ge=1, description="With stopping: patience, the finished hypotheses that stop a "
+                            "sentence, as a multiple of the beam (1 is stopping: beam).")
     batch_tokens: int = Field(4000, ge=1, description="Source tokens per decoding batch.")
     precision: Literal["auto", "fp32", "bf16"] = Field(
         "auto", description="auto: bf16 autocast on CUDA; on a CPU, bf16 products where the run's decoding check "
@@ -71,7 +74,8 @@ class DecodeProfile(StrictModel):
     max_len_a: float | None = Field(None, ge=0)
     max_len_b: int | None = Field(None, ge=0)
     nbest: int | None = Field(None, ge=1)
-    stopping: Literal["exact", "beam"] | None = None
+    stopping: Literal["exact", "beam", "patience"] | None = None
+    patience: float | None = Field(None, ge=1)
     batch_tokens: int | None = Field(None, ge=1)
     precision: Literal["auto", "fp32", "bf16"] | None = None
     quantization: Literal["float32", "int8"] | None = None

@@ -159,7 +159,8 @@ def generate(lm: LanguageModel, prompts: list[str], request: DecodeRequest, max_
             hyps = beam_search(model, prompt, src_pad=pad, beam=request.width, alpha=request.alpha, max_len_a=1.0,
                                max_len_b=max_new_tokens, nbest=request.nbest, min_len=request.min_len,
                                max_len_cap=lm.max_positions, rules=rules,
-                               sampling=sampling, token_scores=request.token_scores, stopping=request.stopping)
+                               sampling=sampling, token_scores=request.token_scores, stopping=request.stopping,
+                               patience=request.patience)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = [_with_first(one, ids[i][0], model.special) for one in h]
         hooks.after_batch()

@@ -242,7 +242,8 @@ def translate(translator: NativeEngine, lines: list[str], request: DecodeRequest
             hyps = beam_search(model, src, src_pad=src_pad, beam=r.width, alpha=r.alpha, max_len_a=r.max_len_a,
                                max_len_b=r.max_len_b, nbest=r.nbest, min_len=r.min_len,
                                max_len_cap=output_cap(translator, (~src_pad).sum(1) if joined else None),
-                               rules=rules, sampling=sampling, token_scores=r.token_scores, stopping=r.stopping)
+                               rules=rules, sampling=sampling, token_scores=r.token_scores, stopping=r.stopping,
+                               patience=r.patience)
         for i, h in zip(rows, hyps, strict=True):
             results[i] = h
         hooks.after_batch()

@@ -47,6 +47,7 @@ class DecodeRequest:
     min_len: int = 0  # no EOS while |Y| < min_len
     nbest: int = 1  # hypotheses per line (with sampling: samples)
     stopping: str = "exact"  # when a sentence's beam search stops (search.STOPPING)
+    patience: float = 2.0  # stopping patience: a sentence stops once ⌈patience · beam⌉ hypotheses have finished
     batch_tokens: int = 4000  # source tokens per batch, padding included
     sampling: Literal["topk", "topp", "temperature"] | None = None  # None: beam search
     topk: int = 10
@@ -66,7 +67,9 @@ class DecodeRequest:
         for name in ("alpha", "max_len_a", "max_len_b", "min_len", "temperature", "seed", "no_repeat_ngram"):
             _check(getattr(self, name) >= 0, f"{name} must be 0 or more (got {getattr(self, name)})")
         _check(0 < self.topp <= 1, f"topp must be in (0, 1] (got {self.topp})")
-        _check(self.stopping in ("exact", "beam"), f"stopping {self.stopping!r}: choose exact or beam")
+        _check(self.stopping in ("exact", "beam", "patience"),
+               f"stopping {self.stopping!r}: choose exact, beam or patience")
+        _check(self.patience >= 1, f"patience must be at least 1 (got {self.patience})")
         _check(self.sampling is None or self.sampling in SAMPLING,
                f"sampling {self.sampling!r}: choose one of {', '.join(SAMPLING)}")
         _check(self.sampling is not None or self.nbest <= self.beam,

@@ -27,9 +27,9 @@ def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Pa
     real = json.loads(out.read_text())["real"]
     assert real["sentences"] == 12 and real["split"] == "test" and real["beam"] == 3
     rows = {r["engine"]: r for r in real["rows"]}
-    assert {"native fp32", "native default", "native stop=beam", "native int8"} <= set(rows)
-    assert set(rows) | set(real["skipped"]) == {"native fp32", "native default", "native stop=beam", "native int8",
-                                                "CT2 float32", "CT2 int8"}
+    natives = {"native fp32", "native default", "native exact", "native patience", "native stop=beam", "native int8"}
+    assert natives <= set(rows)
+    assert set(rows) | set(real["skipped"]) == natives | {"CT2 float32", "CT2 int8"}
     assert rows["native fp32"]["precision"] == "fp32"  # forced; the default is the run's decode.precision
     for r in rows.values():
         assert len(r["decode_times"]) == 2
@@ -48,6 +48,9 @@ def test_real_workload_rows_match_what_decode_gives(tiny_run: Path, tmp_path: Pa
 def test_only_real_needs_a_run() -> None:
     with pytest.raises(SystemExit):
         parse(["--only", "real"])
+    with pytest.raises(SystemExit):
+        parse(["--only", "real", "--run", "runs/x", "--engines", "native default,native turbo"])
+    assert parse(["--only", "real", "--run", "runs/x", "--engines", "native exact, CT2 int8"]).engines
 
 
 def test_average_decodes_what_decode_average_gives(tiny_run: Path, tmp_path: Path) -> None:

@@ -128,3 +128,22 @@ def test_stopping_at_the_beam_from_the_command_line(tiny_run: Path) -> None:
     bad = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "soon"], input=text)
     assert bad.exit_code == 2 and "Traceback" not in bad.output
     assert len(bad.output.strip().splitlines()) == 1 and "decode.stopping" in bad.output, bad.output
+
+
+def test_stopping_by_patience_from_the_command_line(tiny_run: Path) -> None:
+    """--stopping patience --patience P decodes every line, as --set decode.patience=P does; patience 1 is
+    stopping at the beam; a patience below 1 is one line naming the field."""
+    text = "A man is riding a bike.\nTwo dogs play in the snow.\n"
+    flag = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "patience", "--patience", "1.5", "--nbest", "2"],
+                         input=text)
+    assert flag.exit_code == 0, flag.output
+    assert [line.split(" ||| ")[0] for line in flag.stdout.splitlines()] == ["0", "0", "1", "1"]
+    by_set = runner.invoke(app, ["decode", str(tiny_run), "--set", "decode.stopping=patience", "--set",
+                                 "decode.patience=1.5", "--nbest", "2"], input=text)
+    assert by_set.stdout == flag.stdout
+    one = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "patience", "--patience", "1"], input=text)
+    beam = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "beam"], input=text)
+    assert one.exit_code == 0 and one.stdout == beam.stdout
+    bad = runner.invoke(app, ["decode", str(tiny_run), "--stopping", "patience", "--patience", "0.5"], input=text)
+    assert bad.exit_code == 2 and "Traceback" not in bad.output
+    assert len(bad.output.strip().splitlines()) == 1 and "decode.patience" in bad.output, bad.output

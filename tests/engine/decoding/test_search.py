@@ -11,7 +11,15 @@ import torch
 from tbuild.components.specs import special
 from tbuild.components.specs.special import BOS, EOS, PAD
 from tbuild.components.transformer import DecoderCache
-from tbuild.engine.decoding.search import Hypothesis, beam_search, greedy_search, length_penalty, max_lengths, row_topk
+from tbuild.engine.decoding.search import (
+    Hypothesis,
+    beam_search,
+    finished_kept,
+    greedy_search,
+    length_penalty,
+    max_lengths,
+    row_topk,
+)
 from tests.conftest import tiny_model
 
 A, B, C = 4, 5, 6  # the toy models' output tokens
@@ -389,3 +397,53 @@ def test_stopping_at_the_beam_on_a_real_model(real: EOSRamp) -> None:
         assert decoded[1] <= decoded[0]
     with pytest.raises(ValueError, match="stopping 'soon'"):
         beam_search(real, src, beam=2, alpha=0.6, max_len_a=1.0, max_len_b=5, stopping="soon")
+
+
+def test_patience_ends_once_patience_times_beam_hypotheses_have_finished() -> None:
+    # TABLE_ALPHA at beam 2, alpha 2: '' finishes at step 0 and B at step 1, where stopping at the beam ends
+    # with ''. Patience 1.5 waits for ⌈1.5 · 2⌉ = 3: A A finishes at step 2 (log(.5 · .9 · .55) / lp(3)²
+    # beats '''s log .4), so it returns the exact search's n-best, one step after the beam's rule stopped.
+    model = TableModel([TABLE_ALPHA])
+    src = toy_src((0, 2))
+    hyps = beam_search(model, src, beam=2, alpha=2.0, max_len_a=0, max_len_b=4, nbest=2, stopping="patience",
+                       patience=1.5)[0]
+    check(hyps, [([A, A], 0.5 * 0.9 * 0.55, 2.0), ([], 0.4, 2.0)])
+    assert model.rows == [1, 2, 2]
+    exact = beam_search(model, src, beam=2, alpha=2.0, max_len_a=0, max_len_b=4, nbest=2)[0]
+    assert [(h.tokens, h.score) for h in hyps] == [(h.tokens, h.score) for h in exact]
+    with pytest.raises(ValueError, match="patience must be at least 1"):
+        beam_search(model, src, beam=2, alpha=2.0, max_len_a=0, max_len_b=4, stopping="patience", patience=0.5)
+
+
+def test_finished_hypotheses_kept_by_each_stopping_rule() -> None:
+    assert finished_kept("exact", 4, 2, 2.0) == 2
+    assert finished_kept("beam", 4, 1, 2.0) == 4
+    assert finished_kept("patience", 4, 1, 2.0) == 8
+    assert finished_kept("patience", 4, 1, 1.1) == 5  # ⌈4.4⌉
+    assert finished_kept("patience", 4, 1, 1.0) == finished_kept("beam", 4, 1, 2.0)
+    assert finished_kept("patience", 1, 1, 3.0) == 1  # beam 1 is greedy: the first EOS ends it
+
+
+def test_patience_between_the_beam_and_the_exact_search(real: EOSRamp) -> None:
+    """Patience 1 is stopping at the beam, output for output; a patience no sentence reaches stops only where the
+    exact bound does, so it gives the exact search's outputs; rows decoded grow with the patience; sampling and
+    greedy search are as they were."""
+    src, rows = random_src([5, 9, 3, 7, 6, 8], seed=3), []
+
+    class Counting(EOSRamp):
+        def decode(self, tgt: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+            rows.append(tgt.size(0))
+            return super().decode(tgt, *args, **kwargs)  # type: ignore[arg-type]
+
+    counting, decoded, outputs = Counting(real.model), {}, {}
+    args = {"beam": 4, "alpha": 1.2, "max_len_a": 1.0, "max_len_b": 6, "nbest": 2}
+    for name, rule in {"beam": ("beam", 2.0), "p1": ("patience", 1.0), "p2": ("patience", 2.0),
+                       "never": ("patience", 1000.0), "exact": ("exact", 2.0)}.items():
+        rows.clear()
+        hyps = beam_search(counting, src, **args, stopping=rule[0], patience=rule[1])
+        decoded[name], outputs[name] = sum(rows), [[(h.tokens, h.score) for h in s] for s in hyps]
+    assert outputs["p1"] == outputs["beam"] and decoded["p1"] == decoded["beam"]
+    assert outputs["never"] == outputs["exact"] and decoded["never"] == decoded["exact"]
+    assert decoded["beam"] < decoded["p2"] < decoded["exact"] and outputs["beam"] != outputs["exact"]
+    greedy = beam_search(real, src, beam=1, alpha=1.2, max_len_a=1.0, max_len_b=6)
+    assert beam_search(real, src, beam=1, alpha=1.2, max_len_a=1.0, max_len_b=6, stopping="patience") == greedy
