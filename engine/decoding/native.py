@@ -24,7 +24,7 @@ from .constraints import Phrases
 from .ensemble import Ensemble
 from .model import SearchModel, search_model
 from .packed import pack_linears
-from .precision_record import INT8_LOGITS, CheckMetric, ensure_record, recorded
+from .precision_record import BF16_LOGITS, FLOAT_LOGITS, INT8_LOGITS, CheckMetric, ensure_record, recorded
 from .prefix_lm import PrefixLMSearch
 from .quantize import check_quantization, quantize_model
 from .request import NO_HOOKS, DecodeRequest, Hooks, LineConstraints, check_request
@@ -75,14 +75,17 @@ class NativeEngine:
 def load_native_engine(run: Run, *, checkpoint: Path | None = None, average: int | None = None,
                     device: str = "auto", quantization: str = "float32",
                     notify: Callable[[str], None] = lambda _: None, compiled: bool = False,
-                    precision: str | None = None, int8_logits: bool | None = None) -> NativeEngine:
+                    precision: str | None = None, int8_logits: bool | None = None,
+                    bf16_logits: bool = False) -> NativeEngine:
     """The run's model with its weights (see ``load_weights``) on the decoding policy's device, its
     linear layers in ``quantization`` (``quantize.py``: int8 is CPU-only, so device auto picks the
     CPU for it and fp32 compute; ``int8_logits``: the output projection in int8 too, default as the
     run's record says, ``precision_record.py``, else not), its decoder step compiled if asked
     (``compiled.py``), else, on a CPU, its linear weights packed for oneDNN (``packed.py``) in the
-    policy's products' dtype. ``precision`` (default: the spec's ``decode.precision``; ``auto`` on a CPU:
-    as the run's record says, else fp32). ``notify`` hears the precision chosen and why."""
+    policy's products' dtype (its output projection in float32, or bf16 where the run's record chose bf16
+    logits or ``bf16_logits`` asks for them with bf16 products). ``precision`` (default: the spec's
+    ``decode.precision``; ``auto`` on a CPU: as the run's record says, else fp32). ``notify`` hears the
+    precision chosen and why."""
     precision = precision or run.spec.decode.precision
     if quantization == "int8":
         if device == "auto":
@@ -109,7 +112,9 @@ def load_native_engine(run: Run, *, checkpoint: Path | None = None, average: int
         compile_decoder(model)
         notify("decoder step compiled with torch.compile (the first batches wait for the compilation)")
     elif policy.autocast_dtype is None:
-        pack_linears(model, policy.products or torch.float32)  # CPU float32 weights only; elsewhere a no-op
+        products = policy.products or torch.float32
+        logits = products if bf16_logits else policy.logits or torch.float32
+        pack_linears(model, products, logits)  # CPU float32 weights only; elsewhere a no-op
     max_positions = run.spec.model.max_positions
     return NativeEngine(model, tokenizer, policy, weights, max_source(run.spec), max_positions, quantization, note)
 
@@ -152,10 +157,11 @@ def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | N
         return
 
     def load(mode: str) -> NativeEngine:
-        int8 = mode not in ("fp32", "bf16")
+        int8 = mode in (INT8_LOGITS, FLOAT_LOGITS)
         return load_native_engine(run, checkpoint=checkpoint, average=average, device="cpu",
-                               quantization="int8" if int8 else "float32", precision="fp32" if int8 else mode,
-                               int8_logits=mode == INT8_LOGITS)
+                               quantization="int8" if int8 else "float32",
+                               precision="fp32" if int8 else "bf16" if mode == BF16_LOGITS else mode,
+                               int8_logits=mode == INT8_LOGITS, bf16_logits=mode == BF16_LOGITS)
 
     ensure_record(run, what, load, checkpoint=checkpoint, average=average, notify=notify, metric=metric)
 

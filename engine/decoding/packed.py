@@ -10,10 +10,11 @@ Decoding speed). Results equal ``F.linear``'s to float32 rounding (a different s
 bf16 (``decode.precision: bf16``, or ``auto`` where the run's record chose it, ``precision_record.py``):
 the products of the encoder's and decoder's layers take bf16 inputs and bf16 packed weights (float32
 accumulation inside oneDNN) and hand float32 back, so the residual stream, norms, attention, the
-cache and the search stay float32; the output projection stays float32 because bf16 logits (8 bits of
-mantissa: steps of 0.125 at 20) changed which hypotheses the beam kept, where bf16 layers alone left
-every translation of the trained recipe's first 200 test lines as float32's (docs/benchmarks.md,
-bf16 decoding on a CPU). Faster than bf16 autocast, which casts every weight again at every product.
+cache and the search stay float32; the output projection stays float32 unless the run's decoding check
+chose bf16 logits too (``precision_record.py``): bf16 logits (8 bits of mantissa: steps of 0.125 at 20)
+change which hypotheses the beam keeps more often than bf16 layers alone (docs/benchmarks.md, bf16
+decoding on a CPU), so they are used only where the validation metric holds. Faster than bf16 autocast,
+which casts every weight again at every product.
 
 Only where it applies: the CPU, float32 weights without autocast, PyTorch built with oneDNN (the
 official wheels are) and exposing its packed linear; anywhere else the model is left as it is.
@@ -57,11 +58,12 @@ class PackedLinear(nn.Module):
                 f"dtype={str(self.dtype).removeprefix('torch.')}")
 
 
-def pack_linears(model: nn.Module, products: torch.dtype = torch.float32) -> bool:
+def pack_linears(model: nn.Module, products: torch.dtype = torch.float32, logits: torch.dtype = torch.float32
+                 ) -> bool:
     """Replace, in place, every float32 CPU linear layer of ``model`` (``PACKED_TYPES``) by a
     ``PackedLinear`` computing in ``products``, but the model's output projection (``model.output``),
-    which always computes in float32; False (the model unchanged) where packing does not apply (module
-    docstring)."""
+    which computes in ``logits`` (float32 unless a run's check chose bf16, ``precision_record.py``); False
+    (the model unchanged) where packing does not apply (module docstring)."""
     output = getattr(model, "output", None)
     linears = [(parent, name, child) for parent in model.modules() for name, child in parent.named_children()
                if type(child) in PACKED_TYPES]
@@ -70,5 +72,5 @@ def pack_linears(model: nn.Module, products: torch.dtype = torch.float32) -> boo
     if any(lin.weight.device.type != "cpu" or lin.weight.dtype != torch.float32 for _, _, lin in linears):
         return False
     for parent, name, linear in linears:
-        setattr(parent, name, PackedLinear(linear, torch.float32 if linear is output else products))
+        setattr(parent, name, PackedLinear(linear, logits if linear is output else products))
     return True

@@ -1,9 +1,11 @@
 """Which arithmetic a run decodes with on this CPU, measured once and recorded in the run folder
 (``RUN/decode_precision.json``), so that ``decode`` and ``serve`` start at once afterwards.
 
-- **precision** (``decode.precision: auto``): bf16 products (``packed.py``) where they decode the valid split
-  at least ``MIN_SPEEDUP`` × faster than fp32 **and** its metric (``train.select``'s BLEU, lowercased BLEU or
-  chrF; BLEU otherwise) stays within ``MAX_LOSS`` of fp32's; fp32 otherwise. A CPU whose flags show no
+- **precision** (``decode.precision: auto``): bf16 products (``packed.py``), with float32 logits ("bf16") or
+  the output projection in bf16 too (``BF16_LOGITS``), the fastest of them that decodes the valid split at
+  least ``MIN_SPEEDUP`` × faster than fp32 **and** keeps its metric (``train.select``'s BLEU, lowercased BLEU
+  or chrF; BLEU otherwise) within ``MAX_LOSS`` of fp32's; fp32 otherwise. (Records made before bf16 logits
+  were measured have "bf16" alone, which keeps its meaning.) A CPU whose flags show no
   bf16 instructions (``avx512_bf16``, ``amx_bf16``) is not measured: bf16 is emulated there (0.11× fp32 on
   an AMD Zen 3, docs/benchmarks.md).
 - **int8** (asked for with ``decode.quantization`` or ``--quantization int8``): the output projection in
@@ -35,6 +37,7 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from ..data.datasets import read_split
+from ..device.policy import BF16_LOGITS
 from ..device.precision import cpu_identity, cpu_model_and_flags
 from ..errors import TbuildError
 from ..files import atomic_write
@@ -131,7 +134,7 @@ def ensure_record(run: Run, what: str, load: Load, *, checkpoint: Path | None = 
     if not_native is not None:
         entry = {"chosen": "fp32", "why": not_native}
     else:
-        modes = ["fp32", "bf16"] if what == "precision" else ["fp32", FLOAT_LOGITS, INT8_LOGITS]
+        modes = ["fp32", "bf16", BF16_LOGITS] if what == "precision" else ["fp32", FLOAT_LOGITS, INT8_LOGITS]
         notify(f"checking {' and '.join(modes[1:])} against fp32 on {len(sources)} valid lines, once for this run "
                f"on this CPU (recorded in {run.dir.decode_record})")
         measured = compare(run, modes, load, sources, references, metric)

@@ -23,6 +23,7 @@ from .precision import BF16_MIN_SPEEDUP, Probe, bf16_probe
 Precision = Literal["auto", "fp32", "bf16", "fp16"]
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+BF16_LOGITS = "bf16, bf16 logits"  # CPU decoding: bf16 products, the output projection's too (a run's record chose it)
 NOT_RECORDED = ("no bf16 check recorded for this run on this CPU; tbuild decode, evaluate and serve make one, "
                 "--precision fp32 keeps fp32")
 
@@ -37,6 +38,7 @@ class Policy:
     warning: str | None = None  # a choice the user forced that measures slower
     checkable: bool = False  # a CPU's auto chosen by the probe: training confirms it from its own steps
     products: torch.dtype | None = None  # CPU decoding: the linear layers' products in this dtype (packed.py)
+    logits: torch.dtype | None = None  # CPU decoding: the output projection's (None: float32)
 
     @property
     def precision(self) -> str:
@@ -135,7 +137,9 @@ def choose_policy(precision: Precision, device: str = "auto", *, widths: tuple[i
         return Policy(dev, None, "precision fp32 (set in the spec)")
     if precision == "auto" and decoding:
         chosen, why = recorded or ("fp32", NOT_RECORDED)
-        return Policy(dev, None, f"precision auto → {chosen} ({why})", products=DTYPES[chosen])
+        products = DTYPES["bf16" if chosen == BF16_LOGITS else chosen]
+        return Policy(dev, None, f"precision auto → {chosen} ({why})", products=products,
+                      logits=products if chosen == BF16_LOGITS else None)
     if widths is None:  # nothing to measure at: keep the safe choice
         if precision == "bf16":
             bf16 = torch.bfloat16

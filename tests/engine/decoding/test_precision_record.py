@@ -22,6 +22,7 @@ from tbuild.engine.decoding import precision_record
 from tbuild.engine.decoding.native import NativeEngine, check_decoding, load_native_engine
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
 from tbuild.engine.decoding.precision_record import (
+    BF16_LOGITS,
     FLOAT_LOGITS,
     INT8_LOGITS,
     Measured,
@@ -57,6 +58,17 @@ def test_bf16_is_chosen_only_when_clearly_faster_at_the_same_metric() -> None:
     assert chosen(Measured(None, 25.0)) == "fp32"  # left out as too slow
     why = choose("precision", {"fp32": Measured(30.0, 10.0), "bf16": Measured(29.95, 8.0)})["why"]
     assert why == "valid split: bf16 1.25× fp32's speed, score 29.95 against fp32's 30.00"
+
+
+def test_bf16_logits_are_chosen_only_where_they_hold_the_metric_and_are_faster() -> None:
+    def chosen(logits: Measured) -> str:
+        return choose("precision", {"fp32": Measured(30.0, 10.0), "bf16": Measured(29.98, 8.0),
+                                    BF16_LOGITS: logits})["chosen"]
+
+    assert chosen(Measured(29.95, 7.0)) == BF16_LOGITS  # the fastest within 0.1
+    assert chosen(Measured(29.85, 7.0)) == "bf16"  # 0.15 below: float32 logits
+    assert chosen(Measured(29.95, 8.5)) == "bf16"  # not the faster
+    assert chosen(Measured(None, 30.0)) == "bf16"  # left out as too slow
 
 
 def test_int8_logits_are_kept_only_where_the_metric_holds() -> None:
@@ -121,9 +133,10 @@ def counting(run: Run, calls: list[str]) -> Callable[[str], NativeEngine]:
     """The check's loader (real translators), each mode it loads noted in ``calls``."""
     def load(mode: str) -> NativeEngine:
         calls.append(mode)
-        int8 = mode not in ("fp32", "bf16")
+        int8 = mode in (INT8_LOGITS, FLOAT_LOGITS)
         return load_native_engine(run, device="cpu", quantization="int8" if int8 else "float32",
-                               precision="fp32" if int8 else mode, int8_logits=mode == INT8_LOGITS)
+                               precision="fp32" if int8 else "bf16" if mode == BF16_LOGITS else mode,
+                               int8_logits=mode == INT8_LOGITS, bf16_logits=mode == BF16_LOGITS)
 
     return load
 
@@ -136,21 +149,21 @@ def test_the_record_is_written_once_reused_and_stale_on_another_cpu_or_weights(
     files = weights_files(run)
     monkeypatch.setattr(precision_record, "cpu_model_and_flags", lambda: ("a bf16 CPU", {"avx512_bf16"}))
     ensure_record(run, "precision", load)
-    assert sorted(calls) == ["bf16", "fp32"]
+    assert sorted(calls) == sorted(["fp32", "bf16", BF16_LOGITS])
     entry = read_record(run, files)["precision"]
-    assert entry["chosen"] in ("fp32", "bf16") and entry["lines"] == 40
-    assert set(entry["measured"]) == {"fp32", "bf16"} and entry["measured"]["fp32"]["score"] >= 0
+    assert entry["chosen"] in ("fp32", "bf16", BF16_LOGITS) and entry["lines"] == 40
+    assert set(entry["measured"]) == {"fp32", "bf16", BF16_LOGITS} and entry["measured"]["fp32"]["score"] >= 0
     assert recorded(run, files, "precision") == (entry["chosen"], f"{entry['why']}; recorded in decode_precision.json")
     ensure_record(run, "precision", load)  # recorded: nothing measured
-    assert len(calls) == 2
+    assert len(calls) == 3
     ensure_record(run, "int8", load)  # the int8 entry joins the precision one
-    assert sorted(calls[2:]) == sorted(["fp32", FLOAT_LOGITS, INT8_LOGITS])
+    assert sorted(calls[3:]) == sorted(["fp32", FLOAT_LOGITS, INT8_LOGITS])
     assert {"precision", "int8"} <= read_record(run, files).keys()
     elsewhere = {**precision_record.cpu_identity(), "cpu": "another CPU"}
     monkeypatch.setattr(precision_record, "cpu_identity", lambda: elsewhere)
     assert recorded(run, files, "precision") is None  # made on another CPU: not trusted
     ensure_record(run, "precision", load)
-    assert len(calls) == 7
+    assert len(calls) == 9
     os.utime(files[0], ns=(1, 1))  # other weights (the file changed)
     assert recorded(run, files, "precision") is None
 
@@ -164,10 +177,10 @@ def test_the_best_checkpoint_and_an_average_keep_a_record_each(checked: Path, mo
     assert best != average
     ensure_record(run, "precision", load)
     ensure_record(run, "precision", load, average=2)
-    assert len(calls) == 4
+    assert len(calls) == 6
     ensure_record(run, "precision", load)  # alternating measures nothing again
     ensure_record(run, "precision", load, average=2)
-    assert len(calls) == 4 and recorded(run, best, "precision") and recorded(run, average, "precision")
+    assert len(calls) == 6 and recorded(run, best, "precision") and recorded(run, average, "precision")
     monkeypatch.setattr(precision_record, "KEPT", 1)  # the oldest go past KEPT
     ensure_record(run, "int8", load)
     assert recorded(run, best, "int8") and recorded(run, average, "precision") is None
@@ -218,6 +231,13 @@ def test_decoding_follows_the_record_and_fp32_is_one_flag_away(checked: Path,
     assert evaluated.exit_code == 0, evaluated.output
     assert "decoded in bf16: precision auto → bf16 (valid split: bf16 " in evaluated.stdout
     assert json.loads((checked / "eval_test.json").read_text())["precision"] == "bf16"
+    record["precision"]["chosen"] = BF16_LOGITS  # as if bf16 logits had won too
+    precision_record.write_record(run, record)
+    both = load_native_engine(run, device="cpu")
+    assert both.precision == "bf16" and both.note.startswith(f"precision auto → {BF16_LOGITS} (valid split: ")
+    assert {m.dtype for m in both.model.modules() if isinstance(m, PackedLinear)} == {torch.bfloat16}
+    forced = load_native_engine(run, device="cpu", precision="bf16")  # set by hand: float32 logits, as before
+    assert forced.model.output.dtype == torch.float32
 
 
 @needs_onednn
