@@ -125,6 +125,9 @@ class AttentionBlock(nn.Module):
         self.w_k = nn.Linear(d_model, kv_heads * d_k, bias=bias)
         self.w_v = nn.Linear(d_model, kv_heads * d_v, bias=bias)
         self.w_o = nn.Linear(heads * d_v, d_model, bias=bias)  # W^O (§3.2.2)
+        # self-attention's W^Q, W^K, W^V as one product (x -> [q | k | v]) where decoding set one
+        # (engine/decoding/packed.py); None: three
+        self.fused_qkv: nn.Module | None = None
 
     def _split(self, x: torch.Tensor, heads: int) -> torch.Tensor:
         return x.unflatten(-1, (heads, -1)).transpose(1, 2)  # (B, T, H*d) -> (B, H, T, d)
@@ -168,7 +171,12 @@ class AttentionBlock(nn.Module):
              cache: dict | None, positional: Positional | None, offset: int, beams: int,
              need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Project, attend; returns the heads' outputs (B·beams, H, T, d_v) and, if asked, the weights."""
-        q = self._split(self.w_q(x), self.heads)  # (B, H, T, d_k)
+        if memory is None and self.fused_qkv is not None:
+            q, k, v = self.fused_qkv(x).split([self.heads * self.d_k, self.kv_heads * self.d_k,
+                                               self.kv_heads * self.d_v], dim=-1)
+            q, k, v = self._split(q, self.heads), self._split(k, self.kv_heads), self._split(v, self.kv_heads)
+        else:
+            q = self._split(self.w_q(x), self.heads)  # (B, H, T, d_k)
         if memory is not None:  # cross-attention: keys/values from the encoder, computed once per sentence
             if self.self_attention_only:
                 raise ValueError(f"{type(self).__name__} is self-attention only; it cannot attend to memory")
@@ -182,7 +190,8 @@ class AttentionBlock(nn.Module):
         else:
             if beams != 1:
                 raise ValueError(f"beams ({beams}) apply to cross-attention only")
-            k, v = self._keys_values(x)  # (B, Hkv, T, d)
+            if self.fused_qkv is None:
+                k, v = self._keys_values(x)  # (B, Hkv, T, d)
             if positional is not None:
                 q, k = positional.rotate(q, offset), positional.rotate(k, offset)
             if cache is not None:  # self-attention: append this step's keys/values to the earlier ones

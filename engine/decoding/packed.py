@@ -16,6 +16,11 @@ change which hypotheses the beam keeps more often than bf16 layers alone (docs/b
 decoding on a CPU), so they are used only where the validation metric holds. Faster than bf16 autocast,
 which casts every weight again at every product.
 
+A self-attention block's W^Q, W^K and W^V read the same input: they are also packed as one product
+(``FusedLinears``, the block's ``fused_qkv``), one call and one pair of casts where there were three, which
+is what a step at a few rows (one sentence, beam 4) spends most on; each output column is the same
+product of the same row and column as before.
+
 Only where it applies: the CPU, float32 weights without autocast, PyTorch built with oneDNN (the
 official wheels are) and exposing its packed linear; anywhere else the model is left as it is.
 The parameters stay (parameter counts and ``state_dict`` are unchanged); the packed copies are extra
@@ -26,6 +31,8 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+
+from tbuild.components.attention import AttentionBlock
 
 PACK_ROWS = 256  # the batch size oneDNN chooses its layout for (a search step's rows: 64 sentences × beam 4)
 PACKED_TYPES = (nn.Linear,)  # exactly this type: a head or LoRA layer computes more than x·Wᵀ + b
@@ -58,6 +65,40 @@ class PackedLinear(nn.Module):
                 f"dtype={str(self.dtype).removeprefix('torch.')}")
 
 
+class FusedLinears(nn.Module):
+    """Linear layers that read the same input as one packed product, their outputs side by side (inference
+    only); it holds the packed copy alone, the layers keep their parameters."""
+
+    def __init__(self, linears: list[PackedLinear]) -> None:
+        super().__init__()
+        self.dtype = linears[0].dtype
+        weight = torch.cat([lin.weight.detach() for lin in linears]).to(self.dtype)
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
+        biases = [lin.bias for lin in linears]
+        self.packed_bias = None if biases[0] is None else torch.cat([b.detach() for b in biases]).to(self.dtype)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.ops.mkldnn._linear_pointwise(x.to(self.dtype), self.packed, self.packed_bias, "none", [], "")
+        return y.to(x.dtype)
+
+
+def fuse_self_attention(model: nn.Module) -> int:
+    """Give every self-attention block of ``model`` (a ``self_attn…`` sublayer) whose W^Q, W^K and W^V are
+    packed alike one fused product (``AttentionBlock.fused_qkv``); returns how many."""
+    fused = 0
+    for name, block in model.named_modules():
+        owner = name.rpartition(".")[0].rpartition(".")[2]  # decoder.0.self_attn.sublayer -> self_attn
+        if not isinstance(block, AttentionBlock) or not owner.startswith("self_attn"):
+            continue
+        linears = [block.w_q, block.w_k, block.w_v]
+        if not all(isinstance(lin, PackedLinear) for lin in linears):
+            continue
+        if len({lin.dtype for lin in linears}) == 1 and len({lin.bias is None for lin in linears}) == 1:
+            block.fused_qkv = FusedLinears(linears)
+            fused += 1
+    return fused
+
+
 def pack_linears(model: nn.Module, products: torch.dtype = torch.float32, logits: torch.dtype = torch.float32
                  ) -> bool:
     """Replace, in place, every float32 CPU linear layer of ``model`` (``PACKED_TYPES``) by a
@@ -73,4 +114,5 @@ def pack_linears(model: nn.Module, products: torch.dtype = torch.float32, logits
         return False
     for parent, name, linear in linears:
         setattr(parent, name, PackedLinear(linear, logits if linear is output else products))
+    fuse_self_attention(model)
     return True

@@ -93,3 +93,35 @@ def test_translator_packs_on_cpu_float32_only(tiny_run: Path) -> None:
     assert [h[0].tokens for h in fp32.translate(LINES, spec)] == [h[0].tokens for h in plain.translate(LINES, spec)]
     int8 = load_native_engine(run, quantization="int8")  # no record: float32 logits, on packed weights
     assert [m for m in int8.model.modules() if isinstance(m, PackedLinear)] == [int8.model.output]
+
+
+@needs_onednn
+@pytest.mark.parametrize("products", [torch.float32, torch.bfloat16])
+def test_self_attention_projections_fused_compute_what_three_do(products: torch.dtype) -> None:
+    """Packing fuses each self-attention block's W^Q, W^K, W^V into one product (cross-attention keeps its
+    own: its keys read the memory); the parameters stay, and every output is bit for bit the three products'."""
+    from tbuild.components.attention import AttentionBlock
+    from tbuild.engine.decoding.packed import FusedLinears
+
+    torch.manual_seed(0)
+    model = tiny_model()
+    fused = copy.deepcopy(model)
+    assert pack_linears(fused, products)
+    names = {name.rsplit(".", 2)[-2] for name, m in fused.named_modules()
+             if isinstance(m, AttentionBlock) and isinstance(m.fused_qkv, FusedLinears)}
+    crosses = [m for name, m in fused.named_modules() if isinstance(m, AttentionBlock) and "cross_attn" in name]
+    assert names == {"self_attn"} and crosses and all(m.fused_qkv is None for m in crosses)
+    assert fused.state_dict().keys() == model.state_dict().keys()
+    three = copy.deepcopy(model)  # packed again (a packed model cannot be copied), its blocks unfused
+    pack_linears(three, products)
+    for module in three.modules():
+        if isinstance(module, AttentionBlock):
+            module.fused_qkv = None
+    src, tgt = torch.randint(4, 40, (3, 7)), torch.randint(4, 40, (3, 6))
+    with torch.inference_mode():
+        assert torch.equal(fused(src, tgt), three(src, tgt))
+        memory, pad = fused.encode(src)
+        ours, theirs = DecoderCache(), DecoderCache()
+        for t in range(6):
+            step = tgt[:, t:t + 1]
+            assert torch.equal(fused.decode(step, memory, pad, ours), three.decode(step, memory, pad, theirs))
