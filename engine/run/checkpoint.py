@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from torch import nn
@@ -53,8 +53,11 @@ def save_checkpoint(path: Path, model: nn.Module, meta: dict[str, Any],
     atomic_write(path, st_save(tensors, metadata={"tbuild": json.dumps(meta)}))
 
 
-def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
-    """Tensors and metadata of a checkpoint file, or a CheckpointError naming the file."""
+def read_checkpoint(path: Path, *, model_only: bool = False) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    """Tensors and metadata of a checkpoint file, or a CheckpointError naming the file. ``model_only``: the
+    ``model.*`` tensors alone, read from the file without the optimizer's (a third of a training checkpoint)."""
+    if model_only:
+        return _read_model(path)
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -65,6 +68,18 @@ def read_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
         header = json.loads(data[8:8 + header_len])
         meta = json.loads(header["__metadata__"]["tbuild"])
     except (SafetensorError, ValueError, KeyError, TypeError) as e:
+        raise CheckpointError(f"{path}: not a readable tbuild checkpoint (truncated or corrupt: {e})") from None
+    return tensors, meta
+
+
+def _read_model(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        with safe_open(path, framework="pt") as f:
+            meta = json.loads((f.metadata() or {})["tbuild"])
+            tensors = {k: f.get_tensor(k) for k in f.keys() if k.startswith("model.")}  # noqa: SIM118 - a file
+    except (SafetensorError, OSError, ValueError, KeyError, TypeError) as e:
         raise CheckpointError(f"{path}: not a readable tbuild checkpoint (truncated or corrupt: {e})") from None
     return tensors, meta
 
@@ -115,7 +130,7 @@ def average_checkpoints(paths: list[Path]) -> tuple[dict[str, torch.Tensor], dic
     first_meta: dict[str, Any] = {}
     meta: dict[str, Any] = {}
     for path in paths:
-        tensors, meta = read_checkpoint(path)
+        tensors, meta = read_checkpoint(path, model_only=True)
         if not first_meta:
             first_meta = meta
         elif meta.get("architecture") != first_meta.get("architecture"):

@@ -28,7 +28,7 @@ def load_weights(model: nn.Module, run: Run, *, checkpoint: Path | None = None, 
         source, description = paths[-1], f"average of {', '.join(p.name for p in paths)}"
     else:
         source = paths[0]
-        tensors, meta = read_checkpoint(source)
+        tensors, meta = read_checkpoint(source, model_only=True)
         description = source.name
     if meta.get("architecture") != expect:
         raise CheckpointError(f"{source}: checkpoint is of another model (architecture {meta.get('architecture')}, "

@@ -41,3 +41,21 @@ def test_weights_of_another_model_are_refused(tiny_run: Path) -> None:
     run = resolve_run(tiny_run, ["model.d_model=64"])
     with pytest.raises(CheckpointError, match="checkpoint is of another model"):
         load_weights(build_model(run.spec), run)
+
+
+def test_the_model_alone_is_read_from_a_training_checkpoint(tiny_run: Path, tmp_path: Path) -> None:
+    """``model_only`` reads the model's tensors (the same values) and the metadata, not the optimizer's; a
+    truncated or missing file is a CheckpointError naming it, wherever it is cut."""
+    newest = RunDir(tiny_run).step_checkpoints()[-1]
+    full, meta = read_checkpoint(newest)
+    model, model_meta = read_checkpoint(newest, model_only=True)
+    assert any(k.startswith("optim.") for k in full) and model_meta == meta
+    assert model.keys() == {k for k in full if k.startswith("model.")}
+    assert all(torch.equal(model[k], full[k]) for k in model)
+    data, cut = newest.read_bytes(), tmp_path / "cut.safetensors"
+    for size in (4, 100, len(data) // 2, len(data) - 1):
+        cut.write_bytes(data[:size])
+        with pytest.raises(CheckpointError, match="cut.safetensors: not a readable tbuild checkpoint"):
+            read_checkpoint(cut, model_only=True)
+    with pytest.raises(CheckpointError, match="checkpoint not found"):
+        read_checkpoint(tmp_path / "gone.safetensors", model_only=True)
