@@ -8,9 +8,10 @@ network must give the same probabilities, up to float32 rounding); the outputs m
   length penalty 0 (raw log-probs), asks for their ``beam`` finished hypotheses and re-ranks them with
   tbuild's lp (``decoding/ct2.py: ct2_search``, ``decoding/hf.py: hf_search``), so like is compared
   with like; deployed with their own defaults they apply their own formula.
-- Stopping: CTranslate2 stops once ``beam`` hypotheses have finished; HF (early_stopping "never") and
-  tbuild go on until no live beam can beat the finished ones, but tbuild's test uses its lp, so at
-  α > 0 it can still find a better-scoring, longer hypothesis.
+- Stopping: CTranslate2 stops once ``beam`` hypotheses have finished, whatever ``decode.stopping`` says
+  (tbuild's ``beam``); HF (early_stopping "never") and tbuild's ``exact`` go on until no live beam can beat
+  the finished ones, but tbuild's test uses its lp, so at α > 0 it can still find a better-scoring, longer
+  hypothesis; tbuild's ``patience`` lies between (``decoding/search.py``).
 - Hypotheses cut at the length limit: tbuild and HF (``decoding/hf.py: RowLimits``) force EOS and score
   it with the model's log p(EOS); CTranslate2 just stops.
 Greedy search has none of these: its outputs must be identical. Set in all: PAD and BOS are never
