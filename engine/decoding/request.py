@@ -10,6 +10,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Literal
 
 from tbuild.builder.spec import DecodeSpec
+from tbuild.builder.spec.decode import PATIENCE
 
 from ..errors import TbuildError
 
@@ -47,7 +48,7 @@ class DecodeRequest:
     min_len: int = 0  # no EOS while |Y| < min_len
     nbest: int = 1  # hypotheses per line (with sampling: samples)
     stopping: str = "exact"  # when a sentence's beam search stops (search.STOPPING)
-    patience: float = 2.0  # stopping patience: a sentence stops once ⌈patience · beam⌉ hypotheses have finished
+    patience: float = PATIENCE  # stopping patience: a sentence stops once ⌈patience · beam⌉ hypotheses have finished
     batch_tokens: int = 4000  # source tokens per batch, padding included
     sampling: Literal["topk", "topp", "temperature"] | None = None  # None: beam search
     topk: int = 10
