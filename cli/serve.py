@@ -19,7 +19,8 @@ def serve(
     batch_tokens: int | None = typer.Option(
         None, "--batch-tokens", help="Batch budget in source tokens, padding included (default: decode.batch_tokens)."),
     max_wait_ms: float = typer.Option(
-        10.0, "--max-wait-ms", help="How long a batch waits for more requests after its first (milliseconds)."),
+        10.0, "--max-wait-ms", help="How long a batch waits for more requests after its first (milliseconds; "
+        "not after a batch that decoded a request alone)."),
     batching: bool = typer.Option(
         True, "--batching/--no-batching", help="Decode concurrent requests together (off: one request at a time)."),
     timeout: float = typer.Option(30.0, "--timeout", help="Seconds before a request is cancelled with 503."),

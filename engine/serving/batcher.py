@@ -82,7 +82,9 @@ class Batcher:
     """Gathers jobs into batches of at most ``budget`` source tokens, counted as the engine counts its
     batches (longest source · sentences, padding included: a gathered batch is one engine batch),
     waiting at most ``max_wait`` seconds after a batch's first job for others (``enabled=False``: one
-    job per batch, no wait). It decodes on ``worker`` (the thread that loaded the model; default: its own)."""
+    job per batch, no wait). A batch after one that decoded a job alone does not wait: requests arriving one
+    at a time (one client) are not held for company that has not come, and once two jobs meet in a batch the
+    next waits again. It decodes on ``worker`` (the thread that loaded the model; default: its own)."""
 
     def __init__(self, decode: Decode, *, budget: int, max_wait: float, enabled: bool = True,
                  after_batch: Callable[[], None] = lambda: None, worker: Worker | None = None) -> None:
@@ -91,6 +93,7 @@ class Batcher:
         self.stats = BatchStats()
         self._queue: queue.Queue = queue.Queue()
         self._held: Job | None = None  # a job that did not fit the last batch: it opens the next
+        self._company = True  # the last batch gathered several jobs (or none yet): the next one waits for others
         self._worker = worker or Worker("tbuild-batcher")
         self._closed = False
         self._running = self._worker.call(self._run)
@@ -132,7 +135,7 @@ class Batcher:
         if first is _STOP:
             return [], True
         jobs, longest, count = [first], max(first.lengths, default=0), len(first.lines)
-        deadline = time.monotonic() + self.max_wait
+        deadline = time.monotonic() + (self.max_wait if self._company else 0.0)
         while self.enabled and longest * count < self.budget:
             left = deadline - time.monotonic()
             try:
@@ -147,6 +150,7 @@ class Batcher:
                 break
             jobs.append(job)
             longest, count = wider, count + len(job.lines)
+        self._company = len(jobs) > 1 or self._held is not None
         return jobs, False
 
     def _decode(self, jobs: list[Job]) -> None:

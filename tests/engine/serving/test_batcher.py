@@ -136,3 +136,33 @@ def test_the_batcher_decodes_on_the_worker_it_is_given() -> None:
     batcher.submit(job("a", "bb")).result(timeout=5)
     batcher.close(timeout=5)
     assert decoders == [loader]
+
+
+def test_requests_one_at_a_time_are_not_held_after_the_first() -> None:
+    """One client: the first batch waits for company (none comes), the following lone requests do not wait;
+    once requests have met in a batch, the next batch waits for others again."""
+    engine, started, release = Recorder(), threading.Event(), threading.Event()
+
+    def decode(lines: list[str], spec: DecodeRequest) -> list[list[Hypothesis]]:
+        if lines == ["x"]:
+            started.set()
+            release.wait(5)  # "y" and "z" queue up meanwhile
+        return engine(lines, spec)
+
+    batcher = Batcher(decode, budget=1000, max_wait=0.3)
+
+    def timed(line: str) -> float:
+        start = time.monotonic()
+        batcher.submit(job(line)).result(timeout=5)
+        return time.monotonic() - start
+
+    took = [timed(line) for line in ("a", "b", "c")]
+    assert took[0] >= 0.3 and max(took[1:]) < 0.2, took
+    busy = batcher.submit(job("x"))  # alone, decoded at once (after lone batches)
+    assert started.wait(5)
+    queued = [batcher.submit(job("y")), batcher.submit(job("z"))]
+    release.set()
+    [f.result(timeout=5) for f in [busy, *queued]]
+    assert timed("h") >= 0.3  # after a batch of two, a batch waits again
+    batcher.close()
+    assert engine.batches == [["a"], ["b"], ["c"], ["x"], ["y", "z"], ["h"]]
