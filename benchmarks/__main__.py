@@ -99,7 +99,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--warmup must be 0 or more")
     if args.only == "real" and args.run is None:
         parser.error("--only real needs --run RUN")
-    unknown = [] if args.engines is None else sorted({n.strip() for n in args.engines.split(",")} - set(ENGINES))
+    if args.engines is not None:
+        args.engines = [n.strip() for n in args.engines.split(",")]
+    unknown = sorted(set(args.engines or []) - set(ENGINES))
     if unknown:
         parser.error(f"--engines: no engine {', '.join(unknown)} (choose from {', '.join(ENGINES)})")
     return args
@@ -228,9 +230,8 @@ def main(argv: list[str] | None = None) -> None:
             continue
         device_part(args, hw, device, out)
     if args.run is not None and args.only in (None, "decode", "real"):
-        names = None if args.engines is None else [n.strip() for n in args.engines.split(",")]
         out["real"] = run_real(RealRun(args.run, "test", args.lines, args.warmup, args.repeats,
-                                           0 if args.average else None), names)
+                                           0 if args.average else None), args.engines)
     report.show(out)
     if args.json is not None:
         report.write_json(out, args.json)

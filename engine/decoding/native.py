@@ -157,13 +157,20 @@ def check_decoding(run: Run, *, checkpoint: Path | None = None, average: int | N
         return
 
     def load(mode: str) -> NativeEngine:
-        int8 = mode in (INT8_LOGITS, FLOAT_LOGITS)
-        return load_native_engine(run, checkpoint=checkpoint, average=average, device="cpu",
-                               quantization="int8" if int8 else "float32",
-                               precision="fp32" if int8 else "bf16" if mode == BF16_LOGITS else mode,
-                               int8_logits=mode == INT8_LOGITS, bf16_logits=mode == BF16_LOGITS)
+        return engine_in_mode(run, mode, checkpoint=checkpoint, average=average)
 
     ensure_record(run, what, load, checkpoint=checkpoint, average=average, notify=notify, metric=metric)
+
+
+def engine_in_mode(run: Run, mode: str, *, checkpoint: Path | None = None, average: int | None = None
+                   ) -> NativeEngine:
+    """The run's CPU engine decoding in one of the decoding check's modes ("fp32", "bf16", ``BF16_LOGITS``, or
+    an int8 mode: ``INT8_LOGITS``, ``FLOAT_LOGITS``; ``precision_record.py``)."""
+    int8 = mode in (INT8_LOGITS, FLOAT_LOGITS)
+    return load_native_engine(run, checkpoint=checkpoint, average=average, device="cpu",
+                              quantization="int8" if int8 else "float32",
+                              precision="fp32" if int8 else "bf16" if mode == BF16_LOGITS else mode,
+                              int8_logits=mode == INT8_LOGITS, bf16_logits=mode == BF16_LOGITS)
 
 
 def max_source(spec: Spec) -> int:

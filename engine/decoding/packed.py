@@ -45,41 +45,43 @@ def packing_available() -> bool:
             and hasattr(ops, "_linear_pointwise"))
 
 
-class PackedLinear(nn.Module):
-    """``nn.Linear``'s product with the weight in oneDNN's
-    blocked layout, computed in ``dtype`` and returned in the input's dtype (inference only)."""
+class _Packed(nn.Module):
+    """x·Wᵀ + b with W in oneDNN's blocked layout, computed in ``dtype`` and returned in the input's dtype
+    (inference only: the op has no autograd)."""
 
-    def __init__(self, linear: nn.Linear, dtype: torch.dtype = torch.float32) -> None:
-        super().__init__()
-        self.in_features, self.out_features, self.dtype = linear.in_features, linear.out_features, dtype
-        self.weight, self.bias = linear.weight, linear.bias  # kept: counts, state_dict and tying as before
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach().to(dtype), PACK_ROWS)
-        self.packed_bias = None if linear.bias is None else linear.bias.detach().to(dtype)  # the op has no autograd
+    def _pack(self, weight: torch.Tensor, bias: torch.Tensor | None, dtype: torch.dtype) -> None:
+        self.dtype = dtype
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().to(dtype), PACK_ROWS)
+        self.packed_bias = None if bias is None else bias.detach().to(dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = torch.ops.mkldnn._linear_pointwise(x.to(self.dtype), self.packed, self.packed_bias, "none", [], "")
         return y.to(x.dtype)
+
+
+class PackedLinear(_Packed):
+    """``nn.Linear``'s product, packed (``_Packed``); the layer's parameters kept."""
+
+    def __init__(self, linear: nn.Linear, dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias  # kept: counts, state_dict and tying as before
+        self._pack(linear.weight, linear.bias, dtype)
 
     def extra_repr(self) -> str:
         return (f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}, "
                 f"dtype={str(self.dtype).removeprefix('torch.')}")
 
 
-class FusedLinears(nn.Module):
-    """Linear layers that read the same input as one packed product, their outputs side by side (inference
-    only); it holds the packed copy alone, the layers keep their parameters."""
+class FusedLinears(_Packed):
+    """Linear layers that read the same input as one packed product, their outputs side by side; it holds the
+    packed copy alone, the layers keep their parameters."""
 
     def __init__(self, linears: list[PackedLinear]) -> None:
         super().__init__()
-        self.dtype = linears[0].dtype
-        weight = torch.cat([lin.weight.detach() for lin in linears]).to(self.dtype)
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight, PACK_ROWS)
         biases = [lin.bias for lin in linears]
-        self.packed_bias = None if biases[0] is None else torch.cat([b.detach() for b in biases]).to(self.dtype)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.ops.mkldnn._linear_pointwise(x.to(self.dtype), self.packed, self.packed_bias, "none", [], "")
-        return y.to(x.dtype)
+        bias = None if biases[0] is None else torch.cat([b.detach() for b in biases])  # type: ignore[union-attr]
+        self._pack(torch.cat([lin.weight.detach() for lin in linears]), bias, linears[0].dtype)
 
 
 def fuse_self_attention(model: nn.Module) -> int:

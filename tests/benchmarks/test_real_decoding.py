@@ -50,7 +50,8 @@ def test_only_real_needs_a_run() -> None:
         parse(["--only", "real"])
     with pytest.raises(SystemExit):
         parse(["--only", "real", "--run", "runs/x", "--engines", "native default,native turbo"])
-    assert parse(["--only", "real", "--run", "runs/x", "--engines", "native exact, CT2 int8"]).engines
+    assert parse(["--only", "real", "--run", "runs/x", "--engines", "native exact, CT2 int8"]).engines == [
+        "native exact", "CT2 int8"]
 
 
 def test_average_decodes_what_decode_average_gives(tiny_run: Path, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from tbuild.cli.app import app
 from tbuild.engine.decoding import precision_record
-from tbuild.engine.decoding.native import NativeEngine, check_decoding, load_native_engine
+from tbuild.engine.decoding.native import NativeEngine, check_decoding, engine_in_mode, load_native_engine
 from tbuild.engine.decoding.packed import PackedLinear, pack_linears, packing_available
 from tbuild.engine.decoding.precision_record import (
     BF16_LOGITS,
@@ -133,10 +133,7 @@ def counting(run: Run, calls: list[str]) -> Callable[[str], NativeEngine]:
     """The check's loader (real translators), each mode it loads noted in ``calls``."""
     def load(mode: str) -> NativeEngine:
         calls.append(mode)
-        int8 = mode in (INT8_LOGITS, FLOAT_LOGITS)
-        return load_native_engine(run, device="cpu", quantization="int8" if int8 else "float32",
-                               precision="fp32" if int8 else "bf16" if mode == BF16_LOGITS else mode,
-                               int8_logits=mode == INT8_LOGITS, bf16_logits=mode == BF16_LOGITS)
+        return engine_in_mode(run, mode)
 
     return load
 
